@@ -1,0 +1,68 @@
+# dcl-beam: build, test, benchmark and demo targets. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS  := -X main.version=$(VERSION)
+BIN      := bin
+# Fashion-MNIST, from Debian's dataset-fashion-mnist package: the real data the tests and the
+# demo use.
+FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
+# Packages whose tests are numeric kernels: -race slows them 10x and they share no memory
+# across goroutines that the race detector could check better than their own tests do.
+NORACE_PKGS := ./trainstep/... ./gpu/...
+TEST_TIMEOUT ?= 30m
+
+.PHONY: help build build-cuda worker deps test bench bench-smoke lint demo clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/dcl (pure Go, CPU backend)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl ./cmd/dcl
+
+build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
+	CGO_ENABLED=1 $(GO) build -tags cuda -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
+
+worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
+
+deps: ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist
+	$(GO) mod download
+	$(GO) build -o /dev/null honnef.co/go/tools/cmd/staticcheck
+	@if [ -f $(FASHION_MNIST)/train-images-idx3-ubyte.gz ]; then \
+		echo "deps: Fashion-MNIST found in $(FASHION_MNIST)"; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+		echo "deps: installing Debian package dataset-fashion-mnist"; \
+		$$SUDO apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q dataset-fashion-mnist >/dev/null; } || \
+		{ echo "deps: could not install dataset-fashion-mnist; tests that read it will be skipped (set FASHION_MNIST=DIR)"; exit 1; }; \
+	else \
+		echo "deps: no apt-get here; install Fashion-MNIST and set FASHION_MNIST=DIR"; exit 1; \
+	fi
+
+test: deps ## run every test (race detector on all but the numeric kernels)
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -race -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -E '/(trainstep|gpu)(/|$$)')
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -timeout $(TEST_TIMEOUT) $(NORACE_PKGS)
+	$(MAKE) --no-print-directory bench-smoke
+
+bench-smoke: ## run every benchmark once, small, so none rots
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench . -benchtime 1x -short -timeout $(TEST_TIMEOUT) ./...
+
+bench: ## run the benchmarks for real (figures go to BENCHMARKS.md); BENCH=regexp COUNT=n
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -count $(or $(COUNT),5) -timeout 120m ./...
+
+lint: ## go vet and staticcheck, on the pure-Go and the cuda builds
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	CGO_ENABLED=0 $(GO) build ./...
+	$(GO) vet -tags cuda ./gpu/... ./cmd/...
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
+
+demo: deps build ## a scaled-down reproduction on Fashion-MNIST: report and plots in demo-out/
+	$(BIN)/dcl demo --data=$(FASHION_MNIST) --out=demo-out
+
+clean: ## remove build outputs
+	rm -rf $(BIN)

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers --runner and every runner's flags
+)
+
+// Exit codes: 0 success, 1 the command failed, 2 the command line was wrong or the
+// subcommand is not built yet.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError is an error in the command line: it is reported in one line and exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		printHelp(stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch {
+	case name == "help" || name == "-h" || name == "-help" || name == "--help":
+		if len(args) > 1 {
+			return run([]string{args[1], "-h"}, stdout, stderr)
+		}
+		printHelp(stdout)
+		return exitOK
+	case strings.HasPrefix(name, "-"):
+		return runWorker(args, stderr)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		fmt.Fprintf(stderr, "dcl: unknown subcommand %q (run 'dcl help')\n", name)
+		return exitUsage
+	}
+	err := cmd.run(args[1:], stdout, stderr)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "dcl %s: %v\n", name, err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "dcl %s: %v\n", name, err)
+		return exitError
+	}
+}
+
+// runWorker handles a start without a subcommand: that is how a Beam runner launches the
+// binary as an SDK worker (--worker --id … --control_endpoint …). beam.Init hands control
+// to the harness and exits; if it returns, the flags did not ask for a worker.
+func runWorker(args []string, stderr io.Writer) int {
+	flag.CommandLine.SetOutput(stderr)
+	if err := flag.CommandLine.Parse(args); err != nil {
+		return exitUsage
+	}
+	beam.Init()
+	fmt.Fprintf(stderr, "dcl: flags without a subcommand start a Beam worker (--worker); run 'dcl help'\n")
+	return exitUsage
+}
+
+// streams are where a command writes: results to stdout; logs, progress and errors to stderr.
+type streams struct{ stdout, stderr io.Writer }
+
+// command is one subcommand. setup registers its flags on fs and returns the function that
+// runs it once they are parsed, with the positional arguments.
+type command struct {
+	name    string
+	args    string // positional arguments, for the usage line
+	summary string
+	// beam marks subcommands that build Beam pipelines: they accept Beam's flags (--runner,
+	// --endpoint, --project, …) and forward them to the SDK.
+	beam  bool
+	setup func(fs *flag.FlagSet, out streams) func(ctx context.Context, args []string) error
+	// pending, when set, says which issue will build the subcommand; until then it exits 2.
+	pending string
+}
+
+func (c *command) run(args []string, stdout, stderr io.Writer) error {
+	if c.pending != "" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			fmt.Fprintf(stdout, "Usage: dcl %s\n\n%s\n\nNot built yet (%s).\n", c.name, c.summary, c.pending)
+			return flag.ErrHelp
+		}
+		return usagef("not built yet (%s)", c.pending)
+	}
+	fs := flag.NewFlagSet("dcl "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported once, in one line, by main
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	runFn := c.setup(fs, streams{stdout: stdout, stderr: stderr})
+	if c.beam {
+		forwardBeamFlags(fs)
+	}
+	positional, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		c.printUsage(stdout, fs)
+		return err
+	}
+	if err != nil {
+		return usagef("%v (run 'dcl %s -h')", err, c.name)
+	}
+	// beam.Init must run before any pipeline is built, and it replaces the default logger.
+	if err := flag.CommandLine.Parse(nil); err != nil {
+		return err
+	}
+	beam.Init()
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usagef("--log-level=%q: want debug, info, warn or error", *logLevel)
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runFn(ctx, positional)
+}
+
+// parseInterspersed parses flags that come before, between or after positional arguments,
+// so that `dcl shards verify DIR --json` and `dcl shards verify --json DIR` both work.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// forwardBeamFlags makes Beam's global flags (registered on flag.CommandLine by the SDK's
+// packages) available on fs. Setting one sets the global flag, so the SDK sees it and
+// passes it on to workers as a pipeline option, exactly as if main had called flag.Parse.
+func forwardBeamFlags(fs *flag.FlagSet) {
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		if fs.Lookup(f.Name) != nil || strings.HasPrefix(f.Name, "test.") {
+			return
+		}
+		fs.Var(&forwardedFlag{global: f}, f.Name, f.Usage)
+		fs.Lookup(f.Name).DefValue = f.DefValue
+	})
+}
+
+type forwardedFlag struct{ global *flag.Flag }
+
+func (f *forwardedFlag) String() string {
+	if f == nil || f.global == nil {
+		return ""
+	}
+	return f.global.Value.String()
+}
+
+func (f *forwardedFlag) Set(s string) error { return flag.CommandLine.Set(f.global.Name, s) }
+
+func (f *forwardedFlag) IsBoolFlag() bool {
+	b, ok := f.global.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: dcl %s [flags]", c.name)
+	if c.args != "" {
+		fmt.Fprintf(w, " %s", c.args)
+	}
+	fmt.Fprintf(w, "\n\n%s\n\nFlags:\n", c.summary)
+	var beamFlags []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(*forwardedFlag); ok {
+			beamFlags = append(beamFlags, f)
+			return
+		}
+		printFlag(w, f)
+	})
+	if len(beamFlags) > 0 {
+		fmt.Fprintf(w, "\nBeam flags (runner selection and pipeline options; see README, section Runners):\n")
+		for _, f := range beamFlags {
+			printFlag(w, f)
+		}
+	}
+}
+
+// printFlag prints one flag with its default, always, unlike flag.PrintDefaults, which
+// leaves out zero defaults.
+func printFlag(w io.Writer, f *flag.Flag) {
+	typeName, usage := flag.UnquoteUsage(f)
+	if fwd, ok := f.Value.(*forwardedFlag); ok {
+		typeName, _ = flag.UnquoteUsage(fwd.global)
+	}
+	fmt.Fprintf(w, "  --%s", f.Name)
+	if typeName != "" {
+		fmt.Fprintf(w, "=%s", typeName)
+	}
+	def := f.DefValue
+	if def == "" || isStringFlag(f.Value) {
+		def = fmt.Sprintf("%q", def)
+	}
+	fmt.Fprintf(w, "\n      %s (default %s)\n", strings.ReplaceAll(usage, "\n", "\n      "), def)
+}
+
+func isStringFlag(v flag.Value) bool {
+	if fwd, ok := v.(*forwardedFlag); ok {
+		v = fwd.global.Value
+	}
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, isString := g.Get().(string)
+	return isString
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprintf(w, "dcl: Decoupled Contrastive Learning (Yeh et al., ECCV 2022) on Apache Beam.\n\n")
+	fmt.Fprintf(w, "Usage: dcl <subcommand> [flags]\n\nSubcommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'dcl <subcommand> -h' for its flags and their defaults.\n")
+}
+
+func lookup(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}

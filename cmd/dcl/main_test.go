@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the tests run the binary as a child process: with DCL_TEST_AS_MAIN set, the
+// test binary behaves as dcl itself (the way a Beam runner starts a worker).
+func TestMain(m *testing.M) {
+	if os.Getenv("DCL_TEST_AS_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func runDCL(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestHelpListsEverySubcommand(t *testing.T) {
+	code, out, _ := runDCL("help")
+	if code != exitOK {
+		t.Fatalf("dcl help exited %d", code)
+	}
+	for _, name := range []string{"preprocess", "train", "embed", "knn", "linear", "npc", "loss", "shards", "reproduce", "demo", "version"} {
+		if !strings.Contains(out, "\n  "+name+" ") {
+			t.Errorf("dcl help does not list %q:\n%s", name, out)
+		}
+	}
+}
+
+func TestCommandLineErrorsExit2WithOneLine(t *testing.T) {
+	tests := []struct {
+		give []string
+		want string
+	}{
+		{[]string{"bogus"}, `dcl: unknown subcommand "bogus"`},
+		{[]string{"version", "--no-such-flag"}, "dcl version: flag provided but not defined: -no-such-flag"},
+		{[]string{"version", "extra"}, "dcl version: takes no arguments"},
+		{[]string{"version", "--log-level=loud"}, "dcl version: --log-level"},
+		{[]string{"--runner=direct"}, "start a Beam worker"},
+		{nil, "Usage: dcl <subcommand>"},
+	}
+	for _, tt := range tests {
+		code, _, stderr := runDCL(tt.give...)
+		if code != exitUsage {
+			t.Errorf("dcl %q exited %d, want %d", tt.give, code, exitUsage)
+		}
+		if !strings.Contains(stderr, tt.want) {
+			t.Errorf("dcl %q printed %q, want it to contain %q", tt.give, stderr, tt.want)
+		}
+		if tt.give != nil && strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("dcl %q printed more than one line:\n%s", tt.give, stderr)
+		}
+	}
+}
+
+func TestPendingSubcommandsSaySoAndExit2(t *testing.T) {
+	for _, c := range commands() {
+		if c.pending == "" {
+			continue
+		}
+		code, _, stderr := runDCL(c.name, "--any-flag=1")
+		if code != exitUsage || !strings.Contains(stderr, "not built yet") {
+			t.Errorf("dcl %s = %d, %q; want exit 2 saying it is not built yet", c.name, code, stderr)
+		}
+		code, out, _ := runDCL(c.name, "-h")
+		if code != exitOK || !strings.Contains(out, "Not built yet") {
+			t.Errorf("dcl %s -h = %d, %q", c.name, code, out)
+		}
+	}
+}
+
+func TestVersionNamesTheCompiledBackends(t *testing.T) {
+	code, out, _ := runDCL("version")
+	if code != exitOK {
+		t.Fatalf("dcl version exited %d", code)
+	}
+	for _, want := range []string{"dcl ", "go: go1.", "backends: cpu", "beam: v2."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dcl version printed %q, want it to contain %q", out, want)
+		}
+	}
+}
+
+// beamTestCommand is a subcommand that takes Beam's flags, as the pipeline subcommands do.
+func beamTestCommand(seen *[]string) *command {
+	return &command{
+		name: "beamtest", args: "DIR", summary: "test command", beam: true,
+		setup: func(fs *flag.FlagSet, _ streams) func(context.Context, []string) error {
+			fs.Int("rows", 4, "rows to show")
+			fs.String("output", "", "where to write")
+			return func(_ context.Context, args []string) error {
+				*seen = args
+				return nil
+			}
+		},
+	}
+}
+
+func TestSubcommandHelpListsEveryFlagWithItsDefault(t *testing.T) {
+	var out bytes.Buffer
+	err := beamTestCommand(new([]string)).run([]string{"-h"}, &out, &out)
+	if err != flag.ErrHelp {
+		t.Fatalf("run -h = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{
+		"Usage: dcl beamtest [flags] DIR",
+		"--rows=int\n      rows to show (default 4)",
+		"--output=string\n      where to write (default \"\")",
+		"--log-level=string",
+		"Beam flags",
+		"--runner=string", // a Beam flag, with its default
+		"--endpoint=string",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help does not contain %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// Beam reads its options from flag.CommandLine's set flags (and passes them to workers as
+// pipeline options): a Beam flag given to a subcommand must land there.
+func TestBeamFlagsReachTheSDK(t *testing.T) {
+	runner := flag.CommandLine.Lookup("runner")
+	old := runner.Value.String()
+	t.Cleanup(func() { runner.Value.Set(old) })
+
+	var positional []string
+	var out bytes.Buffer
+	err := beamTestCommand(&positional).run([]string{"--runner=direct", "DIR", "--rows=2"}, &out, &out)
+	if err != nil {
+		t.Fatalf("run = %v", err)
+	}
+	if got := runner.Value.String(); got != "direct" {
+		t.Errorf("--runner reached the SDK as %q, want direct", got)
+	}
+	var set []string
+	flag.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
+	if !slices.Contains(set, "runner") {
+		t.Errorf("flag.CommandLine does not mark --runner as set (set: %v)", set)
+	}
+	if !slices.Equal(positional, []string{"DIR"}) {
+		t.Errorf("positional arguments = %q, want [DIR]", positional)
+	}
+}
+
+func TestParseInterspersed(t *testing.T) {
+	tests := []struct {
+		give     []string
+		wantPos  []string
+		wantRows int
+	}{
+		{[]string{"verify", "DIR"}, []string{"verify", "DIR"}, 0},
+		{[]string{"inspect", "DIR", "--rows=5"}, []string{"inspect", "DIR"}, 5},
+		{[]string{"--rows=3", "inspect", "DIR"}, []string{"inspect", "DIR"}, 3},
+		{[]string{"inspect", "--", "--rows=3"}, []string{"inspect", "--rows=3"}, 0},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		rows := fs.Int("rows", 0, "")
+		pos, err := parseInterspersed(fs, tt.give)
+		if err != nil || !slices.Equal(pos, tt.wantPos) || *rows != tt.wantRows {
+			t.Errorf("parseInterspersed(%q) = %q, rows %d, %v; want %q, rows %d", tt.give, pos, *rows, err, tt.wantPos, tt.wantRows)
+		}
+	}
+}
+
+// A Beam runner starts the binary as a worker with --worker and the harness endpoints and no
+// subcommand. The binary must hand control to the SDK harness (which then dials the runner's
+// control endpoint and keeps retrying) rather than reject the command line.
+func TestWorkerStartHandsOverToTheHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0],
+		"--worker=true", "--id=worker-1", "--control_endpoint=127.0.0.1:1",
+		"--logging_endpoint=127.0.0.1:1", "--semi_persist_dir="+t.TempDir())
+	cmd.Env = append(os.Environ(), "DCL_TEST_AS_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() == nil {
+		t.Fatalf("the worker exited at once (%v) instead of running the harness:\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "run 'dcl help'") {
+		t.Errorf("the worker start was taken for a usage error:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/dcl-beam/dcl-beam/gpu"
+)
+
+// version is set at link time by the Makefile (-X main.version=…); builds without it report
+// the module version from the build information.
+var version = ""
+
+func versionCommand() *command {
+	return &command{
+		name:    "version",
+		summary: "print the version, the Go version and the compute backends compiled in",
+		setup: func(_ *flag.FlagSet, out streams) func(context.Context, []string) error {
+			return func(_ context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("takes no arguments, got %q", args)
+				}
+				return printVersion(out.stdout)
+			}
+		},
+	}
+}
+
+func printVersion(w io.Writer) error {
+	info, _ := debug.ReadBuildInfo()
+	v := version
+	if v == "" && info != nil {
+		v = info.Main.Version
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	var backends []string
+	for _, b := range gpu.Compiled() {
+		backends = append(backends, string(b))
+	}
+	_, err := fmt.Fprintf(w, "dcl %s\ngo: %s %s/%s\nbackends: %s\nbeam: %s\n",
+		v, runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(backends, ", "), depVersion(info, "github.com/apache/beam/sdks/v2"))
+	return err
+}
+
+func depVersion(info *debug.BuildInfo, path string) string {
+	if info == nil {
+		return "unknown"
+	}
+	for _, d := range info.Deps {
+		if d.Path == path {
+			return d.Version
+		}
+	}
+	return "unknown"
+}

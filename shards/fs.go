@@ -1,0 +1,499 @@
+package shards
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"cloud.google.com/go/storage"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs" // gs:// paths
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/memfs" // memfs:// paths, for tests
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/gcsx"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+)
+
+// TempMarker is part of the name of every file this package writes under a temporary name.
+// A file whose name holds it is never data: readers skip it and RemoveTemporaries deletes it.
+const TempMarker = ".tmp-for-creation-"
+
+// Scheme returns the filesystem scheme of p: "gs", "memfs" or "" for a local path.
+func Scheme(p string) string {
+	if i := strings.Index(p, "://"); i > 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// Join joins path elements with forward slashes for remote schemes and the OS separator for
+// local paths.
+func Join(dir string, elem ...string) string {
+	if Scheme(dir) == "" {
+		return filepath.Join(append([]string{dir}, elem...)...)
+	}
+	scheme, rest, _ := strings.Cut(dir, "://")
+	return scheme + "://" + path.Join(append([]string{rest}, elem...)...)
+}
+
+// Base returns the last element of p.
+func Base(p string) string {
+	if Scheme(p) == "" {
+		return filepath.Base(p)
+	}
+	return path.Base(p)
+}
+
+func filesystemFor(ctx context.Context, p string) (filesystem.Interface, error) {
+	fs, err := filesystem.New(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("filesystem for %s: %w", p, err)
+	}
+	return fs, nil
+}
+
+// Create writes p atomically: write receives a writer, and the file appears under p only if
+// write returns nil and the data is committed. On any error nothing is left under p and any
+// earlier file there is untouched.
+//
+// Local files are written under a temporary name in the same folder, synced, renamed and the
+// folder synced. GCS objects become visible only when their upload is finalised, so they are
+// written under their final name and an error cancels the upload instead of committing it.
+func Create(ctx context.Context, p string, write func(w io.Writer) error) error {
+	switch Scheme(p) {
+	case "":
+		return createLocal(p, write)
+	case "gs":
+		return createGCS(ctx, p, write)
+	default:
+		// memfs commits whatever was written when the writer closes: buffer, then write.
+		var buf bytes.Buffer
+		if err := write(&buf); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+		fs, err := filesystemFor(ctx, p)
+		if err != nil {
+			return err
+		}
+		defer fs.Close()
+		if err := filesystem.Write(ctx, fs, p, buf.Bytes()); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+		return nil
+	}
+}
+
+func createGCS(ctx context.Context, p string, write func(w io.Writer) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fs, err := filesystemFor(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	w, err := fs.OpenWrite(ctx, p)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", p, err)
+	}
+	if err := write(w); err != nil {
+		cancel() // abort the upload: closing would commit a partial object
+		_ = w.Close()
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("committing %s: %w", p, err)
+	}
+	return nil
+}
+
+func createLocal(p string, write func(w io.Writer) error) (err error) {
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating folder for %s: %w", p, err)
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(p)+TempMarker+"*")
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", p, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if err := write(f); err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", p, err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("setting mode of %s: %w", p, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("committing %s: %w", p, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("opening folder %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing folder %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteFile writes data to p atomically (see Create).
+func WriteFile(ctx context.Context, p string, data []byte) error {
+	return Create(ctx, p, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// ReadFile reads the whole of p.
+func ReadFile(ctx context.Context, p string) ([]byte, error) {
+	r, err := Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return data, nil
+}
+
+// Open opens p for sequential reading.
+func Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	if Scheme(p) == "" {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("opening %s: %w", p, err)
+		}
+		return f, nil
+	}
+	fs, err := filesystemFor(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := fs.OpenRead(ctx, p)
+	if err != nil {
+		fs.Close()
+		return nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	return &closeBoth{ReadCloser: r, fs: fs}, nil
+}
+
+type closeBoth struct {
+	io.ReadCloser
+	fs filesystem.Interface
+}
+
+func (c *closeBoth) Close() error {
+	err := c.ReadCloser.Close()
+	return errors.Join(err, c.fs.Close())
+}
+
+// File is random access to a stored file, as Parquet readers need.
+type File interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// OpenFile opens p for random access. GCS objects are read with ranged requests; in-memory
+// files are read whole.
+func OpenFile(ctx context.Context, p string) (File, error) {
+	switch Scheme(p) {
+	case "":
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("opening %s: %w", p, err)
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("opening %s: %w", p, err)
+		}
+		return &localFile{File: f, size: st.Size()}, nil
+	case "gs":
+		return openGCSFile(ctx, p)
+	default:
+		data, err := ReadFile(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return &memFile{Reader: bytes.NewReader(data)}, nil
+	}
+}
+
+type localFile struct {
+	*os.File
+	size int64
+}
+
+func (f *localFile) Size() int64 { return f.size }
+
+type memFile struct{ *bytes.Reader }
+
+func (f *memFile) Close() error { return nil }
+
+type gcsFile struct {
+	ctx    context.Context
+	client *storage.Client
+	obj    *storage.ObjectHandle
+	name   string
+	size   int64
+}
+
+func openGCSFile(ctx context.Context, p string) (File, error) {
+	bucket, object, err := gcsx.ParseObject(p)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", p, err)
+	}
+	client, err := newGCSClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	obj := client.Bucket(bucket).Object(object)
+	attrs, err := obj.Attrs(ctx)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	return &gcsFile{ctx: ctx, client: client, obj: obj, name: p, size: attrs.Size}, nil
+}
+
+// newGCSClient uses application default credentials and falls back to unauthenticated access,
+// as Beam's own gcs filesystem does; both honour STORAGE_EMULATOR_HOST.
+func newGCSClient(ctx context.Context) (*storage.Client, error) {
+	c, err := storage.NewClient(ctx, option.WithScopes(storage.ScopeReadWrite))
+	if err == nil {
+		return c, nil
+	}
+	return storage.NewClient(ctx, option.WithoutAuthentication())
+}
+
+func (f *gcsFile) Size() int64 { return f.size }
+
+func (f *gcsFile) Close() error { return f.client.Close() }
+
+func (f *gcsFile) ReadAt(b []byte, off int64) (int, error) {
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	n := int64(len(b))
+	if off+n > f.size {
+		n = f.size - off
+	}
+	r, err := f.obj.NewRangeReader(f.ctx, off, n)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s at %d: %w", f.name, off, err)
+	}
+	defer r.Close()
+	got, err := io.ReadFull(r, b[:n])
+	if err != nil {
+		return got, fmt.Errorf("reading %s at %d: %w", f.name, off, err)
+	}
+	if int64(got) < int64(len(b)) {
+		return got, io.EOF
+	}
+	return got, nil
+}
+
+// List returns the files matching glob, sorted, leaving out temporaries (see TempMarker).
+func List(ctx context.Context, glob string) ([]string, error) {
+	fs, err := filesystemFor(ctx, glob)
+	if err != nil {
+		return nil, err
+	}
+	defer fs.Close()
+	all, err := fs.List(ctx, glob)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", glob, err)
+	}
+	var out []string
+	for _, p := range all {
+		if !strings.Contains(Base(p), TempMarker) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// Size returns the size of p in bytes.
+func Size(ctx context.Context, p string) (int64, error) {
+	fs, err := filesystemFor(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	defer fs.Close()
+	n, err := fs.Size(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("size of %s: %w", p, err)
+	}
+	return n, nil
+}
+
+// Exists reports whether p exists.
+func Exists(ctx context.Context, p string) (bool, error) {
+	switch Scheme(p) {
+	case "":
+		_, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("checking %s: %w", p, err)
+		}
+		return true, nil
+	case "gs":
+		bucket, object, err := gcsx.ParseObject(p)
+		if err != nil {
+			return false, fmt.Errorf("parsing %s: %w", p, err)
+		}
+		client, err := newGCSClient(ctx)
+		if err != nil {
+			return false, fmt.Errorf("checking %s: %w", p, err)
+		}
+		defer client.Close()
+		_, err = client.Bucket(bucket).Object(object).Attrs(ctx)
+		if errors.Is(err, storage.ErrObjectNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("checking %s: %w", p, err)
+		}
+		return true, nil
+	default:
+		matches, err := List(ctx, p)
+		if err != nil {
+			return false, err
+		}
+		return len(matches) > 0, nil
+	}
+}
+
+// Remove deletes p. Removing a file that does not exist is not an error.
+func Remove(ctx context.Context, p string) error {
+	if Scheme(p) == "" {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing %s: %w", p, err)
+		}
+		return nil
+	}
+	fs, err := filesystemFor(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	rm, ok := fs.(filesystem.Remover)
+	if !ok {
+		return fmt.Errorf("removing %s: filesystem cannot remove files", p)
+	}
+	if err := rm.Remove(ctx, p); err != nil {
+		if ok, _ := Exists(ctx, p); !ok {
+			return nil
+		}
+		return fmt.Errorf("removing %s: %w", p, err)
+	}
+	return nil
+}
+
+// RemoveTemporaries deletes the files that an interrupted Create left in dir and returns how
+// many it removed. Run it before a job writes into dir again.
+func RemoveTemporaries(ctx context.Context, dir string) (int, error) {
+	if Scheme(dir) == "" {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+	}
+	if Scheme(dir) == "gs" {
+		// GCS writes are never visible before they complete: nothing to clean.
+		return 0, nil
+	}
+	fs, err := filesystemFor(ctx, dir)
+	if err != nil {
+		return 0, err
+	}
+	defer fs.Close()
+	all, err := fs.List(ctx, Join(dir, "*"+TempMarker+"*"))
+	if err != nil {
+		return 0, fmt.Errorf("listing temporaries in %s: %w", dir, err)
+	}
+	for _, p := range all {
+		if err := Remove(ctx, p); err != nil {
+			return 0, err
+		}
+	}
+	return len(all), nil
+}
+
+// ListDir returns the names of the objects directly under a gs:// prefix or the entries of a
+// local folder. Beam's List takes globs; this is the plain listing the manifest checks need.
+func ListDir(ctx context.Context, dir string) ([]string, error) {
+	switch Scheme(dir) {
+	case "":
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", dir, err)
+		}
+		names := make([]string, 0, len(entries))
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names, nil
+	case "gs":
+		bucket, prefix, err := gcsx.ParseObject(strings.TrimSuffix(dir, "/") + "/")
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", dir, err)
+		}
+		client, err := newGCSClient(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", dir, err)
+		}
+		defer client.Close()
+		it := client.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix, Delimiter: "/"})
+		var names []string
+		for {
+			attrs, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return names, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("listing %s: %w", dir, err)
+			}
+			if attrs.Name != "" {
+				names = append(names, strings.TrimPrefix(attrs.Name, prefix))
+			}
+		}
+	default:
+		all, err := List(ctx, Join(dir, "*"))
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(all))
+		for _, p := range all {
+			names = append(names, Base(p))
+		}
+		return names, nil
+	}
+}

@@ -1,0 +1,179 @@
+package shards
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+)
+
+// TestFilesystemConformance runs the same checks against every scheme the toolkit writes to:
+// a local folder, Beam's in-memory filesystem and a GCS emulator on loopback.
+func TestFilesystemConformance(t *testing.T) {
+	roots := map[string]func(t *testing.T) string{
+		"local": func(t *testing.T) string { return t.TempDir() },
+		"mem":   func(t *testing.T) string { return "memfs://" + strings.ReplaceAll(t.Name(), "/", "_") },
+		"gcs":   func(t *testing.T) string { return gcstest.Start(t, "conformance") + "/run" },
+	}
+	for name, root := range roots {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := root(t)
+
+			p := Join(dir, "sub", "a.bin")
+			want := bytes.Repeat([]byte("0123456789"), 1000)
+			if err := WriteFile(ctx, p, want); err != nil {
+				t.Fatalf("WriteFile: %v", err)
+			}
+			got, err := ReadFile(ctx, p)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("ReadFile = %d bytes, %v; want %d bytes", len(got), err, len(want))
+			}
+			if n, err := Size(ctx, p); err != nil || n != int64(len(want)) {
+				t.Fatalf("Size = %d, %v; want %d", n, err, len(want))
+			}
+
+			f, err := OpenFile(ctx, p)
+			if err != nil {
+				t.Fatalf("OpenFile: %v", err)
+			}
+			if f.Size() != int64(len(want)) {
+				t.Errorf("File.Size = %d, want %d", f.Size(), len(want))
+			}
+			buf := make([]byte, 15)
+			if n, err := f.ReadAt(buf, 9995); n != 5 || err != io.EOF || string(buf[:5]) != "56789" {
+				t.Errorf("ReadAt past the end = %d, %v, %q; want 5, EOF, 56789", n, err, buf[:n])
+			}
+			if n, err := f.ReadAt(buf, 3); n != 15 || err != nil || string(buf) != "345678901234567" {
+				t.Errorf("ReadAt = %d, %v, %q", n, err, buf)
+			}
+			f.Close()
+
+			// A failed write leaves the earlier file as it was and adds nothing.
+			boom := errors.New("boom")
+			err = Create(ctx, p, func(w io.Writer) error {
+				w.Write([]byte("partial"))
+				return boom
+			})
+			if !errors.Is(err, boom) {
+				t.Fatalf("Create with a failing writer = %v, want boom", err)
+			}
+			if got, _ := ReadFile(ctx, p); !bytes.Equal(got, want) {
+				t.Errorf("a failed Create changed the existing file to %q", truncate(got))
+			}
+			fresh := Join(dir, "sub", "never.bin")
+			_ = Create(ctx, fresh, func(w io.Writer) error {
+				w.Write([]byte("partial"))
+				return boom
+			})
+			if ok, err := Exists(ctx, fresh); ok || err != nil {
+				t.Errorf("Exists(%s) after a failed Create = %v, %v; want false", fresh, ok, err)
+			}
+
+			if err := WriteFile(ctx, Join(dir, "sub", "b.bin"), []byte("b")); err != nil {
+				t.Fatal(err)
+			}
+			listed, err := List(ctx, Join(dir, "sub", "*.bin"))
+			if err != nil {
+				t.Fatalf("List: %v", err)
+			}
+			names := baseNames(listed)
+			if !slices.Equal(names, []string{"a.bin", "b.bin"}) {
+				t.Errorf("List = %v, want [a.bin b.bin]", names)
+			}
+			entries, err := ListDir(ctx, Join(dir, "sub"))
+			if err != nil {
+				t.Fatalf("ListDir: %v", err)
+			}
+			slices.Sort(entries)
+			if !slices.Equal(entries, []string{"a.bin", "b.bin"}) {
+				t.Errorf("ListDir = %v, want [a.bin b.bin]", entries)
+			}
+
+			if err := Remove(ctx, p); err != nil {
+				t.Fatalf("Remove: %v", err)
+			}
+			if ok, _ := Exists(ctx, p); ok {
+				t.Errorf("%s exists after Remove", p)
+			}
+			if err := Remove(ctx, p); err != nil {
+				t.Errorf("removing a missing file = %v, want nil", err)
+			}
+			if _, err := ReadFile(ctx, p); err == nil || !strings.Contains(err.Error(), "a.bin") {
+				t.Errorf("reading a missing file = %v, want an error naming it", err)
+			}
+		})
+	}
+}
+
+// A crash between creating the temporary file and renaming it leaves a temporary behind:
+// readers must not list it and RemoveTemporaries must delete it.
+func TestLeftoverTemporariesAreNotData(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	planted := filepath.Join(dir, "part-00000.parquet"+TempMarker+"123")
+	if err := os.WriteFile(planted, []byte("half a shard"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(ctx, filepath.Join(dir, "part-00001.parquet"), []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := List(ctx, filepath.Join(dir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := baseNames(listed); !slices.Equal(names, []string{"part-00001.parquet"}) {
+		t.Errorf("List = %v, want only the committed file", names)
+	}
+	n, err := RemoveTemporaries(ctx, dir)
+	if err != nil || n != 1 {
+		t.Fatalf("RemoveTemporaries = %d, %v; want 1, nil", n, err)
+	}
+	if _, err := os.Stat(planted); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the planted temporary is still there: %v", err)
+	}
+	if n, err := RemoveTemporaries(ctx, filepath.Join(dir, "missing")); n != 0 || err != nil {
+		t.Errorf("RemoveTemporaries on a missing folder = %d, %v", n, err)
+	}
+}
+
+func TestJoin(t *testing.T) {
+	tests := []struct {
+		give []string
+		want string
+	}{
+		{[]string{"out", "a", "b.parquet"}, filepath.Join("out", "a", "b.parquet")},
+		{[]string{"gs://bucket/x", "manifest.json"}, "gs://bucket/x/manifest.json"},
+		{[]string{"gs://bucket/x/", "y", "z"}, "gs://bucket/x/y/z"},
+		{[]string{"memfs://t", "f"}, "memfs://t/f"},
+	}
+	for _, tt := range tests {
+		if got := Join(tt.give[0], tt.give[1:]...); got != tt.want {
+			t.Errorf("Join(%q) = %q, want %q", tt.give, got, tt.want)
+		}
+	}
+}
+
+func baseNames(paths []string) []string {
+	var names []string
+	for _, p := range paths {
+		names = append(names, Base(p))
+	}
+	slices.Sort(names)
+	return names
+}
+
+func truncate(b []byte) string {
+	if len(b) > 20 {
+		return fmt.Sprintf("%s… (%d bytes)", b[:20], len(b))
+	}
+	return string(b)
+}
