@@ -1,0 +1,100 @@
+package transforms
+
+import (
+	"fmt"
+	"image"
+	"image/color"
+)
+
+// Image is an 8-bit image stored row by row, pixel by pixel, channel by channel (HWC), the
+// layout the shards store raw views in. C is 1 (grayscale) or 3 (RGB).
+type Image struct {
+	Pix     []uint8
+	H, W, C int
+}
+
+// NewImage returns a black image of the given size.
+func NewImage(h, w, c int) Image {
+	return Image{Pix: make([]uint8, h*w*c), H: h, W: w, C: c}
+}
+
+// Validate reports whether the sizes are consistent and the channel count supported.
+func (m Image) Validate() error {
+	switch {
+	case m.H <= 0 || m.W <= 0:
+		return fmt.Errorf("image size %dx%d: both sides must be positive", m.H, m.W)
+	case m.C != 1 && m.C != 3:
+		return fmt.Errorf("image has %d channels: want 1 or 3", m.C)
+	case len(m.Pix) != m.H*m.W*m.C:
+		return fmt.Errorf("image %dx%dx%d needs %d bytes, has %d", m.H, m.W, m.C, m.H*m.W*m.C, len(m.Pix))
+	}
+	return nil
+}
+
+// FromStd converts a decoded standard-library image to an Image: grayscale images (and
+// 16-bit grayscale) keep one channel, everything else becomes RGB, alpha dropped.
+func FromStd(src image.Image) Image {
+	b := src.Bounds()
+	h, w := b.Dy(), b.Dx()
+	switch s := src.(type) {
+	case *image.Gray:
+		m := NewImage(h, w, 1)
+		for y := 0; y < h; y++ {
+			copy(m.Pix[y*w:(y+1)*w], s.Pix[y*s.Stride:y*s.Stride+w])
+		}
+		return m
+	case *image.Gray16:
+		m := NewImage(h, w, 1)
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				m.Pix[y*w+x] = uint8(s.Gray16At(b.Min.X+x, b.Min.Y+y).Y >> 8)
+			}
+		}
+		return m
+	case *image.RGBA:
+		m := NewImage(h, w, 3)
+		for y := 0; y < h; y++ {
+			row := s.Pix[y*s.Stride:]
+			for x := 0; x < w; x++ {
+				copy(m.Pix[(y*w+x)*3:(y*w+x)*3+3], row[x*4:x*4+3])
+			}
+		}
+		return m
+	case *image.YCbCr:
+		m := NewImage(h, w, 3)
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				yi := s.YOffset(b.Min.X+x, b.Min.Y+y)
+				ci := s.COffset(b.Min.X+x, b.Min.Y+y)
+				r, g, bl := color.YCbCrToRGB(s.Y[yi], s.Cb[ci], s.Cr[ci])
+				i := (y*w + x) * 3
+				m.Pix[i], m.Pix[i+1], m.Pix[i+2] = r, g, bl
+			}
+		}
+		return m
+	}
+	m := NewImage(h, w, 3)
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			c := color.NRGBAModel.Convert(src.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
+			i := (y*w + x) * 3
+			m.Pix[i], m.Pix[i+1], m.Pix[i+2] = c.R, c.G, c.B
+		}
+	}
+	return m
+}
+
+// Std returns the image as a standard-library image (for PNG and JPEG encoding).
+func (m Image) Std() image.Image {
+	if m.C == 1 {
+		g := image.NewGray(image.Rect(0, 0, m.W, m.H))
+		copy(g.Pix, m.Pix)
+		return g
+	}
+	out := image.NewRGBA(image.Rect(0, 0, m.W, m.H))
+	for i := 0; i < m.H*m.W; i++ {
+		copy(out.Pix[i*4:i*4+3], m.Pix[i*3:i*3+3])
+		out.Pix[i*4+3] = 255
+	}
+	return out
+}

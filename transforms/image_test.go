@@ -1,0 +1,78 @@
+package transforms
+
+import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"testing"
+)
+
+func TestImageRoundTripsThroughPNG(t *testing.T) {
+	for _, c := range []int{1, 3} {
+		m := NewImage(5, 7, c)
+		for i := range m.Pix {
+			m.Pix[i] = uint8(i * 37)
+		}
+		var buf bytes.Buffer
+		if err := png.Encode(&buf, m.Std()); err != nil {
+			t.Fatal(err)
+		}
+		dec, err := png.Decode(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := FromStd(dec)
+		if got.H != 5 || got.W != 7 || got.C != c || !bytes.Equal(got.Pix, m.Pix) {
+			t.Errorf("%d channels: PNG round trip changed the image (%dx%dx%d)", c, got.H, got.W, got.C)
+		}
+	}
+}
+
+func TestFromStdConvertsJPEGToRGB(t *testing.T) {
+	src := image.NewRGBA(image.Rect(0, 0, 16, 8))
+	for i := 0; i < 16*8; i++ {
+		src.Set(i%16, i/16, color.RGBA{200, 40, 90, 255})
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, src, &jpeg.Options{Quality: 95}); err != nil {
+		t.Fatal(err)
+	}
+	dec, err := jpeg.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := FromStd(dec)
+	if err := m.Validate(); err != nil || m.C != 3 {
+		t.Fatalf("FromStd(jpeg) = %dx%dx%d, %v", m.H, m.W, m.C, err)
+	}
+	if r, g, b := m.Pix[0], m.Pix[1], m.Pix[2]; absDiff(r, 200) > 4 || absDiff(g, 40) > 4 || absDiff(b, 90) > 4 {
+		t.Errorf("first pixel = %d,%d,%d, want about 200,40,90", r, g, b)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		give Image
+		ok   bool
+	}{
+		{NewImage(2, 2, 3), true},
+		{NewImage(2, 2, 1), true},
+		{Image{Pix: make([]uint8, 8), H: 2, W: 2, C: 2}, false},
+		{Image{Pix: make([]uint8, 11), H: 2, W: 2, C: 3}, false},
+		{Image{H: 0, W: 2, C: 3}, false},
+	}
+	for _, tt := range tests {
+		if err := tt.give.Validate(); (err == nil) != tt.ok {
+			t.Errorf("Validate(%dx%dx%d, %d bytes) = %v", tt.give.H, tt.give.W, tt.give.C, len(tt.give.Pix), err)
+		}
+	}
+}
+
+func absDiff(a, b uint8) int {
+	if a > b {
+		return int(a - b)
+	}
+	return int(b - a)
+}
