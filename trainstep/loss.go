@@ -1,0 +1,177 @@
+package trainstep
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graph code reads best with its ops unqualified
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+)
+
+// LossKind names a contrastive loss as the --loss flag spells it.
+type LossKind string
+
+const (
+	// InfoNCE is SimCLR's NT-Xent: the positive pair is in the denominator.
+	InfoNCE LossKind = "infonce"
+	// DCL is the decoupled loss: the positive pair is removed from the denominator.
+	DCL LossKind = "dcl"
+	// DCLW is DCL with the positive term weighted by w_i = 2 - N·softmax_i(<z1_i,z2_i>/σ).
+	DCLW LossKind = "dclw"
+)
+
+// Reduction says how the 2N per-anchor losses become one number.
+type Reduction string
+
+const (
+	// Mean averages over the 2N anchors (the default; comparable across batch sizes).
+	Mean Reduction = "mean"
+	// Sum is the paper's Σ over the 2N anchors.
+	Sum Reduction = "sum"
+)
+
+// LossConfig selects and parameterises a contrastive loss.
+type LossConfig struct {
+	Kind LossKind
+	// Temperature is τ > 0 (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet).
+	Temperature float64
+	// Sigma is DCLW's σ > 0 (paper: 0.5); ignored by the other losses.
+	Sigma float64
+	// Reduction defaults to Mean when empty.
+	Reduction Reduction
+	// WeightGrad lets the gradient flow through DCLW's weights w_i; by default they are
+	// treated as constants in the backward pass.
+	WeightGrad bool
+}
+
+// DefaultLossConfig is DCL with the paper's CIFAR temperature.
+func DefaultLossConfig() LossConfig {
+	return LossConfig{Kind: DCL, Temperature: 0.07, Sigma: 0.5, Reduction: Mean}
+}
+
+// ParseLossKind accepts "infonce" (or "simclr", "nt-xent"), "dcl" and "dclw", in any case.
+func ParseLossKind(s string) (LossKind, error) {
+	switch strings.ToLower(s) {
+	case "infonce", "simclr", "nt-xent", "ntxent":
+		return InfoNCE, nil
+	case "dcl":
+		return DCL, nil
+	case "dclw":
+		return DCLW, nil
+	}
+	return "", fmt.Errorf("unknown loss %q: want infonce, dcl or dclw", s)
+}
+
+// Validate reports a configuration that cannot be computed.
+func (c LossConfig) Validate() error {
+	switch c.Kind {
+	case InfoNCE, DCL, DCLW:
+	default:
+		return fmt.Errorf("unknown loss %q: want infonce, dcl or dclw", c.Kind)
+	}
+	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
+		return fmt.Errorf("temperature %v: must be a positive number", c.Temperature)
+	}
+	if c.Kind == DCLW && (!(c.Sigma > 0) || math.IsInf(c.Sigma, 0)) {
+		return fmt.Errorf("sigma %v: DCLW needs a positive number", c.Sigma)
+	}
+	switch c.Reduction {
+	case "", Mean, Sum:
+	default:
+		return fmt.Errorf("unknown reduction %q: want mean or sum", c.Reduction)
+	}
+	return nil
+}
+
+// LossNodes are the graph values of one contrastive loss evaluation.
+type LossNodes struct {
+	// Loss is the scalar loss (mean or sum over anchors, as configured).
+	Loss *Node
+	// PerAnchor holds the 2N anchor losses: view-1 anchors 0..N-1, then view-2 anchors.
+	PerAnchor *Node
+	// Q holds the NPC multiplier of each anchor, same order; it carries no gradient.
+	Q *Node
+	// Weights holds DCLW's w_i per image (N values); nil for the other losses.
+	Weights *Node
+}
+
+// LossGraph builds the contrastive loss of a batch of N view pairs: z1 and z2 are the
+// projector outputs [N, D] of view 1 and view 2 (any float dtype; they are L2-normalised here).
+//
+// Every one of the 2N views is an anchor; the positive of anchor (k, i) is the other view of
+// image i and its negatives are both views of every image j ≠ i (2N-2 of them). With
+// s = <z1_i, z2_i>/τ and U_ik the sum of exp(<z_i^k, z_j^l>/τ) over the negatives:
+//
+//	InfoNCE_ik = -s + log(exp(s) + U_ik)    DCL_ik = -s + log U_ik    DCLW_ik = -w_i s + log U_ik
+//	q_ik = 1 - exp(s)/(exp(s) + U_ik)       (so InfoNCE_ik - DCL_ik = -log q_ik)
+//
+// Log-sum-exps are taken with the masked row maximum subtracted, so no temperature overflows.
+// It panics (as GoMLX graph builders do) on shapes that do not fit; check cfg with Validate.
+func LossGraph(z1, z2 *Node, cfg LossConfig) LossNodes {
+	if z1.Rank() != 2 || !z1.Shape().Equal(z2.Shape()) {
+		panic(fmt.Sprintf("LossGraph: z1 %s and z2 %s must both be [N, D]", z1.Shape(), z2.Shape()))
+	}
+	g := z1.Graph()
+	dtype := z1.DType()
+	n := z1.Shape().Dim(0)
+	invTau := 1 / cfg.Temperature
+
+	z1, z2 = l2Normalize(z1), l2Normalize(z2)
+	z := Concatenate([]*Node{z1, z2}, 0)                   // [2N, D]
+	logits := MulScalar(Einsum("ad,bd->ab", z, z), invTau) // [2N, 2N]
+
+	// The positive logit of image i, shared by its two anchors.
+	posPair := MulScalar(ReduceSum(Mul(z1, z2), 1), invTau) // [N]
+	pos := Concatenate([]*Node{posPair, posPair}, 0)        // [2N]
+
+	// negative[a][b]: b is a negative of anchor a, i.e. b is a view of another image.
+	rowImage := ModScalar(Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 0), n)
+	colImage := ModScalar(Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 1), n)
+	negative := NotEqual(rowImage, colImage)
+
+	// log U_a, stabilised by the largest negative logit of each row.
+	veryNegative := Scalar(g, dtype, -1e30)
+	masked := Where(negative, logits, veryNegative)
+	rowMax := StopGradient(ReduceAndKeep(masked, ReduceMax, 1)) // [2N, 1]
+	expNeg := Where(negative, Exp(Sub(logits, rowMax)), ScalarZero(g, dtype))
+	logU := Add(Log(ReduceSum(expNeg, 1)), Reshape(rowMax, 2*n)) // [2N]
+
+	var perAnchor, weights *Node
+	switch cfg.Kind {
+	case InfoNCE:
+		perAnchor = Sub(LogAddExp(pos, logU), pos)
+	case DCL:
+		perAnchor = Sub(logU, pos)
+	case DCLW:
+		// w_i = 2 - N·softmax_i(<z1_i, z2_i>/σ): mean 1, larger for harder (less similar) positives.
+		cos := ReduceSum(Mul(z1, z2), 1)
+		weights = AddScalar(MulScalar(Softmax(MulScalar(cos, 1/cfg.Sigma), 0), -float64(n)), 2)
+		if !cfg.WeightGrad {
+			weights = StopGradient(weights)
+		}
+		w2 := Concatenate([]*Node{weights, weights}, 0)
+		perAnchor = Sub(logU, Mul(w2, pos))
+	default:
+		panic(fmt.Sprintf("LossGraph: unknown loss %q", cfg.Kind))
+	}
+
+	// q = 1 - exp(s)/(exp(s)+U) = sigmoid(log U - s).
+	q := StopGradient(Sigmoid(Sub(logU, pos)))
+
+	loss := ReduceAllSum(perAnchor)
+	if cfg.Reduction != Sum {
+		loss = DivScalar(loss, float64(2*n))
+	}
+	return LossNodes{Loss: loss, PerAnchor: perAnchor, Q: q, Weights: weights}
+}
+
+// l2Normalize divides each row by max(‖row‖, 1e-12), as torch.nn.functional.normalize does, so
+// a zero row gives zeros rather than NaNs.
+func l2Normalize(x *Node) *Node {
+	sq := ReduceAndKeep(Square(x), ReduceSum, -1)
+	sq = MaxScalar(sq, 1e-24)
+	return Div(x, Sqrt(sq)) // GoMLX v0.26 has no gradient for Rsqrt
+
+}
