@@ -1,0 +1,532 @@
+package analysis
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// Neighbor is one training example found near a query.
+type Neighbor struct {
+	Index int64   // position in the whole training set
+	Label int32   // its class
+	Sim   float32 // its similarity to the query under the search's metric
+}
+
+// better reports whether a ranks before b: higher similarity first, and among equal
+// similarities the lower training index, so results never depend on scan or merge order.
+func better(a, b Neighbor) bool {
+	return a.Sim > b.Sim || (a.Sim == b.Sim && a.Index < b.Index)
+}
+
+// TopK is a query's nearest neighbours, best first (see better).
+type TopK []Neighbor
+
+// MergeTopK merges two partial results for the same query, each sorted best first and taken
+// over disjoint parts of the training set, into the k best of both: the exact top k of the
+// union. A neighbour present in both (the same index) is kept once.
+func MergeTopK(a, b TopK, k int) TopK {
+	out := make(TopK, 0, min(k, len(a)+len(b)))
+	i, j := 0, 0
+	for len(out) < k && (i < len(a) || j < len(b)) {
+		switch {
+		case j == len(b) || (i < len(a) && better(a[i], b[j])):
+			out = append(out, a[i])
+			i++
+		case i < len(a) && a[i].Index == b[j].Index:
+			out = append(out, a[i]) // the same example seen twice: keep one
+			i++
+			j++
+		default:
+			out = append(out, b[j])
+			j++
+		}
+	}
+	return out
+}
+
+// simChunkFloats bounds a search's similarity buffer (4 MiB of float32), so memory does not
+// grow with the bank block a caller hands in.
+const simChunkFloats = 1 << 20
+
+// Search finds the k nearest training examples of a fixed block of queries while the training
+// set (the bank) is streamed past it in blocks of any size and in any order. It holds one
+// bounded heap per query; a Search is not safe for concurrent use.
+type Search struct {
+	queries Prepared
+	k       int
+	heaps   [][]Neighbor // per query: a heap with its worst neighbour at the root
+	sims    []float32
+	seen    int64
+}
+
+// NewSearch starts a search for the k nearest neighbours of queries.
+func NewSearch(queries Prepared, k int) (*Search, error) {
+	if k <= 0 {
+		return nil, fmt.Errorf("k = %d: want at least 1", k)
+	}
+	s := &Search{queries: queries, k: k, heaps: make([][]Neighbor, queries.Len())}
+	for i := range s.heaps {
+		s.heaps[i] = make([]Neighbor, 0, k)
+	}
+	return s, nil
+}
+
+// Add scans one block of the bank: bank vectors prepared for the same metric as the queries,
+// their labels, and the training-set index of the block's first vector.
+func (s *Search) Add(bank Prepared, labels []int32, offset int64) error {
+	nq, nb := s.queries.Len(), bank.Len()
+	switch {
+	case bank.Metric != s.queries.Metric:
+		return fmt.Errorf("bank prepared for %v, queries for %v", bank.Metric, s.queries.Metric)
+	case nb > 0 && bank.Vectors.Dim != s.queries.Vectors.Dim:
+		return fmt.Errorf("bank vectors have dimension %d, queries %d", bank.Vectors.Dim, s.queries.Vectors.Dim)
+	case len(labels) != nb:
+		return fmt.Errorf("bank block has %d vectors and %d labels", nb, len(labels))
+	case offset < 0:
+		return fmt.Errorf("bank offset %d is negative", offset)
+	}
+	if nq == 0 || nb == 0 {
+		s.seen += int64(nb)
+		return nil
+	}
+	chunk := max(1, min(nb, simChunkFloats/nq))
+	if len(s.sims) < nq*chunk {
+		s.sims = make([]float32, nq*chunk)
+	}
+	dim := s.queries.Vectors.Dim
+	for from := 0; from < nb; from += chunk {
+		to := min(nb, from+chunk)
+		w := to - from
+		sims := s.sims[:nq*w]
+		block := bank.Slice(from, to)
+		alpha := float32(1)
+		if bank.Metric == Euclidean {
+			alpha = 2
+		}
+		sgemm(false, true, nq, w, dim, alpha, s.queries.Vectors.Data, dim, block.Vectors.Data, dim, 0, sims, w)
+		if bank.Metric == Euclidean {
+			// -|q-b|² = 2q·b - |q|² - |b|², clamped at 0 where rounding overshoots.
+			for i := range nq {
+				row := sims[i*w : (i+1)*w]
+				qq := s.queries.SqNorms[i]
+				for j := range row {
+					row[j] = min(0, row[j]-qq-block.SqNorms[j])
+				}
+			}
+		}
+		for i := range nq {
+			s.heaps[i] = pushAll(s.heaps[i], s.k, sims[i*w:(i+1)*w], labels[from:to], offset+int64(from))
+		}
+	}
+	s.seen += int64(nb)
+	return nil
+}
+
+// Seen returns how many bank vectors the search has scanned.
+func (s *Search) Seen() int64 { return s.seen }
+
+// Results returns each query's neighbours, best first. The search can go on afterwards.
+func (s *Search) Results() []TopK {
+	out := make([]TopK, len(s.heaps))
+	for i, h := range s.heaps {
+		t := slices.Clone(TopK(h))
+		slices.SortFunc(t, func(a, b Neighbor) int {
+			if better(a, b) {
+				return -1
+			}
+			if better(b, a) {
+				return 1
+			}
+			return 0
+		})
+		out[i] = t
+	}
+	return out
+}
+
+// pushAll offers one row of similarities to a query's heap of at most k neighbours and
+// returns the heap.
+func pushAll(h []Neighbor, k int, sims []float32, labels []int32, offset int64) []Neighbor {
+	for j, sim := range sims {
+		if len(h) < k {
+			h = append(h, Neighbor{Index: offset + int64(j), Label: labels[j], Sim: sim})
+			siftUp(h, len(h)-1)
+			continue
+		}
+		if sim < h[0].Sim {
+			continue // the common case once the heap is full
+		}
+		c := Neighbor{Index: offset + int64(j), Label: labels[j], Sim: sim}
+		if better(c, h[0]) {
+			h[0] = c
+			siftDown(h, 0)
+		}
+	}
+	return h
+}
+
+// The heap keeps its worst neighbour at index 0: a parent is never better than its children.
+func siftUp(h []Neighbor, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !better(h[p], h[i]) {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func siftDown(h []Neighbor, i int) {
+	n := len(h)
+	for {
+		worst := i
+		if l := 2*i + 1; l < n && better(h[worst], h[l]) {
+			worst = l
+		}
+		if r := 2*i + 2; r < n && better(h[worst], h[r]) {
+			worst = r
+		}
+		if worst == i {
+			return
+		}
+		h[i], h[worst] = h[worst], h[i]
+		i = worst
+	}
+}
+
+// TopKBlock returns, for each query, its k nearest vectors in one bank block whose first
+// vector is training example bankOffset. Partial results over disjoint blocks combine
+// exactly with MergeTopK.
+func TopKBlock(queries, bank Prepared, bankLabels []int32, bankOffset int64, k int) ([]TopK, error) {
+	s, err := NewSearch(queries, k)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Add(bank, bankLabels, bankOffset); err != nil {
+		return nil, err
+	}
+	return s.Results(), nil
+}
+
+// Vote returns each class's score for one query: the sum over its neighbours of
+// exp(sim/temperature) for the neighbour's class. Weights are computed relative to the best
+// neighbour, exp((sim-best)/T), which scales every class by the same factor: the ranking is
+// that of exp(sim/T), and no metric's similarities can overflow it. A class with no
+// neighbours scores 0.
+func Vote(top TopK, numClasses int, temperature float64) ([]float64, error) {
+	if !(temperature > 0) || math.IsInf(temperature, 0) {
+		return nil, fmt.Errorf("temperature %v: want a positive number", temperature)
+	}
+	scores := make([]float64, numClasses)
+	if len(top) == 0 {
+		return scores, nil
+	}
+	best := float64(top[0].Sim)
+	for _, nb := range top {
+		if nb.Label < 0 || int(nb.Label) >= numClasses {
+			return nil, fmt.Errorf("neighbour %d has label %d outside [0, %d)", nb.Index, nb.Label, numClasses)
+		}
+		scores[nb.Label] += math.Exp((float64(nb.Sim) - best) / temperature)
+	}
+	return scores, nil
+}
+
+// RankClasses returns the n best classes by score, best first; equal scores rank the lower
+// class id first. n is capped at the number of classes.
+func RankClasses(scores []float64, n int) []int {
+	n = min(n, len(scores))
+	out := make([]int, 0, n)
+	for c, s := range scores {
+		// Insert c after every ranked class with a score >= s (lower ids come first on ties).
+		pos := len(out)
+		for pos > 0 && scores[out[pos-1]] < s {
+			pos--
+		}
+		if pos >= n {
+			continue
+		}
+		if len(out) < n {
+			out = append(out, 0)
+		}
+		copy(out[pos+1:], out[pos:len(out)-1])
+		out[pos] = c
+	}
+	return out
+}
+
+// Tally counts top-1 and top-5 hits, overall and per class. Tallies of disjoint query sets
+// merge exactly (integer counts), so workers can count separately.
+type Tally struct {
+	N, Top1, Top5 int64
+	ClassN        []int64 // queries per true class
+	ClassTop1     []int64
+	ClassTop5     []int64
+}
+
+// NewTally returns an empty tally over numClasses classes.
+func NewTally(numClasses int) *Tally {
+	return &Tally{ClassN: make([]int64, numClasses), ClassTop1: make([]int64, numClasses), ClassTop5: make([]int64, numClasses)}
+}
+
+// Add counts one query with true class label and the classes ranked best first.
+func (t *Tally) Add(label int32, ranking []int) error {
+	if label < 0 || int(label) >= len(t.ClassN) {
+		return fmt.Errorf("label %d outside [0, %d)", label, len(t.ClassN))
+	}
+	t.N++
+	t.ClassN[label]++
+	for r, c := range ranking[:min(5, len(ranking))] {
+		if c != int(label) {
+			continue
+		}
+		if r == 0 {
+			t.Top1++
+			t.ClassTop1[label]++
+		}
+		t.Top5++
+		t.ClassTop5[label]++
+		break
+	}
+	return nil
+}
+
+// Merge adds o's counts to t.
+func (t *Tally) Merge(o *Tally) error {
+	if len(o.ClassN) != len(t.ClassN) {
+		return fmt.Errorf("merging tallies over %d and %d classes", len(t.ClassN), len(o.ClassN))
+	}
+	t.N += o.N
+	t.Top1 += o.Top1
+	t.Top5 += o.Top5
+	for c := range t.ClassN {
+		t.ClassN[c] += o.ClassN[c]
+		t.ClassTop1[c] += o.ClassTop1[c]
+		t.ClassTop5[c] += o.ClassTop5[c]
+	}
+	return nil
+}
+
+// Accuracy is top-1 and top-5 accuracy in percent.
+type Accuracy struct {
+	Top1     float64         `json:"top1"`
+	Top5     float64         `json:"top5"`
+	PerClass []ClassAccuracy `json:"per_class,omitempty"`
+}
+
+// ClassAccuracy is the accuracy on the test examples of one class. A class without test
+// examples has N = 0 and accuracies of 0.
+type ClassAccuracy struct {
+	Class int     `json:"class"`
+	N     int64   `json:"n"`
+	Top1  float64 `json:"top1"`
+	Top5  float64 `json:"top5"`
+}
+
+// Accuracy returns the tallied accuracies in percent.
+func (t *Tally) Accuracy() Accuracy {
+	a := Accuracy{Top1: percent(t.Top1, t.N), Top5: percent(t.Top5, t.N)}
+	for c, n := range t.ClassN {
+		a.PerClass = append(a.PerClass, ClassAccuracy{Class: c, N: n, Top1: percent(t.ClassTop1[c], n), Top5: percent(t.ClassTop5[c], n)})
+	}
+	return a
+}
+
+func percent(hits, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return 100 * float64(hits) / float64(n)
+}
+
+// LabeledVectors is a set of embeddings with their classes, and the name of the file they
+// came from for error messages.
+type LabeledVectors struct {
+	Source  string
+	Vectors Vectors
+	Labels  []int32
+}
+
+// Validate checks the vectors (whole, finite) and that every label is in [0, numClasses);
+// errors name the source and row.
+func (l LabeledVectors) Validate(numClasses int) error {
+	if err := l.Vectors.Validate(l.Source); err != nil {
+		return err
+	}
+	if n := l.Vectors.Len(); n != len(l.Labels) {
+		return fmt.Errorf("%s: %d vectors but %d labels", l.Source, n, len(l.Labels))
+	}
+	for i, y := range l.Labels {
+		if y < 0 || int(y) >= numClasses {
+			return fmt.Errorf("%s: row %d: label %d outside [0, %d) for a dataset of %d classes", l.Source, i, y, numClasses, numClasses)
+		}
+	}
+	return nil
+}
+
+// NumClassesOf returns one more than the largest label in any of sets: the class count when
+// the dataset does not say. Negative labels are an error naming the source.
+func NumClassesOf(sets ...LabeledVectors) (int, error) {
+	n := 0
+	for _, s := range sets {
+		for i, y := range s.Labels {
+			if y < 0 {
+				return 0, fmt.Errorf("%s: row %d: negative label %d (unlabelled examples cannot be evaluated)", s.Source, i, y)
+			}
+			n = max(n, int(y)+1)
+		}
+	}
+	if n == 0 {
+		return 0, errors.New("no labels")
+	}
+	return n, nil
+}
+
+// KNNConfig configures the weighted kNN classifier. The zero value of a field means its
+// default (DefaultKNNConfig).
+type KNNConfig struct {
+	K           int     // neighbours per query; default 200
+	Temperature float64 // vote weight exp(sim/T); default 0.1
+	Metric      Metric  // default Cosine
+	// NumClasses is the dataset's class count; labels outside [0, NumClasses) are an error.
+	// 0 means one more than the largest label seen.
+	NumClasses int
+	QueryBlock int // queries searched together; default 256
+	BankBlock  int // training vectors per block streamed past them; default 8192
+	Workers    int // goroutines, each on its own query blocks; default GOMAXPROCS
+}
+
+// DefaultKNNConfig is the InstDisc/MoCo CIFAR protocol: cosine similarity, k = 200, T = 0.1.
+func DefaultKNNConfig() KNNConfig {
+	return KNNConfig{K: 200, Temperature: 0.1, Metric: Cosine, QueryBlock: 256, BankBlock: 8192}
+}
+
+func (c KNNConfig) withDefaults() KNNConfig {
+	d := DefaultKNNConfig()
+	if c.K == 0 {
+		c.K = d.K
+	}
+	if c.Temperature == 0 {
+		c.Temperature = d.Temperature
+	}
+	if c.QueryBlock <= 0 {
+		c.QueryBlock = d.QueryBlock
+	}
+	if c.BankBlock <= 0 {
+		c.BankBlock = d.BankBlock
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	return c
+}
+
+// KNNResult is the outcome of a kNN evaluation, as `dcl knn` prints it.
+type KNNResult struct {
+	Top1        float64         `json:"top1"`
+	Top5        float64         `json:"top5"`
+	K           int             `json:"k"`
+	Temperature float64         `json:"temperature"`
+	Metric      Metric          `json:"metric"`
+	NTrain      int             `json:"n_train"`
+	NTest       int             `json:"n_test"`
+	NumClasses  int             `json:"num_classes"`
+	PerClass    []ClassAccuracy `json:"per_class,omitempty"`
+}
+
+// KNN classifies every test vector by a weighted vote of its k nearest training vectors and
+// returns top-1 and top-5 accuracy, overall and per class. Test vectors are split into
+// blocks that workers search in parallel, each streaming the training set past its block, so
+// the result is the same for any block sizes and worker count.
+func KNN(train, test LabeledVectors, cfg KNNConfig) (*KNNResult, error) {
+	cfg = cfg.withDefaults()
+	numClasses := cfg.NumClasses
+	if numClasses == 0 {
+		var err error
+		if numClasses, err = NumClassesOf(train, test); err != nil {
+			return nil, fmt.Errorf("%s, %s: %w", train.Source, test.Source, err)
+		}
+	}
+	if err := train.Validate(numClasses); err != nil {
+		return nil, err
+	}
+	if err := test.Validate(numClasses); err != nil {
+		return nil, err
+	}
+	nTrain, nTest := train.Vectors.Len(), test.Vectors.Len()
+	switch {
+	case cfg.K < 0:
+		return nil, fmt.Errorf("k = %d: want at least 1", cfg.K)
+	case cfg.K > nTrain:
+		return nil, fmt.Errorf("k = %d is larger than the training set (%s: %d vectors)", cfg.K, train.Source, nTrain)
+	case !(cfg.Temperature > 0) || math.IsInf(cfg.Temperature, 0):
+		return nil, fmt.Errorf("temperature %v: want a positive number", cfg.Temperature)
+	case nTest > 0 && train.Vectors.Dim != test.Vectors.Dim:
+		return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", train.Source, train.Vectors.Dim, test.Source, test.Vectors.Dim)
+	}
+	bank := Prepare(train.Vectors, cfg.Metric)
+
+	nBlocks := (nTest + cfg.QueryBlock - 1) / cfg.QueryBlock
+	tallies := make([]*Tally, nBlocks)
+	errs := make([]error, nBlocks)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(cfg.Workers, max(nBlocks, 1)) {
+		wg.Go(func() {
+			for b := range next {
+				from, to := b*cfg.QueryBlock, min(nTest, (b+1)*cfg.QueryBlock)
+				tallies[b], errs[b] = knnBlock(bank, train.Labels, test.Vectors.Slice(from, to), test.Labels[from:to], numClasses, cfg)
+			}
+		})
+	}
+	for b := range nBlocks {
+		next <- b
+	}
+	close(next)
+	wg.Wait()
+
+	total := NewTally(numClasses)
+	for b, t := range tallies {
+		if errs[b] != nil {
+			return nil, errs[b]
+		}
+		if err := total.Merge(t); err != nil {
+			return nil, err
+		}
+	}
+	acc := total.Accuracy()
+	return &KNNResult{
+		Top1: acc.Top1, Top5: acc.Top5, K: cfg.K, Temperature: cfg.Temperature, Metric: cfg.Metric,
+		NTrain: nTrain, NTest: nTest, NumClasses: numClasses, PerClass: acc.PerClass,
+	}, nil
+}
+
+// knnBlock searches one block of queries against the whole bank, streamed in blocks, and
+// tallies the votes.
+func knnBlock(bank Prepared, bankLabels []int32, queries Vectors, labels []int32, numClasses int, cfg KNNConfig) (*Tally, error) {
+	s, err := NewSearch(Prepare(queries, cfg.Metric), cfg.K)
+	if err != nil {
+		return nil, err
+	}
+	for from := 0; from < bank.Len(); from += cfg.BankBlock {
+		to := min(bank.Len(), from+cfg.BankBlock)
+		if err := s.Add(bank.Slice(from, to), bankLabels[from:to], int64(from)); err != nil {
+			return nil, err
+		}
+	}
+	t := NewTally(numClasses)
+	for i, top := range s.Results() {
+		scores, err := Vote(top, numClasses, cfg.Temperature)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Add(labels[i], RankClasses(scores, 5)); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
