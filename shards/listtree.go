@@ -1,0 +1,89 @@
+package shards
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"cloud.google.com/go/storage"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/gcsx"
+	"google.golang.org/api/iterator"
+)
+
+// ListTree returns the paths, relative to dir and slash-separated, of every file under dir
+// (for memfs://, up to three levels deep), sorted. Temporaries are included: callers decide
+// what to do with them. A missing local directory lists as empty.
+func ListTree(ctx context.Context, dir string) ([]string, error) {
+	var out []string
+	switch Scheme(dir) {
+	case "":
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if p == dir && errors.Is(err, os.ErrNotExist) {
+					return filepath.SkipDir
+				}
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			rel, err := filepath.Rel(dir, p)
+			if err != nil {
+				return err
+			}
+			out = append(out, filepath.ToSlash(rel))
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", dir, err)
+		}
+	case "gs":
+		bucket, prefix, err := gcsx.ParseObject(strings.TrimSuffix(dir, "/") + "/")
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", dir, err)
+		}
+		client, err := newGCSClient(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", dir, err)
+		}
+		defer client.Close()
+		it := client.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix})
+		for {
+			attrs, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("listing %s: %w", dir, err)
+			}
+			if rel := strings.TrimPrefix(attrs.Name, prefix); rel != "" && !strings.HasSuffix(rel, "/") {
+				out = append(out, rel)
+			}
+		}
+	default:
+		fsys, err := filesystemFor(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		defer fsys.Close()
+		root := strings.TrimSuffix(dir, "/") + "/"
+		for _, glob := range []string{"*", "*/*", "*/*/*"} {
+			all, err := fsys.List(ctx, root+glob)
+			if err != nil {
+				return nil, fmt.Errorf("listing %s: %w", dir, err)
+			}
+			bare := strings.TrimPrefix(root, Scheme(root)+"://")
+			for _, p := range all {
+				out = append(out, strings.TrimPrefix(strings.TrimPrefix(p, Scheme(root)+"://"), bare))
+			}
+		}
+		out = slices.Compact(slices.Sorted(slices.Values(out)))
+	}
+	slices.Sort(out)
+	return out, nil
+}
