@@ -1,0 +1,324 @@
+// Package reproduce runs a whole experiment from one YAML config: preprocess, one or more
+// training runs, the evaluations, and a report with the paper's numbers beside ours. A stage
+// whose outputs are complete is skipped, so a killed run continues where it stopped and a
+// finished one is a no-op.
+package reproduce
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is one experiment. Unknown keys anywhere are an error, so a misspelt option never
+// silently falls back to a default.
+type Config struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Paper names the table or figure of the paper this experiment reproduces.
+	Paper      string           `yaml:"paper"`
+	Dataset    DatasetConfig    `yaml:"dataset"`
+	Preprocess PreprocessConfig `yaml:"preprocess"`
+	Train      TrainConfig      `yaml:"train"`
+	Evaluate   EvaluateConfig   `yaml:"evaluate"`
+
+	// Runs is Train expanded: every explicit run and every point of the sweep, with the
+	// defaults filled in, in a stable order.
+	Runs []RunConfig `yaml:"-"`
+}
+
+// DatasetConfig names the dataset and where its published files are.
+type DatasetConfig struct {
+	Name  string `yaml:"name"`  // cifar10, cifar100, stl10, imagenet, imagenet100, folder, idx
+	Input string `yaml:"input"` // local folder or gs:// prefix holding the published files
+	// PretrainSplit is what the encoder trains on (STL-10: train+unlabeled, as the paper).
+	PretrainSplit string `yaml:"pretrain_split"`
+	// TrainSplit is the labelled split the kNN bank and the linear probe train on.
+	TrainSplit string `yaml:"train_split"`
+	TestSplit  string `yaml:"test_split"`
+	// ImageSize overrides the side the views are cropped to (default: the dataset's own).
+	ImageSize int `yaml:"image_size"`
+	// Limit keeps only the first N images of each split (for scaled-down runs such as the demo).
+	Limit int `yaml:"limit"`
+}
+
+// PreprocessConfig is how the shards are made.
+type PreprocessConfig struct {
+	Augment  string `yaml:"augment"`  // simclr-cifar, simclr-imagenet, byol
+	Passes   int    `yaml:"passes"`   // augmented passes E; epoch e reads pass e mod E
+	Seed     uint64 `yaml:"seed"`     // augmentation seed
+	Encoding string `yaml:"encoding"` // raw, png or jpeg (default: raw up to 96 px, jpeg above)
+	Shards   int    `yaml:"shards"`   // shards per pass (0: chosen from the dataset size)
+	// AugmentOverrides sets augmentation parameters by their flag names, e.g.
+	// {"jitter-p": "0.5"}.
+	AugmentOverrides map[string]string `yaml:"augment_overrides"`
+	// BeamFlags are passed to every Beam stage, e.g. ["--runner=dataflow", "--project=p"].
+	BeamFlags []string `yaml:"beam_flags"`
+}
+
+// TrainConfig lists the training runs: explicit runs, a sweep (the cartesian product of the
+// listed values), or both, each starting from Defaults.
+type TrainConfig struct {
+	Defaults RunConfig   `yaml:"defaults"`
+	Sweep    SweepConfig `yaml:"sweep"`
+	Runs     []yaml.Node `yaml:"runs"`
+	// Paper holds the paper's figures for sweep runs, by run name (e.g. "dcl-b32").
+	Paper map[string]PaperFigures `yaml:"paper"`
+}
+
+// SweepConfig lists the values to sweep; empty lists are not swept.
+type SweepConfig struct {
+	Loss        []string  `yaml:"loss"`
+	BatchSize   []int     `yaml:"batch_size"`
+	Temperature []float64 `yaml:"temperature"`
+	Model       []string  `yaml:"model"`
+	Epochs      []int     `yaml:"epochs"`
+}
+
+// RunConfig is one pretraining run. Zero values mean "the trainer's default" unless noted.
+type RunConfig struct {
+	Name        string  `yaml:"name"`
+	Loss        string  `yaml:"loss"`  // infonce, dcl, dclw
+	Model       string  `yaml:"model"` // resnet18-cifar, resnet50-cifar, resnet50, small-cnn
+	BatchSize   int     `yaml:"batch_size"`
+	Epochs      int     `yaml:"epochs"`
+	Temperature float64 `yaml:"temperature"`
+	Sigma       float64 `yaml:"sigma"` // DCLW weighting temperature
+	// LR is the base learning rate; the trainer scales it by batch/256.
+	LR              float64  `yaml:"lr"`
+	Momentum        *float64 `yaml:"momentum"`
+	WeightDecay     *float64 `yaml:"weight_decay"`
+	WarmupEpochs    int      `yaml:"warmup_epochs"`
+	Optimizer       string   `yaml:"optimizer"` // sgd, lars
+	Backend         string   `yaml:"backend"`   // cpu, cuda, auto
+	Seed            uint64   `yaml:"seed"`
+	CheckpointEvery int      `yaml:"checkpoint_every"` // steps
+	// Paper holds the paper's figures for this run, shown beside ours in the report.
+	Paper PaperFigures `yaml:"paper"`
+}
+
+// PaperFigures are published accuracies (percent) for one run; zero means "not reported".
+type PaperFigures struct {
+	KNNTop1    float64 `yaml:"knn_top1"`
+	LinearTop1 float64 `yaml:"linear_top1"`
+	// Source names the table, e.g. "Table 1".
+	Source string `yaml:"source"`
+}
+
+// EvaluateConfig lists the evaluations; a missing section is skipped.
+type EvaluateConfig struct {
+	Feature string        `yaml:"feature"` // backbone (default) or projection
+	KNN     *KNNConfig    `yaml:"knn"`
+	Linear  *LinearConfig `yaml:"linear"`
+	NPC     *NPCConfig    `yaml:"npc"`
+	// KNNEvery runs the trainer's kNN monitor every N epochs (0: off).
+	KNNEvery int `yaml:"knn_every"`
+}
+
+// KNNConfig is the weighted-kNN protocol.
+type KNNConfig struct {
+	K           int     `yaml:"k"`
+	Temperature float64 `yaml:"temperature"`
+}
+
+// LinearConfig is the linear-probe protocol.
+type LinearConfig struct {
+	Epochs    int     `yaml:"epochs"`
+	LR        float64 `yaml:"lr"`
+	BatchSize int     `yaml:"batch_size"`
+	Optimizer string  `yaml:"optimizer"` // sgd (OpenSelfSup) or lars
+}
+
+// NPCConfig is the NPC-statistics job (the paper's Fig. 1).
+type NPCConfig struct {
+	BatchSizes []int `yaml:"batch_sizes"`
+	// Samples is the number of batches drawn per batch size.
+	Samples int `yaml:"samples"`
+}
+
+var (
+	knownDatasets = []string{"cifar10", "cifar100", "stl10", "imagenet", "imagenet100", "folder", "idx"}
+	knownLosses   = []string{"infonce", "dcl", "dclw"}
+	knownAugment  = []string{"simclr-cifar", "simclr-imagenet", "byol"}
+	validName     = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
+)
+
+// Parse reads a config, rejects unknown keys, expands the runs and validates everything.
+// name is used in error messages (the file name).
+func Parse(r io.Reader, name string) (*Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	var c Config
+	if err := decodeStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := c.expand(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &c, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errors.New("the config is empty")
+		}
+		return err
+	}
+	return nil
+}
+
+// expand turns the explicit runs and the sweep into Runs, each starting from the defaults.
+func (c *Config) expand() error {
+	for i := range c.Train.Runs {
+		node := &c.Train.Runs[i]
+		// Decode the run over a copy of the defaults, strictly: re-encoding the node lets
+		// the strict decoder check its keys.
+		raw, err := yaml.Marshal(node)
+		if err != nil {
+			return fmt.Errorf("train.runs[%d]: %w", i, err)
+		}
+		run := c.Train.Defaults
+		if err := decodeStrict(raw, &run); err != nil {
+			return fmt.Errorf("train.runs[%d] (line %d): %w", i, node.Line, err)
+		}
+		if run.Name == "" {
+			run.Name = runName(run, true, true, false, false, false)
+		}
+		c.Runs = append(c.Runs, run)
+	}
+	sw := c.Train.Sweep
+	if len(sw.Loss)+len(sw.BatchSize)+len(sw.Temperature)+len(sw.Model)+len(sw.Epochs) > 0 {
+		points := []RunConfig{c.Train.Defaults}
+		points = sweepOver(points, sw.Model, func(r *RunConfig, v string) { r.Model = v })
+		points = sweepOver(points, sw.Loss, func(r *RunConfig, v string) { r.Loss = v })
+		points = sweepOver(points, sw.BatchSize, func(r *RunConfig, v int) { r.BatchSize = v })
+		points = sweepOver(points, sw.Temperature, func(r *RunConfig, v float64) { r.Temperature = v })
+		points = sweepOver(points, sw.Epochs, func(r *RunConfig, v int) { r.Epochs = v })
+		for _, run := range points {
+			run.Name = runName(run, true, len(sw.BatchSize) > 0, len(sw.Temperature) > 0, len(sw.Model) > 0, len(sw.Epochs) > 0)
+			if fig, ok := c.Train.Paper[run.Name]; ok {
+				run.Paper = fig
+			}
+			c.Runs = append(c.Runs, run)
+		}
+	}
+	return nil
+}
+
+func sweepOver[T any](points []RunConfig, values []T, set func(*RunConfig, T)) []RunConfig {
+	if len(values) == 0 {
+		return points
+	}
+	out := make([]RunConfig, 0, len(points)*len(values))
+	for _, p := range points {
+		for _, v := range values {
+			q := p
+			set(&q, v)
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// runName names a run by the values that distinguish it, e.g. "dcl-b32" or "infonce-t0.5".
+func runName(r RunConfig, loss, batch, temp, model, epochs bool) string {
+	var parts []string
+	if model {
+		parts = append(parts, r.Model)
+	}
+	if loss {
+		parts = append(parts, r.Loss)
+	}
+	if batch {
+		parts = append(parts, "b"+strconv.Itoa(r.BatchSize))
+	}
+	if temp {
+		parts = append(parts, "t"+strconv.FormatFloat(r.Temperature, 'g', -1, 64))
+	}
+	if epochs {
+		parts = append(parts, "e"+strconv.Itoa(r.Epochs))
+	}
+	return strings.Join(parts, "-")
+}
+
+func (c *Config) runNames() []string {
+	names := make([]string, len(c.Runs))
+	for i, r := range c.Runs {
+		names[i] = r.Name
+	}
+	return names
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(validName.MatchString(c.Name), "name %q: want letters, digits, '.', '_' or '-'", c.Name)
+	check(slices.Contains(knownDatasets, c.Dataset.Name), "dataset.name %q: want one of %s", c.Dataset.Name, strings.Join(knownDatasets, ", "))
+	check(c.Dataset.Input != "", "dataset.input is required")
+	check(c.Dataset.Limit >= 0, "dataset.limit %d: must not be negative", c.Dataset.Limit)
+	check(slices.Contains(knownAugment, c.Preprocess.Augment), "preprocess.augment %q: want one of %s", c.Preprocess.Augment, strings.Join(knownAugment, ", "))
+	check(c.Preprocess.Passes > 0, "preprocess.passes %d: must be at least 1", c.Preprocess.Passes)
+	check(slices.Contains([]string{"", "raw", "png", "jpeg"}, c.Preprocess.Encoding), "preprocess.encoding %q: want raw, png or jpeg", c.Preprocess.Encoding)
+	check(len(c.Runs) > 0, "train: no runs (give train.runs or train.sweep)")
+	seen := map[string]bool{}
+	for _, r := range c.Runs {
+		where := fmt.Sprintf("run %q", r.Name)
+		check(validName.MatchString(r.Name), "%s: the name must be letters, digits, '.', '_' or '-'", where)
+		check(!seen[r.Name], "%s: two runs have this name", where)
+		seen[r.Name] = true
+		check(slices.Contains(knownLosses, r.Loss), "%s: loss %q: want one of %s", where, r.Loss, strings.Join(knownLosses, ", "))
+		check(r.Model != "", "%s: model is required", where)
+		check(r.BatchSize >= 2, "%s: batch_size %d: contrastive learning needs at least 2 images per batch", where, r.BatchSize)
+		check(r.Epochs >= 1, "%s: epochs %d: must be at least 1", where, r.Epochs)
+		check(r.Temperature > 0, "%s: temperature %g: must be positive", where, r.Temperature)
+		check(r.LR >= 0, "%s: lr %g: must not be negative", where, r.LR)
+	}
+	if k := c.Evaluate.KNN; k != nil {
+		check(k.K >= 1, "evaluate.knn.k %d: must be at least 1", k.K)
+		check(k.Temperature > 0, "evaluate.knn.temperature %g: must be positive", k.Temperature)
+	}
+	if n := c.Evaluate.NPC; n != nil {
+		check(len(n.BatchSizes) > 0, "evaluate.npc.batch_sizes: give at least one")
+		for _, b := range n.BatchSizes {
+			check(b >= 2, "evaluate.npc.batch_sizes: %d is below 2", b)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Train.Paper)) {
+		check(seen[name], "train.paper names run %q, which the sweep does not produce (runs: %s)", name, strings.Join(c.runNames(), ", "))
+	}
+	check(slices.Contains([]string{"", "backbone", "projection"}, c.Evaluate.Feature), "evaluate.feature %q: want backbone or projection", c.Evaluate.Feature)
+	return errors.Join(errs...)
+}
+
+// PaperTable returns the runs that have a published figure, sorted by name, for reports.
+func (c *Config) PaperTable() []RunConfig {
+	var out []RunConfig
+	for _, r := range c.Runs {
+		if r.Paper.KNNTop1 != 0 || r.Paper.LinearTop1 != 0 {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

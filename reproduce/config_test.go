@@ -1,0 +1,113 @@
+package reproduce
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/experiments"
+)
+
+const minimal = `
+name: tiny
+dataset: {name: idx, input: /data/fashion-mnist}
+preprocess: {augment: simclr-cifar, passes: 2, seed: 3}
+train:
+  defaults: {model: small-cnn, epochs: 2, temperature: 0.1, batch_size: 32}
+  sweep: {loss: [infonce, dcl], batch_size: [16, 32]}
+  paper:
+    dcl-b32: {knn_top1: 84.4, source: Table 1}
+  runs:
+    - {name: dclw, loss: dclw, sigma: 0.5}
+evaluate:
+  knn: {k: 20, temperature: 0.1}
+`
+
+func TestParseExpandsRunsFromDefaults(t *testing.T) {
+	c, err := Parse(strings.NewReader(minimal), "tiny.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range c.Runs {
+		names = append(names, r.Name)
+	}
+	want := []string{"dclw", "infonce-b16", "infonce-b32", "dcl-b16", "dcl-b32"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("runs = %v, want %v", names, want)
+	}
+	dclw := c.Runs[0]
+	if dclw.Model != "small-cnn" || dclw.Epochs != 2 || dclw.BatchSize != 32 || dclw.Sigma != 0.5 || dclw.Loss != "dclw" {
+		t.Errorf("explicit run did not start from the defaults: %+v", dclw)
+	}
+	if got := c.Runs[4]; got.Paper.KNNTop1 != 84.4 || got.BatchSize != 32 || got.Loss != "dcl" {
+		t.Errorf("dcl-b32 = %+v, want the paper figure attached", got)
+	}
+	if got := c.PaperTable(); len(got) != 1 || got[0].Name != "dcl-b32" {
+		t.Errorf("PaperTable = %v", got)
+	}
+}
+
+func TestParseRejectsBadConfigs(t *testing.T) {
+	tests := []struct {
+		name string
+		give string // replaces the first occurrence of old in minimal
+		old  string
+		want string
+	}{
+		{"unknown top-level key", "evaluat:", "evaluate:", "field evaluat not found"},
+		{"unknown key in a run", "{name: dclw, loss: dclw, sigm: 0.5}", "{name: dclw, loss: dclw, sigma: 0.5}", "field sigm not found"},
+		{"unknown key in defaults", "model: small-cnn, epoch: 2", "model: small-cnn, epochs: 2", "field epoch not found"},
+		{"unknown loss", "loss: [infonce, dcl2]", "loss: [infonce, dcl]", `loss "dcl2"`},
+		{"batch size 1", "batch_size: [1, 32]", "batch_size: [16, 32]", "batch_size 1"},
+		{"zero temperature", "temperature: 0,", "temperature: 0.1,", "temperature 0"},
+		{"unknown dataset", "name: mnist2", "name: idx", `dataset.name "mnist2"`},
+		{"paper names a missing run", "dcl-b64: {knn", "dcl-b32: {knn", `names run "dcl-b64"`},
+		{"duplicate run names", "{name: dcl-b16, loss: dclw", "{name: dclw, loss: dclw", "two runs have this name"},
+		{"no passes", "passes: 0", "passes: 2", "preprocess.passes 0"},
+		{"bad knn k", "k: 0,", "k: 20,", "evaluate.knn.k 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(minimal, tt.old) {
+				t.Fatalf("test setup: %q not in the base config", tt.old)
+			}
+			cfg := strings.Replace(minimal, tt.old, tt.give, 1)
+			_, err := Parse(strings.NewReader(cfg), "bad.yaml")
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "bad.yaml") {
+				t.Errorf("Parse = %v, want an error naming bad.yaml and containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := Parse(strings.NewReader(""), "empty.yaml"); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("Parse(empty) = %v", err)
+	}
+}
+
+// Every shipped config must parse, and every run with a paper figure must say where it is from.
+func TestShippedConfigsParse(t *testing.T) {
+	names := experiments.Names()
+	if len(names) < 9 {
+		t.Fatalf("only %d shipped configs: %v", len(names), names)
+	}
+	for _, name := range names {
+		f, err := experiments.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse(f, name+".yaml")
+		f.Close()
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if c.Name != name {
+			t.Errorf("%s.yaml has name %q; the file and the name must agree", name, c.Name)
+		}
+		for _, r := range c.PaperTable() {
+			if r.Paper.Source == "" {
+				t.Errorf("%s: run %s has a paper figure without a source", name, r.Name)
+			}
+		}
+	}
+}
