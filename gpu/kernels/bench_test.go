@@ -1,0 +1,56 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// BenchmarkFMAPeak measures one core's float32 FMA peak with an assembly loop of independent
+// FMAs, per instruction set: the reference for the matrix multiply's share of peak.
+func BenchmarkFMAPeak(b *testing.B) {
+	for _, pl := range peakKernels() {
+		b.Run(pl.name, func(b *testing.B) {
+			iters := 1 << 24
+			if testing.Short() {
+				iters = 1 << 16
+			}
+			pl.fn(iters / 16) // warm up the vector units
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				pl.fn(iters)
+			}
+			sec := time.Since(start).Seconds()
+			b.ReportMetric(float64(pl.flopsPerIter)*float64(iters)*float64(b.N)/sec/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkSgemm measures C = A·B for square float32 matrices on 1 and 2 threads, with each
+// micro-kernel this CPU runs.
+func BenchmarkSgemm(b *testing.B) {
+	sizes := []int{1024}
+	if testing.Short() {
+		sizes = []int{64}
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, mk := range availableKernels() {
+		for _, threads := range []int{1, 2} {
+			for _, n := range sizes {
+				b.Run(fmt.Sprintf("%s/threads=%d/%d", mk.name, threads, n), func(b *testing.B) {
+					pool := newPoolWithKernel(threads, mk)
+					defer pool.Close()
+					a, bb, c := randSlice(r, n*n), randSlice(r, n*n), make([]float32, n*n)
+					pool.Sgemm(false, false, n, n, n, 1, a, n, bb, n, 0, c, n)
+					b.ResetTimer()
+					for range b.N {
+						pool.Sgemm(false, false, n, n, n, 1, a, n, bb, n, 0, c, n)
+					}
+					b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}

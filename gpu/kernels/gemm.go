@@ -1,0 +1,339 @@
+package kernels
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Block sizes of the packed matrix multiply (Goto/BLIS loop order): a kc×nr panel of B stays in
+// L1 while a mc×kc block of A sits in L2 and a kc×nc block of B in L3.
+const (
+	blockK = 256
+	blockM = 144 // a multiple of every micro-kernel's mr (4, 6, 12, 16)
+	blockN = 2048
+)
+
+// PanelSource is one operand of a matrix product, read through its packing: Pack writes the
+// rows [r0, r0+rows) over depth [p0, p0+kc) as ceil(rows/w) panels of w rows, each panel laid
+// out depth-major ([kc][w], the w values of one depth contiguous), rows past the end zero,
+// every value multiplied by scale. For the left operand A (m×k) rows are A's rows; for the
+// right operand B (k×n) rows are B's columns. Convolutions implement it to pack straight from
+// the image (implicit im2col).
+type PanelSource interface {
+	Pack(dst []float32, r0, rows, p0, kc, w int, scale float32)
+}
+
+// Strided is a PanelSource over a dense matrix: element (r, p) is Data[Off + r*RowStride +
+// p*DepthStride]. A row-major m×k matrix A with leading dimension lda is Strided{a, 0, lda, 1};
+// its transpose is Strided{a, 0, 1, lda}.
+type Strided struct {
+	Data                   []float32
+	Off                    int
+	RowStride, DepthStride int
+}
+
+// Pack implements PanelSource.
+func (s Strided) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
+	panels := (rows + w - 1) / w
+	for pi := range panels {
+		panel := dst[pi*kc*w : (pi+1)*kc*w]
+		rBase := r0 + pi*w
+		valid := min(w, r0+rows-rBase)
+		switch {
+		case s.RowStride == 1 && valid == w:
+			// The w rows of one depth are contiguous: one copy per depth.
+			for p := range kc {
+				src := s.Data[s.Off+rBase+(p0+p)*s.DepthStride:][:w]
+				d := panel[p*w : p*w+w]
+				if scale == 1 {
+					copy(d, src)
+				} else {
+					for i, v := range src {
+						d[i] = v * scale
+					}
+				}
+			}
+		case s.DepthStride == 1:
+			// Each row is contiguous along the depth: transpose it into the panel.
+			for i := range valid {
+				src := s.Data[s.Off+(rBase+i)*s.RowStride+p0:][:kc]
+				if scale == 1 {
+					for p, v := range src {
+						panel[p*w+i] = v
+					}
+				} else {
+					for p, v := range src {
+						panel[p*w+i] = v * scale
+					}
+				}
+			}
+			if valid < w {
+				for p := range kc {
+					clear(panel[p*w+valid : p*w+w])
+				}
+			}
+		default:
+			for p := range kc {
+				d := panel[p*w : p*w+w]
+				base := s.Off + (p0+p)*s.DepthStride + rBase*s.RowStride
+				for i := range valid {
+					d[i] = s.Data[base+i*s.RowStride] * scale
+				}
+				clear(d[valid:])
+			}
+		}
+	}
+}
+
+// microKernel computes one mr×nr tile: C += A·B for packed panels a ([kc][mr]) and b ([kc][nr]),
+// C row-major with row stride ldc (in elements). Implementations never read C outside the tile.
+type microKernel struct {
+	name   string
+	mr, nr int
+	fn     func(kc int, a, b, c unsafe.Pointer, ldc int)
+}
+
+// scratch holds one thread's packing buffers and an edge tile.
+type scratch struct {
+	a, b, tile []float32
+}
+
+var scratchPool = sync.Pool{New: func() any {
+	return &scratch{
+		a:    make([]float32, blockM*blockK+64),
+		b:    make([]float32, blockK*blockN+64),
+		tile: make([]float32, 16*64),
+	}
+}}
+
+// aligned returns s from its first 64-byte aligned element.
+func aligned(s []float32) []float32 {
+	off := (64 - int(uintptr(unsafe.Pointer(&s[0]))%64)) % 64 / 4
+	return s[off:]
+}
+
+// gemmSerial computes C += A·B on the calling goroutine: C is m×n at c[0] with row stride ldc,
+// A (m×k) and B (k×n, rows = columns of B) are read through their packing; alpha is applied
+// while packing A.
+func gemmSerial(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
+	if m == 0 || n == 0 || k == 0 {
+		return
+	}
+	s := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(s)
+	ap, bp := aligned(s.a), aligned(s.b)
+	mr, nr := mk.mr, mk.nr
+	tile := s.tile[:mr*nr]
+	for jc := 0; jc < n; jc += blockN {
+		nc := min(blockN, n-jc)
+		for pc := 0; pc < k; pc += blockK {
+			kc := min(blockK, k-pc)
+			b.Pack(bp, jc, nc, pc, kc, nr, 1)
+			for ic := 0; ic < m; ic += blockM {
+				mc := min(blockM, m-ic)
+				a.Pack(ap, ic, mc, pc, kc, mr, alpha)
+				for jr := 0; jr < nc; jr += nr {
+					nv := min(nr, nc-jr)
+					bPanel := unsafe.Pointer(&bp[(jr/nr)*kc*nr])
+					for ir := 0; ir < mc; ir += mr {
+						mv := min(mr, mc-ir)
+						aPanel := unsafe.Pointer(&ap[(ir/mr)*kc*mr])
+						ci := (ic+ir)*ldc + jc + jr
+						if mv == mr && nv == nr {
+							mk.fn(kc, aPanel, bPanel, unsafe.Pointer(&c[ci]), ldc)
+							continue
+						}
+						clear(tile)
+						mk.fn(kc, aPanel, bPanel, unsafe.Pointer(&tile[0]), nr)
+						for i := range mv {
+							row := c[ci+i*ldc : ci+i*ldc+nv]
+							for j, v := range tile[i*nr : i*nr+nv] {
+								row[j] += v
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// minParallelFlops is the size (m·n·k) under which a product runs on one thread: below it the
+// hand-off costs more than it saves.
+const minParallelFlops = 1 << 17
+
+// Gemm computes C = alpha·A·B + beta·C with A (m×k) and B (k×n) read through their packing and
+// C row-major (row stride ldc) at c[0], in parallel on the pool. The work is split along m, n or
+// k, whichever repeats the least packing: along m every thread packs all of B, along n all of A,
+// along k each thread sums into its own copy of C.
+func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("kernels.Gemm: negative size m=%d n=%d k=%d", m, n, k))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if len(c) < (m-1)*ldc+n || ldc < n {
+		panic(fmt.Sprintf("kernels.Gemm: C has %d elements, needs %d rows of %d with row stride %d", len(c), m, n, ldc))
+	}
+	scaleC(c, m, n, ldc, beta)
+	if k == 0 || alpha == 0 {
+		return
+	}
+	mk := p.kernel
+	threads := p.threads
+	if threads == 1 || m*n*k < minParallelFlops {
+		gemmSerial(mk, m, n, k, alpha, a, b, c, ldc)
+		return
+	}
+	// Extra packing (or reduction) work each split costs, in elements; infeasible splits (too
+	// little work per thread along that dimension) cost the maximum.
+	const inf = int(^uint(0) >> 1)
+	costM, costN, costK := inf, inf, inf
+	if m >= threads*mk.mr*2 {
+		costM = (threads - 1) * k * n
+	}
+	if n >= threads*mk.nr*2 {
+		costN = (threads - 1) * m * k
+	}
+	if k >= threads*blockK {
+		costK = (threads - 1) * m * n * 2
+	}
+	switch {
+	case costM == inf && costN == inf && costK == inf:
+		gemmSerial(mk, m, n, k, alpha, a, b, c, ldc)
+	case costM <= costN && costM <= costK:
+		parts := splitPoints(m, threads, mk.mr)
+		p.ParallelFor(len(parts)-1, func(t int) {
+			lo, hi := parts[t], parts[t+1]
+			gemmSerial(mk, hi-lo, n, k, alpha, offsetRows{a, lo}, b, c[lo*ldc:], ldc)
+		})
+	case costN <= costK:
+		parts := splitPoints(n, threads, mk.nr)
+		p.ParallelFor(len(parts)-1, func(t int) {
+			lo, hi := parts[t], parts[t+1]
+			gemmSerial(mk, m, hi-lo, k, alpha, a, offsetRows{b, lo}, c[lo:], ldc)
+		})
+	default:
+		p.gemmSplitK(mk, m, n, k, alpha, a, b, c, ldc)
+	}
+}
+
+// gemmSplitK gives each thread a range of the depth k: the first adds into C, the others into
+// zeroed buffers that are then added into C, row blocks in parallel.
+func (p *Pool) gemmSplitK(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
+	parts := splitPoints(k, p.threads, blockK)
+	partial := make([][]float32, len(parts)-1)
+	p.ParallelFor(len(parts)-1, func(t int) {
+		lo, hi := parts[t], parts[t+1]
+		if t == 0 {
+			gemmSerial(mk, m, n, hi-lo, alpha, a, b, c, ldc)
+			return
+		}
+		buf := make([]float32, m*n)
+		gemmSerial(mk, m, n, hi-lo, alpha, offsetDepth{a, lo}, offsetDepth{b, lo}, buf, n)
+		partial[t] = buf
+	})
+	p.ParallelRange(m, 16, func(lo, hi int) {
+		for _, buf := range partial[1:] {
+			for i := lo; i < hi; i++ {
+				row := c[i*ldc : i*ldc+n]
+				for j, v := range buf[i*n : i*n+n] {
+					row[j] += v
+				}
+			}
+		}
+	})
+}
+
+// splitPoints cuts [0, n) into up to parts ranges whose inner boundaries are multiples of unit.
+func splitPoints(n, parts, unit int) []int {
+	units := (n + unit - 1) / unit
+	parts = max(1, min(parts, units))
+	pts := make([]int, parts+1)
+	for i := 1; i < parts; i++ {
+		pts[i] = i * units / parts * unit
+	}
+	pts[parts] = n
+	return pts
+}
+
+// offsetRows shifts a PanelSource's rows.
+type offsetRows struct {
+	src PanelSource
+	off int
+}
+
+func (o offsetRows) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
+	o.src.Pack(dst, r0+o.off, rows, p0, kc, w, scale)
+}
+
+// offsetDepth shifts a PanelSource's depth.
+type offsetDepth struct {
+	src PanelSource
+	off int
+}
+
+func (o offsetDepth) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
+	o.src.Pack(dst, r0, rows, p0+o.off, kc, w, scale)
+}
+
+// scaleC multiplies the m×n matrix C by beta (beta 0 writes zeros, so NaNs in C vanish, as BLAS).
+func scaleC(c []float32, m, n, ldc int, beta float32) {
+	if beta == 1 {
+		return
+	}
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// Sgemm computes C = alpha·op(A)·op(B) + beta·C for row-major float32 matrices, as cblas_sgemm
+// with CblasRowMajor: op(A) is m×k (A itself, row stride lda, or A's transpose when transA, A
+// then being k×m), op(B) is k×n (B, or the transpose of the n×k matrix B when transB), C is m×n
+// with row stride ldc. It runs in parallel on DefaultPool. It panics when a slice is too short
+// for its sizes and strides.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	DefaultPool().Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// Sgemm is the package-level Sgemm on this pool.
+func (p *Pool) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkMatrix("A", transA, m, k, a, lda)
+	checkMatrix("B", transB, k, n, b, ldb)
+	var as, bs Strided
+	if transA {
+		as = Strided{Data: a, RowStride: 1, DepthStride: lda}
+	} else {
+		as = Strided{Data: a, RowStride: lda, DepthStride: 1}
+	}
+	if transB {
+		bs = Strided{Data: b, RowStride: ldb, DepthStride: 1}
+	} else {
+		bs = Strided{Data: b, RowStride: 1, DepthStride: ldb}
+	}
+	p.Gemm(m, n, k, alpha, as, bs, beta, c, ldc)
+}
+
+// checkMatrix panics unless x holds op(x), a rows×cols matrix stored row-major with row stride
+// ld (transposed: x is cols×rows).
+func checkMatrix(name string, trans bool, rows, cols int, x []float32, ld int) {
+	r, c := rows, cols
+	if trans {
+		r, c = cols, rows
+	}
+	if r == 0 || c == 0 {
+		return
+	}
+	if ld < c || len(x) < (r-1)*ld+c {
+		panic(fmt.Sprintf("kernels.Sgemm: %s (transposed %v) is %d×%d with row stride %d but has %d elements", name, trans, r, c, ld, len(x)))
+	}
+}

@@ -1,0 +1,64 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+//go:noescape
+func gemmAVX2(kc int, a, b, c unsafe.Pointer, ldc int)
+
+//go:noescape
+func gemmAVX512(kc int, a, b, c unsafe.Pointer, ldc int)
+
+func fmaPeakAVX2(iters int)
+func fmaPeakAVX512(iters int)
+
+var (
+	avx2Kernel   = &microKernel{name: "avx2-6x16", mr: 6, nr: 16, fn: gemmAVX2}
+	avx512Kernel = &microKernel{name: "avx512-12x32", mr: 12, nr: 32, fn: gemmAVX512}
+)
+
+// bestKernel picks the widest micro-kernel the CPU and OS support. DCL_KERNEL=avx2|go caps the
+// choice (for benchmarks that compare kernels and for machines where AVX-512 clocks down).
+func bestKernel() *microKernel {
+	limit := os.Getenv("DCL_KERNEL")
+	hasAVX2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasAVX512 := hasAVX2 && cpu.X86.HasAVX512F
+	switch {
+	case limit == "go" || !hasAVX2:
+		return genericKernel
+	case limit == "avx2" || !hasAVX512:
+		return avx2Kernel
+	default:
+		return avx512Kernel
+	}
+}
+
+// peakKernels lists the FMA peak loops this CPU can run.
+func peakKernels() []peakLoop {
+	var loops []peakLoop
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		loops = append(loops, peakLoop{name: "avx2", flopsPerIter: 12 * 8 * 2, fn: fmaPeakAVX2})
+	}
+	if cpu.X86.HasAVX512F {
+		loops = append(loops, peakLoop{name: "avx512", flopsPerIter: 24 * 16 * 2, fn: fmaPeakAVX512})
+	}
+	return loops
+}
+
+// allKernels lists the micro-kernels this CPU runs, slowest first.
+func allKernels() []*microKernel {
+	ks := []*microKernel{genericKernel}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		ks = append(ks, avx2Kernel)
+		if cpu.X86.HasAVX512F {
+			ks = append(ks, avx512Kernel)
+		}
+	}
+	return ks
+}

@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func bestKernel() *microKernel { return genericKernel }
+
+// peakKernels lists the FMA peak loops this build has: none without amd64 assembly.
+func peakKernels() []peakLoop { return nil }
+
+// allKernels lists the micro-kernels this CPU runs.
+func allKernels() []*microKernel { return []*microKernel{genericKernel} }
