@@ -1,0 +1,212 @@
+package augment
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Preset names.
+const (
+	SimCLRCIFAR    = "simclr-cifar"
+	SimCLRImageNet = "simclr-imagenet"
+	BYOL           = "byol"
+	None           = "none"
+)
+
+// MaxSize bounds Config.Size and the evaluation resize, so that a typo on the command line
+// cannot ask for gigabytes per view.
+const MaxSize = 8192
+
+// PerView is a probability that may differ between the two views of a pair, as BYOL's does:
+// element 0 applies to view 0, element 1 to view 1 and to any later view. On the command line
+// it is written "P" (both views) or "P0,P1".
+type PerView [2]float64
+
+// At returns the value for a view index.
+func (p PerView) At(view int) float64 {
+	if view <= 0 {
+		return p[0]
+	}
+	return p[1]
+}
+
+// Config is every parameter of the augmentations. Start from Preset, change fields (or apply
+// command-line flags, see RegisterFlags), and call Validate. The json names are the ones a
+// manifest records; the flag names (Params) are given with each field.
+type Config struct {
+	// Preset is the preset this configuration started from (informational).
+	Preset string `json:"preset"`
+	// Eval selects the evaluation transform: resize the shorter side to EvalResize() and crop
+	// the Size×Size centre. No randomness; every field below Size except Resize is ignored.
+	Eval bool `json:"eval"`
+	// Size is the side of the square output view (32 CIFAR, 96 STL-10, 224 ImageNet, 28
+	// Fashion-MNIST). Flag view-size.
+	Size int `json:"size"`
+	// Resize is the evaluation transform's shorter side before the centre crop; 0 means
+	// round(Size·8/7) when Size ≥ 128 (224 → 256, ImageNet's protocol) and Size otherwise
+	// (small datasets are evaluated as they are). Flag eval-resize.
+	Resize int `json:"resize"`
+
+	// CropScale is RandomResizedCrop's range of the crop's area as a fraction of the image's,
+	// 0 < min ≤ max ≤ 1. Flag crop-scale.
+	CropScale [2]float64 `json:"crop_scale"`
+	// CropRatio is RandomResizedCrop's range of the crop's aspect ratio width/height, sampled
+	// log-uniformly, 0 < min ≤ max. Flag crop-ratio.
+	CropRatio [2]float64 `json:"crop_ratio"`
+	// FlipP is the probability of a horizontal flip. Flag flip-p.
+	FlipP float64 `json:"flip_p"`
+
+	// JitterP is the probability that ColorJitter runs at all. Flag jitter-p.
+	JitterP float64 `json:"jitter_p"`
+	// Brightness, Contrast and Saturation b give factors drawn from [max(0, 1−b), 1+b]; 0
+	// disables the adjustment. Flags brightness, contrast, saturation.
+	Brightness float64 `json:"brightness"`
+	Contrast   float64 `json:"contrast"`
+	Saturation float64 `json:"saturation"`
+	// Hue h gives a hue shift drawn from [−h, h] (in turns, h ≤ 0.5); 0 disables it. Flag hue.
+	Hue float64 `json:"hue"`
+	// GrayP is the probability of converting to grayscale (kept as 3 channels). Flag gray-p.
+	GrayP float64 `json:"gray_p"`
+
+	// BlurP is the probability of a Gaussian blur, per view. Flag blur-p.
+	BlurP PerView `json:"blur_p"`
+	// BlurSigma is the range σ is drawn from, 0 < min ≤ max. Flag blur-sigma.
+	BlurSigma [2]float64 `json:"blur_sigma"`
+	// BlurKernel is the odd kernel side; 0 means 10% of Size rounded down, plus one if even
+	// (224 → 23, 96 → 9, 32 → 3, 28 → 3). Flag blur-kernel.
+	BlurKernel int `json:"blur_kernel"`
+
+	// SolarizeP is the probability of solarizing, per view. Flag solarize-p.
+	SolarizeP PerView `json:"solarize_p"`
+	// SolarizeThreshold: pixels ≥ it are inverted (255 − v), 0…256. Flag solarize-threshold.
+	SolarizeThreshold int `json:"solarize_threshold"`
+}
+
+// Presets lists the preset names Preset accepts.
+func Presets() []string { return []string{SimCLRCIFAR, SimCLRImageNet, BYOL, None} }
+
+// Preset returns a named preset (see the package documentation) producing size×size views.
+func Preset(name string, size int) (Config, error) {
+	c := Config{
+		Preset:            name,
+		Size:              size,
+		CropScale:         [2]float64{0.08, 1},
+		CropRatio:         [2]float64{3.0 / 4.0, 4.0 / 3.0},
+		BlurSigma:         [2]float64{0.1, 2.0},
+		SolarizeThreshold: 128,
+	}
+	switch name {
+	case SimCLRCIFAR:
+		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
+		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.4, 0.4, 0.4, 0.1
+	case SimCLRImageNet:
+		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
+		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.8, 0.8, 0.8, 0.2
+		c.BlurP = PerView{0.5, 0.5}
+	case BYOL:
+		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
+		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.4, 0.4, 0.2, 0.1
+		c.BlurP = PerView{1.0, 0.1}
+		c.SolarizeP = PerView{0, 0.2}
+	case None:
+		c.Eval = true
+	default:
+		return Config{}, fmt.Errorf("unknown augmentation preset %q (want one of %s)", name, strings.Join(Presets(), ", "))
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("preset %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// EvalResize is the shorter side the evaluation transform resizes to (see Resize).
+func (c Config) EvalResize() int {
+	switch {
+	case c.Resize > 0:
+		return c.Resize
+	case c.Size >= 128:
+		return int(math.Round(float64(c.Size) * 8 / 7))
+	}
+	return c.Size
+}
+
+// BlurKernelSize is the Gaussian kernel side in use (see BlurKernel).
+func (c Config) BlurKernelSize() int {
+	if c.BlurKernel > 0 {
+		return c.BlurKernel
+	}
+	return c.Size/10 | 1
+}
+
+// Validate reports every inconsistent or out-of-range field, joined into one error.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Size <= 0 || c.Size > MaxSize {
+		bad("view-size %d: must be in 1..%d", c.Size, MaxSize)
+	}
+	if c.Resize < 0 || c.Resize > MaxSize {
+		bad("eval-resize %d: must be 0 (automatic) or in 1..%d", c.Resize, MaxSize)
+	} else if c.Resize > 0 && c.Resize < c.Size {
+		bad("eval-resize %d: must be at least view-size %d (the centre crop must fit)", c.Resize, c.Size)
+	}
+	rng := func(name string, r [2]float64, lo, hi float64, loOpen bool) {
+		for _, v := range r {
+			if math.IsNaN(v) || v > hi || v < lo || (loOpen && v == lo) {
+				open := "["
+				if loOpen {
+					open = "("
+				}
+				bad("%s %s: values must be in %s%g, %g]", name, pair(r), open, lo, hi)
+				return
+			}
+		}
+		if r[0] > r[1] {
+			bad("%s %s: min is greater than max", name, pair(r))
+		}
+	}
+	rng("crop-scale", c.CropScale, 0, 1, true)
+	rng("crop-ratio", c.CropRatio, 0, math.MaxFloat64, true)
+	rng("blur-sigma", c.BlurSigma, 0, math.MaxFloat64, true)
+	prob := func(name string, p float64) {
+		if !(p >= 0 && p <= 1) {
+			bad("%s %g: a probability must be in [0, 1]", name, p)
+		}
+	}
+	prob("flip-p", c.FlipP)
+	prob("jitter-p", c.JitterP)
+	prob("gray-p", c.GrayP)
+	for i := range 2 {
+		prob(fmt.Sprintf("blur-p (view %d)", i), c.BlurP[i])
+		prob(fmt.Sprintf("solarize-p (view %d)", i), c.SolarizeP[i])
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"brightness", c.Brightness}, {"contrast", c.Contrast}, {"saturation", c.Saturation}} {
+		if !(f.v >= 0 && f.v <= 100) {
+			bad("%s %g: must be in [0, 100] (factors are drawn from [max(0, 1-b), 1+b])", f.name, f.v)
+		}
+	}
+	if !(c.Hue >= 0 && c.Hue <= 0.5) {
+		bad("hue %g: must be in [0, 0.5]", c.Hue)
+	}
+	if c.BlurKernel < 0 || (c.BlurKernel > 0 && c.BlurKernel%2 == 0) || c.BlurKernel > 1023 {
+		bad("blur-kernel %d: must be 0 (10%% of view-size, odd) or an odd number in 1..1023", c.BlurKernel)
+	}
+	if c.SolarizeThreshold < 0 || c.SolarizeThreshold > 256 {
+		bad("solarize-threshold %d: must be in 0..256", c.SolarizeThreshold)
+	}
+	if c.Preset != "" && !slices.Contains(Presets(), c.Preset) {
+		bad("preset %q: unknown (want one of %s)", c.Preset, strings.Join(Presets(), ", "))
+	}
+	return errors.Join(errs...)
+}
+
+func pair(r [2]float64) string { return formatFloat(r[0]) + "," + formatFloat(r[1]) }
+
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
