@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/jpeg"
 	"image/png"
+	"math/rand/v2"
 	"path"
 	"regexp"
 	"slices"
@@ -359,4 +360,19 @@ func ParseShardPath(rel string) (ShardID, error) {
 	part, _ := strconv.Atoi(m[2])
 	parts, _ := strconv.Atoi(m[3])
 	return ShardID{Pass: pass, Part: part, Parts: parts}, nil
+}
+
+// Place says where a preprocessing run should put a record in pass pass: the part (shard)
+// that holds it and a sort key for its place within the part. Writing each part's rows in
+// increasing order makes row groups random samples of the dataset, whatever the order of
+// the source (ImageNet's folders are sorted by class), which the shuffled reader relies on:
+// it mixes whole row groups. Both are pure functions of (seed, pass, key).
+func Place(seed uint64, pass int, key string, parts int) (part int, order uint64) {
+	h := uint64(14695981039346656037) // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	h = splitmix(h ^ splitmix(seed^uint64(pass)<<40))
+	return int(bounded(rand.NewPCG(h, 0), uint64(parts))), splitmix(h)
 }
