@@ -11,13 +11,13 @@ import (
 // views allocate nothing but (with View) their output. It is NOT safe for concurrent use: give
 // each goroutine (each DoFn instance) its own; they are cheap to create.
 type Augmenter struct {
-	cfg  Config
-	rng  Rand
-	hc   coeffs
-	vc   coeffs
-	tmp  []uint8
-	acc  []int32
-	lut  [256]uint8
+	cfg Config
+	rng Rand
+	hc  coeffs
+	vc  coeffs
+	tmp []uint8
+	acc []int32
+	lut [256]uint8
 
 	blurW   []float64
 	blurQ   []int32

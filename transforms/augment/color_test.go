@@ -1,0 +1,207 @@
+package augment
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestColorOpsHandComputed(t *testing.T) {
+	var lut [256]uint8
+	tests := []struct {
+		name string
+		give []uint8
+		ch   int
+		op   func([]uint8)
+		want []uint8
+	}{
+		// Brightness: ⌊f·v⌋, clamped.
+		{"brightness 1.5", []uint8{100, 0, 255}, 3, func(p []uint8) { brightness(p, 1.5, &lut) }, []uint8{150, 0, 255}},
+		{"brightness 0.6", []uint8{101, 7, 10}, 3, func(p []uint8) { brightness(p, 0.6, &lut) }, []uint8{60, 4, 6}},
+		{"brightness 1", []uint8{1, 128, 255}, 3, func(p []uint8) { brightness(p, 1, &lut) }, []uint8{1, 128, 255}},
+		// Contrast, one channel: mean (0+100)/2 = 50; f 0.5 gives 50 ± 25.
+		{"contrast gray", []uint8{0, 100}, 1, func(p []uint8) { contrast(p, 1, 0.5, &lut) }, []uint8{25, 75}},
+		// Contrast, RGB: lumas 76 (red) and 150 (green), mean 113; f 2: 2v − 113.
+		{"contrast rgb", []uint8{255, 0, 0, 0, 255, 0}, 3, func(p []uint8) { contrast(p, 3, 2, &lut) }, []uint8{255, 0, 0, 0, 255, 0}},
+		{"contrast rgb 0.5", []uint8{255, 0, 0, 0, 255, 0}, 3, func(p []uint8) { contrast(p, 3, 0.5, &lut) }, []uint8{184, 56, 56, 56, 184, 56}},
+		// Contrast 0: lumas 18 and 119, mean 68.5, floored.
+		{"contrast 0", []uint8{10, 20, 30, 200, 100, 0}, 3, func(p []uint8) { contrast(p, 3, 0, &lut) }, []uint8{68, 68, 68, 68, 68, 68}},
+		// Saturation: (200,100,50) has luma round(59.8+58.7+5.7) = 124; f 2: 2v − 124.
+		{"saturation 2", []uint8{200, 100, 50}, 3, func(p []uint8) { saturation(p, 3, 2) }, []uint8{255, 76, 0}},
+		{"saturation 0", []uint8{200, 100, 50}, 3, func(p []uint8) { saturation(p, 3, 0) }, []uint8{124, 124, 124}},
+		{"saturation 0.5", []uint8{200, 100, 50}, 3, func(p []uint8) { saturation(p, 3, 0.5) }, []uint8{162, 112, 87}},
+		{"saturation gray image", []uint8{200, 100, 50}, 1, func(p []uint8) { saturation(p, 1, 0) }, []uint8{200, 100, 50}},
+		// Hue: pure red shifted by 1/3 turn is pure green, by 1/6 yellow, by −1/3 blue.
+		{"hue red+1/3", []uint8{255, 0, 0}, 3, func(p []uint8) { hue(p, 3, 1.0/3) }, []uint8{0, 255, 0}},
+		{"hue red+1/6", []uint8{255, 0, 0}, 3, func(p []uint8) { hue(p, 3, 1.0/6) }, []uint8{255, 255, 0}},
+		{"hue red-1/3", []uint8{255, 0, 0}, 3, func(p []uint8) { hue(p, 3, -1.0/3) }, []uint8{0, 0, 255}},
+		{"hue half turn", []uint8{200, 100, 50}, 3, func(p []uint8) { hue(p, 3, 0.5) }, []uint8{50, 150, 200}},
+		// (200,100,50): max 200, min 50, C 150, hue 1/3 sextant; +1/12 turn (half a sextant) is
+		// 5/6 sextant: middle = 50 + 150·5/6 = 175.
+		{"hue 1/12", []uint8{200, 100, 50}, 3, func(p []uint8) { hue(p, 3, 1.0/12) }, []uint8{200, 175, 50}},
+		{"hue gray pixel", []uint8{90, 90, 90}, 3, func(p []uint8) { hue(p, 3, 0.3) }, []uint8{90, 90, 90}},
+		{"hue gray image", []uint8{255, 0, 0}, 1, func(p []uint8) { hue(p, 1, 0.3) }, []uint8{255, 0, 0}},
+		// Grayscale: ITU-R 601-2, Pillow's rounding.
+		{"grayscale", []uint8{255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255}, 3, func(p []uint8) { grayscale(p, 3) },
+			[]uint8{76, 76, 76, 150, 150, 150, 29, 29, 29, 255, 255, 255}},
+		{"grayscale gray image", []uint8{255, 0, 0}, 1, func(p []uint8) { grayscale(p, 1) }, []uint8{255, 0, 0}},
+		{"solarize 128", []uint8{0, 127, 128, 255}, 1, func(p []uint8) { solarize(p, 128, &lut) }, []uint8{0, 127, 127, 0}},
+		{"solarize 256", []uint8{0, 127, 128, 255}, 1, func(p []uint8) { solarize(p, 256, &lut) }, []uint8{0, 127, 128, 255}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := slices.Clone(tt.give)
+			tt.op(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("%v → %v, want %v", tt.give, got, tt.want)
+			}
+		})
+	}
+}
+
+// torchvision's adjust_hue in float64: _rgb2hsv, h = (h + shift) mod 1, _hsv2rgb, then the
+// uint8 conversion v·(255 + 1 − 0.001) truncated.
+func torchvisionHue(r, g, b uint8, shift float64) [3]uint8 {
+	rf, gf, bf := float64(r)/255, float64(g)/255, float64(b)/255
+	maxc, minc := max(rf, gf, bf), min(rf, gf, bf)
+	cr := maxc - minc
+	div := maxc
+	if cr == 0 {
+		div = 1
+	}
+	s := cr / div
+	crd := cr
+	if cr == 0 {
+		crd = 1
+	}
+	rc, gc, bc := (maxc-rf)/crd, (maxc-gf)/crd, (maxc-bf)/crd
+	var h float64
+	switch {
+	case maxc == rf:
+		h = bc - gc
+	case maxc == gf:
+		h = 2 + rc - bc
+	default:
+		h = 4 + gc - rc
+	}
+	h = math.Mod(h/6+1, 1)
+	h = math.Mod(h+shift, 1)
+	if h < 0 {
+		h++
+	}
+	v := maxc
+	i := math.Floor(h * 6)
+	f := h*6 - i
+	p := min(max(v*(1-s), 0), 1)
+	q := min(max(v*(1-s*f), 0), 1)
+	tt := min(max(v*(1-s*(1-f)), 0), 1)
+	var out [3]float64
+	switch int(i) % 6 {
+	case 0:
+		out = [3]float64{v, tt, p}
+	case 1:
+		out = [3]float64{q, v, p}
+	case 2:
+		out = [3]float64{p, v, tt}
+	case 3:
+		out = [3]float64{p, q, v}
+	case 4:
+		out = [3]float64{tt, p, v}
+	default:
+		out = [3]float64{v, p, q}
+	}
+	var res [3]uint8
+	for k, x := range out {
+		res[k] = uint8(x * (255 + 1 - 0.001))
+	}
+	return res
+}
+
+// The integer operations agree with torchvision's float formulas to within one level.
+func TestColorOpsMatchTorchvisionFloat(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var lut [256]uint8
+	exact, total, worst := 0, 0, 0
+	check := func(name string, got []uint8, want []float64) {
+		t.Helper()
+		for i := range got {
+			w := int(math.Min(math.Max(want[i], 0), 255)) // torchvision clamps, then truncates
+			d := abs(int(got[i]) - w)
+			worst = max(worst, d)
+			total++
+			if d == 0 {
+				exact++
+			}
+			if d > 1 {
+				t.Fatalf("%s: value %d is %d, torchvision %.3f", name, i, got[i], want[i])
+			}
+		}
+	}
+	for range 200 {
+		img := randomImage(8, 8, 3, r)
+		pix := img.Pix
+		f := r.Float64() * 2
+		// brightness
+		got := slices.Clone(pix)
+		brightness(got, f, &lut)
+		want := make([]float64, len(pix))
+		for i, v := range pix {
+			want[i] = f * float64(v)
+		}
+		check("brightness", got, want)
+		// contrast: blend with the mean of the (floored) grayscale; we use Pillow's rounded
+		// luma, so compute the reference mean with it too.
+		var sum float64
+		for i := 0; i < len(pix); i += 3 {
+			sum += float64(luma(pix[i], pix[i+1], pix[i+2]))
+		}
+		mean := sum / float64(len(pix)/3)
+		got = slices.Clone(pix)
+		contrast(got, 3, f, &lut)
+		for i, v := range pix {
+			want[i] = f*float64(v) + (1-f)*mean
+		}
+		check("contrast", got, want)
+		// saturation
+		got = slices.Clone(pix)
+		saturation(got, 3, f)
+		for i := 0; i < len(pix); i += 3 {
+			l := float64(luma(pix[i], pix[i+1], pix[i+2]))
+			for k := range 3 {
+				want[i+k] = f*float64(pix[i+k]) + (1-f)*l
+			}
+		}
+		check("saturation", got, want)
+		// hue
+		shift := r.Float64() - 0.5
+		got = slices.Clone(pix)
+		hue(got, 3, shift)
+		for i := 0; i < len(pix); i += 3 {
+			ref := torchvisionHue(pix[i], pix[i+1], pix[i+2], shift)
+			for k := range 3 {
+				want[i+k] = float64(ref[k])
+			}
+		}
+		check("hue", got, want)
+	}
+	t.Logf("%d of %d values equal torchvision's float result, the rest within %d", exact, total, worst)
+	if exact < total*9/10 {
+		t.Errorf("only %d of %d values equal torchvision's", exact, total)
+	}
+}
+
+func TestHueRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	img := randomImage(16, 16, 3, r)
+	for _, shift := range []float64{0.05, 0.2, 0.5, -0.37} {
+		got := slices.Clone(img.Pix)
+		hue(got, 3, shift)
+		hue(got, 3, -shift)
+		for i := range got {
+			if d := abs(int(got[i]) - int(img.Pix[i])); d > 2 {
+				t.Fatalf("hue %g then %g moved value %d from %d to %d", shift, -shift, i, img.Pix[i], got[i])
+			}
+		}
+	}
+}
