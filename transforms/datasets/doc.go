@@ -1,0 +1,33 @@
+// Package datasets reads image datasets in their published on-disk formats, local or on
+// gs://, as a stream of records, split into independent units of work that a Beam pipeline
+// can spread over its workers. It is pure Go, with no Beam; every read goes through the
+// filesystem layer of package shards.
+//
+// Formats: CIFAR-10 and CIFAR-100 binary, STL-10 binary, ImageNet ILSVRC-2012 (train folder,
+// val folder with a labels file, the per-class train tars and the outer train tar, read in
+// place) and its ImageNet-100 subset, a generic folder of class subfolders of JPEG and PNG
+// files, and MNIST-style IDX files (MNIST, Fashion-MNIST, gzipped or not).
+//
+// Use:
+//
+//	plan, err := datasets.MakePlan(ctx, datasets.Spec{Dataset: "cifar10", Input: dir, Split: "train"})
+//	// plan.Units are independent and JSON-friendly; plan.Records sizes a progress bar.
+//	for _, u := range plan.Units { // or one unit per Beam element
+//		st, err := datasets.Read(ctx, u, func(r datasets.Record) error {
+//			img, err := r.Image(datasets.Limits{}) // decodes JPEG/PNG, refusing absurd sizes
+//			if err != nil {
+//				return writeDeadLetter(r.Bad(err))
+//			}
+//			...
+//		}, writeDeadLetter)
+//	}
+//
+// Nothing is dropped silently: every record a unit holds is emitted or reported as a
+// BadRecord (with its file, position and reason), so records in = records out + bad
+// records. Input that cannot be read as a whole (a missing or truncated file, files that
+// disagree, an archive entry that escapes its folder) is an error naming the file.
+//
+// Decoded records (CIFAR, STL-10, IDX) carry their pixels in Record.Pixels; JPEG and PNG
+// records carry the file's bytes in Record.Encoded, with the header already checked, so
+// that decoding (the costly part) happens in the step that augments.
+package datasets

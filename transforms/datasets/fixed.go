@@ -1,0 +1,328 @@
+package datasets
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms"
+)
+
+// Record layouts of the fixed-size binary formats.
+const (
+	cifarSide       = 32
+	cifarPixels     = cifarSide * cifarSide * 3
+	cifar10Record   = 1 + cifarPixels // label, 1024 R, 1024 G, 1024 B (rows top to bottom)
+	cifar100Record  = 2 + cifarPixels // coarse label, fine label, pixels
+	stl10Side       = 96
+	stl10Record     = stl10Side * stl10Side * 3 // 3 planes, each column-major
+	stl10NumClasses = 10
+)
+
+// recordSize returns the bytes of one record of a fixed-size unit kind.
+func recordSize(kind string) int64 {
+	switch kind {
+	case KindCIFAR10:
+		return cifar10Record
+	case KindCIFAR100:
+		return cifar100Record
+	case KindSTL10:
+		return stl10Record
+	}
+	return 0
+}
+
+// parseCIFAR10 decodes one CIFAR-10 record into its label and HWC image.
+func parseCIFAR10(rec []byte) (int, transforms.Image, error) {
+	if len(rec) != cifar10Record {
+		return 0, transforms.Image{}, fmt.Errorf("CIFAR-10 record has %d bytes, want %d", len(rec), cifar10Record)
+	}
+	if rec[0] >= 10 {
+		return 0, transforms.Image{}, fmt.Errorf("label %d outside 0..9", rec[0])
+	}
+	return int(rec[0]), planarToHWC(rec[1:], cifarSide), nil
+}
+
+// parseCIFAR100 decodes one CIFAR-100 record: the fine label (0..99), or the coarse one
+// (0..19) when coarse. Both labels are checked, since either out of range means the record
+// is not what it claims.
+func parseCIFAR100(rec []byte, coarse bool) (int, transforms.Image, error) {
+	if len(rec) != cifar100Record {
+		return 0, transforms.Image{}, fmt.Errorf("CIFAR-100 record has %d bytes, want %d", len(rec), cifar100Record)
+	}
+	if rec[0] >= 20 {
+		return 0, transforms.Image{}, fmt.Errorf("coarse label %d outside 0..19", rec[0])
+	}
+	if rec[1] >= 100 {
+		return 0, transforms.Image{}, fmt.Errorf("fine label %d outside 0..99", rec[1])
+	}
+	label := int(rec[1])
+	if coarse {
+		label = int(rec[0])
+	}
+	return label, planarToHWC(rec[2:], cifarSide), nil
+}
+
+// planarToHWC turns 3 row-major planes (R, G, B) of a side×side image into HWC.
+func planarToHWC(planes []byte, side int) transforms.Image {
+	m := transforms.NewImage(side, side, 3)
+	n := side * side
+	r, g, b := planes[:n], planes[n:2*n], planes[2*n:3*n]
+	for i := range n {
+		m.Pix[3*i], m.Pix[3*i+1], m.Pix[3*i+2] = r[i], g[i], b[i]
+	}
+	return m
+}
+
+// parseSTL10 decodes one STL-10 image (3 planes, each stored column by column, as MATLAB
+// wrote them) and its label byte y (1..10 on disk, 0..9 returned); an unlabelled record has
+// labelled false and gets -1.
+func parseSTL10(rec []byte, y byte, labelled bool) (int, transforms.Image, error) {
+	if len(rec) != stl10Record {
+		return 0, transforms.Image{}, fmt.Errorf("STL-10 image has %d bytes, want %d", len(rec), stl10Record)
+	}
+	label := -1
+	if labelled {
+		if y < 1 || y > stl10NumClasses {
+			return 0, transforms.Image{}, fmt.Errorf("label %d outside 1..10 (the label file counts from 1)", y)
+		}
+		label = int(y) - 1
+	}
+	const side, n = stl10Side, stl10Side * stl10Side
+	m := transforms.NewImage(side, side, 3)
+	for c := range 3 {
+		plane := rec[c*n : (c+1)*n]
+		for x := range side {
+			col := plane[x*side : (x+1)*side]
+			for y, v := range col {
+				m.Pix[(y*side+x)*3+c] = v
+			}
+		}
+	}
+	return label, m, nil
+}
+
+// cifarFiles returns the .bin files of a CIFAR split, the folder's name in the published
+// archive and the number of classes.
+func cifarFiles(dataset, split string) (names []string, archiveDir string) {
+	if dataset == CIFAR10 {
+		if split == "test" {
+			return []string{"test_batch.bin"}, "cifar-10-batches-bin"
+		}
+		return []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"}, "cifar-10-batches-bin"
+	}
+	return []string{split + ".bin"}, "cifar-100-binary"
+}
+
+// findFiles returns the paths of names in dir or, when dir lacks the first of them but
+// dir/sub has it, in dir/sub (the folder the published archive extracts to). It refuses,
+// naming them, when any is missing.
+func findFiles(ctx context.Context, what, dir, sub string, names []string) ([]string, error) {
+	base := dir
+	ok, err := shards.Exists(ctx, shards.Join(dir, names[0]))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		inSub, err := shards.Exists(ctx, shards.Join(dir, sub, names[0]))
+		if err != nil {
+			return nil, err
+		}
+		if inSub {
+			base = shards.Join(dir, sub)
+		}
+	}
+	var paths, missing []string
+	for _, n := range names {
+		p := shards.Join(base, n)
+		ok, err := shards.Exists(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			missing = append(missing, n)
+		}
+		paths = append(paths, p)
+	}
+	if len(missing) > 0 {
+		where := base
+		if base == dir {
+			where = fmt.Sprintf("%s (and its %s subfolder)", dir, sub)
+		}
+		return nil, fmt.Errorf("%s: %s lacks %s", what, where, strings.Join(missing, ", "))
+	}
+	return paths, nil
+}
+
+// countRecords returns the records of a fixed-size file, refusing one whose size is not a
+// whole number of records.
+func countRecords(ctx context.Context, what, p string, size int64) (int64, error) {
+	n, err := shards.Size(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%s: %s is empty", what, p)
+	}
+	if n%size != 0 {
+		return 0, fmt.Errorf("%s: %s has %d bytes, not a whole number of %d-byte records (%d records and %d bytes over): "+
+			"the file is truncated or not in this format, so none of it is read", what, p, n, size, n/size, n%size)
+	}
+	return n / size, nil
+}
+
+func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
+	what := s.Dataset + " " + s.Split
+	kind, numClasses := KindCIFAR10, 10
+	if s.Dataset == CIFAR100 {
+		kind, numClasses = KindCIFAR100, 100
+		if s.CoarseLabels {
+			numClasses = 20
+		}
+	}
+	classes, err := ClassNames(s.Dataset, s.CoarseLabels)
+	if err != nil {
+		return Plan{}, err
+	}
+	var paths []string
+	if hasGlob(s.Input) {
+		if paths, err = listGlob(ctx, s.Input); err != nil {
+			return Plan{}, fmt.Errorf("%s: %w", what, err)
+		}
+	} else {
+		names, sub := cifarFiles(s.Dataset, s.Split)
+		if paths, err = findFiles(ctx, what, s.Input, sub, names); err != nil {
+			return Plan{}, err
+		}
+	}
+	p := Plan{Classes: classes}
+	var index int64
+	for _, path := range paths {
+		n, err := countRecords(ctx, what, path, recordSize(kind))
+		if err != nil {
+			return Plan{}, err
+		}
+		chunks(n, int64(s.UnitRecords), func(first, count int64) {
+			p.Units = append(p.Units, Unit{
+				Kind: kind, Split: s.Split, Path: path, First: first, Records: count, Exact: true,
+				Index: index + first, KeyBase: index + first, NumClasses: numClasses, CoarseLabels: s.CoarseLabels,
+			})
+		})
+		index += n
+	}
+	return p, nil
+}
+
+func planSTL10(ctx context.Context, s Spec) (Plan, error) {
+	what := "stl10 " + s.Split
+	parts := []string{s.Split}
+	if s.Split == "train+unlabeled" {
+		parts = []string{"train", "unlabeled"}
+	}
+	p := Plan{Classes: stl10Classes}
+	var index int64
+	for _, part := range parts {
+		names := []string{part + "_X.bin", part + "_y.bin"}
+		if part == "unlabeled" {
+			names = names[:1]
+		}
+		paths, err := findFiles(ctx, what, s.Input, "stl10_binary", names)
+		if err != nil {
+			return Plan{}, err
+		}
+		n, err := countRecords(ctx, what, paths[0], stl10Record)
+		if err != nil {
+			return Plan{}, err
+		}
+		labels := ""
+		if len(paths) == 2 {
+			labels = paths[1]
+			size, err := shards.Size(ctx, labels)
+			if err != nil {
+				return Plan{}, err
+			}
+			if size != n {
+				return Plan{}, fmt.Errorf("%s: %s holds %d images but %s holds %d labels (one byte each)", what, paths[0], n, labels, size)
+			}
+		}
+		chunks(n, int64(s.UnitRecords), func(first, count int64) {
+			p.Units = append(p.Units, Unit{
+				Kind: KindSTL10, Split: part, Path: paths[0], LabelsPath: labels, First: first, Records: count,
+				Exact: true, Index: index + first, KeyBase: first, NumClasses: stl10NumClasses,
+			})
+		})
+		index += n
+	}
+	return p, nil
+}
+
+// readFixed reads a range of records of a CIFAR or STL-10 file.
+func readFixed(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) error {
+	size := recordSize(u.Kind)
+	r, err := openRange(ctx, u.Path, u.First*size, u.Records*size)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if r.f.Size()%size != 0 {
+		return fmt.Errorf("%s: has %d bytes, not a whole number of %d-byte records", u.Path, r.f.Size(), size)
+	}
+	var labels io.Reader
+	if u.LabelsPath != "" {
+		lr, err := openRange(ctx, u.LabelsPath, u.First, u.Records)
+		if err != nil {
+			return err
+		}
+		defer lr.Close()
+		if lr.f.Size() != r.f.Size()/size {
+			return fmt.Errorf("%s holds %d labels but %s holds %d images", u.LabelsPath, lr.f.Size(), u.Path, r.f.Size()/size)
+		}
+		labels = lr
+	}
+	buf := make([]byte, size)
+	var y [1]byte
+	for i := range u.Records {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		offset := (u.First + i) * size
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("%s: reading record %d at byte %d: %w", u.Path, u.First+i, offset, err)
+		}
+		if labels != nil {
+			if _, err := io.ReadFull(labels, y[:]); err != nil {
+				return fmt.Errorf("%s: reading label %d: %w", u.LabelsPath, u.First+i, err)
+			}
+		}
+		var label int
+		var img transforms.Image
+		switch u.Kind {
+		case KindCIFAR10:
+			label, img, err = parseCIFAR10(buf)
+		case KindCIFAR100:
+			label, img, err = parseCIFAR100(buf, u.CoarseLabels)
+		case KindSTL10:
+			label, img, err = parseSTL10(buf, y[0], labels != nil)
+		}
+		key := fmt.Sprintf("%s/%06d", u.Split, u.KeyBase+i)
+		if err != nil {
+			source := u.Path
+			if labels != nil && u.Kind == KindSTL10 {
+				source = u.LabelsPath // the label is what is wrong
+				offset = u.First + i
+			}
+			if err := bad(BadRecord{Source: source, Position: fmt.Sprintf("byte %d", offset), Key: key, Reason: err.Error()}); err != nil {
+				return err
+			}
+			continue
+		}
+		rec := Record{Key: key, Index: u.Index + i, Label: label, Source: u.Path, Offset: offset,
+			Pixels: img, Width: img.W, Height: img.H}
+		if err := emit(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package datasets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// classListing is an image folder's files grouped by class folder.
+type classListing struct {
+	classes []string            // sorted class folder names
+	files   map[string][]string // class -> image files, relative to the class folder, sorted
+	empty   []string            // class folders without an image file
+}
+
+// listClasses lists root and groups its image files by top-level folder, as torchvision's
+// ImageFolder does: a file anywhere under a class folder belongs to that class; files
+// directly in root and files that are not JPEG or PNG (by extension, in any case) are not
+// records and go to ignore.
+func listClasses(ctx context.Context, root string, ignore func(rel string)) (classListing, error) {
+	all, err := listTree(ctx, root)
+	if err != nil {
+		return classListing{}, err
+	}
+	if len(all) == 0 {
+		return classListing{}, fmt.Errorf("%s holds no files", root)
+	}
+	l := classListing{files: map[string][]string{}}
+	for _, rel := range all {
+		class, inner, ok := strings.Cut(rel, "/")
+		if !ok {
+			ignore(rel)
+			continue
+		}
+		if _, seen := l.files[class]; !seen {
+			l.classes = append(l.classes, class)
+			l.files[class] = nil
+		}
+		if !isImageName(inner) {
+			ignore(rel)
+			continue
+		}
+		l.files[class] = append(l.files[class], inner)
+	}
+	slices.Sort(l.classes)
+	for _, c := range l.classes {
+		if len(l.files[c]) == 0 {
+			l.empty = append(l.empty, c)
+		}
+	}
+	return l, nil
+}
+
+// classUnits appends the units of one class folder to p: ranges of its sorted files.
+func classUnits(p *Plan, s Spec, class string, label int, n int64, index *int64) {
+	chunks(n, int64(s.UnitRecords), func(first, count int64) {
+		p.Units = append(p.Units, Unit{
+			Kind: KindClassFolder, Split: s.Split, Path: s.Input, Dir: class, DirFiles: n,
+			First: first, Records: count, Exact: true, Label: label, Index: *index + first,
+		})
+	})
+	*index += n
+}
+
+func planFolder(ctx context.Context, s Spec) (Plan, error) {
+	var p Plan
+	l, err := listClasses(ctx, s.Input, p.ignore)
+	if err != nil {
+		return Plan{}, fmt.Errorf("folder: %w", err)
+	}
+	if len(l.classes) == 0 {
+		return Plan{}, fmt.Errorf("folder: %s has no class folders (want one subfolder of JPEG or PNG files per class)", s.Input)
+	}
+	if len(l.empty) > 0 {
+		return Plan{}, fmt.Errorf("folder: %s: class folders without a JPEG or PNG file: %s", s.Input, strings.Join(l.empty, ", "))
+	}
+	p.Classes = l.classes
+	var index int64
+	for label, class := range l.classes {
+		classUnits(&p, s, class, label, int64(len(l.files[class])), &index)
+	}
+	return p, nil
+}
+
+func readClassFolder(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) error {
+	dir := joinPath(u.Path, u.Dir)
+	all, err := listTree(ctx, dir)
+	if err != nil {
+		return err
+	}
+	files := slices.DeleteFunc(all, func(rel string) bool { return !isImageName(rel) })
+	if int64(len(files)) != u.DirFiles {
+		return fmt.Errorf("%s: holds %d image files, %d when planned: the folder changed", dir, len(files), u.DirFiles)
+	}
+	if u.First+u.Records > int64(len(files)) {
+		return fmt.Errorf("%s: unit reads files %d to %d of %d", dir, u.First, u.First+u.Records-1, len(files))
+	}
+	rels := files[u.First : u.First+u.Records]
+	return readImageFiles(ctx, u, dir, u.Dir+"/", rels, func(int) int { return u.Label }, emit, bad)
+}
+
+func readFiles(ctx context.Context, u Unit, files []string, labels []int, emit func(Record) error, bad func(BadRecord) error) error {
+	if len(files) != len(labels) {
+		return fmt.Errorf("%s: unit has %d files and %d labels", u, len(files), len(labels))
+	}
+	return readImageFiles(ctx, u, u.Path, "", files, func(i int) int { return labels[i] }, emit, bad)
+}
+
+// readImageFiles reads image files under root, checking each header. keyDir prefixes the
+// relative paths in keys (the class folder when root is one).
+func readImageFiles(ctx context.Context, u Unit, root, keyDir string, rels []string, label func(int) int,
+	emit func(Record) error, bad func(BadRecord) error) error {
+	for i, rel := range rels {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := joinPath(root, rel)
+		key := u.Split + "/" + keyDir + rel
+		report := func(reason string) error {
+			return bad(BadRecord{Source: p, Key: key, Reason: reason})
+		}
+		if label(i) == NoLabel {
+			if err := report(fmt.Sprintf("the labels file %s has no label for %s", u.LabelsPath, path.Base(rel))); err != nil {
+				return err
+			}
+			continue
+		}
+		data, err := readSmall(ctx, p, u.MaxFileBytes)
+		if errors.Is(err, errTooLarge) {
+			if err := report(fmt.Sprintf("larger than the limit of %d bytes", u.MaxFileBytes)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		h, err := DecodeHeader(data, formatOfName(rel), u.Limits)
+		if err != nil {
+			if err := report(err.Error()); err != nil {
+				return err
+			}
+			continue
+		}
+		rec := Record{Key: key, Index: u.Index + int64(i), Label: label(i), Source: p,
+			Encoded: data, Format: h.Format, Width: h.Width, Height: h.Height}
+		if err := emit(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// formatOfName is the format a file's extension claims.
+func formatOfName(name string) string {
+	if strings.EqualFold(path.Ext(name), ".png") {
+		return FormatPNG
+	}
+	return FormatJPEG
+}

@@ -1,0 +1,396 @@
+package datasets
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+var synsetPattern = regexp.MustCompile(`^n[0-9]{8}$`)
+
+// valLabelsFile is the name of Kaggle's ImageNet validation labels, looked for when
+// Spec.LabelsFile is empty.
+const valLabelsFile = "LOC_val_solution.csv"
+
+// imagenetClasses returns the classes of imagenet or imagenet100 with their labels, and the
+// 1,000 synsets for telling unknown folders from classes outside the subset.
+func imagenetClasses(dataset string) (classes []string, label map[string]int, all map[string]bool) {
+	synsets := ImageNetSynsets()
+	all = make(map[string]bool, len(synsets))
+	for _, s := range synsets {
+		all[s] = true
+	}
+	classes = synsets
+	if dataset == ImageNet100 {
+		classes = ImageNet100Synsets()
+	}
+	label = make(map[string]int, len(classes))
+	for i, c := range classes {
+		label[c] = i
+	}
+	return classes, label, all
+}
+
+// missingError names the classes of the dataset an input lacks.
+func missingError(what, input string, classes []string, have func(string) bool) error {
+	var missing []string
+	for _, c := range classes {
+		if !have(c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s lacks %d of the %d classes: %s", what, input, len(missing), len(classes), abbreviate(missing, 5))
+}
+
+func abbreviate(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(items[:n], ", ") + fmt.Sprintf(" and %d more", len(items)-n)
+}
+
+func planImageNet(ctx context.Context, s Spec) (Plan, error) {
+	what := s.Dataset + " " + s.Split
+	classes, label, known := imagenetClasses(s.Dataset)
+	p := Plan{Classes: classes}
+	if hasGlob(s.Input) {
+		tars, err := listGlob(ctx, s.Input)
+		if err != nil {
+			return Plan{}, fmt.Errorf("%s: %w", what, err)
+		}
+		return p, planClassTars(ctx, &p, s, tars, label, known)
+	}
+	if strings.HasSuffix(s.Input, ".tar") {
+		return p, planOuterTar(ctx, &p, s, label, known)
+	}
+
+	var ignored []string
+	l, err := listClasses(ctx, s.Input, func(rel string) { ignored = append(ignored, rel) })
+	if err != nil {
+		return Plan{}, fmt.Errorf("%s: %w", what, err)
+	}
+	var tars, flat []string
+	for _, rel := range ignored {
+		switch {
+		case strings.Contains(rel, "/"):
+			p.ignore(rel)
+		case strings.HasSuffix(rel, ".tar"):
+			tars = append(tars, joinPath(s.Input, rel))
+		case isImageName(rel):
+			flat = append(flat, rel)
+		default:
+			p.ignore(rel)
+		}
+	}
+	layouts := 0
+	for _, n := range []int{len(l.classes), len(tars), len(flat)} {
+		if n > 0 {
+			layouts++
+		}
+	}
+	switch {
+	case layouts > 1:
+		return Plan{}, fmt.Errorf("%s: %s mixes %d class folders, %d .tar files and %d images at its top: point the input at one layout",
+			what, s.Input, len(l.classes), len(tars), len(flat))
+	case len(tars) > 0:
+		return p, planClassTars(ctx, &p, s, tars, label, known)
+	case len(flat) > 0:
+		if s.Split == "train" {
+			return Plan{}, fmt.Errorf("%s: %s holds images at its top, not synset folders", what, s.Input)
+		}
+		return p, planFlatVal(ctx, &p, s, flat, label)
+	}
+
+	var unknown []string
+	for _, c := range l.classes {
+		if !known[c] {
+			unknown = append(unknown, c)
+		}
+	}
+	if len(unknown) > 0 {
+		return Plan{}, fmt.Errorf("%s: %s has folders that are not ILSVRC-2012 synsets: %s", what, s.Input, abbreviate(unknown, 5))
+	}
+	if err := missingError(what, s.Input, classes, func(c string) bool { _, ok := l.files[c]; return ok }); err != nil {
+		return Plan{}, err
+	}
+	var empty []string
+	for _, c := range classes {
+		if len(l.files[c]) == 0 {
+			empty = append(empty, c)
+		}
+	}
+	if len(empty) > 0 {
+		return Plan{}, fmt.Errorf("%s: %s: synset folders without a JPEG or PNG file: %s", what, s.Input, abbreviate(empty, 5))
+	}
+	var index int64
+	for i, c := range classes {
+		classUnits(&p, s, c, i, int64(len(l.files[c])), &index)
+	}
+	return p, nil
+}
+
+// planClassTars plans the published per-class train tars (SYNSET.tar), one unit each.
+func planClassTars(ctx context.Context, p *Plan, s Spec, tars []string, label map[string]int, known map[string]bool) error {
+	what := s.Dataset + " " + s.Split
+	bySynset := map[string]string{}
+	var unknown []string
+	for _, t := range tars {
+		syn := strings.TrimSuffix(shards.Base(t), ".tar")
+		if !known[syn] {
+			unknown = append(unknown, shards.Base(t))
+			continue
+		}
+		bySynset[syn] = t
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%s: tars not named after an ILSVRC-2012 synset: %s", what, abbreviate(unknown, 5))
+	}
+	if err := missingError(what, s.Input, p.Classes, func(c string) bool { return bySynset[c] != "" }); err != nil {
+		return err
+	}
+	sizes := make([]int64, len(p.Classes))
+	errs := make([]error, len(p.Classes))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16) // sizes on gs:// are one request each
+	for i, c := range p.Classes {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			sizes[i], errs[i] = shards.Size(ctx, bySynset[c])
+		})
+	}
+	wg.Wait()
+	var index int64
+	for i, c := range p.Classes {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		p.Units = append(p.Units, tarUnit(s, bySynset[c], "", 0, sizes[i], c, label[c], index))
+		index += tarIndexSpan(sizes[i])
+	}
+	return nil
+}
+
+func tarUnit(s Spec, p, member string, off, n int64, synset string, label int, index int64) Unit {
+	return Unit{
+		Kind: KindTar, Split: s.Split, Path: p, Member: member, Offset: off, Length: n,
+		KeyDir: synset, Label: label, Index: index, Records: max(1, n/imagenetMeanBytes),
+	}
+}
+
+// planOuterTar plans ILSVRC2012_img_train.tar: a tar of the per-class tars, one unit each,
+// read in place.
+func planOuterTar(ctx context.Context, p *Plan, s Spec, label map[string]int, known map[string]bool) error {
+	what := s.Dataset + " " + s.Split
+	members, err := scanOuterTar(ctx, s.Input, p.ignore)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	bySynset := map[string]tarMember{}
+	var unknown []string
+	for _, m := range members {
+		syn := strings.TrimSuffix(path.Base(m.name), ".tar")
+		if !known[syn] {
+			unknown = append(unknown, m.name)
+			continue
+		}
+		if _, dup := bySynset[syn]; dup {
+			return fmt.Errorf("%s: tar %s holds %s twice", what, s.Input, m.name)
+		}
+		bySynset[syn] = m
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%s: tar %s holds tars not named after an ILSVRC-2012 synset: %s", what, s.Input, abbreviate(unknown, 5))
+	}
+	if err := missingError(what, s.Input, p.Classes, func(c string) bool { _, ok := bySynset[c]; return ok }); err != nil {
+		return err
+	}
+	var index int64
+	for _, c := range p.Classes {
+		m := bySynset[c]
+		p.Units = append(p.Units, tarUnit(s, s.Input, m.name, m.offset, m.length, c, label[c], index))
+		index += tarIndexSpan(m.length)
+	}
+	return nil
+}
+
+// planFlatVal plans a flat validation folder labelled by a labels file: file-list units.
+// Files the labels file does not mention stay in the units as bad records (NoLabel); files
+// of classes outside the dataset (ImageNet-100) are not part of it.
+func planFlatVal(ctx context.Context, p *Plan, s Spec, images []string, label map[string]int) error {
+	what := s.Dataset + " " + s.Split
+	labelsPath, err := findValLabels(ctx, s)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	data, err := readSmall(ctx, labelsPath, 256<<20)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	synsetOf, err := ParseValLabels(labelsPath, data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	present := map[string]bool{}
+	var files []string
+	var labels []int
+	for _, f := range images {
+		stem := imageStem(f)
+		present[stem] = true
+		syn, ok := synsetOf[stem]
+		if !ok {
+			files, labels = append(files, f), append(labels, NoLabel)
+			continue
+		}
+		if l, in := label[syn]; in {
+			files, labels = append(files, f), append(labels, l)
+		}
+	}
+	var missing []string
+	for stem, syn := range synsetOf {
+		if _, in := label[syn]; in && !present[stem] {
+			missing = append(missing, stem)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%s: %s labels %d images of the dataset that %s lacks: %s", what, labelsPath, len(missing), s.Input, abbreviate(missing, 5))
+	}
+	n := int64(len(files))
+	chunks(n, int64(s.UnitRecords), func(first, count int64) {
+		p.Units = append(p.Units, Unit{
+			Kind: KindFiles, Split: s.Split, Path: s.Input, LabelsPath: labelsPath, First: first, Records: count,
+			Exact: true, Index: first, Files: files[first : first+count], Labels: labels[first : first+count],
+		})
+	})
+	return nil
+}
+
+// imageStem is a file's name without folder or extension: how labels files name images.
+func imageStem(name string) string {
+	base := path.Base(strings.ReplaceAll(name, "\\", "/"))
+	return strings.TrimSuffix(base, path.Ext(base))
+}
+
+func parentOf(p string) string {
+	if shards.Scheme(p) == "" {
+		return filepath.Dir(filepath.Clean(p))
+	}
+	scheme, rest, _ := strings.Cut(strings.TrimSuffix(p, "/"), "://")
+	return scheme + "://" + path.Dir(rest)
+}
+
+func findValLabels(ctx context.Context, s Spec) (string, error) {
+	if s.LabelsFile != "" {
+		return s.LabelsFile, nil
+	}
+	tried := []string{shards.Join(s.Input, valLabelsFile), shards.Join(parentOf(s.Input), valLabelsFile)}
+	for _, p := range tried {
+		ok, err := shards.Exists(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s is a flat folder of images and needs a labels file: none given and no %s or %s", s.Input, tried[0], tried[1])
+}
+
+// ParseValLabels reads a labels file for a flat ImageNet validation folder and returns the
+// synset of each image, keyed by the image's name without folder or extension
+// ("ILSVRC2012_val_00000001"). name is only used in errors. Two formats are accepted:
+//
+//   - Kaggle's LOC_val_solution.csv: a header line "ImageId,PredictionString", then one line
+//     per image, "ILSVRC2012_val_00008726,n02119789 255 142 454 329 n02119789 44 21 322 295":
+//     the image's class is the synset of its boxes (they must all agree).
+//   - Plain text: one "FILENAME LABEL" line per image, separated by spaces or tabs, where
+//     FILENAME may carry a folder and an extension and LABEL is a synset (n01440764) or an
+//     integer 0-999, the synset's index in the sorted list (ImageNetSynsets), as in Caffe's
+//     val.txt. Blank lines and lines starting with # are skipped.
+//
+// The devkit's ILSVRC2012_validation_ground_truth.txt is not accepted: it names no files and
+// numbers classes in the devkit's own order (meta.mat); convert it to FILENAME SYNSET lines.
+// An unknown synset, an integer out of range, a malformed line or an image labelled twice
+// with different classes is an error naming the file and line.
+func ParseValLabels(name string, data []byte) (map[string]string, error) {
+	synsets := ImageNetSynsets()
+	known := make(map[string]bool, len(synsets))
+	for _, s := range synsets {
+		known[s] = true
+	}
+	out := map[string]string{}
+	set := func(line int, file, syn string) error {
+		if !known[syn] {
+			return fmt.Errorf("%s line %d: %q is not an ILSVRC-2012 synset", name, line, syn)
+		}
+		stem := imageStem(file)
+		if prev, ok := out[stem]; ok && prev != syn {
+			return fmt.Errorf("%s line %d: %s labelled %s here and %s before", name, line, stem, syn, prev)
+		}
+		out[stem] = syn
+		return nil
+	}
+	text := string(bytes.TrimPrefix(data, []byte("\ufeff")))
+	lineNo := 0
+	csv := false
+	for line := range strings.Lines(text) {
+		lineNo++
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if lineNo == 1 && strings.HasPrefix(line, "ImageId,") {
+			csv = true
+			continue
+		}
+		if csv {
+			id, boxes, ok := strings.Cut(line, ",")
+			fields := strings.Fields(boxes)
+			if !ok || id == "" || len(fields) == 0 {
+				return nil, fmt.Errorf("%s line %d: want ImageId,PredictionString, got %q", name, lineNo, line)
+			}
+			syn := fields[0]
+			for i := 5; i < len(fields); i += 5 {
+				if fields[i] != syn {
+					return nil, fmt.Errorf("%s line %d: %s has boxes of %s and %s", name, lineNo, id, syn, fields[i])
+				}
+			}
+			if err := set(lineNo, id, syn); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("%s line %d: want FILENAME LABEL, got %q", name, lineNo, line)
+		}
+		syn := fields[1]
+		if !synsetPattern.MatchString(syn) {
+			i, err := strconv.Atoi(syn)
+			if err != nil || i < 0 || i >= len(synsets) {
+				return nil, fmt.Errorf("%s line %d: label %q is neither a synset nor an integer 0..%d", name, lineNo, syn, len(synsets)-1)
+			}
+			syn = synsets[i]
+		}
+		if err := set(lineNo, fields[0], syn); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s labels no images", name)
+	}
+	return out, nil
+}

@@ -1,0 +1,188 @@
+package datasets
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+// imagenetMeanBytes is the average size of an ILSVRC-2012 train image with its tar header
+// (138 GB / 1,281,167 images): tar units estimate their records from it.
+const imagenetMeanBytes = 107_850
+
+// tarIndexSpan is how many indices a tar of n bytes reserves: every member takes a 512-byte
+// header at least, so no tar holds more members.
+func tarIndexSpan(n int64) int64 { return n/512 + 1 }
+
+// checkMemberName refuses tar entry names that would leave the archive's folder if
+// extracted: absolute paths and paths with a ".." element. Read never writes members to
+// disk, but such an archive is not a published dataset, and its names would make keys that
+// collide with other members'.
+func checkMemberName(name string) error {
+	n := strings.ReplaceAll(name, "\\", "/")
+	switch {
+	case n == "":
+		return errors.New("entry has an empty name")
+	case strings.HasPrefix(n, "/") || (len(n) >= 2 && n[1] == ':'):
+		return fmt.Errorf("entry %q has an absolute path", name)
+	}
+	for _, seg := range strings.Split(n, "/") {
+		if seg == ".." {
+			return fmt.Errorf("entry %q escapes the archive (a %q element)", name, "..")
+		}
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it: the offset of the tar reader.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func readTarUnit(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+	r, err := openRange(ctx, u.Path, u.Offset, u.Length)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	return readTar(ctx, r, u, emit, bad)
+}
+
+// readTar streams the image members of a tar (r reads it from its first byte), which sits at
+// u.Offset in u.Path. Members that are not images (by extension) are counted and skipped,
+// folders skipped; an image member that is not a regular file, is larger than u.MaxFileBytes
+// or has a bad header is a bad record. A member whose path escapes the archive, or a tar
+// that is corrupt or truncated, stops the read with an error.
+func readTar(ctx context.Context, r io.Reader, u Unit, emit func(Record) error, bad func(BadRecord) error) (ignored int64, err error) {
+	name := u.Path
+	memberPrefix := ""
+	if u.Member != "" {
+		name = u.Path + ": " + u.Member
+		memberPrefix = u.Member + "/"
+	}
+	cr := &countingReader{r: r}
+	tr := tar.NewReader(cr)
+	var ordinal int64
+	last := "its first member"
+	for {
+		if err := ctx.Err(); err != nil {
+			return ignored, err
+		}
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return ignored, nil
+		}
+		if err != nil {
+			return ignored, fmt.Errorf("tar %s: reading the entry after %s: %w", name, last, err)
+		}
+		last = fmt.Sprintf("%q", hdr.Name)
+		if err := checkMemberName(hdr.Name); err != nil {
+			return ignored, fmt.Errorf("tar %s: %w", name, err)
+		}
+		if hdr.Typeflag == tar.TypeDir {
+			continue
+		}
+		clean := path.Clean(strings.ReplaceAll(hdr.Name, "\\", "/"))
+		if !isImageName(clean) {
+			ignored++
+			continue
+		}
+		offset := u.Offset + cr.n
+		key := u.Split + "/" + clean
+		if u.KeyDir != "" {
+			key = u.Split + "/" + u.KeyDir + "/" + clean
+		}
+		rec := Record{Key: key, Index: u.Index + ordinal, Label: u.Label, Source: u.Path, Member: memberPrefix + hdr.Name, Offset: offset}
+		ordinal++
+		reason := ""
+		switch {
+		case hdr.Typeflag != tar.TypeReg:
+			reason = fmt.Sprintf("not a regular file (tar type %q)", hdr.Typeflag)
+		case hdr.Size > u.MaxFileBytes:
+			reason = fmt.Sprintf("%d bytes, more than the limit of %d", hdr.Size, u.MaxFileBytes)
+		}
+		if reason == "" {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return ignored, fmt.Errorf("tar %s: reading %q (%d bytes at byte %d): %w", name, hdr.Name, hdr.Size, offset, err)
+			}
+			h, err := DecodeHeader(data, formatOfName(clean), u.Limits)
+			if err != nil {
+				reason = err.Error()
+			} else {
+				rec.Encoded, rec.Format, rec.Width, rec.Height = data, h.Format, h.Width, h.Height
+			}
+		}
+		if reason != "" {
+			err = bad(BadRecord{Source: rec.Source, Position: rec.Position(), Key: rec.Key, Reason: reason})
+		} else {
+			err = emit(rec)
+		}
+		if err != nil {
+			return ignored, err
+		}
+	}
+}
+
+// tarMember is a member of an outer tar: a tar in a tar.
+type tarMember struct {
+	name           string
+	offset, length int64
+}
+
+// scanOuterTar lists the members of a tar without reading their data: the reader seeks
+// past each (one ranged read per header on gs://). Non-tar members go to ignore.
+func scanOuterTar(ctx context.Context, p string, ignore func(string)) ([]tarMember, error) {
+	f, err := shards.OpenFile(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sr := io.NewSectionReader(f, 0, f.Size())
+	tr := tar.NewReader(sr)
+	var out []tarMember
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tar %s: reading the entry after %d tars: %w", p, len(out), err)
+		}
+		if err := checkMemberName(hdr.Name); err != nil {
+			return nil, fmt.Errorf("tar %s: %w", p, err)
+		}
+		if hdr.Typeflag == tar.TypeDir {
+			continue
+		}
+		if hdr.Typeflag != tar.TypeReg || !strings.HasSuffix(hdr.Name, ".tar") {
+			ignore(hdr.Name)
+			continue
+		}
+		off, err := sr.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return nil, fmt.Errorf("tar %s: %w", p, err)
+		}
+		out = append(out, tarMember{name: hdr.Name, offset: off, length: hdr.Size})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("tar %s holds no .tar members", p)
+	}
+	return out, nil
+}
