@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
 
 // Neighbor is one training example found near a query.
@@ -54,13 +56,16 @@ const simChunkFloats = 1 << 20
 
 // Search finds the k nearest training examples of a fixed block of queries while the training
 // set (the bank) is streamed past it in blocks of any size and in any order. It holds one
-// bounded heap per query; a Search is not safe for concurrent use.
+// bounded heap per query. Its matrix multiplies run on the calling goroutine: parallelism
+// comes from searching different query blocks at once. A Search is not safe for concurrent
+// use.
 type Search struct {
 	queries Prepared
 	k       int
 	heaps   [][]Neighbor // per query: a heap with its worst neighbour at the root
 	sims    []float32
 	seen    int64
+	pool    *kernels.Pool
 }
 
 // NewSearch starts a search for the k nearest neighbours of queries.
@@ -68,7 +73,7 @@ func NewSearch(queries Prepared, k int) (*Search, error) {
 	if k <= 0 {
 		return nil, fmt.Errorf("k = %d: want at least 1", k)
 	}
-	s := &Search{queries: queries, k: k, heaps: make([][]Neighbor, queries.Len())}
+	s := &Search{queries: queries, k: k, heaps: make([][]Neighbor, queries.Len()), pool: serialPool()}
 	for i := range s.heaps {
 		s.heaps[i] = make([]Neighbor, 0, k)
 	}
@@ -107,7 +112,7 @@ func (s *Search) Add(bank Prepared, labels []int32, offset int64) error {
 		if bank.Metric == Euclidean {
 			alpha = 2
 		}
-		sgemm(false, true, nq, w, dim, alpha, s.queries.Vectors.Data, dim, block.Vectors.Data, dim, 0, sims, w)
+		sgemm(s.pool, false, true, nq, w, dim, alpha, s.queries.Vectors.Data, dim, block.Vectors.Data, dim, 0, sims, w)
 		if bank.Metric == Euclidean {
 			// -|q-b|² = 2q·b - |q|² - |b|², clamped at 0 where rounding overshoots.
 			for i := range nq {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
 
 // Optimizer names the linear probe's optimiser.
@@ -54,7 +56,8 @@ type LinearConfig struct {
 	// OpenSelfSup's ClsHead uses 0.01.
 	InitStd float64
 	// Seed drives the initial weights and each epoch's shuffle: the same seed and data give
-	// the same model bit for bit.
+	// the same model bit for bit (on one machine with the same GOMAXPROCS, which decides how
+	// the matrix multiply splits its work).
 	Seed uint64
 	// NumClasses is the dataset's class count; 0 means one more than the largest label.
 	NumClasses int
@@ -296,7 +299,7 @@ func (m *LinearModel) gradient(xb []float32, yb []int32, logits, gradW, gradB []
 		}
 	}
 	// gradW = dlogitsᵀ · X: (nc × b) · (b × dim).
-	sgemm(true, false, nc, dim, b, 1, logits, nc, xb, dim, 0, gradW, dim)
+	sgemm(kernels.DefaultPool(), true, false, nc, dim, b, 1, logits, nc, xb, dim, 0, gradW, dim)
 	return loss * inv
 }
 
@@ -306,7 +309,7 @@ func (m *LinearModel) logits(x []float32, b int, out []float32) {
 	for r := range b {
 		copy(out[r*nc:(r+1)*nc], m.B)
 	}
-	sgemm(false, true, b, nc, dim, 1, x, dim, m.W, dim, 1, out, nc)
+	sgemm(kernels.DefaultPool(), false, true, b, nc, dim, 1, x, dim, m.W, dim, 1, out, nc)
 }
 
 // step applies one optimiser update with learning rate lr.

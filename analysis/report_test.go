@@ -1,0 +1,200 @@
+package analysis
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+func sampleNPCReports(t *testing.T) []NPCReport {
+	t.Helper()
+	var reports []NPCReport
+	for i, name := range []string{"InfoNCE τ=0.1", "DCL τ=0.1"} {
+		var stats []NPCStats
+		for _, size := range []int{32, 64, 128, 256} {
+			var acc QAccumulator
+			for j := range 200 {
+				x := float64(j) / 200
+				acc.Add(math.Pow(x, 1/(float64(size)/32*float64(i+1))))
+			}
+			stats = append(stats, acc.Stats(size, 3, 20))
+		}
+		reports = append(reports, NPCReport{Name: name, Source: "emb/pairs.parquet", Temperature: 0.1, Seed: 5, Pairs: 1000, Stats: stats})
+	}
+	return reports
+}
+
+func TestJSONRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	values := []struct {
+		name string
+		give any
+		into any
+	}{
+		{"knn.json", &KNNResult{Top1: 91.25, Top5: 99.5, K: 200, Temperature: 0.1, Metric: Euclidean, NTrain: 10, NTest: 4, NumClasses: 2,
+			PerClass: []ClassAccuracy{{Class: 0, N: 2, Top1: 50, Top5: 100}, {Class: 1, N: 2, Top1: 100, Top5: 100}}}, &KNNResult{}},
+		{"linear.json", &LinearResult{Top1: 80, Top5: 95, NTrain: 5, NTest: 5, NumClasses: 3, Optimizer: LARS, Epochs: 2, BatchSize: 4, LR: 1.2, Seed: 7, TrainLoss: []float64{1.5, 0.25}}, &LinearResult{}},
+		{"npc.json", &sampleNPCReports(t)[0], &NPCReport{}},
+		{"model.json", &LinearModel{NumClasses: 2, Dim: 1, W: []float32{0.5, -1}, B: []float32{0, 0.125}, Mean: []float32{3}, Std: []float32{2}}, &LinearModel{}},
+	}
+	for _, v := range values {
+		path := filepath.Join(dir, v.name)
+		if err := SaveJSON(ctx, path, v.give); err != nil {
+			t.Fatal(err)
+		}
+		if err := LoadJSON(ctx, path, v.into); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(v.give, v.into) {
+			t.Errorf("%s: read back %+v, wrote %+v", v.name, v.into, v.give)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "knn.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"top1": 91.25`, `"top5": 99.5`, `"k": 200`, `"temperature": 0.1`, `"n_train": 10`, `"n_test": 4`, `"metric": "euclidean"`} {
+		if !bytes.Contains(b, []byte(key)) {
+			t.Errorf("knn.json lacks %s:\n%s", key, b)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "typo.json"), []byte(`{"top1": 1, "top_5": 2}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = LoadJSON(ctx, filepath.Join(dir, "typo.json"), &KNNResult{})
+	if err == nil || !strings.Contains(err.Error(), "typo.json") || !strings.Contains(err.Error(), "top_5") {
+		t.Errorf("unknown field: %v", err)
+	}
+	if err := LoadJSON(ctx, filepath.Join(dir, "missing.json"), &KNNResult{}); err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestSaveJSONOnMemfs(t *testing.T) {
+	ctx := context.Background()
+	want := sampleNPCReports(t)
+	if err := SaveJSON(ctx, "memfs://reports/npc.json", want); err != nil {
+		t.Fatal(err)
+	}
+	var got []NPCReport
+	if err := LoadJSON(ctx, "memfs://reports/npc.json", &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("NPC reports changed through memfs")
+	}
+	if ok, _ := shards.Exists(ctx, "memfs://reports/npc.json"); !ok {
+		t.Error("file missing")
+	}
+}
+
+func TestMarkdownTable(t *testing.T) {
+	tab := Table{Header: []string{"run", "top-1 %"}, RightAlign: []bool{false, true}, Rows: [][]string{{"dcl|b256", "81.20"}, {"infonce", "7.5"}}}
+	want := "" +
+		"| run       | top-1 % |\n" +
+		"| --------- | ------: |\n" +
+		"| dcl\\|b256 |   81.20 |\n" +
+		"| infonce   |     7.5 |\n"
+	if got := tab.Markdown(); got != want {
+		t.Errorf("Markdown:\n%s\nwant:\n%s", got, want)
+	}
+	npc := NPCTable(sampleNPCReports(t)).Markdown()
+	if lines := strings.Count(npc, "\n"); lines != 2+8 {
+		t.Errorf("NPC table has %d lines, want 10:\n%s", lines, npc)
+	}
+	if !strings.Contains(npc, "| DCL τ=0.1     |        256 |") {
+		t.Errorf("NPC table:\n%s", npc)
+	}
+	acc := AccuracyTable([]string{"a"}, []Accuracy{{Top1: 12.345, Top5: 50}}).Markdown()
+	if !strings.Contains(acc, "| a   |   12.35 |   50.00 |") {
+		t.Errorf("accuracy table:\n%s", acc)
+	}
+}
+
+// decodePNG checks that b is a PNG of the given size with more than one colour drawn.
+func decodePNG(t *testing.T, b []byte, width, height int) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if got := img.Bounds(); got != image.Rect(0, 0, width, height) {
+		t.Errorf("image bounds %v, want %dx%d", got, width, height)
+	}
+	colours := map[[4]uint32]bool{}
+	for y := 0; y < height; y += 3 {
+		for x := 0; x < width; x += 3 {
+			r, g, b, a := img.At(x, y).RGBA()
+			colours[[4]uint32{r, g, b, a}] = true
+		}
+	}
+	if len(colours) < 5 {
+		t.Errorf("the image has %d colours: nothing was drawn", len(colours))
+	}
+}
+
+func TestPlotsDecode(t *testing.T) {
+	reports := sampleNPCReports(t)
+	meanQ, cv := NPCSummaryCharts(reports)
+	runs := []Series{{Name: "dcl", X: []float64{1, 2, 3}, Y: []float64{40, 55, 61}}, {Name: "infonce", X: []float64{1, 2, 3}, Y: []float64{35, 50, 58}}}
+	tests := []struct {
+		name          string
+		width, height int
+		cols          int
+		panels        []Panel
+	}{
+		{"fig1a", 1200, 450, 2, []Panel{meanQ, cv}},
+		{"fig1b", 1400, 500, 2, []Panel{NPCDistributionChart(reports[0]), NPCDistributionChart(reports[1])}},
+		{"by epoch", 640, 480, 1, []Panel{MetricByEpochChart("kNN accuracy", "top-1 (%)", runs)}},
+		{"by batch", 641, 479, 1, []Panel{AccuracyByBatchSizeChart("CIFAR-10", []Series{{Name: "dcl", X: []float64{32, 64, 128}, Y: []float64{80, 82, 83}}})}},
+		{"three in two columns", 900, 900, 2, []Panel{meanQ, cv, NPCDistributionChart(reports[0])}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WritePNG(&buf, tt.width, tt.height, tt.cols, tt.panels...); err != nil {
+				t.Fatal(err)
+			}
+			decodePNG(t, buf.Bytes(), tt.width, tt.height)
+		})
+	}
+	path := filepath.Join(t.TempDir(), "fig1a.png")
+	if err := SavePNG(context.Background(), path, 800, 300, 2, meanQ, cv); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodePNG(t, b, 800, 300)
+}
+
+func TestPlotErrors(t *testing.T) {
+	tests := []struct {
+		panels []Panel
+		want   string
+	}{
+		{nil, "no panels"},
+		{[]Panel{LineChart{Series: []Series{{Name: "s", X: []float64{1, 2}, Y: []float64{1}}}}}, `series "s" has 2 x and 1 y values`},
+		{[]Panel{LineChart{Series: []Series{{Name: "s", X: []float64{1}, Y: []float64{math.NaN()}}}}}, `series "s" has a NaN`},
+		{[]Panel{LineChart{LogX: true, Series: []Series{{Name: "s", X: []float64{0}, Y: []float64{1}}}}}, "on a log scale"},
+		{[]Panel{HistogramChart{Names: []string{"a"}}}, "1 names for 0 histograms"},
+		{[]Panel{HistogramChart{Names: []string{"a"}, Histograms: []Histogram{{}}}}, `histogram "a" has no bins`},
+	}
+	for _, tt := range tests {
+		err := WritePNG(&bytes.Buffer{}, 100, 100, 1, tt.panels...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("error %v, want %q", err, tt.want)
+		}
+	}
+}
