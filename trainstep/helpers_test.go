@@ -1,6 +1,7 @@
 package trainstep
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
@@ -16,4 +17,11 @@ func newTestBackend(t testing.TB) backends.Backend {
 	}
 	t.Cleanup(b.Finalize)
 	return b
+}
+
+func mustUnmarshal(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("parsing %q: %v", s, err)
+	}
 }

@@ -113,29 +113,38 @@ func LossGraph(z1, z2 *Node, cfg LossConfig) LossNodes {
 	if z1.Rank() != 2 || !z1.Shape().Equal(z2.Shape()) {
 		panic(fmt.Sprintf("LossGraph: z1 %s and z2 %s must both be [N, D]", z1.Shape(), z2.Shape()))
 	}
-	g := z1.Graph()
-	dtype := z1.DType()
-	n := z1.Shape().Dim(0)
+	return StackedLossGraph(Concatenate([]*Node{z1, z2}, 0), cfg)
+}
+
+// StackedLossGraph is LossGraph on z = [z1; z2], [2N, D], view-1 rows first: the layout of a
+// model run on both views as one batch. It takes no slices of z, whose gradient needs an op
+// (Pad) that GoMLX v0.26's pure-Go backend lacks.
+func StackedLossGraph(z *Node, cfg LossConfig) LossNodes {
+	if z.Rank() != 2 || z.Shape().Dim(0)%2 != 0 {
+		panic(fmt.Sprintf("StackedLossGraph: z %s must be [2N, D]", z.Shape()))
+	}
+	g := z.Graph()
+	dtype := z.DType()
+	n := z.Shape().Dim(0) / 2
 	invTau := 1 / cfg.Temperature
 
-	z1, z2 = l2Normalize(z1), l2Normalize(z2)
-	z := Concatenate([]*Node{z1, z2}, 0)                   // [2N, D]
-	logits := MulScalar(Einsum("ad,bd->ab", z, z), invTau) // [2N, 2N]
+	z = l2Normalize(z)
+	cos := Einsum("ad,bd->ab", z, z) // [2N, 2N] cosine similarities
+	logits := MulScalar(cos, invTau)
 
-	// The positive logit of image i, shared by its two anchors.
-	posPair := MulScalar(ReduceSum(Mul(z1, z2), 1), invTau) // [N]
-	pos := Concatenate([]*Node{posPair, posPair}, 0)        // [2N]
-
-	// negative[a][b]: b is a negative of anchor a, i.e. b is a view of another image.
-	rowImage := ModScalar(Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 0), n)
-	colImage := ModScalar(Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 1), n)
-	negative := NotEqual(rowImage, colImage)
+	// Anchor a is a view of image a mod N; its positive is view (a+N) mod 2N.
+	rowIndex := Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 0)
+	colIndex := Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 1)
+	negative := NotEqual(ModScalar(rowIndex, n), ModScalar(colIndex, n))
+	positive := Equal(ModScalar(AddScalar(rowIndex, n), 2*n), colIndex)
+	zero := ScalarZero(g, dtype)
+	posCos := ReduceSum(Where(positive, cos, zero), 1) // [2N]: <z1_i, z2_i>, twice
+	pos := MulScalar(posCos, invTau)
 
 	// log U_a, stabilised by the largest negative logit of each row.
-	veryNegative := Scalar(g, dtype, -1e30)
-	masked := Where(negative, logits, veryNegative)
+	masked := Where(negative, logits, Scalar(g, dtype, -1e30))
 	rowMax := StopGradient(ReduceAndKeep(masked, ReduceMax, 1)) // [2N, 1]
-	expNeg := Where(negative, Exp(Sub(logits, rowMax)), ScalarZero(g, dtype))
+	expNeg := Where(negative, Exp(Sub(logits, rowMax)), zero)
 	logU := Add(Log(ReduceSum(expNeg, 1)), Reshape(rowMax, 2*n)) // [2N]
 
 	var perAnchor, weights *Node
@@ -145,14 +154,15 @@ func LossGraph(z1, z2 *Node, cfg LossConfig) LossNodes {
 	case DCL:
 		perAnchor = Sub(logU, pos)
 	case DCLW:
-		// w_i = 2 - N·softmax_i(<z1_i, z2_i>/σ): mean 1, larger for harder (less similar) positives.
-		cos := ReduceSum(Mul(z1, z2), 1)
-		weights = AddScalar(MulScalar(Softmax(MulScalar(cos, 1/cfg.Sigma), 0), -float64(n)), 2)
+		// w_i = 2 - N·softmax_i(<z1_i, z2_i>/σ): mean 1, larger for harder (less similar)
+		// positives. Each image's similarity appears twice in posCos, so the softmax over its
+		// 2N entries is half the one over N and N·softmax_N = 2N·softmax_2N.
+		w2 := AddScalar(MulScalar(Softmax(MulScalar(posCos, 1/cfg.Sigma), 0), -float64(2*n)), 2)
 		if !cfg.WeightGrad {
-			weights = StopGradient(weights)
+			w2 = StopGradient(w2)
 		}
-		w2 := Concatenate([]*Node{weights, weights}, 0)
 		perAnchor = Sub(logU, Mul(w2, pos))
+		weights = StopGradient(Slice(w2, AxisRange(0, n)))
 	default:
 		panic(fmt.Sprintf("LossGraph: unknown loss %q", cfg.Kind))
 	}

@@ -1,0 +1,160 @@
+package trainstep
+
+import (
+	"fmt"
+	"math"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
+)
+
+// OptimizerKind names an optimiser as the --optimizer flag spells it.
+type OptimizerKind string
+
+const (
+	// SGDMomentum is SGD with (heavy-ball, PyTorch-style) momentum and L2 weight decay.
+	SGDMomentum OptimizerKind = "sgd"
+	// LARS is SGDMomentum with layer-wise adaptive rate scaling (You et al. 2017) for large
+	// batches: each weight tensor's step is scaled by η‖w‖/(‖∇‖ + λ‖w‖).
+	LARS OptimizerKind = "lars"
+)
+
+// OptimizerConfig configures SGD with momentum or LARS.
+type OptimizerConfig struct {
+	Kind        OptimizerKind `json:"kind"`
+	Momentum    float64       `json:"momentum"`
+	WeightDecay float64       `json:"weight_decay"`
+	// DecayAll applies weight decay (and LARS scaling) to biases and batch-norm parameters too;
+	// by default only convolution kernels and dense weights are decayed.
+	DecayAll bool `json:"decay_all,omitempty"`
+	// TrustCoefficient is LARS's η (0: 0.001).
+	TrustCoefficient float64 `json:"trust_coefficient,omitempty"`
+}
+
+// Validate reports settings that cannot train.
+func (c OptimizerConfig) Validate() error {
+	switch c.Kind {
+	case SGDMomentum, LARS:
+	default:
+		return fmt.Errorf("unknown optimizer %q: want sgd or lars", c.Kind)
+	}
+	if c.Momentum < 0 || c.Momentum >= 1 || math.IsNaN(c.Momentum) {
+		return fmt.Errorf("momentum %v: want 0 ≤ momentum < 1", c.Momentum)
+	}
+	if c.WeightDecay < 0 || math.IsNaN(c.WeightDecay) || math.IsInf(c.WeightDecay, 0) {
+		return fmt.Errorf("weight decay %v: want a number ≥ 0", c.WeightDecay)
+	}
+	if c.TrustCoefficient < 0 {
+		return fmt.Errorf("LARS trust coefficient %v: want a number ≥ 0", c.TrustCoefficient)
+	}
+	return nil
+}
+
+// Optimizer implements GoMLX's optimizers.Interface for SGD with momentum and LARS (GoMLX
+// v0.26 has neither). For each trainable variable w with gradient g, decay λ and momentum μ:
+//
+//	g' = g + λw                 (λ = 0 for biases and batch-norm parameters unless DecayAll)
+//	g' = g' · η‖w‖/(‖g‖ + λ‖w‖)  (LARS only, decayed tensors only, 1 where a norm is 0)
+//	b  = μb + g'; w = w - lr·b
+//
+// The learning rate is the scalar variable "optimizer/learning_rate", which the caller sets
+// before each step (see SetLearningRate); momentum buffers live under "optimizer/momentum",
+// named after their variable, so checkpoints carry them.
+type Optimizer struct {
+	cfg OptimizerConfig
+}
+
+var _ optimizers.Interface = (*Optimizer)(nil)
+
+// NewOptimizer checks cfg and returns the optimiser.
+func NewOptimizer(cfg OptimizerConfig) (*Optimizer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.TrustCoefficient == 0 {
+		cfg.TrustCoefficient = 0.001
+	}
+	return &Optimizer{cfg: cfg}, nil
+}
+
+func isDecayed(v *context.Variable) bool { return v.Name() == weightsName }
+
+// UpdateGraph adds one optimisation step of loss to the graph. It panics on graph errors, as
+// GoMLX graph builders do.
+func (o *Optimizer) UpdateGraph(ctx *context.Context, g *Graph, loss *Node) {
+	if !loss.Shape().IsScalar() {
+		panic(fmt.Sprintf("optimizer: loss must be a scalar, got %s", loss.Shape()))
+	}
+	var vars []*context.Variable
+	for v := range ctx.IterVariables() {
+		if v.Trainable && v.InUseByGraph(g) {
+			vars = append(vars, v)
+		}
+	}
+	grads := ctx.BuildTrainableVariablesGradientsGraph(loss)
+	if len(grads) != len(vars) {
+		panic(fmt.Sprintf("optimizer: %d gradients for %d trainable variables", len(grads), len(vars)))
+	}
+	lr := learningRateVariable(ctx).ValueGraph(g)
+	for i, v := range vars {
+		w := v.ValueGraph(g)
+		grad := grads[i]
+		if grad.DType() != w.DType() {
+			grad = ConvertDType(grad, w.DType())
+		}
+		decay := o.cfg.WeightDecay
+		adapt := o.cfg.Kind == LARS
+		if !o.cfg.DecayAll && !isDecayed(v) {
+			decay, adapt = 0, false
+		}
+		step := grad
+		if decay > 0 {
+			step = Add(step, MulScalar(w, decay))
+		}
+		if adapt {
+			wNorm := L2Norm(w)
+			gNorm := L2Norm(grad)
+			denominator := Add(gNorm, MulScalar(wNorm, decay))
+			trust := Div(MulScalar(wNorm, o.cfg.TrustCoefficient), Where(IsZero(denominator), OnesLike(denominator), denominator))
+			trust = Where(Or(IsZero(wNorm), IsZero(gNorm)), OnesLike(trust), trust)
+			step = Mul(step, trust)
+		}
+		buf := momentumVariable(ctx, v)
+		b := Add(MulScalar(buf.ValueGraph(g), o.cfg.Momentum), step)
+		buf.SetValueGraph(b)
+		lrCast := lr
+		if lrCast.DType() != w.DType() {
+			lrCast = ConvertDType(lr, w.DType())
+		}
+		v.SetValueGraph(Sub(w, Mul(lrCast, b)))
+	}
+}
+
+// Clear deletes the momentum buffers.
+func (o *Optimizer) Clear(ctx *context.Context) error {
+	return ctx.InAbsPath(context.RootScope + optimizerScope).DeleteVariablesInScope()
+}
+
+func learningRateVariable(ctx *context.Context) *context.Variable {
+	ctx = ctx.Checked(false).InAbsPath(context.RootScope + optimizerScope)
+	if v := ctx.GetVariableByScopeAndName(ctx.Scope(), learningRateVar); v != nil {
+		return v
+	}
+	return ctx.VariableWithValue(learningRateVar, float32(0)).SetTrainable(false)
+}
+
+// SetLearningRate sets the learning rate the next step uses.
+func SetLearningRate(ctx *context.Context, lr float64) error {
+	return learningRateVariable(ctx).SetValue(tensors.FromScalar(float32(lr)))
+}
+
+func momentumVariable(ctx *context.Context, v *context.Variable) *context.Variable {
+	ctx = ctx.Checked(false).InAbsPath(context.RootScope + optimizerScope + "/" + momentumScope + v.Scope())
+	if b := ctx.GetVariableByScopeAndName(ctx.Scope(), v.Name()); b != nil {
+		return b
+	}
+	zeros := tensors.FromShape(v.Shape())
+	return ctx.VariableWithValue(v.Name(), zeros).SetTrainable(false)
+}

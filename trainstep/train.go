@@ -1,0 +1,539 @@
+package trainstep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+// RunConfig holds a training run's settings beyond the step itself (the `dcl train` flags).
+type RunConfig struct {
+	// Data and Out are the shard folder read and the folder written (checkpoints, log).
+	Data string `json:"data"`
+	Out  string `json:"out"`
+	// BatchSize is N, view pairs per step (2N images through the network).
+	BatchSize int `json:"batch_size"`
+	Epochs    int `json:"epochs"`
+	// BaseLR is the learning rate per 256 images: the peak is BaseLR·BatchSize/256.
+	BaseLR       float64 `json:"base_lr"`
+	WarmupEpochs float64 `json:"warmup_epochs"`
+	// Seed fixes the data order (and, through StepConfig.InitSeed, usually the initial weights).
+	Seed uint64 `json:"seed"`
+	// CheckpointEvery writes a checkpoint every so many steps (0: only at the end and when
+	// interrupted). KeepCheckpoints is how many of the newest to keep (0: all).
+	CheckpointEvery int `json:"checkpoint_every"`
+	KeepCheckpoints int `json:"keep_checkpoints"`
+	// MonitorEvery runs the TrainOptions.Monitor every so many epochs (0: never).
+	MonitorEvery int `json:"monitor_every"`
+	// MaxSteps stops the run, with a checkpoint, once this many steps are done in total
+	// (0: run every epoch). A later --resume continues it.
+	MaxSteps int `json:"max_steps,omitempty"`
+	// Backend names the compute backend, for the record.
+	Backend string `json:"backend"`
+}
+
+// TrainOptions are the parts of a run that are not settings.
+type TrainOptions struct {
+	Backend backends.Backend
+	Source  BatchSource
+	// Resume is a checkpoint file or a run's output folder to continue from ("": start fresh).
+	Resume string
+	// Monitor, if set, runs after every RunConfig.MonitorEvery epochs (e.g. a kNN accuracy on
+	// held-out data); what it returns is logged.
+	Monitor func(ctx context.Context, epoch int, s *Step) (map[string]any, error)
+	// Stderr receives the JSON-lines log (and the progress bar); nil: os.Stderr.
+	Stderr io.Writer
+	// Progress shows a progress bar on Stderr (meant for terminals).
+	Progress bool
+	// Logger gets the run's notices; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Summary is the outcome of Train.
+type Summary struct {
+	StepsDone     int            `json:"steps_done"`
+	TotalSteps    int            `json:"total_steps"`
+	Epoch         int            `json:"epoch"`
+	Finished      bool           `json:"finished"`
+	Loss          float64        `json:"loss"`
+	MeanQ         float64        `json:"mean_q"`
+	ImagesPerSec  float64        `json:"images_per_s"`
+	Checkpoint    string         `json:"checkpoint"`
+	Monitor       map[string]any `json:"monitor,omitempty"`
+	Parameters    int            `json:"parameters"`
+	StepsPerEpoch int            `json:"steps_per_epoch"`
+}
+
+// LogLine is one line of the training log (train.jsonl in the output folder).
+type LogLine struct {
+	Step  int     `json:"step"`
+	Epoch int     `json:"epoch"`
+	Loss  float64 `json:"loss"`
+	LR    float64 `json:"lr"`
+	MeanQ float64 `json:"mean_q"`
+	// ImagesPerSec counts images through the network (2 per view pair) per second of wall
+	// time, data loading included.
+	ImagesPerSec float64 `json:"images_per_s"`
+	Time         string  `json:"time"`
+}
+
+// LogName is the training log in a run's output folder.
+const LogName = "train.jsonl"
+
+// SummaryName is the summary a finished run writes in its output folder.
+const SummaryName = "summary.json"
+
+// Validate checks the settings that do not depend on the data.
+func (r RunConfig) Validate() error {
+	switch {
+	case r.BatchSize < 2:
+		return fmt.Errorf("batch size %d: a contrastive batch needs at least 2 view pairs (each image's negatives are the others)", r.BatchSize)
+	case r.Epochs < 1:
+		return fmt.Errorf("epochs %d: want at least 1", r.Epochs)
+	case !(r.BaseLR > 0) || math.IsInf(r.BaseLR, 0):
+		return fmt.Errorf("learning rate %v: want a positive number", r.BaseLR)
+	case r.WarmupEpochs < 0 || r.WarmupEpochs > float64(r.Epochs) || math.IsNaN(r.WarmupEpochs):
+		return fmt.Errorf("warm-up of %v epochs: want between 0 and the %d epochs of the run", r.WarmupEpochs, r.Epochs)
+	case r.CheckpointEvery < 0 || r.KeepCheckpoints < 0 || r.MonitorEvery < 0 || r.MaxSteps < 0:
+		return fmt.Errorf("checkpoint-every, keep-checkpoints, monitor-every and max-steps must not be negative")
+	case r.Out == "":
+		return fmt.Errorf("no output folder")
+	}
+	return nil
+}
+
+// Train pretrains the encoder of cfg on opts.Source: the loop of the paper's Section 4.1 with
+// checkpoints, exact resume and a JSON-lines log. A cancelled ctx stops it after the current
+// step with a checkpoint to resume from.
+func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions) (*Summary, error) {
+	if err := run.Validate(); err != nil {
+		return nil, err
+	}
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	info := opts.Source.Info()
+	switch {
+	case info.Examples == 0:
+		return nil, fmt.Errorf("dataset %s is empty: no view pairs to train on", run.Data)
+	case info.Examples < run.BatchSize:
+		return nil, fmt.Errorf("dataset %s has %d view pairs, fewer than one batch of %d", run.Data, info.Examples, run.BatchSize)
+	case info.Passes < 1:
+		return nil, fmt.Errorf("dataset %s has no augmented passes", run.Data)
+	}
+	cfg.Model.Channels = info.Channels
+	if cfg.Model.Dataset == "" {
+		cfg.Model.Dataset = info.Dataset
+	}
+	step, err := NewStep(opts.Backend, cfg, info.Height, info.Width)
+	if err != nil {
+		return nil, err
+	}
+	defer step.Finalize()
+	cfg = step.Config()
+	if err := step.Model().CheckImageSize(info.Height, info.Width, info.Channels); err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", run.Data, err)
+	}
+
+	stepsPerEpoch := info.Examples / run.BatchSize
+	total := stepsPerEpoch * run.Epochs
+	warmup := int(math.Round(run.WarmupEpochs * float64(stepsPerEpoch)))
+	sched, err := NewSchedule(run.BaseLR, run.BatchSize, warmup, total)
+	if err != nil {
+		return nil, err
+	}
+	state := TrainState{Seed: run.Seed, Data: run.Data, DataFingerprint: info.Fingerprint, ImageHeight: info.Height, ImageWidth: info.Width}
+	if opts.Resume != "" {
+		if state, err = resume(ctx, opts.Resume, step, run, state, logger); err != nil {
+			return nil, err
+		}
+	}
+	if info.Passes < run.Epochs {
+		logger.Info("the shards hold fewer augmented passes than epochs: epoch e reads pass e mod passes, so views repeat",
+			"passes", info.Passes, "epochs", run.Epochs)
+	}
+	logger.Info("training", "model", cfg.Model.Name, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
+		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
+		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
+
+	log, err := openRunLog(ctx, run.Out, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer log.close()
+
+	l := &loop{
+		step: step, run: run, opts: opts, sched: sched, state: state, log: log, logger: logger,
+		stepsPerEpoch: stepsPerEpoch, total: total,
+		summary: &Summary{TotalSteps: total, StepsPerEpoch: stepsPerEpoch, Parameters: step.NumParameters()},
+	}
+	if opts.Progress {
+		l.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetDescription("training"), progressbar.OptionClearOnFinish())
+		_ = l.bar.Set(state.StepsDone)
+		log.bar = l.bar
+	}
+	return l.runAll(ctx)
+}
+
+// resume restores a checkpoint into step and returns its state, after checking that it belongs
+// to this run: same model, batch size, seed and data.
+func resume(ctx context.Context, from string, step *Step, run RunConfig, fresh TrainState, logger *slog.Logger) (TrainState, error) {
+	path, err := ResolveCheckpoint(ctx, from)
+	if err != nil {
+		return TrainState{}, err
+	}
+	ckpt, err := ReadCheckpoint(ctx, path)
+	if err != nil {
+		return TrainState{}, err
+	}
+	if err := ckpt.Restore(step); err != nil {
+		return TrainState{}, err
+	}
+	st := ckpt.Header.State
+	switch {
+	case ckpt.Header.Run != nil && ckpt.Header.Run.BatchSize != run.BatchSize:
+		return TrainState{}, fmt.Errorf("checkpoint %s was trained with batch size %d, not %d: its data position means nothing at another batch size", path, ckpt.Header.Run.BatchSize, run.BatchSize)
+	case st.Seed != run.Seed:
+		return TrainState{}, fmt.Errorf("checkpoint %s was trained with seed %d, not %d: the data order would change", path, st.Seed, run.Seed)
+	case st.DataFingerprint != fresh.DataFingerprint:
+		return TrainState{}, fmt.Errorf("checkpoint %s was trained on other data (%s, fingerprint %s) than %s (fingerprint %s)",
+			path, st.Data, st.DataFingerprint, run.Data, fresh.DataFingerprint)
+	case st.ImageHeight != fresh.ImageHeight || st.ImageWidth != fresh.ImageWidth:
+		return TrainState{}, fmt.Errorf("checkpoint %s was trained on %dx%d images, the data has %dx%d", path, st.ImageHeight, st.ImageWidth, fresh.ImageHeight, fresh.ImageWidth)
+	}
+	if diff := configDiff(ckpt.Header, step.Config(), run); diff != "" {
+		logger.Warn("resuming with settings that differ from the checkpoint's: the run will not be the one it would have been", "checkpoint", path, "differences", diff)
+	}
+	logger.Info("resuming", "checkpoint", path, "steps_done", st.StepsDone, "epoch", st.Epoch, "batch", st.Batch)
+	st.Data = run.Data
+	st.Finished = false
+	return st, nil
+}
+
+func configDiff(h CheckpointHeader, cfg StepConfig, run RunConfig) string {
+	var diffs []string
+	add := func(name string, was, is any) {
+		a, _ := json.Marshal(was)
+		b, _ := json.Marshal(is)
+		if string(a) != string(b) {
+			diffs = append(diffs, fmt.Sprintf("%s %s→%s", name, a, b))
+		}
+	}
+	add("loss", h.Step.Loss, cfg.Loss)
+	add("optimizer", h.Step.Optimizer, cfg.Optimizer)
+	if h.Run != nil {
+		add("epochs", h.Run.Epochs, run.Epochs)
+		add("lr", h.Run.BaseLR, run.BaseLR)
+		add("warmup_epochs", h.Run.WarmupEpochs, run.WarmupEpochs)
+	}
+	return strings.Join(diffs, "; ")
+}
+
+type loop struct {
+	step          *Step
+	run           RunConfig
+	opts          TrainOptions
+	sched         Schedule
+	state         TrainState
+	log           *runLog
+	logger        *slog.Logger
+	bar           *progressbar.ProgressBar
+	stepsPerEpoch int
+	total         int
+	summary       *Summary
+	images        int // images through the network since the start of this process
+	trainTime     time.Duration
+}
+
+func (l *loop) runAll(ctx context.Context) (*Summary, error) {
+	for l.state.Epoch < l.run.Epochs {
+		stop, err := l.runEpoch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if stop {
+			sum, err := l.stop(ctx, false)
+			if err == nil && ctx.Err() != nil {
+				err = fmt.Errorf("interrupted after step %d of %d (checkpoint %s; continue with --resume): %w",
+					sum.StepsDone, l.total, sum.Checkpoint, ctx.Err())
+			}
+			return sum, err
+		}
+	}
+	return l.stop(ctx, true)
+}
+
+// stop writes the last checkpoint (and, at the end, the summary).
+func (l *loop) stop(ctx context.Context, finished bool) (*Summary, error) {
+	l.state.Finished = finished
+	path, err := l.checkpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := l.summary
+	s.StepsDone, s.Epoch, s.Finished, s.Checkpoint = l.state.StepsDone, l.state.Epoch, finished, path
+	if l.trainTime > 0 {
+		s.ImagesPerSec = float64(l.images) / l.trainTime.Seconds()
+	}
+	if finished {
+		data, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := shards.WriteFile(ctx, shards.Join(l.run.Out, SummaryName), append(data, '\n')); err != nil {
+			return nil, err
+		}
+		l.logger.Info("training finished", "steps", s.StepsDone, "loss", s.Loss, "mean_q", s.MeanQ, "checkpoint", path)
+	} else {
+		l.logger.Info("training stopped; continue with --resume", "steps_done", s.StepsDone, "of", l.total, "checkpoint", path)
+	}
+	return s, nil
+}
+
+// prefetched is one batch read ahead of the step that will use it.
+type prefetched struct {
+	batch *Batch
+	err   error
+}
+
+// prefetch reads the batches of one epoch in a goroutine, two ahead of the consumer, so data
+// loading (Parquet reads, decoding) overlaps with the step. Cancel ctx to stop it.
+func prefetch(ctx context.Context, it BatchIterator) <-chan prefetched {
+	ch := make(chan prefetched, 2)
+	go func() {
+		defer close(ch)
+		for {
+			b, err := it.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			select {
+			case ch <- prefetched{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// runEpoch runs the rest of the current epoch. It reports stop when the run must end early
+// (MaxSteps reached, or ctx cancelled after a completed step).
+func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
+	epoch := l.state.Epoch
+	it, err := l.opts.Source.Batches(ctx, epoch, l.run.Seed, l.run.BatchSize, l.state.Batch)
+	if err != nil {
+		return false, fmt.Errorf("reading epoch %d of %s: %w", epoch, l.run.Data, err)
+	}
+	readCtx, cancelRead := context.WithCancel(ctx)
+	ch := prefetch(readCtx, it)
+	defer func() {
+		cancelRead()
+		for range ch { // let the reader goroutine finish before closing its iterator
+		}
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing epoch %d of %s: %w", epoch, l.run.Data, cerr)
+		}
+	}()
+
+	last := time.Now()
+	for l.state.Batch < l.stepsPerEpoch {
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		p, ok := <-ch
+		if !ok {
+			if ctx.Err() != nil {
+				return true, nil
+			}
+			return false, fmt.Errorf("epoch %d of %s ended after %d of %d batches", epoch, l.run.Data, l.state.Batch, l.stepsPerEpoch)
+		}
+		if p.err != nil {
+			if ctx.Err() != nil {
+				return true, nil
+			}
+			return false, fmt.Errorf("reading batch %d of epoch %d of %s: %w", l.state.Batch, epoch, l.run.Data, p.err)
+		}
+		lr := l.sched.At(l.state.StepsDone)
+		res, err := l.step.Run(p.batch, lr)
+		if err != nil {
+			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
+		}
+		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+			return false, fmt.Errorf("step %d: the loss is %v (learning rate %.4g); the last checkpoint is from before it: lower --lr or check the data", l.state.StepsDone+1, res.Loss, lr)
+		}
+		now := time.Now()
+		elapsed := now.Sub(last)
+		last = now
+		l.images += 2 * p.batch.N
+		l.trainTime += elapsed
+		l.state.StepsDone++
+		l.state.Batch++
+		l.summary.Loss, l.summary.MeanQ = res.Loss, res.MeanQ
+		line := LogLine{Step: l.state.StepsDone, Epoch: epoch, Loss: res.Loss, LR: lr, MeanQ: res.MeanQ,
+			ImagesPerSec: float64(2*p.batch.N) / elapsed.Seconds(), Time: now.UTC().Format(time.RFC3339Nano)}
+		if err := l.log.write(line); err != nil {
+			return false, err
+		}
+		if l.bar != nil {
+			l.bar.Describe(fmt.Sprintf("epoch %d loss %.4f q %.3f", epoch+1, res.Loss, res.MeanQ))
+			_ = l.bar.Add(1)
+		}
+		epochDone := l.state.Batch == l.stepsPerEpoch
+		if epochDone {
+			l.state.Epoch++
+			l.state.Batch = 0
+			if err := l.afterEpoch(ctx, epoch); err != nil {
+				return false, err
+			}
+		}
+		if l.run.MaxSteps > 0 && l.state.StepsDone >= l.run.MaxSteps {
+			return true, nil
+		}
+		if l.run.CheckpointEvery > 0 && l.state.StepsDone%l.run.CheckpointEvery == 0 && l.state.StepsDone < l.total {
+			if _, err := l.checkpoint(ctx); err != nil {
+				return false, err
+			}
+		}
+		if epochDone {
+			return false, nil
+		}
+	}
+	return false, nil
+}
+
+func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
+	if l.opts.Monitor == nil || l.run.MonitorEvery == 0 || (epoch+1)%l.run.MonitorEvery != 0 {
+		return nil
+	}
+	res, err := l.opts.Monitor(ctx, epoch, l.step)
+	if err != nil {
+		return fmt.Errorf("monitor after epoch %d: %w", epoch+1, err)
+	}
+	l.summary.Monitor = res
+	entry := map[string]any{"epoch": epoch, "step": l.state.StepsDone, "time": time.Now().UTC().Format(time.RFC3339Nano)}
+	for k, v := range res {
+		entry[k] = v
+	}
+	return l.log.write(entry)
+}
+
+// checkpoint writes the current state (a cancelled ctx still gets its checkpoint written:
+// that is when it matters most) and prunes old ones.
+func (l *loop) checkpoint(ctx context.Context) (string, error) {
+	wctx := context.WithoutCancel(ctx)
+	path := shards.Join(l.run.Out, CheckpointDir, CheckpointName(l.state.StepsDone))
+	run := l.run
+	if err := SaveCheckpoint(wctx, path, l.step, &run, l.state); err != nil {
+		return "", err
+	}
+	if err := l.log.flush(wctx); err != nil {
+		return "", err
+	}
+	if l.run.KeepCheckpoints > 0 {
+		paths, _, err := ListCheckpoints(wctx, l.run.Out)
+		if err != nil {
+			return "", err
+		}
+		for len(paths) > l.run.KeepCheckpoints {
+			if paths[0] != path {
+				if err := shards.Remove(wctx, paths[0]); err != nil {
+					return "", err
+				}
+			}
+			paths = paths[1:]
+		}
+	}
+	return path, nil
+}
+
+// runLog writes JSON lines to stderr and to the log in the output folder: appended as it goes
+// for a local folder; rewritten whole at each checkpoint for remote ones (objects cannot be
+// appended to).
+type runLog struct {
+	stderr io.Writer
+	bar    *progressbar.ProgressBar
+	file   *os.File // local output
+	remote string   // remote output path
+	lines  []byte   // the whole log, for remote output
+}
+
+func openRunLog(ctx context.Context, out string, stderr io.Writer) (*runLog, error) {
+	path := shards.Join(out, LogName)
+	l := &runLog{stderr: stderr}
+	if shards.Scheme(out) == "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return nil, fmt.Errorf("creating output folder %s: %w", out, err)
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("opening log %s: %w", path, err)
+		}
+		l.file = f
+		return l, nil
+	}
+	l.remote = path
+	if ok, err := shards.Exists(ctx, path); err != nil {
+		return nil, err
+	} else if ok {
+		if l.lines, err = shards.ReadFile(ctx, path); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *runLog) write(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if l.bar != nil {
+		_ = l.bar.Clear()
+	}
+	_, _ = l.stderr.Write(data)
+	if l.file != nil {
+		if _, err := l.file.Write(data); err != nil {
+			return fmt.Errorf("writing log %s: %w", l.file.Name(), err)
+		}
+		return nil
+	}
+	l.lines = append(l.lines, data...)
+	return nil
+}
+
+func (l *runLog) flush(ctx context.Context) error {
+	if l.remote == "" {
+		return nil
+	}
+	return shards.WriteFile(ctx, l.remote, l.lines)
+}
+
+func (l *runLog) close() {
+	if l.file != nil {
+		_ = l.file.Close()
+	}
+}

@@ -1,0 +1,358 @@
+package trainstep
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/transforms"
+)
+
+// syntheticPairs makes n view pairs of h×w×c images in `classes` classes: each example is its
+// class's prototype plus noise, and each view adds its own noise, so views of one example are
+// closer than views of others and a contrastive loss has something to learn.
+func syntheticPairs(seed uint64, n, classes, h, w, c int) []Pair {
+	r := rand.New(rand.NewPCG(seed, 99))
+	protos := make([][]float64, classes)
+	for k := range protos {
+		protos[k] = make([]float64, h*w*c)
+		for i := range protos[k] {
+			protos[k][i] = r.Float64() * 255
+		}
+	}
+	noisy := func(base []float64, sd float64) []float64 {
+		out := make([]float64, len(base))
+		for i := range base {
+			out[i] = base[i] + r.NormFloat64()*sd
+		}
+		return out
+	}
+	toImage := func(v []float64) transforms.Image {
+		img := transforms.NewImage(h, w, c)
+		for i, x := range v {
+			img.Pix[i] = uint8(min(255, max(0, x)))
+		}
+		return img
+	}
+	pairs := make([]Pair, n)
+	for i := range pairs {
+		label := i % classes
+		ex := noisy(protos[label], 40)
+		pairs[i] = Pair{View1: toImage(noisy(ex, 15)), View2: toImage(noisy(ex, 15)), Label: int32(label)}
+	}
+	return pairs
+}
+
+func testStepConfig(model string) StepConfig {
+	return StepConfig{
+		Model:     ModelConfig{Name: model, BaseWidth: 4, Channels: 1},
+		Loss:      LossConfig{Kind: DCL, Temperature: 0.2},
+		Optimizer: OptimizerConfig{Kind: SGDMomentum, Momentum: 0.9, WeightDecay: 5e-4},
+		InitSeed:  7,
+	}
+}
+
+func testRunConfig(t *testing.T, out string) RunConfig {
+	t.Helper()
+	return RunConfig{Data: "memory", Out: out, BatchSize: 4, Epochs: 2, BaseLR: 0.5, WarmupEpochs: 0.5, Seed: 11, KeepCheckpoints: 2}
+}
+
+func mustMemorySource(t *testing.T, passes ...[]Pair) *MemorySource {
+	t.Helper()
+	src, err := NewMemorySource("synthetic", passes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func quietOptions(t *testing.T, src BatchSource) TrainOptions {
+	return TrainOptions{Backend: newTestBackend(t), Source: src, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
+}
+
+// variableBytes reads every variable of a checkpoint as raw bytes, by scope and name.
+func variableBytes(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	c, err := ReadCheckpoint(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range c.Header.Variables {
+		out[e.Scope+"/"+e.Name] = c.data[e.Offset : e.Offset+e.Bytes]
+	}
+	return out
+}
+
+func sameBytes(t *testing.T, a, b map[string][]byte) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("checkpoints hold %d and %d variables", len(a), len(b))
+	}
+	for k, va := range a {
+		if vb, ok := b[k]; !ok || !bytes.Equal(va, vb) {
+			t.Errorf("variable %s differs between the uninterrupted and the resumed run", k)
+		}
+	}
+}
+
+// cancelAfter wraps a source and cancels a context once the trainer has asked for n batches.
+type cancelAfter struct {
+	BatchSource
+	n      int64
+	cancel context.CancelFunc
+	seen   atomic.Int64
+}
+
+func (c *cancelAfter) Batches(ctx context.Context, epoch int, seed uint64, size, start int) (BatchIterator, error) {
+	it, err := c.BatchSource.Batches(ctx, epoch, seed, size, start)
+	return &cancelIter{BatchIterator: it, c: c}, err
+}
+
+type cancelIter struct {
+	BatchIterator
+	c *cancelAfter
+}
+
+func (it *cancelIter) Next() (*Batch, error) {
+	if it.c.seen.Add(1) == it.c.n {
+		it.c.cancel()
+	}
+	return it.BatchIterator.Next()
+}
+
+// TestResumeIsBitIdentical: a run stopped part-way (by max-steps, and by a cancelled context
+// as Ctrl-C does) and resumed from its checkpoint ends with exactly the weights, running
+// averages and momentum of a run that was never interrupted.
+func TestResumeIsBitIdentical(t *testing.T) {
+	pairs := syntheticPairs(1, 22, 3, 6, 6, 1) // 5 steps per epoch at batch 4, 2 left over
+	src := mustMemorySource(t, pairs)
+	ctx := context.Background()
+
+	whole := t.TempDir()
+	sum, err := Train(ctx, testStepConfig(MLP), testRunConfig(t, whole), quietOptions(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Finished || sum.StepsDone != 10 {
+		t.Fatalf("uninterrupted run: %+v, want 10 steps, finished", sum)
+	}
+	want := variableBytes(t, sum.Checkpoint)
+
+	t.Run("max-steps", func(t *testing.T) {
+		out := t.TempDir()
+		run := testRunConfig(t, out)
+		run.MaxSteps = 3
+		first, err := Train(ctx, testStepConfig(MLP), run, quietOptions(t, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.Finished || first.StepsDone != 3 {
+			t.Fatalf("first part: %+v, want 3 steps, not finished", first)
+		}
+		run.MaxSteps = 0
+		opts := quietOptions(t, src)
+		opts.Resume = out
+		second, err := Train(ctx, testStepConfig(MLP), run, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !second.Finished || second.StepsDone != 10 {
+			t.Fatalf("resumed run: %+v", second)
+		}
+		sameBytes(t, want, variableBytes(t, second.Checkpoint))
+	})
+
+	t.Run("cancelled", func(t *testing.T) {
+		out := t.TempDir()
+		run := testRunConfig(t, out)
+		run.CheckpointEvery = 2
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wrapped := &cancelAfter{BatchSource: src, n: 7, cancel: cancel}
+		_, err := Train(cctx, testStepConfig(MLP), run, quietOptions(t, wrapped))
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "--resume") {
+			t.Fatalf("interrupted run: error %v, want context.Canceled and a hint to resume", err)
+		}
+		opts := quietOptions(t, src)
+		opts.Resume = out
+		second, err := Train(ctx, testStepConfig(MLP), run, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameBytes(t, want, variableBytes(t, second.Checkpoint))
+	})
+}
+
+func TestTrainLogsAndLearns(t *testing.T) {
+	pairs := syntheticPairs(2, 64, 4, 6, 6, 3)
+	out := t.TempDir()
+	run := testRunConfig(t, out)
+	run.BatchSize, run.Epochs, run.BaseLR = 16, 12, 1
+	run.MonitorEvery = 6
+	var stderr bytes.Buffer
+	opts := TrainOptions{Backend: newTestBackend(t), Source: mustMemorySource(t, pairs), Stderr: &stderr, Logger: slog.New(slog.DiscardHandler)}
+	monitored := 0
+	opts.Monitor = func(_ context.Context, epoch int, s *Step) (map[string]any, error) {
+		monitored++
+		return map[string]any{"monitor_epoch": epoch}, nil
+	}
+	sum, err := Train(context.Background(), testStepConfig(MLP), run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Finished || sum.StepsDone != 48 || sum.Monitor["monitor_epoch"] != 11 {
+		t.Errorf("summary %+v: want 48 steps, finished, the last monitor result", sum)
+	}
+	if monitored != 2 {
+		t.Errorf("monitor ran %d times in 12 epochs at every 6, want 2", monitored)
+	}
+	logData, err := os.ReadFile(filepath.Join(out, LogName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(logData, stderr.Bytes()) {
+		t.Errorf("the log file and stderr differ")
+	}
+	lines := strings.Split(strings.TrimSpace(string(logData)), "\n")
+	if len(lines) != 48+2 {
+		t.Fatalf("log has %d lines, want 48 steps + 2 monitor lines", len(lines))
+	}
+	var first, last LogLine
+	mustUnmarshal(t, lines[0], &first)
+	mustUnmarshal(t, lines[len(lines)-2], &last)
+	if first.Step != 1 || last.Step != 48 || first.LR <= 0 || first.MeanQ <= 0 || first.MeanQ >= 1 || first.ImagesPerSec <= 0 {
+		t.Errorf("log lines look wrong: first %+v, last %+v", first, last)
+	}
+	if !(last.Loss < first.Loss-0.2) {
+		t.Errorf("loss went from %.4f to %.4f in 48 steps: not learning", first.Loss, last.Loss)
+	}
+	if _, err := os.Stat(filepath.Join(out, SummaryName)); err != nil {
+		t.Errorf("no summary: %v", err)
+	}
+	paths, _, err := ListCheckpoints(context.Background(), out)
+	if err != nil || len(paths) != 1 {
+		t.Errorf("checkpoints %v (%v), want just the final one", paths, err)
+	}
+
+}
+
+type emptySource struct{ MemorySource }
+
+func (*emptySource) Info() SourceInfo { return SourceInfo{Height: 8, Width: 8, Channels: 1, Passes: 1} }
+
+func TestTrainRejectsBadRuns(t *testing.T) {
+	pairs := syntheticPairs(3, 12, 2, 8, 8, 1)
+	src := mustMemorySource(t, pairs)
+	ctx := context.Background()
+	// A finished MLP run to resume from.
+	mlpOut := t.TempDir()
+	if _, err := Train(ctx, testStepConfig(MLP), testRunConfig(t, mlpOut), quietOptions(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		model string
+		edit  func(*RunConfig, *TrainOptions, *StepConfig)
+		want  string
+	}{
+		{"batch size 1", MLP, func(r *RunConfig, _ *TrainOptions, _ *StepConfig) { r.BatchSize = 1 }, "batch size 1"},
+		{"zero temperature", MLP, func(_ *RunConfig, _ *TrainOptions, s *StepConfig) { s.Loss.Temperature = 0 }, "temperature 0"},
+		{"empty dataset", MLP, func(_ *RunConfig, o *TrainOptions, _ *StepConfig) { o.Source = &emptySource{} }, "is empty"},
+		{"batch larger than the data", MLP, func(r *RunConfig, _ *TrainOptions, _ *StepConfig) { r.BatchSize = 13 }, "fewer than one batch of 13"},
+		{"image too small for the model", ResNet18CIFAR, func(*RunConfig, *TrainOptions, *StepConfig) {}, "expects sides of 32 to 96 px"},
+		{"checkpoint of another model", SmallCNN, func(_ *RunConfig, o *TrainOptions, _ *StepConfig) { o.Resume = mlpOut }, "holds a mlp model, not small-cnn"},
+		{"checkpoint of another seed", MLP, func(r *RunConfig, o *TrainOptions, _ *StepConfig) { o.Resume, r.Seed = mlpOut, 12 }, "seed 11, not 12"},
+		{"no checkpoint to resume", MLP, func(_ *RunConfig, o *TrainOptions, _ *StepConfig) { o.Resume = t.TempDir() }, "no checkpoint in"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := testRunConfig(t, t.TempDir())
+			opts := quietOptions(t, src)
+			cfg := testStepConfig(tc.model)
+			tc.edit(&run, &opts, &cfg)
+			_, err := Train(ctx, cfg, run, opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error = %v, want one line containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckpointRejectsDamage(t *testing.T) {
+	pairs := syntheticPairs(4, 8, 2, 4, 4, 1)
+	out := t.TempDir()
+	sum, err := Train(context.Background(), testStepConfig(MLP), testRunConfig(t, out), quietOptions(t, mustMemorySource(t, pairs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(sum.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func([]byte) []byte
+		want string
+	}{
+		{"flipped byte", func(b []byte) []byte { b[len(b)/2] ^= 1; return b }, "checksum mismatch"},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-100] }, "checksum mismatch"},
+		{"not a checkpoint", func([]byte) []byte { return []byte("PK\x03\x04 a zip file, not ours") }, "not a dcl checkpoint"},
+		{"empty", func([]byte) []byte { return nil }, "not a dcl checkpoint"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bad"+CheckpointExt)
+			if err := os.WriteFile(p, tc.edit(bytes.Clone(good)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadCheckpoint(context.Background(), p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Errorf("error = %v, want it to name %s and say %q", err, p, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckpointRoundTrip: every variable comes back with its value, shape and trainability.
+func TestCheckpointRoundTrip(t *testing.T) {
+	backend := newTestBackend(t)
+	s, err := NewStep(backend, testStepConfig(MLP), 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Finalize()
+	path := filepath.Join(t.TempDir(), CheckpointName(0))
+	state := TrainState{StepsDone: 5, Epoch: 1, Batch: 2, Seed: 3, Data: "d", DataFingerprint: "f", ImageHeight: 4, ImageWidth: 4}
+	if err := SaveCheckpoint(context.Background(), path, s, nil, state); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadCheckpoint(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Header.State != state {
+		t.Errorf("state = %+v, want %+v", c.Header.State, state)
+	}
+	other, err := NewStep(backend, StepConfig{Model: testStepConfig(MLP).Model, Loss: DefaultLossConfig(),
+		Optimizer: OptimizerConfig{Kind: SGDMomentum, Momentum: 0.9}, InitSeed: 99}, 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Finalize()
+	if err := c.Restore(other); err != nil {
+		t.Fatal(err)
+	}
+	for v := range s.Context().IterVariables() {
+		o := other.Context().GetVariableByScopeAndName(v.Scope(), v.Name())
+		if o == nil || o.Trainable != v.Trainable || !o.MustValue().Equal(v.MustValue()) {
+			t.Errorf("variable %s did not come back", v.ScopeAndName())
+		}
+	}
+}
