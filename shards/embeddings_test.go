@@ -1,0 +1,336 @@
+package shards
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/parquet-go/parquet-go"
+)
+
+type embRow struct {
+	id    int64
+	label int32
+	vec   []float32
+}
+
+func readEmbeddings(t *testing.T, path string, block int) ([]embRow, *EmbeddingReader) {
+	t.Helper()
+	r, err := OpenEmbeddings(context.Background(), path, block)
+	if err != nil {
+		t.Fatalf("OpenEmbeddings(%s): %v", path, err)
+	}
+	defer r.Close()
+	var out []embRow
+	for {
+		b, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out, r
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if b.Len() > block {
+			t.Fatalf("block of %d rows, asked for %d", b.Len(), block)
+		}
+		for i := range b.Len() {
+			out = append(out, embRow{b.IDs[i], b.Labels[i], slices.Clone(b.Vector(i))})
+		}
+	}
+}
+
+func embRowsEqual(a, b []embRow) bool {
+	return slices.EqualFunc(a, b, func(x, y embRow) bool {
+		return x.id == y.id && x.label == y.label && slices.Equal(x.vec, y.vec)
+	})
+}
+
+func testEmbedding(id int64, dim int) []float32 {
+	v := make([]float32, dim)
+	for j := range v {
+		v[j] = float32(id)*0.5 + float32(j)
+	}
+	return v
+}
+
+func TestEmbeddingFileRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "emb.parquet")
+	w, err := NewEmbeddingWriter(ctx, p, 5, map[string]string{"dcl.feature": "backbone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.maxGroup = 7 // several row groups, so blocks cross them
+	for i := range int64(40) {
+		if err := w.Write(i, int32(i%4), testEmbedding(i, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Rows != 40 || info.Path != "emb.parquet" || len(info.SHA256) != 64 {
+		t.Errorf("info %+v", info)
+	}
+	for _, block := range []int{1, 3, 7, 100} {
+		rows, r := readEmbeddings(t, p, block)
+		if len(rows) != 40 || r.Rows() != 40 || r.Dim() != 5 {
+			t.Fatalf("block %d: %d rows (reader says %d), dim %d", block, len(rows), r.Rows(), r.Dim())
+		}
+		for i, row := range rows {
+			if row.id != int64(i) || row.label != int32(i%4) || !slices.Equal(row.vec, testEmbedding(int64(i), 5)) {
+				t.Fatalf("row %d = %+v", i, row)
+			}
+		}
+	}
+	// The schema is the LIST layout pyarrow writes.
+	data, _ := os.ReadFile(p)
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := pf.Schema().String(); !strings.Contains(s, "group embedding (LIST)") || !strings.Contains(s, "repeated group list") || !strings.Contains(s, "float element") {
+		t.Errorf("schema:\n%s", s)
+	}
+	if len(pf.RowGroups()) != 6 {
+		t.Errorf("%d row groups, want 6", len(pf.RowGroups()))
+	}
+}
+
+// Files written by other Parquet implementations (testdata/make-*.mjs wrote them).
+func TestEmbeddingFilesFromOtherTools(t *testing.T) {
+	tests := []struct {
+		file string
+		want []embRow
+	}{
+		// arrow-rs (parquet-wasm): list<item: float>, optional columns, int64 labels as pandas writes.
+		{"testdata/arrow-rs-list-item.parquet", []embRow{{10, 0, []float32{1, 2, 3}}, {11, 1, []float32{4, 5, 6}}, {12, 2, []float32{7, 8, 9.5}}}},
+		// DuckDB: list<element: float>, the layout pyarrow writes by default.
+		{"testdata/duckdb-list-element.parquet", func() []embRow {
+			var rows []embRow
+			for i := range int64(5) {
+				f := float32(i)
+				rows = append(rows, embRow{i, int32(i % 3), []float32{f, f * 0.5, -f, 0.25}})
+			}
+			return rows
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.file), func(t *testing.T) {
+			got, _ := readEmbeddings(t, tt.file, 2)
+			if !embRowsEqual(got, tt.want) {
+				t.Errorf("read %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Other layouts of the same columns, written with parquet-go's own schema from Go types.
+type legacyTwoLevel struct {
+	ID        int64 `parquet:"id"`
+	Label     int32 `parquet:"label"`
+	Embedding struct {
+		Array []float32 `parquet:"array"`
+	} `parquet:"embedding"`
+}
+
+type listItemDouble struct {
+	ID        *int32 `parquet:"id,optional"`
+	Label     *int64 `parquet:"label,optional"`
+	Embedding struct {
+		List []struct {
+			Item float64 `parquet:"item"`
+		} `parquet:"list"`
+	} `parquet:"embedding"`
+}
+
+type bareRepeated struct {
+	ID        int64     `parquet:"id"`
+	Label     int32     `parquet:"label"`
+	Embedding []float32 `parquet:"embedding"`
+}
+
+func writeParquet[T any](t *testing.T, p string, rows []T) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[T](&buf)
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEmbeddingOtherLayouts(t *testing.T) {
+	dir := t.TempDir()
+	want := []embRow{{1, 0, []float32{1, 2}}, {2, 1, []float32{3, 4}}}
+	var a []legacyTwoLevel
+	var b []listItemDouble
+	var c []bareRepeated
+	for _, w := range want {
+		var l legacyTwoLevel
+		l.ID, l.Label, l.Embedding.Array = w.id, w.label, w.vec
+		a = append(a, l)
+		var d listItemDouble
+		id, label := int32(w.id), int64(w.label)
+		d.ID, d.Label = &id, &label
+		for _, v := range w.vec {
+			d.Embedding.List = append(d.Embedding.List, struct {
+				Item float64 `parquet:"item"`
+			}{float64(v)})
+		}
+		b = append(b, d)
+		c = append(c, bareRepeated{w.id, w.label, w.vec})
+	}
+	writeParquet(t, filepath.Join(dir, "two-level.parquet"), a)
+	writeParquet(t, filepath.Join(dir, "item-double.parquet"), b)
+	writeParquet(t, filepath.Join(dir, "bare.parquet"), c)
+	for _, f := range []string{"two-level.parquet", "item-double.parquet", "bare.parquet"} {
+		got, _ := readEmbeddings(t, filepath.Join(dir, f), 10)
+		if !embRowsEqual(got, want) {
+			t.Errorf("%s: read %v, want %v", f, got, want)
+		}
+	}
+}
+
+func TestEmbeddingBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	notParquet := filepath.Join(dir, "notes.parquet")
+	os.WriteFile(notParquet, []byte("id,label,embedding\n1,2,3\n"), 0o644)
+
+	type noLabel struct {
+		ID        int64     `parquet:"id"`
+		Embedding []float32 `parquet:"embedding,list"`
+	}
+	writeParquet(t, filepath.Join(dir, "no-label.parquet"), []noLabel{{1, []float32{1}}})
+	type stringLabel struct {
+		ID        int64     `parquet:"id"`
+		Label     string    `parquet:"label"`
+		Embedding []float32 `parquet:"embedding,list"`
+	}
+	writeParquet(t, filepath.Join(dir, "string-label.parquet"), []stringLabel{{1, "cat", []float32{1}}})
+	type intEmbedding struct {
+		ID        int64   `parquet:"id"`
+		Label     int32   `parquet:"label"`
+		Embedding []int32 `parquet:"embedding,list"`
+	}
+	writeParquet(t, filepath.Join(dir, "int-embedding.parquet"), []intEmbedding{{1, 0, []int32{1}}})
+	writeParquet(t, filepath.Join(dir, "mixed.parquet"), []EmbeddingRow{{1, 0, []float32{1, 2, 3}}, {2, 0, []float32{1, 2, 3}}, {3, 0, []float32{1, 2}}})
+	writeParquet(t, filepath.Join(dir, "empty-vector.parquet"), []EmbeddingRow{{1, 0, []float32{1}}, {2, 0, nil}})
+	writeParquet(t, filepath.Join(dir, "bad-label.parquet"), []EmbeddingRow{{1, -5, []float32{1}}})
+	type nullable struct {
+		ID        *int64    `parquet:"id,optional"`
+		Label     int32     `parquet:"label"`
+		Embedding []float32 `parquet:"embedding,list"`
+	}
+	one := int64(1)
+	writeParquet(t, filepath.Join(dir, "null-id.parquet"), []nullable{{&one, 0, []float32{1}}, {nil, 0, []float32{1}}})
+
+	tests := []struct {
+		file string
+		want string
+	}{
+		{"notes.parquet", "notes.parquet is not a readable Parquet file"},
+		{"no-label.parquet", `no-label.parquet has no column "label" (it has id, embedding)`},
+		{"string-label.parquet", `string-label.parquet: column "label" has type STRING, want an integer`},
+		{"int-embedding.parquet", `int-embedding.parquet: column "embedding" holds INT(32,true) values, want FLOAT (float32)`},
+		{"mixed.parquet", "mixed.parquet row group 0, row 2: id 3: embedding has 2 values, earlier rows have 3 (vectors of mixed length)"},
+		{"empty-vector.parquet", "empty-vector.parquet row group 0, row 1: id 2: embedding is null, empty or has a null element"},
+		{"bad-label.parquet", "bad-label.parquet row group 0, row 0: id 1: label -5 out of range"},
+		{"null-id.parquet", "null-id.parquet row group 0, row 1: id or label is null"},
+		{"missing.parquet", "missing.parquet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			r, err := OpenEmbeddings(context.Background(), filepath.Join(dir, tt.file), 100)
+			for err == nil {
+				_, err = r.Next()
+			}
+			if errors.Is(err, io.EOF) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("reading %s = %v, want an error containing %q", tt.file, err, tt.want)
+			}
+		})
+	}
+	if _, err := OpenEmbeddings(context.Background(), dir, 10); err == nil || !strings.Contains(err.Error(), "no embeddings.json") {
+		t.Errorf("a directory without embeddings.json = %v", err)
+	}
+}
+
+func TestShardedEmbeddingsOnGCS(t *testing.T) {
+	ctx := context.Background()
+	dir := gcstest.Start(t, "emb") + "/run1/test"
+	var infos []EmbeddingFileInfo
+	id := int64(0)
+	for part := range 3 {
+		w, err := NewEmbeddingWriter(ctx, Join(dir, EmbeddingFileName(part, 3)), 4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 + part {
+			if err := w.Write(id, int32(id%2), testEmbedding(id, 4)); err != nil {
+				t.Fatal(err)
+			}
+			id++
+		}
+		info, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	if _, err := OpenEmbeddings(ctx, dir, 4); err == nil {
+		t.Error("a directory without its manifest was read")
+	}
+	// A file from an earlier, larger run is not listed: Commit removes it.
+	if err := WriteFile(ctx, Join(dir, EmbeddingFileName(3, 4)), []byte("stale")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := CommitEmbeddings(ctx, dir, 4, infos, map[string]string{"feature": "backbone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Rows != 18 || len(m.Files) != 3 {
+		t.Errorf("manifest %+v", m)
+	}
+	if ok, _ := Exists(ctx, Join(dir, EmbeddingFileName(3, 4))); ok {
+		t.Error("the stale file is still there")
+	}
+	rows, r := readEmbeddings(t, dir, 4)
+	if len(rows) != 18 || r.Rows() != 18 || len(r.Files()) != 3 {
+		t.Fatalf("read %d rows from %d files", len(rows), len(r.Files()))
+	}
+	for i, row := range rows {
+		if row.id != int64(i) || !slices.Equal(row.vec, testEmbedding(int64(i), 4)) {
+			t.Fatalf("row %d = %+v", i, row)
+		}
+	}
+}
+
+func TestEmbeddingWriterRefusesWrongDimension(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "e.parquet")
+	w, err := NewEmbeddingWriter(context.Background(), p, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(1, 0, []float32{1, 2}); err == nil || !strings.Contains(err.Error(), "id 1 has 2 values, want 3") {
+		t.Errorf("Write of a short vector = %v", err)
+	}
+	if _, err := w.Close(); err == nil {
+		t.Error("Close after a failed Write succeeded")
+	}
+	assertNoFiles(t, dir)
+}
