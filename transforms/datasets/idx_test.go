@@ -1,0 +1,203 @@
+package datasets
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestIDXPlainAndGzipAgree(t *testing.T) {
+	plain, zipped := t.TempDir(), t.TempDir()
+	writeIDX(t, plain, 23, 5, false)
+	writeIDX(t, zipped, 23, 5, true)
+	for _, split := range []string{"train", "test"} {
+		var got [2][]string
+		for i, dir := range []string{plain, zipped} {
+			p := mustPlan(t, Spec{Dataset: FashionMNIST, Input: dir, Split: split, UnitRecords: 4})
+			if p.Classes[9] != "Ankle boot" {
+				t.Errorf("classes %q", p.Classes)
+			}
+			r := readPlan(t, p)
+			for _, rec := range r.recs {
+				if rec.Pixels.C != 1 || rec.Pixels.H != 28 || rec.Pixels.W != 28 {
+					t.Fatalf("%s: image %dx%dx%d", rec.Key, rec.Pixels.H, rec.Pixels.W, rec.Pixels.C)
+				}
+				got[i] = append(got[i], fingerprintNoSource(rec))
+			}
+		}
+		if !slices.Equal(got[0], got[1]) || len(got[0]) == 0 {
+			t.Errorf("%s: plain and gzipped files read differently (%d vs %d records)", split, len(got[0]), len(got[1]))
+		}
+	}
+	// The first image of the fixture is bytes 0, 13, 26, ... (i*13 mod 256).
+	r := readPlan(t, mustPlan(t, Spec{Dataset: MNIST, Input: zipped}))
+	if px, want := r.recs[1].Pixels.Pix[3], byte((784+3)*13%256); px != want {
+		t.Errorf("record 1 pixel 3 = %d, want %d", px, want)
+	}
+	if r.recs[1].Offset != 16+784 {
+		t.Errorf("record 1 offset %d, want %d", r.recs[1].Offset, 16+784)
+	}
+}
+
+func fingerprintNoSource(r Record) string {
+	r.Source = ""
+	return fingerprint(r)
+}
+
+func TestIDXGenericClasses(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "train-images-idx3-ubyte"), idxImages(4, 2, 3))
+	writeFile(t, filepath.Join(dir, "train-labels-idx1-ubyte"), idxLabels([]byte{0, 4, 2, 4}))
+	p := mustPlan(t, Spec{Dataset: IDX, Input: dir})
+	if want := []string{"0", "1", "2", "3", "4"}; !slices.Equal(p.Classes, want) {
+		t.Errorf("classes %q, want %q", p.Classes, want)
+	}
+	r := readPlan(t, p)
+	if len(r.recs) != 4 || r.recs[1].Label != 4 || r.recs[0].Pixels.H != 2 || r.recs[0].Pixels.W != 3 {
+		t.Errorf("records %+v", r.recs)
+	}
+}
+
+func TestIDXBadInput(t *testing.T) {
+	images, labels := idxImages(5, 28, 28), idxLabels(repeatLabels(5, 10))
+	tests := []struct {
+		name    string
+		images  []byte
+		labels  []byte
+		zip     bool
+		planErr []string
+		bad     []string
+	}{
+		{name: "wrong image magic", images: append([]byte{0, 0, 8, 1}, images[4:]...), labels: labels,
+			planErr: []string{"train-images-idx3-ubyte", "wrong magic number 00 00 08 01", "00 00 08 03"}},
+		{name: "wrong label magic, gzipped", images: images, labels: append([]byte{0x12, 0x34, 8, 1}, labels[4:]...), zip: true,
+			planErr: []string{"train-labels-idx1-ubyte.gz", "wrong magic number 12 34 08 01"}},
+		{name: "float images", images: append([]byte{0, 0, 0x0D, 3}, images[4:]...), labels: labels,
+			planErr: []string{"element type 0x0d"}},
+		{name: "counts disagree", images: images, labels: idxLabels(repeatLabels(4, 10)),
+			planErr: []string{"holds 5 images", "holds 4 labels"}},
+		{name: "truncated images", images: images[:len(images)-10], labels: labels,
+			planErr: []string{"train-images-idx3-ubyte", "truncated", "3926 bytes", "5 records of 784 bytes"}},
+		{name: "truncated images, gzipped", images: images[:len(images)-10], labels: labels, zip: true,
+			planErr: []string{"train-images-idx3-ubyte.gz", "decompressed", "truncated", "3926 bytes"}},
+		{name: "cut gzip stream", images: images, labels: labels, zip: true,
+			planErr: []string{"train-images-idx3-ubyte.gz", "unexpected EOF"}},
+		{name: "trailing bytes", images: append(slices.Clone(images), 1, 2, 3), labels: labels,
+			planErr: []string{"longer than its header says", "3939 bytes"}},
+		{name: "header cut short", images: images[:10], labels: labels,
+			planErr: []string{"header needs 16 bytes", "has 10"}},
+		{name: "label 10 in fashion-mnist", images: images, labels: idxLabels([]byte{0, 1, 10, 3, 4}),
+			bad: []string{"train-labels-idx1-ubyte", "byte 10", "train/000002", "label 10 outside 0..9"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			im, lb, suffix := tt.images, tt.labels, ""
+			if tt.zip {
+				im, lb, suffix = gz(t, im), gz(t, lb), ".gz"
+				if tt.name == "cut gzip stream" {
+					im = im[:len(im)-30]
+				}
+			}
+			writeFile(t, filepath.Join(dir, "train-images-idx3-ubyte"+suffix), im)
+			writeFile(t, filepath.Join(dir, "train-labels-idx1-ubyte"+suffix), lb)
+			s := Spec{Dataset: FashionMNIST, Input: dir}
+			if tt.planErr != nil {
+				err := planErr(t, s)
+				t.Log(err)
+				wantErrorMentions(t, err, tt.planErr...)
+				return
+			}
+			r := readPlan(t, mustPlan(t, s))
+			if len(r.bads) != 1 || len(r.recs) != 4 {
+				t.Fatalf("%d records, bad %v", len(r.recs), r.bads)
+			}
+			t.Log(r.bads[0])
+			for _, want := range tt.bad {
+				if !contains(r.bads[0].String(), want) {
+					t.Errorf("bad record %q does not mention %q", r.bads[0], want)
+				}
+			}
+		})
+	}
+}
+
+func TestIDXMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeIDX(t, dir, 2, 2, true)
+	os.Remove(filepath.Join(dir, "t10k-labels-idx1-ubyte.gz"))
+	wantErrorMentions(t, planErr(t, Spec{Dataset: MNIST, Input: dir, Split: "test"}),
+		"has no labels file", "t10k-labels-idx1-ubyte")
+}
+
+// fashionMNIST returns the folder of Debian's Fashion-MNIST, skipping the test without it.
+func fashionMNIST(t testing.TB) string {
+	dir := os.Getenv("DCL_FASHION_MNIST")
+	if dir == "" {
+		dir = "/usr/share/datasets/fashion-mnist"
+	}
+	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skipf("Fashion-MNIST not found in %s (install Debian's dataset-fashion-mnist or set DCL_FASHION_MNIST): %v", dir, err)
+	}
+	return dir
+}
+
+// TestFashionMNIST reads the real data set: counts, class balance, and the pixel mean and
+// standard deviation that every Fashion-MNIST normalisation uses (train: 0.2860, 0.3530).
+func TestFashionMNIST(t *testing.T) {
+	dir := fashionMNIST(t)
+	tests := []struct {
+		split         string
+		n, perClass   int
+		mean, std     float64
+		wantFirstKeys string
+	}{
+		{"train", 60000, 6000, 0.2860, 0.3530, "train/000000"},
+		{"test", 10000, 1000, 0.2868, 0.3524, "test/000000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.split, func(t *testing.T) {
+			p := mustPlan(t, Spec{Dataset: FashionMNIST, Input: dir, Split: tt.split, UnitRecords: 7000})
+			if p.Records != int64(tt.n) || len(p.Warnings) != 0 {
+				t.Fatalf("plan: %d records, warnings %q", p.Records, p.Warnings)
+			}
+			var hist [10]int
+			var sum, sumSq float64
+			var n int
+			for _, u := range p.Units {
+				_, err := Read(t.Context(), u, func(r Record) error {
+					if n == 0 && r.Key != tt.wantFirstKeys {
+						t.Errorf("first key %s", r.Key)
+					}
+					n++
+					hist[r.Label]++
+					for _, v := range r.Pixels.Pix {
+						f := float64(v) / 255
+						sum += f
+						sumSq += f * f
+					}
+					return nil
+				}, func(b BadRecord) error { t.Errorf("bad record %s", b); return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n != tt.n {
+				t.Errorf("%d records, want %d", n, tt.n)
+			}
+			for c, got := range hist {
+				if got != tt.perClass {
+					t.Errorf("class %d (%s): %d images, want %d", c, p.Classes[c], got, tt.perClass)
+				}
+			}
+			pixels := float64(n * 28 * 28)
+			mean := sum / pixels
+			std := math.Sqrt(sumSq/pixels - mean*mean)
+			if math.Abs(mean-tt.mean) > 1e-4 || math.Abs(std-tt.std) > 1e-4 {
+				t.Errorf("pixel mean %.5f std %.5f, want %.4f %.4f", mean, std, tt.mean, tt.std)
+			}
+		})
+	}
+}
