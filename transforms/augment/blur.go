@@ -34,7 +34,7 @@ func (a *Augmenter) blurKernel(size int, sigma float64) []int32 {
 	total := int32(0)
 	last := 0
 	for i := range w {
-		q[i] = int32(w[i]/sum*(1<<blurBits) + 0.5)
+		q[i] = int32(float64(w[i]/sum*(1<<blurBits)) + 0.5)
 		if q[i] != 0 {
 			last = i
 		}

@@ -70,9 +70,9 @@ func (c *coeffs) compute(inSize int, in0, in1 float64, outSize, from, count int,
 				w /= ww
 			}
 			if w < 0 {
-				k[x] = int32(-0.5 + w*(1<<precisionBits))
+				k[x] = int32(-0.5 + float64(w*(1<<precisionBits)))
 			} else {
-				k[x] = int32(0.5 + w*(1<<precisionBits))
+				k[x] = int32(0.5 + float64(w*(1<<precisionBits)))
 			}
 		}
 		c.start[slot] = int32(xmin)
