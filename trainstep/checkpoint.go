@@ -208,19 +208,28 @@ func (c *Checkpoint) Restore(s *Step) error {
 	if err := s.model.SameVariables(c.Header.Step.Model); err != nil {
 		return fmt.Errorf("checkpoint %s does not fit: %w", c.Path, err)
 	}
+	return c.restoreInto(s.ctx, s.cfg.Model.Name, false)
+}
+
+// restoreInto sets the variables of ctx from the checkpoint; with modelOnly it skips the
+// optimiser state. Every model variable of ctx must be in the checkpoint and vice versa.
+func (c *Checkpoint) restoreInto(ctx *gomlxctx.Context, modelName string, modelOnly bool) error {
 	stored := make(map[string]bool, len(c.Header.Variables))
 	for _, e := range c.Header.Variables {
+		if modelOnly && !isModelScope(e.Scope) {
+			continue
+		}
 		stored[gomlxctx.JoinScope(e.Scope, e.Name)] = true
 		t, err := c.tensor(e)
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: variable %s/%s: %w", c.Path, e.Scope, e.Name, err)
 		}
-		v := s.ctx.GetVariableByScopeAndName(e.Scope, e.Name)
+		v := ctx.GetVariableByScopeAndName(e.Scope, e.Name)
 		if v == nil {
 			if isModelScope(e.Scope) {
-				return fmt.Errorf("checkpoint %s holds model variable %s/%s that this %s does not have", c.Path, e.Scope, e.Name, s.cfg.Model.Name)
+				return fmt.Errorf("checkpoint %s holds model variable %s/%s that this %s does not have", c.Path, e.Scope, e.Name, modelName)
 			}
-			s.ctx.Checked(false).InAbsPath(e.Scope).VariableWithValue(e.Name, t).SetTrainable(e.Trainable)
+			ctx.Checked(false).InAbsPath(e.Scope).VariableWithValue(e.Name, t).SetTrainable(e.Trainable)
 			continue
 		}
 		if !v.Shape().Equal(t.Shape()) {
@@ -230,7 +239,7 @@ func (c *Checkpoint) Restore(s *Step) error {
 			return fmt.Errorf("checkpoint %s: setting %s/%s: %w", c.Path, e.Scope, e.Name, err)
 		}
 	}
-	for v := range s.ctx.IterVariables() {
+	for v := range ctx.IterVariables() {
 		if isModelScope(v.Scope()) && !stored[v.ScopeAndName()] {
 			return fmt.Errorf("checkpoint %s lacks model variable %s", c.Path, v.ScopeAndName())
 		}

@@ -1,0 +1,188 @@
+package trainstep
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	. "github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	gomlxctx "github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/dcl-beam/dcl-beam/transforms"
+)
+
+// Feature selects which output of an encoder Embed returns.
+type Feature string
+
+const (
+	// Backbone features (before the projector): what kNN and linear evaluation use by default.
+	Backbone Feature = "backbone"
+	// Projection is the projector's output z (before L2 normalisation): what the loss sees.
+	Projection Feature = "projection"
+)
+
+// ParseFeature accepts "backbone" and "projection".
+func ParseFeature(s string) (Feature, error) {
+	switch f := Feature(s); f {
+	case Backbone, Projection:
+		return f, nil
+	}
+	return "", fmt.Errorf("feature %q: want backbone or projection", s)
+}
+
+// EncoderMaxBatch is the largest batch Embed sends through the model at once; larger inputs
+// are split, smaller ones padded to a power of two (so few graph shapes are compiled).
+const EncoderMaxBatch = 256
+
+// EncoderInfo describes a loaded encoder.
+type EncoderInfo struct {
+	Checkpoint    string      `json:"checkpoint"`
+	Model         ModelConfig `json:"model"`
+	FeatureDim    int         `json:"feature_dim"`
+	ProjectionDim int         `json:"projection_dim"`
+	// ImageHeight and ImageWidth are the size of the images it was trained on.
+	ImageHeight int        `json:"image_height"`
+	ImageWidth  int        `json:"image_width"`
+	StepsDone   int        `json:"steps_done"`
+	Loss        LossConfig `json:"loss"`
+}
+
+// Encoder is a trained model in inference mode (batch norm uses its running averages). It is
+// safe for concurrent use by several goroutines, as Beam workers do.
+type Encoder struct {
+	info  EncoderInfo
+	model *Model
+	ctx   *gomlxctx.Context
+	exec  *gomlxctx.Exec
+}
+
+// LoadEncoder reads the model weights of a checkpoint written by Train (a checkpoint file, or a
+// run's output folder for its newest checkpoint; local or gs://) onto backend.
+func LoadEncoder(ctx context.Context, backend backends.Backend, path string) (*Encoder, error) {
+	path, err := ResolveCheckpoint(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	ckpt, err := ReadCheckpoint(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	h := ckpt.Header
+	model, err := NewModel(h.Step.Model)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	e := &Encoder{
+		info: EncoderInfo{
+			Checkpoint: path, Model: model.Config(), FeatureDim: model.FeatureDim(), ProjectionDim: model.Config().ProjectionDim,
+			ImageHeight: h.State.ImageHeight, ImageWidth: h.State.ImageWidth, StepsDone: h.State.StepsDone, Loss: h.Step.Loss,
+		},
+		model: model,
+		ctx:   gomlxctx.New(),
+	}
+	if err := e.createVariables(backend); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if err := ckpt.restoreInto(e.ctx, model.Config().Name, true); err != nil {
+		return nil, err
+	}
+	e.exec, err = gomlxctx.NewExec(backend, e.ctx, func(ctx *gomlxctx.Context, images *Node) (features, projection *Node) {
+		feats := model.Backbone(ctx, images, false, 0)
+		return feats, model.Project(ctx, feats, false, 0)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("preparing the encoder of %s: %w", path, err)
+	}
+	e.exec.SetMaxCache(16)
+	return e, nil
+}
+
+func (e *Encoder) createVariables(backend backends.Backend) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("building model %s: %v", e.model.Config().Name, r)
+		}
+	}()
+	g := NewGraph(backend, "create_variables")
+	defer g.Finalize()
+	h, w := max(e.info.ImageHeight, 1), max(e.info.ImageWidth, 1)
+	images := Parameter(g, "images", shapes.Make(dtypes.Uint8, 2, h, w, e.model.Config().Channels))
+	e.model.Project(e.ctx, e.model.Backbone(e.ctx, images, false, 0), false, 0)
+	return nil
+}
+
+// Info describes the encoder.
+func (e *Encoder) Info() EncoderInfo { return e.info }
+
+// Embed returns one feature vector per image (FeatureDim values for Backbone, ProjectionDim
+// for Projection), not normalised. Every image must have the model's channel count, one size
+// for the whole call, and a size the model accepts (Model.CheckImageSize).
+func (e *Encoder) Embed(images []transforms.Image, feature Feature) ([][]float32, error) {
+	if feature != Backbone && feature != Projection {
+		return nil, fmt.Errorf("feature %q: want backbone or projection", feature)
+	}
+	if len(images) == 0 {
+		return nil, nil
+	}
+	h, w, c := images[0].H, images[0].W, images[0].C
+	for i, img := range images {
+		if err := img.Validate(); err != nil {
+			return nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		if img.H != h || img.W != w || img.C != c {
+			return nil, fmt.Errorf("image %d is %dx%dx%d, image 0 is %dx%dx%d: one call takes one size", i, img.H, img.W, img.C, h, w, c)
+		}
+	}
+	if err := e.model.CheckImageSize(h, w, c); err != nil {
+		return nil, err
+	}
+	out := make([][]float32, 0, len(images))
+	for from := 0; from < len(images); from += EncoderMaxBatch {
+		chunk := images[from:min(len(images), from+EncoderMaxBatch)]
+		rows, err := e.embedChunk(chunk, feature, h, w, c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+func (e *Encoder) embedChunk(images []transforms.Image, feature Feature, h, w, c int) ([][]float32, error) {
+	n := len(images)
+	padded := n
+	if n > 1 {
+		padded = min(EncoderMaxBatch, 1<<bits.Len(uint(n-1)))
+	}
+	size := h * w * c
+	data := make([]uint8, padded*size)
+	for i, img := range images {
+		copy(data[i*size:], img.Pix)
+	}
+	t := tensors.FromFlatDataAndDimensions(data, padded, h, w, c)
+	defer t.FinalizeAll()
+	out, err := e.exec.Exec(t)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %d %dx%dx%d images: %w", n, h, w, c, err)
+	}
+	defer func() {
+		for _, t := range out {
+			t.FinalizeAll()
+		}
+	}()
+	which := out[0]
+	if feature == Projection {
+		which = out[1]
+	}
+	return rows(tensors.MustCopyFlatData[float32](which), padded)[:n], nil
+}
+
+// Close releases the compiled graphs and the weights.
+func (e *Encoder) Close() {
+	e.exec.Finalize()
+	e.ctx.Finalize()
+}
