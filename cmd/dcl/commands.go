@@ -10,7 +10,7 @@ func commands() []*command {
 		notBuilt("linear", "linear-probe accuracy on frozen embeddings", "issue 5"),
 		notBuilt("npc", "negative-positive coupling statistics over batch sizes, the paper's Fig. 1 (Beam)", "issue 5"),
 		notBuilt("loss", "evaluate a contrastive loss, its NPC multipliers and gradients on a JSON batch", "issue 5"),
-		notBuilt("shards", "verify or inspect a shard directory (subcommands: verify, inspect)", "issue 3"),
+		shardsCommand(),
 		notBuilt("reproduce", "run a whole experiment from a YAML config: preprocess, train, evaluate, report", "issue 6"),
 		notBuilt("demo", "a scaled-down reproduction on Fashion-MNIST with a report and plots", "issue 6"),
 		versionCommand(),
