@@ -231,7 +231,9 @@ type EmbeddingBlock struct {
 func (b *EmbeddingBlock) Len() int { return len(b.IDs) }
 
 // Vector returns row i's vector, sharing the block's memory.
-func (b *EmbeddingBlock) Vector(i int) []float32 { return b.Vectors[i*b.Dim : (i+1)*b.Dim : (i+1)*b.Dim] }
+func (b *EmbeddingBlock) Vector(i int) []float32 {
+	return b.Vectors[i*b.Dim : (i+1)*b.Dim : (i+1)*b.Dim]
+}
 
 // EmbeddingReader streams the rows of one embedding file or of a sharded embeddings
 // directory in blocks, with memory bounded by the block size and one page per column,
