@@ -1,0 +1,134 @@
+package knnmonitor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends/simplego"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/transforms"
+)
+
+// classImages makes n labelled h×w grayscale images of 3 classes: a class prototype plus noise.
+func classImages(seed uint64, n, h, w int) ([]transforms.Image, []int32) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	protos := make([][]float64, 3)
+	pr := rand.New(rand.NewPCG(42, 42)) // the same classes in every set
+	for k := range protos {
+		protos[k] = make([]float64, h*w)
+		for i := range protos[k] {
+			protos[k][i] = pr.Float64() * 255
+		}
+	}
+	imgs := make([]transforms.Image, n)
+	labels := make([]int32, n)
+	for i := range imgs {
+		labels[i] = int32(i % 3)
+		imgs[i] = transforms.NewImage(h, w, 1)
+		for j := range imgs[i].Pix {
+			imgs[i].Pix[j] = uint8(min(255, max(0, protos[i%3][j]+r.NormFloat64()*30)))
+		}
+	}
+	return imgs, labels
+}
+
+func writeEvalShards(t *testing.T, dir string, imgs []transforms.Image, labels []int32) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := shards.Config{Dataset: "synthetic", Split: "test", Preset: "none", Augment: json.RawMessage(`{}`), Seed: 1,
+		Passes: 1, Parts: 1, Views: 1, Encoding: shards.Raw, Height: imgs[0].H, Width: imgs[0].W, Channels: 1,
+		CodeVersion: "test", SourceChecksum: "sha256:00"}
+	if err := shards.Prepare(ctx, dir, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	w, err := shards.NewWriter(ctx, dir, shards.ShardID{Pass: 0, Part: 0, Parts: 1}, cfg, shards.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, img := range imgs {
+		if err := w.WriteViews(fmt.Sprintf("k%04d", i), int64(i), labels[i], img, transforms.Image{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shards.Commit(ctx, dir, cfg, []shards.ShardInfo{info}, int64(len(imgs)), shards.DeadLetters{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMonitorDuringTraining(t *testing.T) {
+	bankDir, queryDir := t.TempDir(), t.TempDir()
+	bankImgs, bankLabels := classImages(1, 60, 6, 6)
+	writeEvalShards(t, bankDir, bankImgs, bankLabels)
+	qImgs, qLabels := classImages(2, 30, 6, 6)
+	writeEvalShards(t, queryDir, qImgs, qLabels)
+
+	mon, err := New(context.Background(), bankDir, queryDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Training pairs: two noisy views of the bank images.
+	var pairs []trainstep.Pair
+	for i, img := range bankImgs {
+		v2 := transforms.NewImage(6, 6, 1)
+		for j := range v2.Pix {
+			v2.Pix[j] = img.Pix[(j+1)%len(img.Pix)]
+		}
+		pairs = append(pairs, trainstep.Pair{View1: img, View2: v2, Label: bankLabels[i]})
+	}
+	src, err := trainstep.NewMemorySource("synthetic", pairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := simplego.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Finalize()
+	cfg := trainstep.StepConfig{
+		Model:     trainstep.ModelConfig{Name: trainstep.MLP, BaseWidth: 8, Channels: 1},
+		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2},
+		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
+	}
+	run := trainstep.RunConfig{Data: "memory", Out: t.TempDir(), BatchSize: 10, Epochs: 2, BaseLR: 0.1, MonitorEvery: 1}
+	sum, err := trainstep.Train(context.Background(), cfg, run, trainstep.TrainOptions{
+		Backend: backend, Source: src, Monitor: mon.Run, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top1, ok := sum.Monitor["knn_top1"].(float64)
+	if !ok || top1 < 90 || top1 > 100 || sum.Monitor["knn_k"] != 60 {
+		t.Errorf("monitor result %v: want top-1 ≥ 90%% on 3 well separated classes and k = 60 (the bank)", sum.Monitor)
+	}
+
+	// Without queries every tenth bank image is held out.
+	held, err := New(context.Background(), bankDir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.bank.N != 54 || held.queries.N != 6 || held.cfg.K != 54 {
+		t.Errorf("held-out split: bank %d, queries %d, k %d; want 54, 6, 54", held.bank.N, held.queries.N, held.cfg.K)
+	}
+}
+
+func TestMonitorRejectsMismatchedSets(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	imgs, labels := classImages(1, 6, 6, 6)
+	writeEvalShards(t, a, imgs, labels)
+	big, bigLabels := classImages(1, 6, 8, 8)
+	writeEvalShards(t, b, big, bigLabels)
+	if _, err := New(context.Background(), a, b); err == nil || !strings.Contains(err.Error(), "6x6x1 images but queries") {
+		t.Errorf("error = %v, want a size mismatch", err)
+	}
+}
