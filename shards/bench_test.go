@@ -1,0 +1,207 @@
+package shards
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/transforms"
+)
+
+// benchKind is one of the two shapes the design cares about: CIFAR-sized raw pairs and
+// ImageNet-sized JPEG pairs.
+type benchKind struct {
+	name      string
+	size      int
+	enc       Encoding
+	rows      int // per shard, full size
+	shortRows int // under -short
+}
+
+var benchKinds = []benchKind{
+	{"raw32-pairs", 32, Raw, 20000, 500},
+	{"jpeg224-pairs", 224, JPEG, 1000, 30},
+}
+
+func (k benchKind) n() int {
+	if testing.Short() {
+		return k.shortRows
+	}
+	return k.rows
+}
+
+func (k benchKind) config() Config {
+	return Config{
+		Dataset: "bench", Split: "train", Preset: "bench", Augment: json.RawMessage(`{}`),
+		Passes: 1, Parts: 1, Views: 2, Encoding: k.enc, Height: k.size, Width: k.size, Channels: 3,
+		CodeVersion: "bench", SourceChecksum: "none",
+	}
+}
+
+// naturalish is an image with smooth structure and some texture, so JPEG sizes are near
+// those of photographs (a 224 px view at quality 95 is about 40-60 KB) rather than of noise.
+func naturalish(size int, seed uint64) transforms.Image {
+	img := transforms.NewImage(size, size, 3)
+	r := rand.New(rand.NewPCG(seed, 1))
+	fx, fy := 4+r.Float64()*8, 5+r.Float64()*9
+	for y := range size {
+		for x := range size {
+			for c := range 3 {
+				v := 128 + 60*math.Sin(float64(x)/fx+float64(c))*math.Cos(float64(y)/fy) + r.NormFloat64()*12
+				img.Pix[(y*size+x)*3+c] = uint8(max(0, min(255, v)))
+			}
+		}
+	}
+	return img
+}
+
+// benchRows returns n rows built from 16 distinct encoded view pairs, so the input's memory
+// stays small whatever n is.
+func benchRows(k benchKind, n int) []Row {
+	var pool [][2][]byte
+	for i := range 16 {
+		a, _ := EncodeView(naturalish(k.size, uint64(2*i)), k.enc)
+		b, _ := EncodeView(naturalish(k.size, uint64(2*i+1)), k.enc)
+		pool = append(pool, [2][]byte{a, b})
+	}
+	rows := make([]Row, n)
+	for i := range rows {
+		p := pool[i%len(pool)]
+		rows[i] = Row{Key: fmt.Sprintf("bench/%07d", i), Index: int64(i), Label: int32(i % 10), View1: p[0], View2: p[1],
+			Height: int32(k.size), Width: int32(k.size), Channels: 3, Encoding: string(k.enc)}
+	}
+	return rows
+}
+
+func rowBytes(rows []Row) int64 {
+	var n int64
+	for _, r := range rows {
+		n += int64(len(r.View1) + len(r.View2))
+	}
+	return n
+}
+
+func writeBenchShard(b *testing.B, dir string, k benchKind, rows []Row) ShardInfo {
+	w, err := NewWriter(context.Background(), dir, ShardID{Pass: 0, Part: 0, Parts: 1}, k.config(), WriterOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range rows {
+		if err := w.Write(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	info, err := w.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return info
+}
+
+// BenchmarkWriter: rows/s and MB/s (view bytes) of writing one shard of encoded view pairs
+// to a local file, checksum included.
+func BenchmarkWriter(b *testing.B) {
+	for _, k := range benchKinds {
+		b.Run(k.name, func(b *testing.B) {
+			rows := benchRows(k, k.n())
+			dir := b.TempDir()
+			b.ResetTimer()
+			for range b.N {
+				writeBenchShard(b, dir, k, rows)
+			}
+			sec := b.Elapsed().Seconds()
+			b.ReportMetric(float64(b.N*len(rows))/sec, "rows/s")
+			b.ReportMetric(float64(int64(b.N)*rowBytes(rows))/sec/1e6, "MB/s")
+		})
+	}
+}
+
+// BenchmarkReader: rows/s and MB/s (encoded view bytes) of one shuffled epoch, views decoded
+// into batches (raw: copied; JPEG: decoded, on GOMAXPROCS decoders).
+func BenchmarkReader(b *testing.B) {
+	for _, k := range benchKinds {
+		b.Run(k.name, func(b *testing.B) {
+			rows := benchRows(k, k.n())
+			dir := b.TempDir()
+			info := writeBenchShard(b, dir, k, rows)
+			if _, err := Commit(context.Background(), dir, k.config(), []ShardInfo{info}, int64(len(rows)), DeadLetters{}); err != nil {
+				b.Fatal(err)
+			}
+			batch := 256
+			if k.enc == JPEG {
+				batch = 32
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				r, err := NewReader(context.Background(), dir, ReaderOptions{BatchSize: batch, Seed: 1, Epoch: i, KeepPartial: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					bt, err := r.Next()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					r.Release(bt)
+				}
+				r.Close()
+			}
+			sec := b.Elapsed().Seconds()
+			b.ReportMetric(float64(b.N*len(rows))/sec, "rows/s")
+			b.ReportMetric(float64(int64(b.N)*rowBytes(rows))/sec/1e6, "MB/s")
+		})
+	}
+}
+
+// BenchmarkWriterPeakHeap writes one large shard of 224 px JPEG pairs and reports the peak
+// live heap while writing next to the shard's size: bounded row groups keep the first flat
+// as the second grows.
+func BenchmarkWriterPeakHeap(b *testing.B) {
+	k := benchKinds[1]
+	for _, n := range []int{500, 4000} {
+		if testing.Short() {
+			n /= 20
+		}
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			rows := benchRows(k, 16)
+			dir := b.TempDir()
+			var peak, base uint64
+			var ms runtime.MemStats
+			for range b.N {
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				base = ms.HeapAlloc
+				w, err := NewWriter(context.Background(), dir, ShardID{Pass: 0, Part: 0, Parts: 1}, k.config(), WriterOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range n {
+					r := rows[i%len(rows)]
+					r.Key, r.Index = fmt.Sprintf("bench/%07d", i), int64(i)
+					if err := w.Write(r); err != nil {
+						b.Fatal(err)
+					}
+					if i%25 == 0 {
+						runtime.ReadMemStats(&ms)
+						peak = max(peak, ms.HeapAlloc-min(base, ms.HeapAlloc))
+					}
+				}
+				info, err := w.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(info.Bytes)/(1<<20), "shard-MiB")
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+		})
+	}
+}
