@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image"
 	"image/jpeg"
@@ -63,6 +64,9 @@ type Header struct {
 // .JPEG), and format is only used to word the error when the bytes are neither.
 func DecodeHeader(data []byte, format string, l Limits) (Header, error) {
 	got := Sniff(data)
+	if len(data) == 0 {
+		return Header{}, errors.New("empty file")
+	}
 	if got == "" {
 		claimed := "a JPEG or PNG"
 		if format != "" {

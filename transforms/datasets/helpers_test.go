@@ -169,10 +169,16 @@ func pngBytes(t testing.TB, w, h, seed int) []byte {
 	return b.Bytes()
 }
 
-// corruptJPEG has a valid header (so Read passes it) and garbage where the scan should be.
+// corruptJPEG has valid headers up to the scan (so Read's header check passes it), then a
+// few bytes of the scan and garbage, cut short.
 func corruptJPEG(t testing.TB) []byte {
 	good := jpegBytes(t, 16, 16, 1)
-	return append(good[:len(good)/2:len(good)/2], bytes.Repeat([]byte{0x55}, 40)...)
+	sos := bytes.Index(good, []byte{0xFF, 0xDA})
+	if sos < 0 {
+		t.Fatal("no SOS marker in the encoded JPEG")
+	}
+	keep := sos + 2 + int(binary.BigEndian.Uint16(good[sos+2:])) + 4
+	return append(good[:keep:keep], bytes.Repeat([]byte{0x55}, 20)...)
 }
 
 func writeFile(t testing.TB, p string, data []byte) {
