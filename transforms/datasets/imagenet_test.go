@@ -165,7 +165,9 @@ func TestImageNetFull(t *testing.T) {
 
 func TestImageNetBadInput(t *testing.T) {
 	sub := ImageNet100Synsets()
-	folder := func(t *testing.T, dir string) string { return writeImageNetFolder(t, filepath.Join(dir, "train"), sub, 1) }
+	folder := func(t *testing.T, dir string) string {
+		return writeImageNetFolder(t, filepath.Join(dir, "train"), sub, 1)
+	}
 	tars := func(t *testing.T, dir string) string { return writeImageNetTars(t, filepath.Join(dir, "tars"), sub, 1) }
 	jpg := jpegBytes(t, 3, 3, 1)
 	tests := []struct {
