@@ -337,3 +337,23 @@ func checkMatrix(name string, trans bool, rows, cols int, x []float32, ld int) {
 		panic(fmt.Sprintf("kernels.Sgemm: %s (transposed %v) is %d×%d with row stride %d but has %d elements", name, trans, r, c, ld, len(x)))
 	}
 }
+
+// GemmBatch computes batch independent products C_i = alpha·A_i·B_i + beta·C_i, C_i being the
+// m×n matrix at c[i·cStride] with row stride ldc. Large products run one after another, each
+// on every thread; small ones run side by side, one per thread.
+func (p *Pool) GemmBatch(batch, m, n, k int, alpha float32, a, b func(i int) PanelSource, beta float32, c []float32, ldc, cStride int) {
+	if batch == 1 || p.threads == 1 || m*n*k >= 4*minParallelFlops {
+		for i := range batch {
+			p.Gemm(m, n, k, alpha, a(i), b(i), beta, c[i*cStride:], ldc)
+		}
+		return
+	}
+	mk := p.kernel
+	p.ParallelFor(batch, func(i int) {
+		ci := c[i*cStride:]
+		scaleC(ci, m, n, ldc, beta)
+		if k > 0 && alpha != 0 {
+			gemmSerial(mk, m, n, k, alpha, a(i), b(i), ci, ldc)
+		}
+	})
+}

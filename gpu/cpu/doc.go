@@ -1,0 +1,16 @@
+// Package cpu is the project's GoMLX backend for CPUs ("dclcpu"): SimpleGo, GoMLX's pure-Go
+// backend, with the operations that dominate a convnet replaced by our own kernels and the
+// operations SimpleGo lacks (or gets wrong) added.
+//
+// It keeps its own graph and executor. Each operation it implements itself runs a kernel from
+// package kernels: convolutions (any axes layout, strides, padding, input and kernel dilation,
+// channel groups) as one packed matrix multiply that reads the image directly (implicit im2col),
+// DotGeneral as batched packed matrix multiplies, fused batch normalisation (training,
+// inference, gradient), Reverse, Pad and SelectAndScatter (max-pool gradients). Every other
+// operation is compiled, when the graph is built, into a one-operation SimpleGo executable and
+// run on SimpleGo's buffers, so values pass between the two without copies. Operations run one
+// after another, each using every core through one worker pool; a value's buffer is released
+// after its last use and reused by SimpleGo's buffer pools.
+//
+// The backend needs no cgo and is what `CGO_ENABLED=0` builds (Beam workers) run.
+package cpu

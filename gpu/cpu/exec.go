@@ -1,0 +1,211 @@
+package cpu
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+)
+
+// Executable implements backends.Executable: the nodes needed for the outputs, in the order
+// they were built (an order in which every input comes first).
+type Executable struct {
+	backend *Backend
+	name    string
+	params  []*node
+	order   []*node
+	outputs []*value
+	uses    []int // per value id: inputs of nodes in order, plus appearances among the outputs
+	nValues int
+}
+
+// Compile implements backends.Builder.
+func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingSpec) (backends.Executable, error) {
+	if len(shardings) != 0 {
+		return nil, fmt.Errorf("Compile: backend %s has one device and no sharding", BackendName)
+	}
+	outs, err := b.checkOps("Compile", outputs...)
+	if err != nil {
+		return nil, err
+	}
+	b.compiled = true
+	e := &Executable{backend: b.backend, name: b.name, params: b.params, outputs: outs, nValues: b.nValues}
+	e.uses = make([]int, b.nValues)
+	needed := make(map[*node]bool)
+	var mark func(n *node)
+	mark = func(n *node) {
+		if needed[n] {
+			return
+		}
+		needed[n] = true
+		for _, in := range n.inputs {
+			mark(in.node)
+		}
+	}
+	for _, v := range outs {
+		mark(v.node)
+		e.uses[v.id]++
+	}
+	for _, n := range b.nodes {
+		if !needed[n] && n.paramIdx < 0 {
+			continue
+		}
+		e.order = append(e.order, n)
+		if needed[n] {
+			for _, in := range n.inputs {
+				e.uses[in.id]++
+			}
+		}
+	}
+	return e, nil
+}
+
+// Inputs implements backends.Executable.
+func (e *Executable) Inputs() (names []string, inputShapes []shapes.Shape) {
+	for _, p := range e.params {
+		names = append(names, p.paramName)
+		inputShapes = append(inputShapes, p.outputs[0].shape)
+	}
+	return names, inputShapes
+}
+
+// Outputs implements backends.Executable.
+func (e *Executable) Outputs() []shapes.Shape {
+	out := make([]shapes.Shape, len(e.outputs))
+	for i, v := range e.outputs {
+		out[i] = v.shape
+	}
+	return out
+}
+
+// Finalize implements backends.Executable: it frees the constants and the SimpleGo executables.
+func (e *Executable) Finalize() {
+	for _, n := range e.order {
+		if n.constant != nil {
+			e.backend.release(n.constant)
+			n.constant = nil
+		}
+		if d, ok := n.run.(delegated); ok {
+			d.exe.Finalize()
+		}
+	}
+	e.order = nil
+}
+
+// Execute implements backends.Executable. Donated inputs are consumed (their memory may be
+// reused) and must not be used afterwards.
+func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends.DeviceNum) (outputs []backends.Buffer, err error) {
+	be := e.backend
+	if e.order == nil && len(e.outputs) > 0 {
+		return nil, fmt.Errorf("executing %q: the executable was finalized", e.name)
+	}
+	if len(inputs) != len(e.params) {
+		return nil, fmt.Errorf("executing %q: %d inputs, want %d", e.name, len(inputs), len(e.params))
+	}
+	if len(donate) == 0 {
+		donate = make([]bool, len(inputs))
+	}
+	for i, in := range inputs {
+		shape, err := be.sg.BufferShape(in)
+		if err != nil {
+			return nil, fmt.Errorf("executing %q: input #%d (%s): %w", e.name, i, e.params[i].paramName, err)
+		}
+		if want := e.params[i].outputs[0].shape; !shape.Equal(want) {
+			return nil, fmt.Errorf("executing %q: input #%d (%s) has shape %s, want %s", e.name, i, e.params[i].paramName, shape, want)
+		}
+	}
+	results := make([]backends.Buffer, e.nValues)
+	owned := make([]bool, e.nValues)
+	remaining := slices.Clone(e.uses)
+	defer func() {
+		if err == nil {
+			return
+		}
+		for id, buf := range results {
+			if buf != nil && owned[id] {
+				be.release(buf)
+			}
+		}
+	}()
+	var inBufs []backends.Buffer
+	var inDonate []bool
+	for _, n := range e.order {
+		switch {
+		case n.paramIdx >= 0:
+			v := n.outputs[0]
+			results[v.id], owned[v.id] = inputs[n.paramIdx], donate[n.paramIdx]
+			if remaining[v.id] == 0 && owned[v.id] {
+				be.release(results[v.id])
+				results[v.id] = nil
+			}
+			continue
+		case n.constant != nil:
+			v := n.outputs[0]
+			results[v.id], owned[v.id] = n.constant, false
+			continue
+		}
+		inBufs, inDonate = inBufs[:0], inDonate[:0]
+		for _, in := range n.inputs {
+			inBufs = append(inBufs, results[in.id])
+			// A value is consumed only by its last use, and only when it appears once among this
+			// node's inputs (consuming one slot must not invalidate another).
+			inDonate = append(inDonate, owned[in.id] && remaining[in.id] == 1 && countValue(n.inputs, in) == 1)
+		}
+		outs, err := n.run.execute(be, inBufs, inDonate)
+		if err != nil {
+			return nil, fmt.Errorf("executing %q, operation %s: %w", e.name, n.name, err)
+		}
+		if len(outs) != len(n.outputs) {
+			return nil, fmt.Errorf("executing %q, operation %s: %d outputs, want %d", e.name, n.name, len(outs), len(n.outputs))
+		}
+		for slot, in := range n.inputs {
+			remaining[in.id]--
+			switch {
+			case inDonate[slot]:
+				results[in.id], owned[in.id] = nil, false
+			case remaining[in.id] == 0 && owned[in.id] && results[in.id] != nil:
+				be.release(results[in.id])
+				results[in.id] = nil
+			}
+		}
+		for i, v := range n.outputs {
+			if e.uses[v.id] == 0 {
+				be.release(outs[i])
+				continue
+			}
+			results[v.id], owned[v.id] = outs[i], true
+		}
+	}
+	outputs = make([]backends.Buffer, len(e.outputs))
+	for i, v := range e.outputs {
+		buf := results[v.id]
+		if buf == nil {
+			return nil, fmt.Errorf("executing %q: output #%d was not computed", e.name, i)
+		}
+		if owned[v.id] {
+			outputs[i] = buf
+			owned[v.id] = false // the caller owns it now; a second appearance gets a copy
+			continue
+		}
+		if outputs[i], err = be.clone(buf); err != nil {
+			return nil, fmt.Errorf("executing %q: copying output #%d: %w", e.name, i, err)
+		}
+	}
+	for id, buf := range results {
+		if buf != nil && owned[id] {
+			be.release(buf)
+		}
+	}
+	return outputs, nil
+}
+
+func countValue(vs []*value, v *value) int {
+	n := 0
+	for _, x := range vs {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}

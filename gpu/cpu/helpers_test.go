@@ -1,0 +1,93 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/simplego"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// newTestBackend returns a backend on 2 threads (so the parallel paths run), finalized at the
+// end of the test.
+func newTestBackend(t testing.TB) *Backend {
+	t.Helper()
+	be, err := New(Config{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Finalize)
+	return be
+}
+
+// newSimpleGo returns GoMLX's own pure-Go backend, the reference for the operations it runs
+// correctly.
+func newSimpleGo(t testing.TB) backends.Backend {
+	t.Helper()
+	sg, err := simplego.New("ops_sequential")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sg.Finalize)
+	return sg
+}
+
+// runGraph builds fn on be, runs it on the inputs and returns every output as float32 data.
+func runGraph(t testing.TB, be backends.Backend, fn func(in []*Node) []*Node, inputs ...*tensors.Tensor) [][]float32 {
+	t.Helper()
+	exec, err := NewExecAny(be, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Finalize()
+	args := make([]any, len(inputs))
+	for i, in := range inputs {
+		c, err := in.LocalClone() // a tensor sticks to the first backend it runs on
+		if err != nil {
+			t.Fatal(err)
+		}
+		args[i] = c
+	}
+	outs, err := exec.Exec(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make([][]float32, len(outs))
+	for i, o := range outs {
+		res[i] = tensors.MustCopyFlatData[float32](o)
+		o.MustFinalizeAll()
+	}
+	return res
+}
+
+func randTensor(r *rand.Rand, dims ...int) (*tensors.Tensor, []float32) {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	data := make([]float32, n)
+	for i := range data {
+		data[i] = r.Float32()*2 - 1
+	}
+	return tensors.FromFlatDataAndDimensions(data, dims...), data
+}
+
+// assertClose compares with a tolerance relative to the largest magnitude in want.
+func assertClose(t testing.TB, name string, got, want []float32, rel float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+	}
+	scale := 1e-6
+	for _, w := range want {
+		scale = max(scale, math.Abs(float64(w)))
+	}
+	for i := range want {
+		if d := math.Abs(float64(got[i] - want[i])); d > rel*scale || math.IsNaN(float64(got[i])) {
+			t.Fatalf("%s: element %d = %g, want %g (|diff| %g > %g)", name, i, got[i], want[i], d, rel*scale)
+		}
+	}
+}

@@ -1,0 +1,258 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+
+	"github.com/dcl-beam/dcl-beam/gpu/kernels"
+)
+
+// bnLayout views an operand as [outer, channels, inner] around its feature axis.
+type bnLayout struct {
+	outer, channels, inner int
+}
+
+func newBNLayout(s shapes.Shape, axis int) (bnLayout, error) {
+	if axis < 0 || axis >= s.Rank() {
+		return bnLayout{}, fmt.Errorf("feature axis %d out of range for %s", axis, s)
+	}
+	l := bnLayout{outer: 1, channels: s.Dimensions[axis], inner: 1}
+	for a, d := range s.Dimensions {
+		switch {
+		case a < axis:
+			l.outer *= d
+		case a > axis:
+			l.inner *= d
+		}
+	}
+	return l, nil
+}
+
+// count is the number of values per channel.
+func (l bnLayout) count() int { return l.outer * l.inner }
+
+// channelSums adds, per channel, f(i) over every element index i of that channel, in float64,
+// in parallel over the outer index; f gets the flat index.
+func (l bnLayout) channelSums(pool *kernels.Pool, nSums int, add func(i, c int, acc []float64)) [][]float64 {
+	parts := min(pool.Threads(), max(1, l.outer))
+	partial := make([][]float64, parts)
+	pool.ParallelFor(parts, func(t int) {
+		acc := make([]float64, nSums*l.channels)
+		lo, hi := t*l.outer/parts, (t+1)*l.outer/parts
+		for o := lo; o < hi; o++ {
+			for c := range l.channels {
+				base := (o*l.channels + c) * l.inner
+				for i := base; i < base+l.inner; i++ {
+					add(i, c, acc)
+				}
+			}
+		}
+		partial[t] = acc
+	})
+	sums := make([][]float64, nSums)
+	for s := range nSums {
+		sums[s] = make([]float64, l.channels)
+		for _, acc := range partial {
+			for c := range l.channels {
+				sums[s][c] += acc[s*l.channels+c]
+			}
+		}
+	}
+	return sums
+}
+
+// affine writes out[i] = x[i]·a[c] + b[c] for every element, in parallel.
+func (l bnLayout) affine(pool *kernels.Pool, out, x, a, b []float32) {
+	pool.ParallelRange(l.outer, max(1, 8192/(l.channels*l.inner)), func(lo, hi int) {
+		for o := lo; o < hi; o++ {
+			for c := range l.channels {
+				base := (o*l.channels + c) * l.inner
+				ac, bc := a[c], b[c]
+				xs, os := x[base:base+l.inner], out[base:base+l.inner]
+				for i, v := range xs {
+					os[i] = v*ac + bc
+				}
+			}
+		}
+	})
+}
+
+// bnCheck validates the operand and per-channel operands of a batch-norm operation.
+func bnCheck(op string, operand shapes.Shape, axis int, perChannel ...shapes.Shape) (bnLayout, error) {
+	l, err := newBNLayout(operand, axis)
+	if err != nil {
+		return l, fmt.Errorf("%s: %w", op, err)
+	}
+	for _, s := range perChannel {
+		if s.Rank() != 1 || s.Dimensions[0] != l.channels || s.DType != operand.DType {
+			return l, fmt.Errorf("%s: per-channel operand %s, want [%d] of %s", op, s, l.channels, operand.DType)
+		}
+	}
+	return l, nil
+}
+
+// BatchNormForInference implements backends.Builder: (x - mean)/sqrt(variance + epsilon)·scale +
+// offset per feature, as one fused pass.
+func (b *Builder) BatchNormForInference(operand, scale, offset, mean, variance backends.Op, epsilon float32, featureAxis int) (backends.Op, error) {
+	in, err := b.checkOps("BatchNormForInference", operand, scale, offset, mean, variance)
+	if err != nil {
+		return nil, err
+	}
+	xs := in[0].shape
+	if !isFloat32(xs) {
+		return nil, fmt.Errorf("BatchNormForInference: %s not supported (float32 only)", xs.DType)
+	}
+	l, err := bnCheck("BatchNormForInference", xs, featureAxis, in[1].shape, in[2].shape, in[3].shape, in[4].shape)
+	if err != nil {
+		return nil, err
+	}
+	n := b.addNode("BatchNormForInference", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+		x, sc, off, mu, v := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2]), be.f32(ins[3]), be.f32(ins[4])
+		a, c := make([]float32, l.channels), make([]float32, l.channels)
+		for i := range a {
+			inv := 1 / math.Sqrt(float64(v[i])+float64(epsilon))
+			a[i] = float32(float64(sc[i]) * inv)
+			c[i] = float32(float64(off[i]) - float64(mu[i])*float64(sc[i])*inv)
+		}
+		out, y, err := be.newF32(xs)
+		if err != nil {
+			return nil, err
+		}
+		l.affine(be.pool, y, x, a, c)
+		return []backends.Buffer{out}, nil
+	}), in, xs)
+	return n.outputs[0], nil
+}
+
+// BatchNormForTraining implements backends.Builder: the batch's mean and (biased) variance per
+// feature, in float64, and the normalised operand; two passes over the data.
+func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsilon float32, featureAxis int) (normalized, batchMean, batchVariance backends.Op, err error) {
+	in, err := b.checkOps("BatchNormForTraining", operand, scale, offset)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	xs := in[0].shape
+	if !isFloat32(xs) {
+		return nil, nil, nil, fmt.Errorf("BatchNormForTraining: %s not supported (float32 only)", xs.DType)
+	}
+	l, err := bnCheck("BatchNormForTraining", xs, featureAxis, in[1].shape, in[2].shape)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cs := shapes.Make(xs.DType, l.channels)
+	n := b.addNode("BatchNormForTraining", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+		x, sc, off := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2])
+		sums := l.channelSums(be.pool, 2, func(i, c int, acc []float64) {
+			v := float64(x[i])
+			acc[c] += v
+			acc[l.channels+c] += v * v
+		})
+		count := float64(max(1, l.count()))
+		outs := make([]backends.Buffer, 3)
+		var y, mean, variance []float32
+		for i, s := range []shapes.Shape{xs, cs, cs} {
+			buf, flat, err := be.newF32(s)
+			if err != nil {
+				for _, o := range outs[:i] {
+					be.release(o)
+				}
+				return nil, err
+			}
+			outs[i] = buf
+			switch i {
+			case 0:
+				y = flat
+			case 1:
+				mean = flat
+			case 2:
+				variance = flat
+			}
+		}
+		a, c := make([]float32, l.channels), make([]float32, l.channels)
+		for ch := range l.channels {
+			mu := sums[0][ch] / count
+			v := max(0, sums[1][ch]/count-mu*mu)
+			mean[ch], variance[ch] = float32(mu), float32(v)
+			inv := 1 / math.Sqrt(v+float64(epsilon))
+			a[ch] = float32(float64(sc[ch]) * inv)
+			c[ch] = float32(float64(off[ch]) - mu*float64(sc[ch])*inv)
+		}
+		l.affine(be.pool, y, x, a, c)
+		return outs, nil
+	}), in, xs, cs, cs)
+	return n.outputs[0], n.outputs[1], n.outputs[2], nil
+}
+
+// BatchNormGradient implements backends.Builder, as XLA defines it: with x̂ = (x-mean)·r,
+// r = 1/sqrt(variance+epsilon) and N values per feature, gradOffset = Σ dy,
+// gradScale = Σ dy·x̂, gradOperand = scale·r·(dy - gradOffset/N - x̂·gradScale/N).
+func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput backends.Op, epsilon float32, featureAxis int) (gradOperand, gradScale, gradOffset backends.Op, err error) {
+	in, err := b.checkOps("BatchNormGradient", operand, scale, mean, variance, gradOutput)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	xs := in[0].shape
+	if !isFloat32(xs) {
+		return nil, nil, nil, fmt.Errorf("BatchNormGradient: %s not supported (float32 only)", xs.DType)
+	}
+	if !in[4].shape.Equal(xs) {
+		return nil, nil, nil, fmt.Errorf("BatchNormGradient: gradient %s differs from operand %s", in[4].shape, xs)
+	}
+	l, err := bnCheck("BatchNormGradient", xs, featureAxis, in[1].shape, in[2].shape, in[3].shape)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cs := shapes.Make(xs.DType, l.channels)
+	n := b.addNode("BatchNormGradient", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+		x, sc, mu, v, dy := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2]), be.f32(ins[3]), be.f32(ins[4])
+		sums := l.channelSums(be.pool, 2, func(i, c int, acc []float64) {
+			d := float64(dy[i])
+			acc[c] += d
+			acc[l.channels+c] += d * (float64(x[i]) - float64(mu[c]))
+		})
+		count := float64(max(1, l.count()))
+		outs := make([]backends.Buffer, 3)
+		flats := make([][]float32, 3)
+		for i, s := range []shapes.Shape{xs, cs, cs} {
+			buf, flat, err := be.newF32(s)
+			if err != nil {
+				for _, o := range outs[:i] {
+					be.release(o)
+				}
+				return nil, err
+			}
+			outs[i], flats[i] = buf, flat
+		}
+		dx, dScale, dOffset := flats[0], flats[1], flats[2]
+		// dx = k1·dy + k2·x + k3 per feature.
+		k1, k2, k3 := make([]float32, l.channels), make([]float32, l.channels), make([]float32, l.channels)
+		for c := range l.channels {
+			r := 1 / math.Sqrt(float64(v[c])+float64(epsilon))
+			sumDy, sumDyXmu := sums[0][c], sums[1][c]
+			dOffset[c] = float32(sumDy)
+			dScale[c] = float32(sumDyXmu * r)
+			g := float64(sc[c]) * r
+			q := r * r * sumDyXmu / count
+			k1[c] = float32(g)
+			k2[c] = float32(-g * q)
+			k3[c] = float32(g * (q*float64(mu[c]) - sumDy/count))
+		}
+		pool := be.pool
+		pool.ParallelRange(l.outer, max(1, 8192/(l.channels*l.inner)), func(lo, hi int) {
+			for o := lo; o < hi; o++ {
+				for c := range l.channels {
+					base := (o*l.channels + c) * l.inner
+					a, bb, cc := k1[c], k2[c], k3[c]
+					for i := base; i < base+l.inner; i++ {
+						dx[i] = a*dy[i] + bb*x[i] + cc
+					}
+				}
+			}
+		})
+		return outs, nil
+	}), in, xs, cs, cs)
+	return n.outputs[0], n.outputs[1], n.outputs[2], nil
+}

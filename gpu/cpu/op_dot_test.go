@@ -1,0 +1,94 @@
+package cpu
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/backends"
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+)
+
+// TestDotGeneralMatchesSimpleGo runs DotGeneral over layouts that read in place (row- and
+// column-major operands, batches) and layouts that need a transpose, against SimpleGo.
+func TestDotGeneralMatchesSimpleGo(t *testing.T) {
+	be, sg := newTestBackend(t), newSimpleGo(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	cases := []struct {
+		name              string
+		lhs, rhs          []int
+		lContract, lBatch []int
+		rContract, rBatch []int
+	}{
+		{"matmul", []int{13, 7}, []int{7, 19}, []int{1}, nil, []int{0}, nil},
+		{"AxBt (similarity)", []int{20, 9}, []int{17, 9}, []int{1}, nil, []int{1}, nil},
+		{"AtxB (weight gradient)", []int{30, 8}, []int{30, 5}, []int{0}, nil, []int{0}, nil},
+		{"AtxBt", []int{6, 11}, []int{4, 6}, []int{0}, nil, []int{1}, nil},
+		{"batched", []int{3, 5, 7}, []int{3, 7, 4}, []int{2}, []int{0}, []int{1}, []int{0}},
+		{"batch last", []int{5, 7, 3}, []int{7, 4, 3}, []int{1}, []int{2}, []int{0}, []int{2}},
+		{"two contracting axes", []int{4, 3, 5, 6}, []int{5, 3, 2}, []int{1, 2}, nil, []int{1, 0}, nil},
+		{"vector", []int{9}, []int{9}, []int{0}, nil, []int{0}, nil},
+		{"many small batches", []int{64, 3, 4}, []int{64, 4, 2}, []int{2}, []int{0}, []int{1}, []int{0}},
+		{"large", []int{150, 300}, []int{300, 70}, []int{1}, nil, []int{0}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lt, _ := randTensor(r, c.lhs...)
+			rt, _ := randTensor(r, c.rhs...)
+			fn := func(in []*Node) []*Node {
+				return []*Node{DotGeneral(in[0], c.lContract, c.lBatch, in[1], c.rContract, c.rBatch)}
+			}
+			got := runGraph(t, be, fn, lt, rt)[0]
+			want := runGraph(t, sg, fn, lt, rt)[0]
+			assertClose(t, c.name, got, want, 1e-5)
+		})
+	}
+}
+
+// TestDotAndDenseGradient checks Dot and the gradients of a dense layer (DotGeneral with
+// transposed operands) against SimpleGo, whose DotGeneral and its gradients are correct.
+func TestDotAndDenseGradient(t *testing.T) {
+	be, sg := newTestBackend(t), newSimpleGo(t)
+	r := rand.New(rand.NewPCG(23, 24))
+	xt, _ := randTensor(r, 16, 12)
+	wt, _ := randTensor(r, 12, 10)
+	fn := func(in []*Node) []*Node {
+		y := Dot(in[0], in[1])
+		loss := ReduceAllSum(Mul(y, y))
+		g := Gradient(loss, in[0], in[1])
+		return []*Node{y, g[0], g[1]}
+	}
+	got := runGraph(t, be, fn, xt, wt)
+	want := runGraph(t, sg, fn, xt, wt)
+	for i, name := range []string{"product", "gradient wrt x", "gradient wrt w"} {
+		assertClose(t, name, got[i], want[i], 1e-5)
+	}
+}
+
+// TestDotGeneralIntegersGoToSimpleGo checks a non-float32 DotGeneral still runs (on SimpleGo).
+func TestDotGeneralIntegersGoToSimpleGo(t *testing.T) {
+	be := newTestBackend(t)
+	b := be.Builder("ints")
+	x, err := b.Constant([]int32{1, 2, 3, 4}, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := b.DotGeneral(x, []int{1}, nil, x, []int{0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := b.Compile([]backends.Op{y}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := exe.Execute(nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, 4)
+	if err := be.BufferToFlatData(outs[0], got); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int32{7, 10, 15, 22}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,77 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/gomlx/gomlx/backends"
+
+	"github.com/dcl-beam/dcl-beam/gpu/cpu"
+)
+
+// Options chooses and configures a backend.
+type Options struct {
+	// Backend is CPU, CUDA or Auto (the zero value means Auto).
+	Backend Backend
+	// Plugin is the path of a CUDA PJRT plugin (a .so); empty means search: $DCL_PJRT_PLUGIN,
+	// $GOMLX_BACKEND=xla:/absolute/path, $PJRT_PLUGIN_LIBRARY_PATH, then the CUDA plugin that
+	// JAX ships (jax_plugins/xla_cuda*/xla_cuda_plugin.so in the Python site-packages).
+	Plugin string
+	// Threads is the number of goroutines the CPU kernels use (0: GOMAXPROCS).
+	Threads int
+	// Logger receives one line saying which backend was chosen and why; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrCUDAUnavailable is wrapped by the errors New returns when CUDA was asked for and cannot
+// be used; the message says what is missing.
+var ErrCUDAUnavailable = errors.New("CUDA backend unavailable")
+
+// New returns the GoMLX backend opts asks for. CPU always works. CUDA fails with an error
+// wrapping ErrCUDAUnavailable that says what is missing: a binary built without the cuda tag,
+// no plugin found (listing where it looked), a plugin that does not load, or no GPU. Auto
+// uses CUDA when all of that is there, CPU otherwise, and logs why.
+func New(ctx context.Context, opts Options) (backends.Backend, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	kind := opts.Backend
+	if kind == "" {
+		kind = Auto
+	}
+	switch kind {
+	case CPU:
+		return newCPU(opts, log, "asked for")
+	case CUDA:
+		be, err := newCUDA(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("compute backend", "backend", CUDA, "description", be.Description())
+		return be, nil
+	case Auto:
+		be, err := newCUDA(ctx, opts)
+		if err == nil {
+			log.Info("compute backend", "backend", CUDA, "description", be.Description(), "reason", "auto: GPU found")
+			return be, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return newCPU(opts, log, "auto: "+err.Error())
+	default:
+		return nil, fmt.Errorf("unknown backend %q: want cpu, cuda or auto", kind)
+	}
+}
+
+func newCPU(opts Options, log *slog.Logger, reason string) (backends.Backend, error) {
+	be, err := cpu.New(cpu.Config{Threads: opts.Threads})
+	if err != nil {
+		return nil, fmt.Errorf("creating the CPU backend: %w", err)
+	}
+	log.Info("compute backend", "backend", CPU, "description", be.Description(), "reason", reason)
+	return be, nil
+}
