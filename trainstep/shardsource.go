@@ -21,7 +21,8 @@ type ShardSource struct {
 }
 
 // OpenShards opens a dataset of view pairs for training. A folder without a manifest, a
-// dataset of single views (evaluation shards) or an empty one is an error naming it.
+// dataset of single views (evaluation shards, a SetupError) or an empty one (a SetupError) is
+// an error naming it.
 func OpenShards(ctx context.Context, dir string) (*ShardSource, error) {
 	m, err := shards.ReadManifest(ctx, dir)
 	if err != nil {
@@ -33,11 +34,11 @@ func OpenShards(ctx context.Context, dir string) (*ShardSource, error) {
 	}
 	c := m.Config
 	if c.Views != 2 {
-		return nil, fmt.Errorf("dataset %s holds single views (preset %s): training needs view pairs (preprocess with an augmentation preset)", dir, c.Preset)
+		return nil, setupErr(fmt.Errorf("dataset %s holds single views (preset %s): training needs view pairs (preprocess with an augmentation preset)", dir, c.Preset))
 	}
 	perPass := m.Records - m.DeadLetters.Count
 	if perPass <= 0 || m.Rows == 0 {
-		return nil, fmt.Errorf("dataset %s is empty: no view pairs to train on", dir)
+		return nil, setupErr(fmt.Errorf("dataset %s is empty: no view pairs to train on", dir))
 	}
 	sum := sha256.Sum256(raw)
 	window := shards.DefaultWindow

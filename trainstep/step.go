@@ -21,6 +21,17 @@ type StepConfig struct {
 	InitSeed uint64 `json:"init_seed"`
 }
 
+// Validate checks the model, loss and optimiser settings.
+func (c StepConfig) Validate() error {
+	if _, err := NewModel(c.Model); err != nil {
+		return err
+	}
+	if err := c.Loss.Validate(); err != nil {
+		return err
+	}
+	return c.Optimizer.Validate()
+}
+
 // StepResult is what one training step reports.
 type StepResult struct {
 	Loss  float64

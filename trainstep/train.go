@@ -95,6 +95,21 @@ const LogName = "train.jsonl"
 // SummaryName is the summary a finished run writes in its output folder.
 const SummaryName = "summary.json"
 
+// SetupError is a run that cannot start because its settings do not fit each other, the data
+// or the checkpoint it resumes from (batch size 1, a model for other image sizes, an empty
+// dataset, a checkpoint of another model…): the command line is wrong, not the machine.
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+func setupErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &SetupError{Err: err}
+}
+
 // Validate checks the settings that do not depend on the data.
 func (r RunConfig) Validate() error {
 	switch {
@@ -119,7 +134,7 @@ func (r RunConfig) Validate() error {
 // step with a checkpoint to resume from.
 func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions) (*Summary, error) {
 	if err := run.Validate(); err != nil {
-		return nil, err
+		return nil, setupErr(err)
 	}
 	stderr := opts.Stderr
 	if stderr == nil {
@@ -130,17 +145,28 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		logger = slog.Default()
 	}
 	info := opts.Source.Info()
-	switch {
-	case info.Examples == 0:
-		return nil, fmt.Errorf("dataset %s is empty: no view pairs to train on", run.Data)
-	case info.Examples < run.BatchSize:
-		return nil, fmt.Errorf("dataset %s has %d view pairs, fewer than one batch of %d", run.Data, info.Examples, run.BatchSize)
-	case info.Passes < 1:
-		return nil, fmt.Errorf("dataset %s has no augmented passes", run.Data)
+	if info.Examples == 0 {
+		return nil, setupErr(fmt.Errorf("dataset %s is empty: no view pairs to train on", run.Data))
 	}
 	cfg.Model.Channels = info.Channels
 	if cfg.Model.Dataset == "" {
 		cfg.Model.Dataset = info.Dataset
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, setupErr(err)
+	}
+	model, err := NewModel(cfg.Model)
+	if err != nil {
+		return nil, setupErr(err)
+	}
+	if err := model.CheckImageSize(info.Height, info.Width, info.Channels); err != nil {
+		return nil, setupErr(fmt.Errorf("dataset %s: %w", run.Data, err))
+	}
+	switch {
+	case info.Examples < run.BatchSize:
+		return nil, setupErr(fmt.Errorf("dataset %s has %d view pairs, fewer than one batch of %d", run.Data, info.Examples, run.BatchSize))
+	case info.Passes < 1:
+		return nil, setupErr(fmt.Errorf("dataset %s has no augmented passes", run.Data))
 	}
 	step, err := NewStep(opts.Backend, cfg, info.Height, info.Width)
 	if err != nil {
@@ -148,16 +174,13 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	}
 	defer step.Finalize()
 	cfg = step.Config()
-	if err := step.Model().CheckImageSize(info.Height, info.Width, info.Channels); err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", run.Data, err)
-	}
 
 	stepsPerEpoch := info.Examples / run.BatchSize
 	total := stepsPerEpoch * run.Epochs
 	warmup := int(math.Round(run.WarmupEpochs * float64(stepsPerEpoch)))
 	sched, err := NewSchedule(run.BaseLR, run.BatchSize, warmup, total)
 	if err != nil {
-		return nil, err
+		return nil, setupErr(err)
 	}
 	state := TrainState{Seed: run.Seed, Data: run.Data, DataFingerprint: info.Fingerprint, ImageHeight: info.Height, ImageWidth: info.Width}
 	if opts.Resume != "" {
@@ -206,19 +229,23 @@ func resume(ctx context.Context, from string, step *Step, run RunConfig, fresh T
 		return TrainState{}, err
 	}
 	if err := ckpt.Restore(step); err != nil {
-		return TrainState{}, err
+		return TrainState{}, setupErr(err)
 	}
 	st := ckpt.Header.State
+	var mismatch error
 	switch {
 	case ckpt.Header.Run != nil && ckpt.Header.Run.BatchSize != run.BatchSize:
-		return TrainState{}, fmt.Errorf("checkpoint %s was trained with batch size %d, not %d: its data position means nothing at another batch size", path, ckpt.Header.Run.BatchSize, run.BatchSize)
+		mismatch = fmt.Errorf("checkpoint %s was trained with batch size %d, not %d: its data position means nothing at another batch size", path, ckpt.Header.Run.BatchSize, run.BatchSize)
 	case st.Seed != run.Seed:
-		return TrainState{}, fmt.Errorf("checkpoint %s was trained with seed %d, not %d: the data order would change", path, st.Seed, run.Seed)
+		mismatch = fmt.Errorf("checkpoint %s was trained with seed %d, not %d: the data order would change", path, st.Seed, run.Seed)
 	case st.DataFingerprint != fresh.DataFingerprint:
-		return TrainState{}, fmt.Errorf("checkpoint %s was trained on other data (%s, fingerprint %s) than %s (fingerprint %s)",
+		mismatch = fmt.Errorf("checkpoint %s was trained on other data (%s, fingerprint %s) than %s (fingerprint %s)",
 			path, st.Data, st.DataFingerprint, run.Data, fresh.DataFingerprint)
 	case st.ImageHeight != fresh.ImageHeight || st.ImageWidth != fresh.ImageWidth:
-		return TrainState{}, fmt.Errorf("checkpoint %s was trained on %dx%d images, the data has %dx%d", path, st.ImageHeight, st.ImageWidth, fresh.ImageHeight, fresh.ImageWidth)
+		mismatch = fmt.Errorf("checkpoint %s was trained on %dx%d images, the data has %dx%d", path, st.ImageHeight, st.ImageWidth, fresh.ImageHeight, fresh.ImageWidth)
+	}
+	if mismatch != nil {
+		return TrainState{}, setupErr(mismatch)
 	}
 	if diff := configDiff(ckpt.Header, step.Config(), run); diff != "" {
 		logger.Warn("resuming with settings that differ from the checkpoint's: the run will not be the one it would have been", "checkpoint", path, "differences", diff)

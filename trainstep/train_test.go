@@ -282,6 +282,10 @@ func TestTrainRejectsBadRuns(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("error = %v, want one line containing %q", err, tc.want)
 			}
+			var setup *SetupError
+			if isSetup := errors.As(err, &setup); isSetup != (tc.name != "no checkpoint to resume") {
+				t.Errorf("error %v is a SetupError: %v", err, isSetup)
+			}
 		})
 	}
 }

@@ -4,7 +4,7 @@ package main
 func commands() []*command {
 	return []*command{
 		notBuilt("preprocess", "read a dataset, augment it and write Parquet shards of view pairs (Beam)", "issue 3"),
-		notBuilt("train", "pretrain an encoder with InfoNCE, DCL or DCLW on shards (CPU or CUDA)", "issue 4"),
+		trainCommand(),
 		notBuilt("embed", "compute embeddings of a dataset with a trained encoder (Beam)", "issue 5"),
 		notBuilt("knn", "weighted kNN accuracy of test embeddings against train embeddings (Beam)", "issue 5"),
 		notBuilt("linear", "linear-probe accuracy on frozen embeddings", "issue 5"),

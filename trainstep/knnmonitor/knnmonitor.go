@@ -55,7 +55,7 @@ func split(all *trainstep.LabeledImages, k int) (bank, queries *trainstep.Labele
 	queries = &trainstep.LabeledImages{Source: all.Source + " (every 10th image)", H: all.H, W: all.W, C: all.C}
 	for i := 0; i < all.N; i++ {
 		dst := bank
-		if i%k == k-1 {
+		if i%k == 0 {
 			dst = queries
 		}
 		dst.Images = append(dst.Images, all.Images[i*size:(i+1)*size]...)

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/simplego"
+	"golang.org/x/term"
+
+	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
+)
+
+func trainCommand() *command {
+	return &command{
+		name:    "train",
+		summary: "pretrain an encoder with InfoNCE, DCL or DCLW on shards (CPU or CUDA)",
+		setup:   setupTrain,
+	}
+}
+
+// resumeFlag is --resume: bare, it resumes from the newest checkpoint in --out; with a value,
+// from that checkpoint file or run folder.
+type resumeFlag struct{ from string }
+
+func (f *resumeFlag) String() string { return f.from }
+func (f *resumeFlag) Set(s string) error {
+	if b, err := strconv.ParseBool(s); err == nil {
+		f.from = map[bool]string{true: "out", false: ""}[b]
+		return nil
+	}
+	f.from = s
+	return nil
+}
+func (f *resumeFlag) IsBoolFlag() bool { return true }
+
+func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
+	data := fs.String("data", "", "shard folder of view pairs written by 'dcl preprocess' (local or gs://)")
+	outDir := fs.String("out", "", "output folder: checkpoints/, train.jsonl, summary.json (local or gs://)")
+	model := fs.String("model", trainstep.ResNet18CIFAR, "encoder: "+strings.Join(trainstep.ModelNames(), ", "))
+	width := fs.Int("width", 0, "base channel width of the encoder (0: the model's default, 64 for the ResNets, 32 for small-cnn)")
+	projDim := fs.Int("projection-dim", trainstep.DefaultProjectionDim, "projector output dimension")
+	loss := fs.String("loss", string(trainstep.DCL), "loss: infonce, dcl or dclw")
+	temperature := fs.Float64("temperature", 0.07, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
+	sigma := fs.Float64("sigma", 0.5, "DCLW's σ")
+	dclwGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (default: treated as constants)")
+	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
+	batch := fs.Int("batch-size", 256, "view pairs per step (2× as many images through the network)")
+	epochs := fs.Int("epochs", 200, "epochs; epoch e reads the shards' augmented pass e mod E")
+	lr := fs.Float64("lr", 0.03, "base learning rate per 256 view pairs: the peak is lr·batch/256")
+	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
+	wd := fs.Float64("weight-decay", 5e-4, "weight decay (convolution and dense weights only, unless --decay-all)")
+	decayAll := fs.Bool("decay-all", false, "apply weight decay (and LARS scaling) to biases and batch-norm parameters too")
+	warmup := fs.Float64("warmup-epochs", 0, "linear learning-rate warm-up, in epochs (may be fractional); cosine annealing after")
+	optimizer := fs.String("optimizer", string(trainstep.SGDMomentum), "sgd (with momentum) or lars (for large batches)")
+	backendName := fs.String("backend", "auto", "compute backend: cpu, cuda, or auto (cuda when this build has it and a GPU is found)")
+	plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda (default: $PJRT_PLUGIN_LIBRARY_PATH, JAX's plugin)")
+	ckptEvery := fs.Int("checkpoint-every", 500, "write a checkpoint every N steps (0: only at the end and when interrupted)")
+	keep := fs.Int("keep-checkpoints", 3, "checkpoints to keep, newest first (0: all)")
+	var resume resumeFlag
+	fs.Var(&resume, "resume", "continue a run: bare, from the newest checkpoint in --out; =PATH, from that checkpoint file or run folder")
+	seed := fs.Uint64("seed", 1, "seed of the data order (and of the initial weights unless --init-seed)")
+	initSeed := fs.Uint64("init-seed", 0, "seed of the initial weights (0: --seed)")
+	maxSteps := fs.Int("max-steps", 0, "stop (with a checkpoint) after this many steps in total; --resume continues")
+	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-data")
+	knnData := fs.String("knn-data", "", "labelled shard folder (preset none) whose backbone features vote in the kNN monitor")
+	knnTest := fs.String("knn-test", "", "labelled shard folder classified by the kNN monitor (default: every 10th image of --knn-data)")
+	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), on or off")
+
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("takes no positional arguments, got %q", args)
+		}
+		if *data == "" || *outDir == "" {
+			return usagef("--data and --out are required")
+		}
+		if *knnEvery > 0 && *knnData == "" {
+			return usagef("--knn-every=%d needs --knn-data", *knnEvery)
+		}
+		lossKind, err := trainstep.ParseLossKind(*loss)
+		if err != nil {
+			return usagef("--loss: %v", err)
+		}
+		if *initSeed == 0 {
+			*initSeed = *seed
+		}
+		cfg := trainstep.StepConfig{
+			Model: trainstep.ModelConfig{Name: *model, BaseWidth: *width, ProjectionDim: *projDim, Channels: 3},
+			Loss: trainstep.LossConfig{Kind: lossKind, Temperature: *temperature, Sigma: *sigma,
+				Reduction: trainstep.Reduction(*reduction), WeightGrad: *dclwGrad},
+			Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(*optimizer), Momentum: *momentum,
+				WeightDecay: *wd, DecayAll: *decayAll},
+			InitSeed: *initSeed,
+		}
+		if err := cfg.Validate(); err != nil {
+			return usagef("%v", err)
+		}
+		run := trainstep.RunConfig{
+			Data: *data, Out: *outDir, BatchSize: *batch, Epochs: *epochs, BaseLR: *lr, WarmupEpochs: *warmup,
+			Seed: *seed, CheckpointEvery: *ckptEvery, KeepCheckpoints: *keep, MaxSteps: *maxSteps, MonitorEvery: *knnEvery,
+		}
+		if err := run.Validate(); err != nil {
+			return usagef("%v", err)
+		}
+		showProgress, err := wantProgress(*progress, out)
+		if err != nil {
+			return err
+		}
+
+		src, err := trainstep.OpenShards(ctx, *data)
+		if err != nil {
+			return setupOr(err)
+		}
+		opts := trainstep.TrainOptions{Source: src, Stderr: out.stderr, Progress: showProgress}
+		if resume.from == "out" {
+			opts.Resume = *outDir
+		} else {
+			opts.Resume = resume.from
+		}
+		if *knnEvery > 0 {
+			mon, err := knnmonitor.New(ctx, *knnData, *knnTest)
+			if err != nil {
+				return err
+			}
+			opts.Monitor = mon.Run
+		}
+		backend, name, err := openBackend(*backendName, *plugin)
+		if err != nil {
+			return err
+		}
+		defer backend.Finalize()
+		run.Backend = name
+		opts.Backend = backend
+
+		sum, err := trainstep.Train(ctx, cfg, run, opts)
+		if err != nil {
+			return setupOr(err)
+		}
+		fmt.Fprintf(out.stdout, "trained %d steps; checkpoint %s\n", sum.StepsDone, sum.Checkpoint)
+		return nil
+	}
+}
+
+// setupOr turns a trainstep.SetupError (settings that do not fit the data or the checkpoint)
+// into a command-line error (exit 2); other errors stay failures (exit 1).
+func setupOr(err error) error {
+	var setup *trainstep.SetupError
+	if errors.As(err, &setup) {
+		return usagef("%v", setup)
+	}
+	return err
+}
+
+func wantProgress(mode string, out streams) (bool, error) {
+	switch mode {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	case "auto":
+		f, ok := out.stderr.(*os.File)
+		return ok && term.IsTerminal(int(f.Fd())), nil
+	}
+	return false, usagef("--progress=%q: want auto, on or off", mode)
+}
+
+// openBackend returns the compute backend --backend names. Until package gpu chooses backends
+// (gpu.New), cpu is GoMLX's pure-Go backend and cuda is refused.
+func openBackend(name, plugin string) (backends.Backend, string, error) {
+	switch name {
+	case "cpu", "auto":
+		b, err := simplego.New("")
+		return b, "cpu", err
+	case "cuda":
+		return nil, "", fmt.Errorf("--backend=cuda: not available in this build yet (plugin %q)", plugin)
+	}
+	return nil, "", usagef("--backend=%q: want cpu, cuda or auto", name)
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms"
+)
+
+// writeTrainShards writes n view pairs of size×size grayscale images (views: 2) or n labelled
+// images (views: 1) in one pass of one shard.
+func writeTrainShards(t *testing.T, dir string, n, size, views int) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := shards.Config{
+		Dataset: "fashion-mnist", Split: "train", Preset: "test", Augment: json.RawMessage(`{}`),
+		Seed: 1, Passes: 1, Parts: 1, Views: views, Encoding: shards.Raw, Height: size, Width: size, Channels: 1,
+		CodeVersion: "test", SourceChecksum: "sha256:00",
+	}
+	if err := shards.Prepare(ctx, dir, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	w, err := shards.NewWriter(ctx, dir, shards.ShardID{Pass: 0, Part: 0, Parts: 1}, cfg, shards.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		v1, v2 := transforms.NewImage(size, size, 1), transforms.NewImage(size, size, 1)
+		for p := range v1.Pix {
+			v1.Pix[p], v2.Pix[p] = uint8(p*(i+1)+i%3*40), uint8(p*(i+1)+i%3*40+7)
+		}
+		if err := w.WriteViews(fmt.Sprintf("k%03d", i), int64(i), int32(i%3), v1, v2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shards.Commit(ctx, dir, cfg, []shards.ShardInfo{info}, int64(n), shards.DeadLetters{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTrainRunsAndResumes(t *testing.T) {
+	data, eval, out := t.TempDir(), t.TempDir(), t.TempDir()
+	writeTrainShards(t, data, 12, 8, 2)
+	writeTrainShards(t, eval, 9, 8, 1)
+	args := []string{"train", "--data", data, "--out", out, "--model", "mlp", "--width", "4", "--batch-size", "4",
+		"--epochs", "2", "--lr", "0.1", "--backend", "cpu", "--knn-every", "1", "--knn-data", eval, "--max-steps", "4"}
+	code, stdout, stderr := runDCL(args...)
+	if code != exitOK || !strings.Contains(stdout, "trained 4 steps") {
+		t.Fatalf("dcl train = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, `"knn_top1"`) || !strings.Contains(stderr, `"mean_q"`) {
+		t.Errorf("stderr lacks the JSON log lines with kNN and mean q:\n%s", stderr)
+	}
+	resumed := append(args[:len(args)-2:len(args)-2], "--resume")
+	code, stdout, stderr = runDCL(resumed...)
+	if code != exitOK || !strings.Contains(stdout, "trained 6 steps") {
+		t.Fatalf("dcl train --resume = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
+		t.Error(err)
+	}
+	// Resuming with another model is a command-line error in one line.
+	code, _, stderr = runDCL(append(resumed, "--model", "small-cnn")...)
+	if code != exitUsage || !strings.Contains(stderr, "holds a mlp model, not small-cnn") || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+		t.Errorf("resume with another model = %d, %q", code, stderr)
+	}
+}
+
+func TestTrainRejectsBadCommandLines(t *testing.T) {
+	data, single := t.TempDir(), t.TempDir()
+	writeTrainShards(t, data, 6, 8, 2)
+	writeTrainShards(t, single, 6, 8, 1)
+	base := []string{"train", "--data", data, "--out", t.TempDir(), "--backend", "cpu"}
+	for _, tc := range []struct {
+		give []string
+		want string
+	}{
+		{[]string{"--batch-size", "1"}, "batch size 1"},
+		{[]string{"--temperature", "0"}, "temperature 0"},
+		{[]string{"--temperature", "-0.5"}, "temperature -0.5"},
+		{[]string{"--loss", "triplet"}, `unknown loss "triplet"`},
+		{[]string{"--model", "vgg"}, `unknown model "vgg"`},
+		{[]string{"--optimizer", "adam"}, `unknown optimizer "adam"`},
+		{[]string{"--reduction", "max"}, `unknown reduction "max"`},
+		{[]string{"--loss", "dclw", "--sigma", "0"}, "sigma 0"},
+		{[]string{"--epochs", "0"}, "epochs 0"},
+		{[]string{"--knn-every", "1"}, "needs --knn-data"},
+		{[]string{"--backend", "tpu"}, `--backend="tpu"`},
+		{[]string{"--model", "resnet18-cifar"}, "images are 8x8 but resnet18-cifar expects sides of 32 to 96 px"},
+		{[]string{"--model", "mlp", "--batch-size", "7"}, "6 view pairs, fewer than one batch of 7"},
+		{[]string{"--data", single, "--model", "mlp"}, "holds single views"},
+		{[]string{"extra"}, "takes no positional arguments"},
+	} {
+		code, _, stderr := runDCL(append(base, tc.give...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("dcl train %q = %d, %q; want exit 2 and one line with %q", tc.give, code, stderr, tc.want)
+		}
+	}
+	code, _, stderr := runDCL("train", "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "--data and --out are required") {
+		t.Errorf("dcl train without --data = %d, %q", code, stderr)
+	}
+}
