@@ -74,53 +74,63 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 	rowLen := w * ch
 	a.blurPad = grow(a.blurPad, (w+2*r)*ch)
 	a.blurMid = grow(a.blurMid, h*rowLen)
-	pad, mid := a.blurPad, a.blurMid
-	q0 := q[0]
-	const round1 = 1 << (blurBits - blurMidBits - 1)
+	a.blurAcc = grow(a.blurAcc, rowLen)
+	pad, mid, acc := a.blurPad, a.blurMid, a.blurAcc
+	const (
+		shift1 = blurBits - blurMidBits
+		round1 = 1 << (shift1 - 1)
+		shift2 = blurBits + blurMidBits
+		round2 = 1 << (shift2 - 1)
+	)
+	// Horizontal: pad[(x+r)*ch …] is pixel x, mirrored beyond the edges.
 	for y := range h {
 		row := pix[y*rowLen : (y+1)*rowLen]
-		for x := -r; x < w+r; x++ {
-			copy(pad[(x+r)*ch:(x+r+1)*ch], row[mirror(x, w)*ch:])
+		copy(pad[r*ch:], row)
+		for x := 1; x <= r; x++ {
+			copy(pad[(r-x)*ch:(r-x+1)*ch], row[mirror(-x, w)*ch:])
+			copy(pad[(r+w-1+x)*ch:(r+w+x)*ch], row[mirror(w-1+x, w)*ch:])
 		}
+		sumTaps(acc, q, func(t int) []uint8 { return pad[(r+t)*ch:] }, round1)
 		out := mid[y*rowLen : (y+1)*rowLen]
-		// pad[i + r*ch] is the pixel of out[i]; its taps at distance t are ±t*ch away.
-		centre := pad[r*ch : r*ch+rowLen]
-		acc := grow(a.blurAcc, rowLen)
-		a.blurAcc = acc
-		for i, v := range centre {
-			acc[i] = q0*int32(v) + round1
-		}
-		for t := 1; t <= r; t++ {
-			left := pad[(r-t)*ch : (r-t)*ch+rowLen]
-			right := pad[(r+t)*ch : (r+t)*ch+rowLen]
-			qt := q[t]
-			for i := range acc {
-				acc[i] += qt * (int32(left[i]) + int32(right[i]))
-			}
-		}
+		out = out[:len(acc)]
 		for i, v := range acc {
-			out[i] = uint16(v >> (blurBits - blurMidBits))
+			out[i] = uint16(v >> shift1)
 		}
 	}
-	const round2 = 1 << (blurBits + blurMidBits - 1)
-	acc := grow(a.blurAcc, rowLen)
-	a.blurAcc = acc
+	// Vertical, over the rows of mid, mirrored beyond the top and bottom.
 	for y := range h {
-		centre := mid[y*rowLen : (y+1)*rowLen]
-		for i, v := range centre {
-			acc[i] = q0*int32(v) + round2
-		}
-		for t := 1; t <= r; t++ {
-			up := mid[mirror(y-t, h)*rowLen:][:rowLen]
-			down := mid[mirror(y+t, h)*rowLen:][:rowLen]
-			qt := q[t]
-			for i := range acc {
-				acc[i] += qt * (int32(up[i]) + int32(down[i]))
-			}
-		}
+		sumTaps(acc, q, func(t int) []uint16 { return mid[mirror(y+t, h)*rowLen:] }, round2)
 		out := pix[y*rowLen : (y+1)*rowLen]
+		out = out[:len(acc)]
 		for i, v := range acc {
-			out[i] = uint8(min(v>>(blurBits+blurMidBits), 255))
+			out[i] = uint8(min(v>>shift2, 255))
+		}
+	}
+}
+
+// sumTaps sets acc[i] = round + q[0]·c(0)[i] + Σ_t q[t]·(c(−t)[i] + c(t)[i]) for the symmetric
+// kernel q, two taps per sweep.
+func sumTaps[T uint8 | uint16](acc []int32, q []int32, c func(t int) []T, round int32) {
+	centre := c(0)[:len(acc)]
+	q0 := q[0]
+	for i, v := range centre {
+		acc[i] = round + q0*int32(v)
+	}
+	r := len(q) - 1
+	t := 1
+	for ; t+1 <= r; t += 2 {
+		l1, r1 := c(-t)[:len(acc)], c(t)[:len(acc)]
+		l2, r2 := c(-t - 1)[:len(acc)], c(t + 1)[:len(acc)]
+		q1, q2 := q[t], q[t+1]
+		for i := range acc {
+			acc[i] += q1*(int32(l1[i])+int32(r1[i])) + q2*(int32(l2[i])+int32(r2[i]))
+		}
+	}
+	if t <= r {
+		l1, r1 := c(-t)[:len(acc)], c(t)[:len(acc)]
+		q1 := q[t]
+		for i := range acc {
+			acc[i] += q1 * (int32(l1[i]) + int32(r1[i]))
 		}
 	}
 }

@@ -15,12 +15,14 @@ const (
 	half          = 1 << (precisionBits - 1)
 )
 
-// coeffs are one axis's filter: output i reads in[start[i] : start[i]+n[i]] weighted by
-// k[i*ksize : i*ksize+n[i]].
+// coeffs are one axis's filter: output i reads in[start[i] : start[i]+taps] weighted by
+// k[i*taps : (i+1)*taps]. Every output has the same number of taps (zero weights pad the
+// shorter ones), so the passes run one unrolled loop per row.
 type coeffs struct {
 	start, n []int32
 	k        []int32
 	ksize    int
+	taps     int
 	dbl      []float64
 }
 
@@ -78,6 +80,39 @@ func (c *coeffs) compute(inSize int, in0, in1 float64, outSize, from, count int,
 		c.start[slot] = int32(xmin)
 		c.n[slot] = int32(xmax)
 	}
+	c.uniform(inSize, count)
+}
+
+// uniform drops zero weights at both ends of every output's taps, then pads them with zero
+// weights to the same count, moving the start left where the padding would run past the
+// input, and packs k to that stride. The sums are unchanged.
+func (c *coeffs) uniform(inSize, count int) {
+	taps := 1
+	for i := range count {
+		k := c.k[i*c.ksize : i*c.ksize+int(c.n[i])]
+		for len(k) > 1 && k[0] == 0 {
+			k = k[1:]
+			c.start[i]++
+		}
+		for len(k) > 1 && k[len(k)-1] == 0 {
+			k = k[:len(k)-1]
+		}
+		copy(c.k[i*c.ksize:], k)
+		c.n[i] = int32(len(k))
+		taps = max(taps, len(k))
+	}
+	for i := range count {
+		n, start := int(c.n[i]), int(c.start[i])
+		shift := max(0, start+taps-inSize)
+		src := c.k[i*c.ksize : i*c.ksize+n]
+		dst := c.k[i*taps : (i+1)*taps] // i*taps ≤ i*ksize: packing forward never overwrites unread weights
+		copy(dst[shift:], src)
+		clear(dst[:shift])
+		clear(dst[shift+n:])
+		c.start[i] = int32(start - shift)
+		c.n[i] = int32(taps)
+	}
+	c.taps = taps
 }
 
 func triangle(x float64) float64 {
@@ -90,14 +125,9 @@ func triangle(x float64) float64 {
 	return 0
 }
 
+// clip8 is Pillow's clip8: v / 2²² clamped to 0…255.
 func clip8(v int32) uint8 {
-	if v >= 255<<precisionBits {
-		return 255
-	}
-	if v <= 0 {
-		return 0
-	}
-	return uint8(v >> precisionBits)
+	return uint8(min(max(v>>precisionBits, 0), 255))
 }
 
 // resizeJob describes one call of resample: the box of src (top, left, bh×bw) resized to
@@ -122,7 +152,7 @@ func (a *Augmenter) resample(dst []uint8, src []uint8, srcW, ch int, j resizeJob
 	if needV {
 		a.vc.compute(j.bh, 0, float64(j.bh), j.fullH, j.oy, j.outH, false)
 		rowFirst = int(a.vc.start[0])
-		last := int(a.vc.start[j.outH-1] + a.vc.n[j.outH-1])
+		last := int(a.vc.start[j.outH-1]) + a.vc.taps
 		rowCount = last - rowFirst
 	}
 
@@ -156,60 +186,153 @@ func (a *Augmenter) resample(dst []uint8, src []uint8, srcW, ch int, j resizeJob
 
 // hpass resamples rows rows of src, starting at element off, into dst.
 func hpass(dst []uint8, dstStride int, src []uint8, srcStride, off, rows, outW, ch int, c *coeffs) {
-	ks := c.ksize
+	start := c.start[:outW]
+	k := c.k[:outW*c.taps]
 	for y := range rows {
 		srow := src[off+y*srcStride:]
 		drow := dst[y*dstStride : y*dstStride+outW*ch]
 		if ch == 3 {
-			for x := range outW {
-				n := int(c.n[x])
-				k := c.k[x*ks : x*ks+n]
-				s := srow[int(c.start[x])*3 : (int(c.start[x])+n)*3]
-				r, g, b := int32(half), int32(half), int32(half)
-				for t, w := range k {
-					p := s[t*3 : t*3+3 : t*3+3]
-					r += int32(p[0]) * w
-					g += int32(p[1]) * w
-					b += int32(p[2]) * w
-				}
-				d := drow[x*3 : x*3+3 : x*3+3]
-				d[0], d[1], d[2] = clip8(r), clip8(g), clip8(b)
-			}
-			continue
+			hrow3(drow, srow, start, k, c.taps)
+		} else {
+			hrow(drow, srow, start, k, c.taps)
 		}
-		for x := range outW {
-			n := int(c.n[x])
-			k := c.k[x*ks : x*ks+n]
-			s := srow[int(c.start[x]) : int(c.start[x])+n]
-			v := int32(half)
-			for t, w := range k {
-				v += int32(s[t]) * w
+	}
+}
+
+// hrow resamples one row of a one-channel image.
+func hrow(d, src []uint8, start, k []int32, taps int) {
+	for x, st := range start {
+		s := src[st : int(st)+taps]
+		w := k[x*taps : (x+1)*taps]
+		s = s[:len(w)]
+		v := int32(half)
+		for t, wt := range w {
+			v += int32(s[t]) * wt
+		}
+		d[x] = clip8(v)
+	}
+}
+
+// hrow3 resamples one row of an RGB image, unrolled for the usual tap counts (2 when
+// enlarging, 3–5 when shrinking by up to 2×).
+func hrow3(d, src []uint8, start, k []int32, taps int) {
+	switch taps {
+	case 2:
+		for x, st := range start {
+			s := src[int(st)*3:][:6]
+			w := k[x*2:][:2]
+			d := d[x*3:][:3]
+			d[0] = clip8(half + int32(s[0])*w[0] + int32(s[3])*w[1])
+			d[1] = clip8(half + int32(s[1])*w[0] + int32(s[4])*w[1])
+			d[2] = clip8(half + int32(s[2])*w[0] + int32(s[5])*w[1])
+		}
+	case 3:
+		for x, st := range start {
+			s := src[int(st)*3:][:9]
+			w := k[x*3:][:3]
+			d := d[x*3:][:3]
+			d[0] = clip8(half + int32(s[0])*w[0] + int32(s[3])*w[1] + int32(s[6])*w[2])
+			d[1] = clip8(half + int32(s[1])*w[0] + int32(s[4])*w[1] + int32(s[7])*w[2])
+			d[2] = clip8(half + int32(s[2])*w[0] + int32(s[5])*w[1] + int32(s[8])*w[2])
+		}
+	case 4:
+		for x, st := range start {
+			s := src[int(st)*3:][:12]
+			w := k[x*4:][:4]
+			d := d[x*3:][:3]
+			d[0] = clip8(half + int32(s[0])*w[0] + int32(s[3])*w[1] + int32(s[6])*w[2] + int32(s[9])*w[3])
+			d[1] = clip8(half + int32(s[1])*w[0] + int32(s[4])*w[1] + int32(s[7])*w[2] + int32(s[10])*w[3])
+			d[2] = clip8(half + int32(s[2])*w[0] + int32(s[5])*w[1] + int32(s[8])*w[2] + int32(s[11])*w[3])
+		}
+	case 5:
+		for x, st := range start {
+			s := src[int(st)*3:][:15]
+			w := k[x*5:][:5]
+			d := d[x*3:][:3]
+			d[0] = clip8(half + int32(s[0])*w[0] + int32(s[3])*w[1] + int32(s[6])*w[2] + int32(s[9])*w[3] + int32(s[12])*w[4])
+			d[1] = clip8(half + int32(s[1])*w[0] + int32(s[4])*w[1] + int32(s[7])*w[2] + int32(s[10])*w[3] + int32(s[13])*w[4])
+			d[2] = clip8(half + int32(s[2])*w[0] + int32(s[5])*w[1] + int32(s[8])*w[2] + int32(s[11])*w[3] + int32(s[14])*w[4])
+		}
+	default:
+		for x, st := range start {
+			s := src[int(st)*3 : (int(st)+taps)*3]
+			w := k[x*taps : (x+1)*taps]
+			r, g, b := int32(half), int32(half), int32(half)
+			for len(w) > 0 && len(s) >= 3 {
+				wt := w[0]
+				r += int32(s[0]) * wt
+				g += int32(s[1]) * wt
+				b += int32(s[2]) * wt
+				w, s = w[1:], s[3:]
 			}
-			drow[x] = clip8(v)
+			d := d[x*3:][:3]
+			d[0], d[1], d[2] = clip8(r), clip8(g), clip8(b)
 		}
 	}
 }
 
 // vpass resamples columns: output row y is the weighted sum of rows c.start[y]… of src, where
-// row r starts at element base + r*stride.
+// row r starts at element base + r*stride. Up to four rows are summed in one sweep; longer
+// filters accumulate in acc.
 func vpass(dst []uint8, rowLen, outH int, src []uint8, base, stride int, c *coeffs, acc []int32) {
 	acc = acc[:rowLen]
+	n := c.taps
 	for y := range outH {
-		n := int(c.n[y])
-		k := c.k[y*c.ksize : y*c.ksize+n]
+		k := c.k[y*n : (y+1)*n]
 		r0 := base + int(c.start[y])*stride
+		row := func(t int) []uint8 { return src[r0+t*stride : r0+t*stride+rowLen] }
+		d := dst[y*rowLen : (y+1)*rowLen]
+		switch n {
+		case 1:
+			a := row(0)[:len(d)]
+			k0 := k[0]
+			for i := range d {
+				d[i] = clip8(half + int32(a[i])*k0)
+			}
+			continue
+		case 2:
+			a, b := row(0)[:len(d)], row(1)[:len(d)]
+			k0, k1 := k[0], k[1]
+			for i := range d {
+				d[i] = clip8(half + int32(a[i])*k0 + int32(b[i])*k1)
+			}
+			continue
+		case 3:
+			a, b, e := row(0)[:len(d)], row(1)[:len(d)], row(2)[:len(d)]
+			k0, k1, k2 := k[0], k[1], k[2]
+			for i := range d {
+				d[i] = clip8(half + int32(a[i])*k0 + int32(b[i])*k1 + int32(e[i])*k2)
+			}
+			continue
+		case 4:
+			a, b, e, f := row(0)[:len(d)], row(1)[:len(d)], row(2)[:len(d)], row(3)[:len(d)]
+			k0, k1, k2, k3 := k[0], k[1], k[2], k[3]
+			for i := range d {
+				d[i] = clip8(half + int32(a[i])*k0 + int32(b[i])*k1 + int32(e[i])*k2 + int32(f[i])*k3)
+			}
+			continue
+		}
 		for i := range acc {
 			acc[i] = half
 		}
-		for t, w := range k {
-			row := src[r0+t*stride : r0+t*stride+rowLen]
-			for i, v := range row {
-				acc[i] += int32(v) * w
+		t := 0
+		for ; t+2 <= n; t += 2 {
+			a, b := row(t)[:len(acc)], row(t + 1)[:len(acc)]
+			k0, k1 := k[t], k[t+1]
+			for i := range acc {
+				acc[i] += int32(a[i])*k0 + int32(b[i])*k1
 			}
 		}
-		drow := dst[y*rowLen : (y+1)*rowLen]
+		if t < n {
+			a := row(t)[:len(acc)]
+			k0 := k[t]
+			for i := range acc {
+				acc[i] += int32(a[i]) * k0
+			}
+		}
+		d = d[:len(acc)]
 		for i, v := range acc {
-			drow[i] = clip8(v)
+			d[i] = clip8(v)
 		}
 	}
 }
