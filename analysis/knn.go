@@ -50,22 +50,31 @@ func MergeTopK(a, b TopK, k int) TopK {
 	return out
 }
 
-// simChunkFloats bounds a search's similarity buffer (4 MiB of float32), so memory does not
-// grow with the bank block a caller hands in.
-const simChunkFloats = 1 << 20
+// simChunkFloats bounds a search's similarity buffer (16 MiB of float32), so memory does not
+// grow with the bank block a caller hands in; large enough that the matrix multiply's packing
+// of the queries is spread over thousands of bank vectors.
+const simChunkFloats = 1 << 22
 
 // Search finds the k nearest training examples of a fixed block of queries while the training
-// set (the bank) is streamed past it in blocks of any size and in any order. It holds one
-// bounded heap per query. Its matrix multiplies run on the calling goroutine: parallelism
-// comes from searching different query blocks at once. A Search is not safe for concurrent
-// use.
+// set (the bank) is streamed past it in blocks of any size and in any order. Its matrix
+// multiplies run on the calling goroutine: parallelism comes from searching different query
+// blocks at once. A Search is not safe for concurrent use.
 type Search struct {
 	queries Prepared
 	k       int
-	heaps   [][]Neighbor // per query: a heap with its worst neighbour at the root
+	cands   []candidates // one per query
 	sims    []float32
 	seen    int64
 	pool    *kernels.Pool
+}
+
+// candidates holds one query's best neighbours so far, unordered: at most 2k of them, of
+// which the best k are kept whenever the buffer fills. Compared with a heap, a neighbour that
+// beats the current k-th best costs O(1) amortised instead of O(log k).
+type candidates struct {
+	buf  []Neighbor
+	kth  Neighbor // the k-th best neighbour kept at the last compaction
+	full bool     // kth is set: anything not better than it can be skipped
 }
 
 // NewSearch starts a search for the k nearest neighbours of queries.
@@ -73,9 +82,9 @@ func NewSearch(queries Prepared, k int) (*Search, error) {
 	if k <= 0 {
 		return nil, fmt.Errorf("k = %d: want at least 1", k)
 	}
-	s := &Search{queries: queries, k: k, heaps: make([][]Neighbor, queries.Len()), pool: serialPool()}
-	for i := range s.heaps {
-		s.heaps[i] = make([]Neighbor, 0, k)
+	s := &Search{queries: queries, k: k, cands: make([]candidates, queries.Len()), pool: serialPool()}
+	for i := range s.cands {
+		s.cands[i].buf = make([]Neighbor, 0, 2*k)
 	}
 	return s, nil
 }
@@ -124,7 +133,7 @@ func (s *Search) Add(bank Prepared, labels []int32, offset int64) error {
 			}
 		}
 		for i := range nq {
-			s.heaps[i] = pushAll(s.heaps[i], s.k, sims[i*w:(i+1)*w], labels[from:to], offset+int64(from))
+			s.cands[i].offer(s.k, sims[i*w:(i+1)*w], labels[from:to], offset+int64(from))
 		}
 	}
 	s.seen += int64(nb)
@@ -136,71 +145,93 @@ func (s *Search) Seen() int64 { return s.seen }
 
 // Results returns each query's neighbours, best first. The search can go on afterwards.
 func (s *Search) Results() []TopK {
-	out := make([]TopK, len(s.heaps))
-	for i, h := range s.heaps {
-		t := slices.Clone(TopK(h))
-		slices.SortFunc(t, func(a, b Neighbor) int {
-			if better(a, b) {
-				return -1
-			}
-			if better(b, a) {
-				return 1
-			}
-			return 0
-		})
-		out[i] = t
+	out := make([]TopK, len(s.cands))
+	for i := range s.cands {
+		out[i] = s.cands[i].best(s.k)
 	}
 	return out
 }
 
-// pushAll offers one row of similarities to a query's heap of at most k neighbours and
-// returns the heap.
-func pushAll(h []Neighbor, k int, sims []float32, labels []int32, offset int64) []Neighbor {
+// offer considers one row of similarities, bank vectors offset, offset+1, ….
+func (c *candidates) offer(k int, sims []float32, labels []int32, offset int64) {
 	for j, sim := range sims {
-		if len(h) < k {
-			h = append(h, Neighbor{Index: offset + int64(j), Label: labels[j], Sim: sim})
-			siftUp(h, len(h)-1)
-			continue
+		if c.full && sim <= c.kth.Sim {
+			// Not better than the k-th best: skip, unless it ties and has the lower index.
+			if sim < c.kth.Sim || offset+int64(j) > c.kth.Index {
+				continue
+			}
 		}
-		if sim < h[0].Sim {
-			continue // the common case once the heap is full
+		c.buf = append(c.buf, Neighbor{Index: offset + int64(j), Label: labels[j], Sim: sim})
+		if len(c.buf) == 2*k {
+			c.compact(k)
 		}
-		c := Neighbor{Index: offset + int64(j), Label: labels[j], Sim: sim}
-		if better(c, h[0]) {
-			h[0] = c
-			siftDown(h, 0)
-		}
-	}
-	return h
-}
-
-// The heap keeps its worst neighbour at index 0: a parent is never better than its children.
-func siftUp(h []Neighbor, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !better(h[p], h[i]) {
-			return
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
 	}
 }
 
-func siftDown(h []Neighbor, i int) {
-	n := len(h)
-	for {
-		worst := i
-		if l := 2*i + 1; l < n && better(h[worst], h[l]) {
-			worst = l
+// compact keeps the k best candidates.
+func (c *candidates) compact(k int) {
+	selectBest(c.buf, k)
+	c.buf = c.buf[:k]
+	c.kth, c.full = c.buf[k-1], true
+}
+
+// best returns the k best candidates, best first, leaving c usable.
+func (c *candidates) best(k int) TopK {
+	if len(c.buf) > k {
+		c.compact(k)
+	}
+	t := slices.Clone(TopK(c.buf))
+	slices.SortFunc(t, func(a, b Neighbor) int {
+		if better(a, b) {
+			return -1
 		}
-		if r := 2*i + 2; r < n && better(h[worst], h[r]) {
-			worst = r
+		if better(b, a) {
+			return 1
 		}
-		if worst == i {
+		return 0
+	})
+	return t
+}
+
+// selectBest reorders a so that a[:k] are its k best neighbours and a[k-1] the k-th best
+// (Hoare's quickselect with a median-of-three pivot; 1 <= k <= len(a)).
+func selectBest(a []Neighbor, k int) {
+	target := k - 1
+	lo, hi := 0, len(a)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if better(a[mid], a[lo]) {
+			a[mid], a[lo] = a[lo], a[mid]
+		}
+		if better(a[hi], a[lo]) {
+			a[hi], a[lo] = a[lo], a[hi]
+		}
+		if better(a[hi], a[mid]) {
+			a[hi], a[mid] = a[mid], a[hi]
+		}
+		pivot := a[mid]
+		i, j := lo, hi
+		for i <= j {
+			for better(a[i], pivot) {
+				i++
+			}
+			for better(pivot, a[j]) {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case target <= j:
+			hi = j
+		case target >= i:
+			lo = i
+		default:
 			return
 		}
-		h[i], h[worst] = h[worst], h[i]
-		i = worst
 	}
 }
 
@@ -400,14 +431,14 @@ type KNNConfig struct {
 	// NumClasses is the dataset's class count; labels outside [0, NumClasses) are an error.
 	// 0 means one more than the largest label seen.
 	NumClasses int
-	QueryBlock int // queries searched together; default 256
-	BankBlock  int // training vectors per block streamed past them; default 8192
+	QueryBlock int // queries searched together; default 1024 (fewer if a worker would get none)
+	BankBlock  int // training vectors per block streamed past them; default 16384
 	Workers    int // goroutines, each on its own query blocks; default GOMAXPROCS
 }
 
 // DefaultKNNConfig is the InstDisc/MoCo CIFAR protocol: cosine similarity, k = 200, T = 0.1.
 func DefaultKNNConfig() KNNConfig {
-	return KNNConfig{K: 200, Temperature: 0.1, Metric: Cosine, QueryBlock: 256, BankBlock: 8192}
+	return KNNConfig{K: 200, Temperature: 0.1, Metric: Cosine, QueryBlock: 1024, BankBlock: 16384}
 }
 
 func (c KNNConfig) withDefaults() KNNConfig {
@@ -475,6 +506,9 @@ func KNN(train, test LabeledVectors, cfg KNNConfig) (*KNNResult, error) {
 	}
 	bank := Prepare(train.Vectors, cfg.Metric)
 
+	// Large query blocks spread the matrix multiply's packing of each bank block over many
+	// queries, but every worker should get one.
+	cfg.QueryBlock = max(1, min(cfg.QueryBlock, (nTest+cfg.Workers-1)/cfg.Workers))
 	nBlocks := (nTest + cfg.QueryBlock - 1) / cfg.QueryBlock
 	tallies := make([]*Tally, nBlocks)
 	errs := make([]error, nBlocks)

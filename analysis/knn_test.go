@@ -28,6 +28,10 @@ func refKNN(train, test LabeledVectors, k int, temperature float64, metric Metri
 		}
 		return out
 	}
+	bank := make([][]float64, train.Vectors.Len())
+	for i := range bank {
+		bank[i] = norm(train.Vectors.Row(i))
+	}
 	var preds [][]int
 	for qi := range test.Vectors.Len() {
 		q := norm(test.Vectors.Row(qi))
@@ -36,8 +40,7 @@ func refKNN(train, test LabeledVectors, k int, temperature float64, metric Metri
 			sim float64
 		}
 		var cands []cand
-		for bi := range train.Vectors.Len() {
-			b := norm(train.Vectors.Row(bi))
+		for bi, b := range bank {
 			var sim float64
 			for d := range q {
 				if metric == Euclidean {
@@ -266,8 +269,15 @@ func TestMergeTopKIsExact(t *testing.T) {
 		}
 		slices.Sort(cuts)
 		merged := make([]TopK, queries.Len())
+		streamed, err := NewSearch(queries, k) // one search fed the same blocks out of order
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, b := range r.Perm(len(cuts) - 1) {
 			from, to := cuts[b], cuts[b+1]
+			if err := streamed.Add(bank.Slice(from, to), train.Labels[from:to], int64(from)); err != nil {
+				t.Fatal(err)
+			}
 			part, err := TopKBlock(queries, bank.Slice(from, to), train.Labels[from:to], int64(from), k)
 			if err != nil {
 				t.Fatal(err)
@@ -276,9 +286,13 @@ func TestMergeTopKIsExact(t *testing.T) {
 				merged[q] = MergeTopK(merged[q], part[q], k)
 			}
 		}
+		got := streamed.Results()
 		for q := range want {
 			if !slices.Equal(merged[q], want[q]) {
 				t.Fatalf("k=%d cuts %v query %d: merged %v, want %v", k, cuts, q, merged[q], want[q])
+			}
+			if !slices.Equal(got[q], want[q]) {
+				t.Fatalf("k=%d cuts %v query %d: streamed out of order %v, want %v", k, cuts, q, got[q], want[q])
 			}
 		}
 		// Merging a result with itself changes nothing.
@@ -482,5 +496,37 @@ func TestParseMetric(t *testing.T) {
 	}
 	if _, err := ParseMetric("manhattan"); err == nil || !strings.Contains(err.Error(), "cosine, dot, euclidean") {
 		t.Errorf("ParseMetric(manhattan): %v", err)
+	}
+}
+
+func TestSelectBest(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	byRank := func(a, b Neighbor) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	}
+	for trial := range 2000 {
+		n := 1 + r.IntN(70)
+		k := 1 + r.IntN(n)
+		a := make([]Neighbor, n)
+		for i, idx := range r.Perm(n) {
+			a[i] = Neighbor{Index: int64(idx), Sim: float32(r.IntN(1 + trial%5))} // many ties
+		}
+		want := slices.Clone(a)
+		slices.SortFunc(want, byRank)
+		selectBest(a, k)
+		if a[k-1] != want[k-1] {
+			t.Fatalf("n=%d k=%d: a[k-1] = %v, want the k-th best %v", n, k, a[k-1], want[k-1])
+		}
+		got := slices.Clone(a[:k])
+		slices.SortFunc(got, byRank)
+		if !slices.Equal(got, want[:k]) {
+			t.Fatalf("n=%d k=%d: best %v, want %v", n, k, got, want[:k])
+		}
 	}
 }
