@@ -171,4 +171,3 @@ func TestNormalization(t *testing.T) {
 		}
 	}
 }
-
