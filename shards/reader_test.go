@@ -280,3 +280,50 @@ func TestPlaceIsStableAndSpreads(t *testing.T) {
 		t.Errorf("Place is not a pure function of (seed, pass, key)")
 	}
 }
+
+type countingFile struct {
+	File
+	reads int
+}
+
+func (c *countingFile) ReadAt(b []byte, off int64) (int, error) {
+	c.reads++
+	return c.File.ReadAt(b, off)
+}
+
+// On remote storage a row group is fetched in one ranged read, not one request per page.
+func TestRemoteRowGroupIsOneRead(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	cfg.Height, cfg.Width = 64, 64 // 12 KiB views: pages of a few rows each
+	writeDataset(t, dir, cfg, 60, WriterOptions{})
+	p := Join(dir, ShardID{Pass: 0, Part: 0, Parts: 3}.Path())
+	for _, tt := range []struct {
+		name    string
+		remote  bool
+		maxRead int
+	}{{"local", false, 1000}, {"remote", true, 1}} {
+		f, err := OpenFile(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf := &countingFile{File: f}
+		name := p
+		if tt.remote {
+			name = "gs://bucket/" + p
+		}
+		sf, err := checkShardFooter(name, cf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := cf.reads
+		rows, err := sf.readRowGroup(0, nil)
+		if err != nil || len(rows) != 20 {
+			t.Fatalf("%s: %d rows, %v", tt.name, len(rows), err)
+		}
+		if got := cf.reads - before; got > tt.maxRead || (!tt.remote && got < 10) {
+			t.Errorf("%s: %d reads for one row group", tt.name, got)
+		}
+		sf.Close()
+	}
+}

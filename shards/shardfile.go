@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -16,6 +18,7 @@ var rowSchema = parquet.SchemaOf(Row{})
 type shardFile struct {
 	path   string
 	file   File
+	cache  *rangeCache // nil for local files
 	pf     *parquet.File
 	config Config
 	pass   int
@@ -38,7 +41,13 @@ func openShardFile(ctx context.Context, p string) (*shardFile, error) {
 }
 
 func checkShardFooter(p string, f File) (*shardFile, error) {
-	pf, err := parquet.OpenFile(f, f.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	var cache *rangeCache
+	var ra io.ReaderAt = f
+	if Scheme(p) != "" {
+		cache = &rangeCache{File: f}
+		ra = cache
+	}
+	pf, err := parquet.OpenFile(ra, f.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a readable Parquet file (truncated or corrupt?): %w", p, err)
 	}
@@ -52,7 +61,7 @@ func checkShardFooter(p string, f File) (*shardFile, error) {
 	if format != strconv.Itoa(FormatVersion) {
 		return nil, fmt.Errorf("%s: shard format version %s, this program reads version %d", p, format, FormatVersion)
 	}
-	sf := &shardFile{path: p, file: f, pf: pf}
+	sf := &shardFile{path: p, file: f, cache: cache, pf: pf}
 	js, _ := pf.Lookup(ConfigKey)
 	if err := json.Unmarshal([]byte(js), &sf.config); err != nil {
 		return nil, fmt.Errorf("%s: footer %s is not a valid config: %w", p, ConfigKey, err)
@@ -95,6 +104,15 @@ func (s *shardFile) readRowGroup(g int, buf []Row) (rows []Row, err error) {
 	if g < 0 || g >= len(groups) {
 		return nil, fmt.Errorf("%s has %d row groups, no row group %d", s.path, len(groups), g)
 	}
+	if s.cache != nil {
+		// parquet-go reads a page header and a page per ReadAt: on GCS each one would be a
+		// request. Fetch the row group's bytes in one ranged read instead.
+		off, size := rowGroupRange(s.pf, g)
+		if err := s.cache.load(off, size); err != nil {
+			return nil, fmt.Errorf("%s row group %d: %w", s.path, g, err)
+		}
+		defer s.cache.drop(off)
+	}
 	n := int(groups[g].NumRows())
 	if cap(buf) < n {
 		buf = make([]Row, n)
@@ -117,4 +135,82 @@ func (s *shardFile) readRowGroup(g int, buf []Row) (rows []Row, err error) {
 		}
 	}
 	return buf, nil
+}
+
+// rowGroupRange returns the byte range of row group g's column chunks.
+func rowGroupRange(pf *parquet.File, g int) (off, size int64) {
+	first, end := int64(-1), int64(0)
+	for _, c := range pf.Metadata().RowGroups[g].Columns {
+		start := c.MetaData.DataPageOffset
+		if d := c.MetaData.DictionaryPageOffset; d > 0 && d < start {
+			start = d
+		}
+		if first < 0 || start < first {
+			first = start
+		}
+		end = max(end, start+c.MetaData.TotalCompressedSize)
+	}
+	if first < 0 {
+		return 0, 0
+	}
+	return first, end - first
+}
+
+// rangeCache serves reads that fall inside byte ranges fetched whole, and passes the others
+// (the footer, or a range it does not hold) to the file. Several row groups may be loaded
+// at once by concurrent readers.
+type rangeCache struct {
+	File
+	mu     sync.Mutex
+	ranges map[int64][]byte
+	refs   map[int64]int
+}
+
+func (c *rangeCache) load(off, size int64) error {
+	c.mu.Lock()
+	if c.ranges == nil {
+		c.ranges, c.refs = map[int64][]byte{}, map[int64]int{}
+	}
+	if _, ok := c.ranges[off]; ok {
+		c.refs[off]++
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	if size <= 0 || off+size > c.File.Size() {
+		return fmt.Errorf("column chunks at %d+%d lie outside the file's %d bytes", off, size, c.File.Size())
+	}
+	buf := make([]byte, size)
+	if _, err := c.File.ReadAt(buf, off); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.ranges[off]; !ok {
+		c.ranges[off] = buf
+	}
+	c.refs[off]++
+	return nil
+}
+
+func (c *rangeCache) drop(off int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refs[off]--; c.refs[off] <= 0 {
+		delete(c.ranges, off)
+		delete(c.refs, off)
+	}
+}
+
+func (c *rangeCache) ReadAt(b []byte, off int64) (int, error) {
+	c.mu.Lock()
+	for start, data := range c.ranges {
+		if off >= start && off+int64(len(b)) <= start+int64(len(data)) {
+			n := copy(b, data[off-start:])
+			c.mu.Unlock()
+			return n, nil
+		}
+	}
+	c.mu.Unlock()
+	return c.File.ReadAt(b, off)
 }

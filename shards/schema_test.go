@@ -1,0 +1,86 @@
+package shards
+
+import (
+	"bytes"
+	"image"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/transforms"
+)
+
+// The fast YCbCr conversion gives exactly what transforms.FromStd gives, for both chroma
+// layouts it handles and odd sizes.
+func TestYCbCrToRGBMatchesFromStd(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, ratio := range []image.YCbCrSubsampleRatio{image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio420} {
+		for _, size := range [][2]int{{1, 1}, {7, 5}, {32, 32}, {33, 17}} {
+			m := image.NewYCbCr(image.Rect(0, 0, size[1], size[0]), ratio)
+			for _, p := range [][]uint8{m.Y, m.Cb, m.Cr} {
+				for i := range p {
+					p[i] = uint8(r.Uint32())
+				}
+			}
+			want := transforms.FromStd(m)
+			got := make([]uint8, size[0]*size[1]*3)
+			if !ycbcrToRGB(m, got) {
+				t.Fatalf("ratio %v refused", ratio)
+			}
+			if !bytes.Equal(got, want.Pix) {
+				t.Errorf("ratio %v size %v: differs from FromStd", ratio, size)
+			}
+		}
+	}
+	if ycbcrToRGB(image.NewYCbCr(image.Rect(0, 0, 4, 4), image.YCbCrSubsampleRatio422), make([]uint8, 48)) {
+		t.Error("4:2:2 accepted; it has no fast path")
+	}
+}
+
+func TestEncodeDecodeViews(t *testing.T) {
+	smooth := transforms.NewImage(24, 32, 3)
+	for y := range 24 {
+		for x := range 32 {
+			i := (y*32 + x) * 3
+			smooth.Pix[i], smooth.Pix[i+1], smooth.Pix[i+2] = uint8(4*x), uint8(8*y), uint8(2*(x+y))
+		}
+	}
+	gray := transforms.NewImage(9, 7, 1)
+	for i := range gray.Pix {
+		gray.Pix[i] = uint8(i * 3)
+	}
+	for _, img := range []transforms.Image{smooth, gray} {
+		for _, enc := range []Encoding{Raw, PNG, JPEG} {
+			data, err := EncodeView(img, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got transforms.Image
+			if err := DecodeView(data, enc, img.H, img.W, img.C, &got); err != nil {
+				t.Fatalf("%s %dx%dx%d: %v", enc, img.H, img.W, img.C, err)
+			}
+			if err := checkViewHeader(data, enc, img.H, img.W, img.C); err != nil {
+				t.Errorf("%s header: %v", enc, err)
+			}
+			var diff float64
+			for i := range got.Pix {
+				d := float64(got.Pix[i]) - float64(img.Pix[i])
+				diff += max(d, -d)
+			}
+			diff /= float64(len(got.Pix))
+			if (enc != JPEG && diff != 0) || diff > 2 {
+				t.Errorf("%s %dx%dx%d: mean error %.2f", enc, img.H, img.W, img.C, diff)
+			}
+			// A view whose row claims another size is refused, not misread.
+			if err := DecodeView(data, enc, img.H+1, img.W, img.C, &got); err == nil {
+				t.Errorf("%s: a wrong size was accepted", enc)
+			}
+		}
+	}
+	if _, err := ParseEncoding("webp"); err == nil || !strings.Contains(err.Error(), "raw, png or jpeg") {
+		t.Errorf("ParseEncoding(webp) = %v", err)
+	}
+	if err := DecodeView([]byte("garbage"), JPEG, 4, 4, 3, &transforms.Image{}); err == nil {
+		t.Error("garbage decoded as JPEG")
+	}
+}
