@@ -12,7 +12,7 @@
 //	DIR/pass-000/part-00001-of-00064.parquet
 //	…
 //	DIR/pass-004/part-00063-of-00064.parquet     E passes × K parts, every one present
-//	DIR/dead-letters.jsonl                       optional, named in the manifest
+//	DIR/dead-letters.jsonl                       records that gave no rows (WriteDeadLetters)
 //
 // Each pass is a folder, so one pass can be listed, copied or deleted alone. Every part of
 // every pass exists, even with no rows, so a missing file is always an error. Row schema
@@ -34,7 +34,8 @@
 //     Place(seed, pass, key, K) to choose each record's part and its order within the part,
 //     and write a part's rows in that order: row groups are then random samples, which the
 //     shuffled reader relies on, and the bytes are the same on every run.
-//  3. The metadata-only last step: Commit(ctx, dir, cfg, infos, records, deadLetters)
+//  3. The metadata-only last step: WriteDeadLetters(ctx, dir, letters) if any, then
+//     Commit(ctx, dir, cfg, infos, records, deadLetters)
 //     checks the shards are in place, removes files the run did not write, and writes
 //     manifest.json. Records in = rows per pass + dead letters, or Commit refuses.
 //

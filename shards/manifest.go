@@ -311,8 +311,8 @@ func (e *DifferentDatasetError) Error() string {
 //   - If dir holds a dataset (a manifest, or shards of an interrupted run) with another
 //     configuration, it refuses with a *DifferentDatasetError unless overwrite is set.
 //   - It then removes the manifest (the directory is incomplete until Commit), every shard
-//     file, and temporaries that interrupted writes left, so a re-run starts clean and ends
-//     with exactly the files it writes.
+//     file, the dead-letter file and temporaries that interrupted writes left, so a re-run
+//     starts clean and ends with exactly the files it writes.
 //
 // Files that are not shards (anything but Parquet files at the top or in pass-NNN folders)
 // are left alone.
@@ -334,7 +334,7 @@ func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error 
 		return err
 	}
 	for _, f := range files {
-		if isShardLike(f) || isTemporary(f) {
+		if isShardLike(f) || isTemporary(f) || f == DeadLettersName {
 			if err := Remove(ctx, Join(dir, f)); err != nil {
 				return err
 			}

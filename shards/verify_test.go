@@ -292,3 +292,52 @@ func TestCommitChecksItsShards(t *testing.T) {
 		t.Errorf("a failed Commit wrote a manifest")
 	}
 }
+
+func TestDeadLettersAddUp(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := testConfig()
+	cfg.Passes = 1
+	// 10 records read, 2 rejected: the shards hold the other 8.
+	if err := Prepare(ctx, dir, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	var infos []ShardInfo
+	for part := range 3 {
+		w, err := NewWriter(ctx, dir, ShardID{Pass: 0, Part: part, Parts: 3}, cfg, WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := int64(part); i < 8; i += 3 {
+			w.WriteViews(testKey(i), i, 0, testImage(8, 8, 3, i, 0, 1), testImage(8, 8, 3, i, 0, 2))
+		}
+		info, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	letters := []DeadLetter{{Source: "b.bin", Position: 9, Reason: "truncated record"}, {Source: "a.bin", Position: 8, Reason: "corrupt JPEG"}}
+	dl, err := WriteDeadLetters(ctx, dir, letters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Commit(ctx, dir, cfg, infos, 10, DeadLetters{}); err == nil || !strings.Contains(err.Error(), "10 records less 0 dead letters is 10") {
+		t.Errorf("Commit without the dead letters = %v", err)
+	}
+	m, err := Commit(ctx, dir, cfg, infos, 10, dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadDeadLetters(ctx, dir, m)
+	if err != nil || len(got) != 2 || got[0].Source != "a.bin" {
+		t.Errorf("ReadDeadLetters = %+v, %v; want both, sorted", got, err)
+	}
+	if sum, err := Verify(ctx, dir); err != nil {
+		t.Errorf("Verify = %+v, %v", sum, err)
+	}
+	os.Remove(filepath.Join(dir, DeadLettersName))
+	if _, err := Verify(ctx, dir); err == nil || !strings.Contains(err.Error(), "dead-letter file") {
+		t.Errorf("Verify without the dead-letter file = %v", err)
+	}
+}
