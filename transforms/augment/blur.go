@@ -109,18 +109,28 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 }
 
 // sumTaps sets acc[i] = round + q[0]·c(0)[i] + Σ_t q[t]·(c(−t)[i] + c(t)[i]) for the symmetric
-// kernel q, two taps per sweep.
+// kernel q: the centre and the first pair in one sweep over acc, then two pairs per sweep
+// (more per sweep runs out of registers and is slower).
 func sumTaps[T uint8 | uint16](acc []int32, q []int32, c func(t int) []T, round int32) {
+	r := len(q) - 1
 	centre := c(0)[:len(acc)]
 	q0 := q[0]
-	for i, v := range centre {
-		acc[i] = round + q0*int32(v)
-	}
-	r := len(q) - 1
 	t := 1
+	if r >= 1 {
+		l1, r1 := c(-1)[:len(acc)], c(1)[:len(acc)]
+		q1 := q[1]
+		for i := range acc {
+			acc[i] = round + q0*int32(centre[i]) + q1*(int32(l1[i])+int32(r1[i]))
+		}
+		t = 2
+	} else {
+		for i, v := range centre {
+			acc[i] = round + q0*int32(v)
+		}
+	}
 	for ; t+1 <= r; t += 2 {
 		l1, r1 := c(-t)[:len(acc)], c(t)[:len(acc)]
-		l2, r2 := c(-t - 1)[:len(acc)], c(t + 1)[:len(acc)]
+		l2, r2 := c(-t-1)[:len(acc)], c(t+1)[:len(acc)]
 		q1, q2 := q[t], q[t+1]
 		for i := range acc {
 			acc[i] += q1*(int32(l1[i])+int32(r1[i])) + q2*(int32(l2[i])+int32(r2[i]))

@@ -81,13 +81,34 @@ func saturation(pix []uint8, ch int, f float64) {
 		return
 	}
 	F := fixed(f)
-	G := one - F
+	if F > 5*one/2 {
+		// Large factors: the general path (Validate allows factors up to 101).
+		for i := 0; i+2 < len(pix); i += 3 {
+			p := pix[i : i+3 : i+3]
+			l := (one - F) * int64(luma(p[0], p[1], p[2]))
+			p[0] = clampByte((F*int64(p[0]) + l) >> 16)
+			p[1] = clampByte((F*int64(p[1]) + l) >> 16)
+			p[2] = clampByte((F*int64(p[2]) + l) >> 16)
+		}
+		return
+	}
+	// For f ≤ 2.5 the blend lies in [−383, 638]: offset it by 384 and clamp by a table.
+	const offset = 384
+	var fv [256]int32
+	for v := range fv {
+		fv[v] = int32(F)*int32(v) + offset<<16
+	}
+	var clamp [1024]uint8
+	for i := range clamp {
+		clamp[i] = uint8(min(max(i-offset, 0), 255))
+	}
+	g := int32(one - F)
 	for i := 0; i+2 < len(pix); i += 3 {
 		p := pix[i : i+3 : i+3]
-		l := G * int64(luma(p[0], p[1], p[2]))
-		p[0] = clampByte((F*int64(p[0]) + l) >> 16)
-		p[1] = clampByte((F*int64(p[1]) + l) >> 16)
-		p[2] = clampByte((F*int64(p[2]) + l) >> 16)
+		l := g * int32(luma(p[0], p[1], p[2]))
+		p[0] = clamp[uint32(fv[p[0]]+l)>>16&1023]
+		p[1] = clamp[uint32(fv[p[1]]+l)>>16&1023]
+		p[2] = clamp[uint32(fv[p[2]]+l)>>16&1023]
 	}
 }
 
@@ -131,28 +152,28 @@ func hue(pix []uint8, ch int, h float64) {
 		} else if x >= period {
 			x -= period
 		}
-		unit := c << 16
-		sextant := x / unit
-		frac := x - sextant*unit // C·f in 16.16
-		rise := uint8(lo + frac>>16)
-		fall := uint8(hi - (frac+one-1)>>16)
-		v, m := uint8(hi), uint8(lo)
-		switch sextant {
-		case 0:
-			p[0], p[1], p[2] = v, rise, m
-		case 1:
-			p[0], p[1], p[2] = fall, v, m
-		case 2:
-			p[0], p[1], p[2] = m, v, rise
-		case 3:
-			p[0], p[1], p[2] = m, fall, v
-		case 4:
-			p[0], p[1], p[2] = rise, m, v
-		default:
-			p[0], p[1], p[2] = v, m, fall
-		}
+		// x / (C·2¹⁶) by a reciprocal: exact for x < 6·255·2¹⁶ (see recip).
+		sextant := int32((uint64(x>>16) * recip[c]) >> 32)
+		frac := x - sextant*(c<<16) // C·f in 16.16
+		vals := [4]uint8{uint8(hi), uint8(lo), uint8(lo + frac>>16), uint8(hi - (frac+one-1)>>16)}
+		perm := &hueSextants[sextant]
+		p[0], p[1], p[2] = vals[perm[0]], vals[perm[1]], vals[perm[2]]
 	}
 }
+
+// hueSextants says which of (max, min, rising middle, falling middle) each channel takes in
+// each sextant: torchvision's _hsv2rgb table (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q).
+var hueSextants = [6][3]uint8{{0, 2, 1}, {3, 0, 1}, {1, 0, 2}, {1, 3, 0}, {2, 1, 0}, {0, 1, 3}}
+
+// recip[c] = ⌈2³²/c⌉, so ⌊a/c⌋ = (a·recip[c]) >> 32 for every a < 2³²/256 and c ≤ 255: the
+// error a·(recip[c] − 2³²/c)/2³² < a/2³² never reaches the distance 1/c from a to the next
+// multiple of c.
+var recip = func() (t [256]uint64) {
+	for c := 1; c < 256; c++ {
+		t[c] = (1<<32 + uint64(c) - 1) / uint64(c)
+	}
+	return t
+}()
 
 // grayscale replaces every pixel by its luma in all three channels. One channel: nothing to do.
 func grayscale(pix []uint8, ch int) {

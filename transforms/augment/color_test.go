@@ -205,3 +205,43 @@ func TestHueRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The fast paths (tables, 32-bit arithmetic) compute exactly the documented fixed-point
+// formulas, for factors on both sides of every fast path's limit.
+func TestColorOpsExactFormulas(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	img := randomImage(16, 16, 3, r)
+	var lut [256]uint8
+	clamp := func(v int64) uint8 { return uint8(min(max(v, 0), 255)) }
+	for _, f := range []float64{0, 0.3, 1, 1.7, 2.5, 2.5001, 2.6, 10, 64.5, 101} {
+		F := int64(math.RoundToEven(f * 65536))
+		got := slices.Clone(img.Pix)
+		saturation(got, 3, f)
+		for i := 0; i < len(got); i += 3 {
+			l := int64(luma(img.Pix[i], img.Pix[i+1], img.Pix[i+2]))
+			for k := range 3 {
+				v := int64(img.Pix[i+k])
+				if want := clamp(floorDiv(F*v+(65536-F)*l, 65536)); got[i+k] != want {
+					t.Fatalf("saturation %g of %v: %d, want %d", f, img.Pix[i:i+3], got[i+k], want)
+				}
+			}
+		}
+		got = slices.Clone(img.Pix)
+		brightness(got, f, &lut)
+		for i, v := range img.Pix {
+			if want := clamp(F * int64(v) / 65536); got[i] != want {
+				t.Fatalf("brightness %g of %d: %d, want %d", f, v, got[i], want)
+			}
+		}
+	}
+}
+
+func TestReciprocalDivision(t *testing.T) {
+	for c := 1; c < 256; c++ {
+		for a := 0; a < 6*256; a++ {
+			if got := int((uint64(a) * recip[c]) >> 32); got != a/c {
+				t.Fatalf("%d/%d by reciprocal = %d, want %d", a, c, got, a/c)
+			}
+		}
+	}
+}
