@@ -130,7 +130,7 @@ func sumTaps[T uint8 | uint16](acc []int32, q []int32, c func(t int) []T, round 
 	}
 	for ; t+1 <= r; t += 2 {
 		l1, r1 := c(-t)[:len(acc)], c(t)[:len(acc)]
-		l2, r2 := c(-t-1)[:len(acc)], c(t+1)[:len(acc)]
+		l2, r2 := c(-t - 1)[:len(acc)], c(t + 1)[:len(acc)]
 		q1, q2 := q[t], q[t+1]
 		for i := range acc {
 			acc[i] += q1*(int32(l1[i])+int32(r1[i])) + q2*(int32(l2[i])+int32(r2[i]))
