@@ -190,6 +190,38 @@ func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 	return c, nil
 }
 
+// ReadCheckpointHeader reads only the header of a checkpoint (its configuration and state),
+// not the tensors; ReadCheckpoint verifies the whole file.
+func ReadCheckpointHeader(ctx context.Context, path string) (*CheckpointHeader, error) {
+	r, err := shards.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var prefix [16]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil || string(prefix[:8]) != checkpointMagic {
+		return nil, fmt.Errorf("checkpoint %s: not a dcl checkpoint (no %q header)", path, checkpointMagic)
+	}
+	n := binary.LittleEndian.Uint64(prefix[8:])
+	if n > maxHeaderBytes {
+		return nil, fmt.Errorf("checkpoint %s: header length %d is not plausible", path, n)
+	}
+	raw := make([]byte, n)
+	if _, err := io.ReadFull(r, raw); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: reading header: %w", path, err)
+	}
+	var h CheckpointHeader
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: header: %w", path, err)
+	}
+	if h.FormatVersion != checkpointVersion {
+		return nil, fmt.Errorf("checkpoint %s: format version %d; this program reads version %d", path, h.FormatVersion, checkpointVersion)
+	}
+	return &h, nil
+}
+
 // tensor returns the stored value of entry e.
 func (c *Checkpoint) tensor(e VariableEntry) (*tensors.Tensor, error) {
 	dt, err := dtypes.DTypeString(e.DType)

@@ -1,17 +1,20 @@
 package trainstep
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/simplego"
+
+	"github.com/dcl-beam/dcl-beam/gpu"
 )
 
-// newTestBackend returns a pure-Go backend, released when the test ends.
+// newTestBackend returns the project's CPU backend, released when the test ends.
 func newTestBackend(t testing.TB) backends.Backend {
 	t.Helper()
-	b, err := simplego.New("")
+	b, err := gpu.New(context.Background(), gpu.Options{Backend: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,22 +129,28 @@ func (r RunConfig) Validate() error {
 	return nil
 }
 
-// Train pretrains the encoder of cfg on opts.Source: the loop of the paper's Section 4.1 with
-// checkpoints, exact resume and a JSON-lines log. A cancelled ctx stops it after the current
-// step with a checkpoint to resume from.
-func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions) (*Summary, error) {
+// runPlan is a run checked and ready to build.
+type runPlan struct {
+	cfg        StepConfig
+	info       SourceInfo
+	checkpoint string // the checkpoint to resume from, or ""
+	fresh      TrainState
+}
+
+// CheckRun checks that a run can start, before any compute backend exists: the settings, the
+// data (its SourceInfo) and, when resuming, the checkpoint's header (same model, batch size,
+// seed, data and image size). Train does the same checks; a command line calls CheckRun
+// first so that a wrong one fails at once and alone. Errors are SetupErrors, except failures
+// to read.
+func CheckRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo, resumeFrom string) error {
+	_, err := planRun(ctx, cfg, run, info, resumeFrom)
+	return err
+}
+
+func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo, resumeFrom string) (*runPlan, error) {
 	if err := run.Validate(); err != nil {
 		return nil, setupErr(err)
 	}
-	stderr := opts.Stderr
-	if stderr == nil {
-		stderr = os.Stderr
-	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	info := opts.Source.Info()
 	if info.Examples == 0 {
 		return nil, setupErr(fmt.Errorf("dataset %s is empty: no view pairs to train on", run.Data))
 	}
@@ -159,6 +165,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	if err != nil {
 		return nil, setupErr(err)
 	}
+	cfg.Model = model.Config()
 	if err := model.CheckImageSize(info.Height, info.Width, info.Channels); err != nil {
 		return nil, setupErr(fmt.Errorf("dataset %s: %w", run.Data, err))
 	}
@@ -168,7 +175,68 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	case info.Passes < 1:
 		return nil, setupErr(fmt.Errorf("dataset %s has no augmented passes", run.Data))
 	}
-	step, err := NewStep(opts.Backend, cfg, info.Height, info.Width)
+	stepsPerEpoch := info.Examples / run.BatchSize
+	warmup := int(math.Round(run.WarmupEpochs * float64(stepsPerEpoch)))
+	if _, err := NewSchedule(run.BaseLR, run.BatchSize, warmup, stepsPerEpoch*run.Epochs); err != nil {
+		return nil, setupErr(err)
+	}
+	p := &runPlan{cfg: cfg, info: info,
+		fresh: TrainState{Seed: run.Seed, Data: run.Data, DataFingerprint: info.Fingerprint, ImageHeight: info.Height, ImageWidth: info.Width}}
+	if resumeFrom == "" {
+		return p, nil
+	}
+	if p.checkpoint, err = ResolveCheckpoint(ctx, resumeFrom); err != nil {
+		return nil, err
+	}
+	h, err := ReadCheckpointHeader(ctx, p.checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkResume(p.checkpoint, h, model, run, p.fresh); err != nil {
+		return nil, setupErr(err)
+	}
+	return p, nil
+}
+
+// checkResume reports a checkpoint that does not belong to this run: another model, batch
+// size, seed, data or image size.
+func checkResume(path string, h *CheckpointHeader, model *Model, run RunConfig, fresh TrainState) error {
+	if err := model.SameVariables(h.Step.Model); err != nil {
+		return fmt.Errorf("checkpoint %s does not fit: %w", path, err)
+	}
+	st := h.State
+	switch {
+	case h.Run != nil && h.Run.BatchSize != run.BatchSize:
+		return fmt.Errorf("checkpoint %s was trained with batch size %d, not %d: its data position means nothing at another batch size", path, h.Run.BatchSize, run.BatchSize)
+	case st.Seed != run.Seed:
+		return fmt.Errorf("checkpoint %s was trained with seed %d, not %d: the data order would change", path, st.Seed, run.Seed)
+	case st.DataFingerprint != fresh.DataFingerprint:
+		return fmt.Errorf("checkpoint %s was trained on other data (%s, fingerprint %s) than %s (fingerprint %s)",
+			path, st.Data, st.DataFingerprint, run.Data, fresh.DataFingerprint)
+	case st.ImageHeight != fresh.ImageHeight || st.ImageWidth != fresh.ImageWidth:
+		return fmt.Errorf("checkpoint %s was trained on %dx%d images, the data has %dx%d", path, st.ImageHeight, st.ImageWidth, fresh.ImageHeight, fresh.ImageWidth)
+	}
+	return nil
+}
+
+// Train pretrains the encoder of cfg on opts.Source: the loop of the paper's Section 4.1 with
+// checkpoints, exact resume and a JSON-lines log. A cancelled ctx stops it after the current
+// step with a checkpoint to resume from.
+func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions) (*Summary, error) {
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	info := opts.Source.Info()
+	plan, err := planRun(ctx, cfg, run, info, opts.Resume)
+	if err != nil {
+		return nil, err
+	}
+	step, err := NewStep(opts.Backend, plan.cfg, info.Height, info.Width)
 	if err != nil {
 		return nil, err
 	}
@@ -182,9 +250,9 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	if err != nil {
 		return nil, setupErr(err)
 	}
-	state := TrainState{Seed: run.Seed, Data: run.Data, DataFingerprint: info.Fingerprint, ImageHeight: info.Height, ImageWidth: info.Width}
-	if opts.Resume != "" {
-		if state, err = resume(ctx, opts.Resume, step, run, state, logger); err != nil {
+	state := plan.fresh
+	if plan.checkpoint != "" {
+		if state, err = resume(ctx, plan.checkpoint, step, run, logger); err != nil {
 			return nil, err
 		}
 	}
@@ -217,13 +285,8 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	return l.runAll(ctx)
 }
 
-// resume restores a checkpoint into step and returns its state, after checking that it belongs
-// to this run: same model, batch size, seed and data.
-func resume(ctx context.Context, from string, step *Step, run RunConfig, fresh TrainState, logger *slog.Logger) (TrainState, error) {
-	path, err := ResolveCheckpoint(ctx, from)
-	if err != nil {
-		return TrainState{}, err
-	}
+// resume restores the checkpoint at path (checked by planRun) into step and returns its state.
+func resume(ctx context.Context, path string, step *Step, run RunConfig, logger *slog.Logger) (TrainState, error) {
 	ckpt, err := ReadCheckpoint(ctx, path)
 	if err != nil {
 		return TrainState{}, err
@@ -231,25 +294,10 @@ func resume(ctx context.Context, from string, step *Step, run RunConfig, fresh T
 	if err := ckpt.Restore(step); err != nil {
 		return TrainState{}, setupErr(err)
 	}
-	st := ckpt.Header.State
-	var mismatch error
-	switch {
-	case ckpt.Header.Run != nil && ckpt.Header.Run.BatchSize != run.BatchSize:
-		mismatch = fmt.Errorf("checkpoint %s was trained with batch size %d, not %d: its data position means nothing at another batch size", path, ckpt.Header.Run.BatchSize, run.BatchSize)
-	case st.Seed != run.Seed:
-		mismatch = fmt.Errorf("checkpoint %s was trained with seed %d, not %d: the data order would change", path, st.Seed, run.Seed)
-	case st.DataFingerprint != fresh.DataFingerprint:
-		mismatch = fmt.Errorf("checkpoint %s was trained on other data (%s, fingerprint %s) than %s (fingerprint %s)",
-			path, st.Data, st.DataFingerprint, run.Data, fresh.DataFingerprint)
-	case st.ImageHeight != fresh.ImageHeight || st.ImageWidth != fresh.ImageWidth:
-		mismatch = fmt.Errorf("checkpoint %s was trained on %dx%d images, the data has %dx%d", path, st.ImageHeight, st.ImageWidth, fresh.ImageHeight, fresh.ImageWidth)
-	}
-	if mismatch != nil {
-		return TrainState{}, setupErr(mismatch)
-	}
 	if diff := configDiff(ckpt.Header, step.Config(), run); diff != "" {
 		logger.Warn("resuming with settings that differ from the checkpoint's: the run will not be the one it would have been", "checkpoint", path, "differences", diff)
 	}
+	st := ckpt.Header.State
 	logger.Info("resuming", "checkpoint", path, "steps_done", st.StepsDone, "epoch", st.Epoch, "batch", st.Batch)
 	st.Data = run.Data
 	st.Finished = false

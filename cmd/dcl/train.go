@@ -9,10 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/simplego"
 	"golang.org/x/term"
 
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
 )
@@ -80,6 +79,10 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if *data == "" || *outDir == "" {
 			return usagef("--data and --out are required")
 		}
+		kind, err := gpu.ParseBackend(*backendName)
+		if err != nil {
+			return usagef("--backend: %v", err)
+		}
 		if *knnEvery > 0 && *knnData == "" {
 			return usagef("--knn-every=%d needs --knn-data", *knnEvery)
 		}
@@ -123,19 +126,31 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		} else {
 			opts.Resume = resume.from
 		}
+		if err := trainstep.CheckRun(ctx, cfg, run, src.Info(), opts.Resume); err != nil {
+			return setupOr(err)
+		}
 		if *knnEvery > 0 {
 			mon, err := knnmonitor.New(ctx, *knnData, *knnTest)
 			if err != nil {
 				return err
 			}
+			mcfg := cfg.Model
+			mcfg.Channels = src.Info().Channels
+			model, err := trainstep.NewModel(mcfg)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			if err := mon.Check(model); err != nil {
+				return usagef("%v", err)
+			}
 			opts.Monitor = mon.Run
 		}
-		backend, name, err := openBackend(*backendName, *plugin)
+		backend, err := gpu.New(ctx, gpu.Options{Backend: kind, Plugin: *plugin})
 		if err != nil {
 			return err
 		}
 		defer backend.Finalize()
-		run.Backend = name
+		run.Backend = backend.Name()
 		opts.Backend = backend
 
 		sum, err := trainstep.Train(ctx, cfg, run, opts)
@@ -168,17 +183,4 @@ func wantProgress(mode string, out streams) (bool, error) {
 		return ok && term.IsTerminal(int(f.Fd())), nil
 	}
 	return false, usagef("--progress=%q: want auto, on or off", mode)
-}
-
-// openBackend returns the compute backend --backend names. Until package gpu chooses backends
-// (gpu.New), cpu is GoMLX's pure-Go backend and cuda is refused.
-func openBackend(name, plugin string) (backends.Backend, string, error) {
-	switch name {
-	case "cpu", "auto":
-		b, err := simplego.New("")
-		return b, "cpu", err
-	case "cuda":
-		return nil, "", fmt.Errorf("--backend=cuda: not available in this build yet (plugin %q)", plugin)
-	}
-	return nil, "", usagef("--backend=%q: want cpu, cuda or auto", name)
 }

@@ -95,7 +95,7 @@ func TestTrainRejectsBadCommandLines(t *testing.T) {
 		{[]string{"--loss", "dclw", "--sigma", "0"}, "sigma 0"},
 		{[]string{"--epochs", "0"}, "epochs 0"},
 		{[]string{"--knn-every", "1"}, "needs --knn-data"},
-		{[]string{"--backend", "tpu"}, `--backend="tpu"`},
+		{[]string{"--backend", "tpu"}, `unknown backend "tpu"`},
 		{[]string{"--model", "resnet18-cifar"}, "images are 8x8 but resnet18-cifar expects sides of 32 to 96 px"},
 		{[]string{"--model", "mlp", "--batch-size", "7"}, "6 view pairs, fewer than one batch of 7"},
 		{[]string{"--data", single, "--model", "mlp"}, "holds single views"},

@@ -1,0 +1,82 @@
+package trainstep
+
+import (
+	"context"
+	"math"
+	"testing"
+)
+
+// TestEveryModelTrainsOneStep runs forward, backward and the update of every model at a tiny
+// size and checks that the loss is finite, q in (0, 1), and every trainable variable moved.
+func TestEveryModelTrainsOneStep(t *testing.T) {
+	backend := newTestBackend(t)
+	for _, tc := range []struct {
+		model   string
+		width   int
+		size, c int
+	}{
+		{SmallCNN, 4, 8, 1},
+		{ResNet18CIFAR, 2, 8, 3},
+		{ResNet50, 1, 16, 3},
+		{MLP, 4, 5, 3},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			cfg := testStepConfig(tc.model)
+			cfg.Model.BaseWidth, cfg.Model.Channels, cfg.Model.ProjectionDim = tc.width, tc.c, 8
+			s, err := NewStep(backend, cfg, tc.size, tc.size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Finalize()
+			before := map[string][]byte{}
+			for v := range s.Context().IterVariables() {
+				if v.Trainable {
+					v.MustValue().ConstBytes(func(b []byte) { before[v.ScopeAndName()] = append([]byte(nil), b...) })
+				}
+			}
+			res, err := s.Run(RandomBatch(2, 4, tc.size, tc.size, tc.c), 0.1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) || !(res.MeanQ > 0 && res.MeanQ < 1) {
+				t.Errorf("step: %+v", res)
+			}
+			for v := range s.Context().IterVariables() {
+				if !v.Trainable {
+					continue
+				}
+				var same bool
+				v.MustValue().ConstBytes(func(b []byte) { same = string(b) == string(before[v.ScopeAndName()]) })
+				if same {
+					t.Errorf("variable %s did not change in a step", v.ScopeAndName())
+				}
+			}
+		})
+	}
+}
+
+// TestSmallCNNResumeIsBitIdentical is the resume test on the convolutional model the demo
+// trains, on the CPU backend.
+func TestSmallCNNResumeIsBitIdentical(t *testing.T) {
+	src := mustMemorySource(t, syntheticPairs(3, 18, 3, 8, 8, 1), syntheticPairs(4, 18, 3, 8, 8, 1))
+	ctx := context.Background()
+	whole := t.TempDir()
+	sum, err := Train(ctx, testStepConfig(SmallCNN), testRunConfig(t, whole), quietOptions(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	run := testRunConfig(t, out)
+	run.MaxSteps = 5
+	if _, err := Train(ctx, testStepConfig(SmallCNN), run, quietOptions(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	run.MaxSteps = 0
+	opts := quietOptions(t, src)
+	opts.Resume = out
+	resumed, err := Train(ctx, testStepConfig(SmallCNN), run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, variableBytes(t, sum.Checkpoint), variableBytes(t, resumed.Checkpoint))
+}
