@@ -99,8 +99,19 @@ func TestShuffledReaderResumesExactly(t *testing.T) {
 		if !slices.Equal(starts[:3], []int64{0, 8, 16}) {
 			t.Errorf("batch starts %v", starts)
 		}
-		// Every position, including window boundaries, the end and positions between batches.
+		// Every position for one window size; for the others, every window's first and last
+		// row, the end, and a sample between (positions that are not batch boundaries too).
+		var positions []int64
 		for pos := int64(0); pos <= 90; pos++ {
+			atEdge := false
+			for _, w := range r.plan.windows {
+				atEdge = atEdge || pos == w.start || pos == w.start+w.rows-1
+			}
+			if window == 2 || atEdge || pos%11 == 0 || pos == 90 {
+				positions = append(positions, pos)
+			}
+		}
+		for _, pos := range positions {
 			o := opts
 			o.Start = pos
 			r, err := NewReader(ctx, dir, o)

@@ -20,9 +20,9 @@ func TestWriteCommitVerifyRoundTrip(t *testing.T) {
 			dir := t.TempDir()
 			cfg := testConfig()
 			cfg.Encoding = enc
-			m := writeDataset(t, dir, cfg, 40, WriterOptions{RowGroupBytes: 1500, BatchBytes: 400})
-			if m.Rows != 80 || len(m.Shards) != 6 {
-				t.Fatalf("manifest: %d rows in %d shards, want 80 in 6", m.Rows, len(m.Shards))
+			m := writeDataset(t, dir, cfg, 24, WriterOptions{RowGroupBytes: 1500, BatchBytes: 400})
+			if m.Rows != 48 || len(m.Shards) != 6 {
+				t.Fatalf("manifest: %d rows in %d shards, want 48 in 6", m.Rows, len(m.Shards))
 			}
 			if len(m.Shards[0].RowGroups) < 2 {
 				t.Errorf("row groups %v: want the small RowGroupBytes to cut several", m.Shards[0].RowGroups)
@@ -31,11 +31,11 @@ func TestWriteCommitVerifyRoundTrip(t *testing.T) {
 			if err != nil || !sum.OK {
 				t.Fatalf("Verify = %+v, %v", sum, err)
 			}
-			if sum.Rows != 80 || sum.Views != 160 || sum.Shards != 6 {
-				t.Errorf("summary %+v: want 80 rows, 160 views, 6 shards", sum)
+			if sum.Rows != 48 || sum.Views != 96 || sum.Shards != 6 {
+				t.Errorf("summary %+v: want 48 rows, 96 views, 6 shards", sum)
 			}
 			want := map[int32]int64{}
-			for i := range int64(40) {
+			for i := range int64(24) {
 				want[testLabel(i)] += 2
 			}
 			if !mapsEqual(sum.Labels, want) {
