@@ -179,7 +179,7 @@ func BenchmarkReader(b *testing.B) {
 }
 
 // BenchmarkWriterPeakHeap writes one large shard of 224 px JPEG pairs and reports the peak
-// live heap while writing next to the shard's size: bounded row groups keep the first flat
+// live heap (sampled after a GC every 50 rows) while writing next to the shard's size: bounded row groups keep the first flat
 // as the second grows.
 func BenchmarkWriterPeakHeap(b *testing.B) {
 	k := benchKinds[1]
@@ -206,7 +206,8 @@ func BenchmarkWriterPeakHeap(b *testing.B) {
 					if err := w.Write(r); err != nil {
 						b.Fatal(err)
 					}
-					if i%25 == 0 {
+					if i%50 == 0 { // live heap: collect first, or garbage counts too
+						runtime.GC()
 						runtime.ReadMemStats(&ms)
 						peak = max(peak, ms.HeapAlloc-min(base, ms.HeapAlloc))
 					}
@@ -216,6 +217,58 @@ func BenchmarkWriterPeakHeap(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(float64(info.Bytes)/(1<<20), "shard-MiB")
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+		})
+	}
+}
+
+// BenchmarkReaderPeakHeap reads one shuffled epoch of datasets of two sizes (raw 32 px pairs)
+// and reports the peak live heap (sampled after a GC every 8 batches): it depends on the window and the batch, not on the
+// dataset's size.
+func BenchmarkReaderPeakHeap(b *testing.B) {
+	k := benchKinds[0]
+	for _, n := range []int{20000, 80000} {
+		if testing.Short() {
+			n /= 50
+		}
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			rows := benchRows(k, n)
+			info := writeBenchShard(b, dir, k, rows)
+			if _, err := Commit(context.Background(), dir, k.config(), []ShardInfo{info}, int64(n), DeadLetters{}); err != nil {
+				b.Fatal(err)
+			}
+			rows = nil
+			var peak uint64
+			var ms runtime.MemStats
+			b.ResetTimer()
+			for i := range b.N {
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				base := ms.HeapAlloc
+				// Windows of 4 row groups (about 18 MiB): both datasets span many windows.
+				r, err := NewReader(context.Background(), dir, ReaderOptions{BatchSize: 256, Seed: 1, Epoch: i, Window: 4})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := 0; ; j++ {
+					bt, err := r.Next()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if j%8 == 0 { // live heap: collect first, or garbage counts too
+						runtime.GC()
+						runtime.ReadMemStats(&ms)
+						peak = max(peak, ms.HeapAlloc-min(base, ms.HeapAlloc))
+					}
+					r.Release(bt)
+				}
+				r.Close()
+				b.ReportMetric(float64(info.Bytes)/(1<<20), "dataset-MiB")
 			}
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		})
