@@ -19,11 +19,13 @@ type Augmenter struct {
 	acc []int32
 	lut [256]uint8
 
-	blurW   []float64
-	blurQ   []int32
-	blurPad []uint8
-	blurMid []uint16
-	blurAcc []int32
+	blurW      []float64
+	blurQ      []int32
+	blurPad    []uint8
+	blurPacked []uint64
+	blurMid    []uint64
+	blurAcc    []uint64
+	blurQ64    []uint64
 }
 
 // New returns an Augmenter for cfg, or cfg's validation error.
@@ -64,7 +66,8 @@ func (a *Augmenter) View(src transforms.Image, seed uint64, key string, epoch, v
 	return dst, err
 }
 
-// ViewInto is View writing into dst, whose Pix is reused when its capacity allows.
+// ViewInto is View writing into dst, whose Pix is reused when its capacity allows; it must
+// not share memory with src.Pix.
 func (a *Augmenter) ViewInto(dst *transforms.Image, src transforms.Image, seed uint64, key string, epoch, view int) error {
 	if epoch < 0 || view < 0 {
 		return fmt.Errorf("augmenting %q: epoch %d and view %d must be non-negative", key, epoch, view)
@@ -79,9 +82,10 @@ func (a *Augmenter) ViewInto(dst *transforms.Image, src transforms.Image, seed u
 	return nil
 }
 
-// Apply applies a Plan (usually from Plan) to src, writing dst. The steps run in
-// torchvision's order: crop and resize (with the flip folded into the resize), colour jitter
-// (its adjustments in p.Order), grayscale, blur, solarize.
+// Apply applies a Plan (usually from Plan) to src, writing dst (whose Pix must not share
+// memory with src.Pix). The steps run in torchvision's order: crop and resize (with the flip
+// folded into the resize), colour jitter (its adjustments in p.Order), grayscale, blur,
+// solarize.
 func (a *Augmenter) Apply(dst *transforms.Image, src transforms.Image, p Plan) error {
 	if err := src.Validate(); err != nil {
 		return err

@@ -66,22 +66,37 @@ func mirror(i, n int) int {
 }
 
 // blur blurs the h×w×ch image in place with kernel q (see blurKernel).
+//
+// Both passes run on two 32-bit lanes per uint64: lane 0 holds element j of a row, lane 1
+// element j+half. Every partial sum stays below 2³⁰ (the weights sum to 2¹⁴ and the values
+// are at most 255, or 255·2⁸ between the passes), so the lanes never carry into each other
+// and one 64-bit multiply-add does the work of two.
 func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 	r := len(q) - 1
 	if r == 0 {
 		return
 	}
 	rowLen := w * ch
-	a.blurPad = grow(a.blurPad, (w+2*r)*ch)
-	a.blurMid = grow(a.blurMid, h*rowLen)
-	a.blurAcc = grow(a.blurAcc, rowLen)
-	pad, mid, acc := a.blurPad, a.blurMid, a.blurAcc
+	half := (rowLen + 1) / 2
+	padLen := rowLen + 2*r*ch
+	a.blurPad = grow(a.blurPad, padLen+1) // +1: lane 1's element past the end of an odd row
+	a.blurPacked = grow(a.blurPacked, half+2*r*ch)
+	a.blurMid = grow(a.blurMid, h*half)
+	a.blurAcc = grow(a.blurAcc, half)
+	a.blurQ64 = grow(a.blurQ64, len(q))
+	pad, packed, mid, acc, q64 := a.blurPad, a.blurPacked, a.blurMid, a.blurAcc, a.blurQ64
+	for i, v := range q {
+		q64[i] = uint64(v)
+	}
 	const (
 		shift1 = blurBits - blurMidBits
-		round1 = 1 << (shift1 - 1)
 		shift2 = blurBits + blurMidBits
-		round2 = 1 << (shift2 - 1)
+		lanes  = 1 | 1<<32
+		round1 = (1 << (shift1 - 1)) * lanes
+		round2 = (1 << (shift2 - 1)) * lanes
+		mask16 = 0xffff * lanes
 	)
+	pad[padLen] = 0
 	// Horizontal: pad[(x+r)*ch …] is pixel x, mirrored beyond the edges.
 	for y := range h {
 		row := pix[y*rowLen : (y+1)*rowLen]
@@ -90,20 +105,29 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 			copy(pad[(r-x)*ch:(r-x+1)*ch], row[mirror(-x, w)*ch:])
 			copy(pad[(r+w-1+x)*ch:(r+w+x)*ch], row[mirror(w-1+x, w)*ch:])
 		}
-		sumTaps(acc, q, func(t int) []uint8 { return pad[(r+t)*ch:] }, round1)
-		out := mid[y*rowLen : (y+1)*rowLen]
+		hi := pad[half : half+len(packed)]
+		for j := range packed {
+			packed[j] = uint64(pad[j]) | uint64(hi[j])<<32
+		}
+		sumTaps(acc, q64, func(t int) []uint64 { return packed[(r+t)*ch:] }, round1)
+		out := mid[y*half : (y+1)*half]
 		out = out[:len(acc)]
-		for i, v := range acc {
-			out[i] = uint16(v >> shift1)
+		for j, v := range acc {
+			out[j] = v >> shift1 & mask16
 		}
 	}
 	// Vertical, over the rows of mid, mirrored beyond the top and bottom.
 	for y := range h {
-		sumTaps(acc, q, func(t int) []uint16 { return mid[mirror(y+t, h)*rowLen:] }, round2)
-		out := pix[y*rowLen : (y+1)*rowLen]
-		out = out[:len(acc)]
-		for i, v := range acc {
-			out[i] = uint8(min(v>>shift2, 255))
+		sumTaps(acc, q64, func(t int) []uint64 { return mid[mirror(y+t, h)*half:] }, round2)
+		out0 := pix[y*rowLen : y*rowLen+half]
+		out0 = out0[:len(acc)]
+		for j, v := range acc {
+			out0[j] = uint8(v >> shift2)
+		}
+		out1 := pix[y*rowLen+half : (y+1)*rowLen]
+		lane1 := acc[:len(out1)]
+		for j, v := range lane1 {
+			out1[j] = uint8(v >> (32 + shift2))
 		}
 	}
 }
@@ -111,7 +135,7 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 // sumTaps sets acc[i] = round + q[0]·c(0)[i] + Σ_t q[t]·(c(−t)[i] + c(t)[i]) for the symmetric
 // kernel q: the centre and the first pair in one sweep over acc, then two pairs per sweep
 // (more per sweep runs out of registers and is slower).
-func sumTaps[T uint8 | uint16](acc []int32, q []int32, c func(t int) []T, round int32) {
+func sumTaps(acc []uint64, q []uint64, c func(t int) []uint64, round uint64) {
 	r := len(q) - 1
 	centre := c(0)[:len(acc)]
 	q0 := q[0]
@@ -120,12 +144,12 @@ func sumTaps[T uint8 | uint16](acc []int32, q []int32, c func(t int) []T, round 
 		l1, r1 := c(-1)[:len(acc)], c(1)[:len(acc)]
 		q1 := q[1]
 		for i := range acc {
-			acc[i] = round + q0*int32(centre[i]) + q1*(int32(l1[i])+int32(r1[i]))
+			acc[i] = round + q0*centre[i] + q1*(l1[i]+r1[i])
 		}
 		t = 2
 	} else {
 		for i, v := range centre {
-			acc[i] = round + q0*int32(v)
+			acc[i] = round + q0*v
 		}
 	}
 	for ; t+1 <= r; t += 2 {
@@ -133,14 +157,14 @@ func sumTaps[T uint8 | uint16](acc []int32, q []int32, c func(t int) []T, round 
 		l2, r2 := c(-t - 1)[:len(acc)], c(t + 1)[:len(acc)]
 		q1, q2 := q[t], q[t+1]
 		for i := range acc {
-			acc[i] += q1*(int32(l1[i])+int32(r1[i])) + q2*(int32(l2[i])+int32(r2[i]))
+			acc[i] += q1*(l1[i]+r1[i]) + q2*(l2[i]+r2[i])
 		}
 	}
 	if t <= r {
 		l1, r1 := c(-t)[:len(acc)], c(t)[:len(acc)]
 		q1 := q[t]
 		for i := range acc {
-			acc[i] += q1 * (int32(l1[i]) + int32(r1[i]))
+			acc[i] += q1 * (l1[i] + r1[i])
 		}
 	}
 }

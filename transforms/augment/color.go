@@ -161,11 +161,11 @@ func hue(pix []uint8, ch int, h float64) {
 	}
 }
 
-// hueSextants says which of (max, min, rising middle, falling middle) each channel takes in
+// hueSextants (read-only) says which of (max, min, rising middle, falling middle) each channel takes in
 // each sextant: torchvision's _hsv2rgb table (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q).
 var hueSextants = [6][3]uint8{{0, 2, 1}, {3, 0, 1}, {1, 0, 2}, {1, 3, 0}, {2, 1, 0}, {0, 1, 3}}
 
-// recip[c] = ⌈2³²/c⌉, so ⌊a/c⌋ = (a·recip[c]) >> 32 for every a < 2³²/256 and c ≤ 255: the
+// recip (read-only): recip[c] = ⌈2³²/c⌉, so ⌊a/c⌋ = (a·recip[c]) >> 32 for every a < 2³²/256 and c ≤ 255: the
 // error a·(recip[c] − 2³²/c)/2³² < a/2³² never reaches the distance 1/c from a to the next
 // multiple of c.
 var recip = func() (t [256]uint64) {

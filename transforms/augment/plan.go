@@ -31,8 +31,8 @@ func (o JitterOp) String() string {
 }
 
 // Plan is everything the randomness decided for one view; applying it is deterministic. An
-// evaluation Config gives the zero Plan with the centre crop in Crop fields unset (the
-// evaluation transform has no randomness).
+// evaluation Config samples a Plan with no random step (its crop is the whole image, and
+// Apply ignores it: the evaluation transform has no randomness).
 type Plan struct {
 	// The source rectangle that is resized to Size×Size.
 	CropTop, CropLeft, CropH, CropW int
