@@ -125,9 +125,10 @@ func triangle(x float64) float64 {
 	return 0
 }
 
-// clip8 is Pillow's clip8: v / 2²² clamped to 0…255.
+// clip8 is Pillow's clip8, v / 2²² clamped to 0…255, for the bilinear filter whose weights
+// are never negative (so v ≥ 0 and only the upper clamp can act).
 func clip8(v int32) uint8 {
-	return uint8(min(max(v>>precisionBits, 0), 255))
+	return uint8(min(v>>precisionBits, 255))
 }
 
 // resizeJob describes one call of resample: the box of src (top, left, bh×bw) resized to
