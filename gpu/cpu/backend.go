@@ -34,6 +34,8 @@ type Config struct {
 	// Threads is the number of goroutines the kernels use, the caller's included; 0 means
 	// runtime.GOMAXPROCS(0).
 	Threads int
+	// ProfileOps makes the backend time every operation it runs (see Backend.OpStats).
+	ProfileOps bool
 }
 
 // ParseConfig reads a GoMLX backend configuration string: empty, or "threads=N".
@@ -62,8 +64,11 @@ func ParseConfig(config string) (Config, error) {
 // two without copies; its DataInterface methods are SimpleGo's.
 type Backend struct {
 	backends.DataInterface
-	sg   backends.Backend
-	pool *kernels.Pool
+	sg    backends.Backend
+	pool  *kernels.Pool
+	stats *opStats // nil unless Config.ProfileOps
+	// onConv, when set (by benchmarks), sees every convolution the builders lower.
+	onConv func(kernels.ConvShape)
 
 	mu        sync.Mutex
 	finalized bool
@@ -83,7 +88,11 @@ func New(cfg Config) (*Backend, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{DataInterface: sg, sg: sg, pool: kernels.NewPool(threads)}, nil
+	be := &Backend{DataInterface: sg, sg: sg, pool: kernels.NewPool(threads)}
+	if cfg.ProfileOps {
+		be.stats = &opStats{}
+	}
+	return be, nil
 }
 
 // Name implements backends.Backend.

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -152,7 +153,14 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			// node's inputs (consuming one slot must not invalidate another).
 			inDonate = append(inDonate, owned[in.id] && remaining[in.id] == 1 && countValue(n.inputs, in) == 1)
 		}
+		var start time.Time
+		if be.stats != nil {
+			start = time.Now()
+		}
 		outs, err := n.run.execute(be, inBufs, inDonate)
+		if be.stats != nil {
+			be.stats.add(n.statName(), time.Since(start))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("executing %q, operation %s: %w", e.name, n.name, err)
 		}
@@ -208,4 +216,14 @@ func countValue(vs []*value, v *value) int {
 		}
 	}
 	return n
+}
+
+// statName is the node's name for OpStats: the operation, "/go" when SimpleGo runs it, and the
+// output shape's size class.
+func (n *node) statName() string {
+	name := n.name
+	if _, ok := n.run.(delegated); ok {
+		name += "/go"
+	}
+	return name
 }

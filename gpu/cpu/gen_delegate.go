@@ -13,28 +13,6 @@ var (
 	_ shapes.Shape
 )
 
-// Abs implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Abs(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Abs", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Abs(in[0]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Add implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Add(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Add", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Add(in[0], in[1]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
 // ArgMinMax implements backends.Builder with SimpleGo's implementation.
 func (b *Builder) ArgMinMax(x backends.Op, axis int, outputDType dtypes.DType, isMin bool) (backends.Op, error) {
 	outs, err := b.delegate("ArgMinMax", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
@@ -105,17 +83,6 @@ func (b *Builder) BitwiseOr(lhs backends.Op, rhs backends.Op) (backends.Op, erro
 func (b *Builder) BitwiseXor(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	outs, err := b.delegate("BitwiseXor", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
 		return ops1(sb.BitwiseXor(in[0], in[1]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// BroadcastInDim implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadcastAxes []int) (backends.Op, error) {
-	outs, err := b.delegate("BroadcastInDim", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.BroadcastInDim(in[0], outputShape, broadcastAxes))
 	})
 	if err != nil {
 		return nil, err
@@ -212,17 +179,6 @@ func (b *Builder) Cos(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Div implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Div(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Div", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Div(in[0], in[1]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
 // DynamicSlice implements backends.Builder with SimpleGo's implementation.
 func (b *Builder) DynamicSlice(operand backends.Op, startIndices []backends.Op, sliceDims []int) (backends.Op, error) {
 	outs, err := b.delegate("DynamicSlice", concatOps([]backends.Op{operand}, startIndices), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
@@ -273,17 +229,6 @@ func (b *Builder) EqualTotalOrder(lhs backends.Op, rhs backends.Op) (backends.Op
 func (b *Builder) Erf(x backends.Op) (backends.Op, error) {
 	outs, err := b.delegate("Erf", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
 		return ops1(sb.Erf(in[0]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Exp implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Exp(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Exp", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Exp(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -478,17 +423,6 @@ func (b *Builder) LessThanTotalOrder(lhs backends.Op, rhs backends.Op) (backends
 	return outs[0], nil
 }
 
-// Log implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Log(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Log", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Log(in[0]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
 // Log1p implements backends.Builder with SimpleGo's implementation.
 func (b *Builder) Log1p(x backends.Op) (backends.Op, error) {
 	outs, err := b.delegate("Log1p", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
@@ -548,50 +482,6 @@ func (b *Builder) LogicalXor(lhs backends.Op, rhs backends.Op) (backends.Op, err
 func (b *Builder) Logistic(x backends.Op) (backends.Op, error) {
 	outs, err := b.delegate("Logistic", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
 		return ops1(sb.Logistic(in[0]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Max implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Max(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Max", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Max(in[0], in[1]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Min implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Min(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Min", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Min(in[0], in[1]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Mul implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Mul(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Mul", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Mul(in[0], in[1]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Neg implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Neg(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Neg", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Neg(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -709,43 +599,10 @@ func (b *Builder) ReduceLogicalXor(x backends.Op, axes ...int) (backends.Op, err
 	return outs[0], nil
 }
 
-// ReduceMax implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceMax(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceMax", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceMax(in[0], axes...))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// ReduceMin implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceMin(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceMin", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceMin(in[0], axes...))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
 // ReduceProduct implements backends.Builder with SimpleGo's implementation.
 func (b *Builder) ReduceProduct(x backends.Op, axes ...int) (backends.Op, error) {
 	outs, err := b.delegate("ReduceProduct", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
 		return ops1(sb.ReduceProduct(in[0], axes...))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// ReduceSum implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceSum", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceSum(in[0], axes...))
 	})
 	if err != nil {
 		return nil, err
@@ -801,17 +658,6 @@ func (b *Builder) RNGBitGenerator(state backends.Op, shape shapes.Shape) (backen
 func (b *Builder) Round(x backends.Op) (backends.Op, error) {
 	outs, err := b.delegate("Round", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
 		return ops1(sb.Round(in[0]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Rsqrt implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Rsqrt", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Rsqrt(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -885,17 +731,6 @@ func (b *Builder) ShiftRightLogical(lhs backends.Op, rhs backends.Op) (backends.
 	return outs[0], nil
 }
 
-// Sign implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Sign(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Sign", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Sign(in[0]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
 // Sin implements backends.Builder with SimpleGo's implementation.
 func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
 	outs, err := b.delegate("Sin", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
@@ -918,43 +753,10 @@ func (b *Builder) Slice(x backends.Op, starts []int, limits []int, strides []int
 	return outs[0], nil
 }
 
-// Sqrt implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Sqrt(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Sqrt", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Sqrt(in[0]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Sub implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Sub(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Sub", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Sub(in[0], in[1]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
 // Tanh implements backends.Builder with SimpleGo's implementation.
 func (b *Builder) Tanh(x backends.Op) (backends.Op, error) {
 	outs, err := b.delegate("Tanh", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
 		return ops1(sb.Tanh(in[0]))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
-// Transpose implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, error) {
-	outs, err := b.delegate("Transpose", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Transpose(in[0], permutation...))
 	})
 	if err != nil {
 		return nil, err

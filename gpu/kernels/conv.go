@@ -2,10 +2,11 @@ package kernels
 
 import "fmt"
 
-// ConvShape describes a convolution in the channels-last layout Conv computes: input x
-// [Batch, In[0], In[1], In[2], Channels], kernel w [Kernel[0], Kernel[1], Kernel[2],
-// Channels/Groups, OutChannels], output y [Batch, Out[0], Out[1], Out[2], OutChannels]. Fewer
-// spatial axes are expressed with sizes of 1 (and strides and dilations of 1, padding 0).
+// ConvShape describes a convolution: input x with Batch × Channels × In (spatial) elements,
+// kernel w with (Channels/Groups) × OutChannels × Kernel, output y with Batch × OutChannels ×
+// Out. Each tensor's layout is given by its element strides (XStrides, WStrides, YStrides), so
+// any axes order is read in place. Fewer than 3 spatial axes are expressed with sizes of 1
+// (and strides and dilations of 1, padding 0).
 //
 // Along spatial axis d, output position o reads input position
 // (o·Stride[d] + k·KernelDilation[d] - PadLo[d]) of the input dilated by InputDilation[d]
@@ -20,10 +21,32 @@ type ConvShape struct {
 	Stride, PadLo         [3]int
 	InputDilation         [3]int
 	KernelDilation        [3]int
+
+	XStrides ConvStrides // Major: batch, Minor: channel
+	WStrides ConvStrides // Major: input channel, Minor: output channel
+	YStrides ConvStrides // Major: batch, Minor: output channel
+}
+
+// ConvStrides are one tensor's element strides: its two non-spatial axes (for x and y: batch
+// and channel; for the kernel: input and output channel) and its spatial axes.
+type ConvStrides struct {
+	Major, Minor int
+	Spatial      [3]int
+}
+
+// ChannelsLast sets the strides of the channels-last layouts: x [Batch, In..., Channels],
+// w [Kernel..., Channels/Groups, OutChannels], y [Batch, Out..., OutChannels].
+func (s *ConvShape) ChannelsLast() {
+	s.XStrides = ConvStrides{Major: s.In[0] * s.In[1] * s.In[2] * s.Channels, Minor: 1,
+		Spatial: [3]int{s.In[1] * s.In[2] * s.Channels, s.In[2] * s.Channels, s.Channels}}
+	s.WStrides = ConvStrides{Major: s.OutChannels, Minor: 1,
+		Spatial: [3]int{s.Kernel[1] * s.Kernel[2] * s.Channels / s.Groups * s.OutChannels, s.Kernel[2] * s.Channels / s.Groups * s.OutChannels, s.Channels / s.Groups * s.OutChannels}}
+	s.YStrides = ConvStrides{Major: s.Out[0] * s.Out[1] * s.Out[2] * s.OutChannels, Minor: 1,
+		Spatial: [3]int{s.Out[1] * s.Out[2] * s.OutChannels, s.Out[2] * s.OutChannels, s.OutChannels}}
 }
 
 // Validate checks the sizes are consistent (Out is not derived: a caller may crop it).
-func (s ConvShape) Validate() error {
+func (s *ConvShape) Validate() error {
 	if s.Batch < 0 || s.Channels <= 0 || s.OutChannels <= 0 || s.Groups <= 0 {
 		return fmt.Errorf("conv: batch %d, channels %d, output channels %d, groups %d", s.Batch, s.Channels, s.OutChannels, s.Groups)
 	}
@@ -39,115 +62,172 @@ func (s ConvShape) Validate() error {
 	return nil
 }
 
-func (s ConvShape) inputSize() int  { return s.Batch * s.In[0] * s.In[1] * s.In[2] * s.Channels }
-func (s ConvShape) outputSize() int { return s.Batch * s.Out[0] * s.Out[1] * s.Out[2] * s.OutChannels }
-func (s ConvShape) kernelSize() int {
-	return s.Kernel[0] * s.Kernel[1] * s.Kernel[2] * s.Channels / s.Groups * s.OutChannels
+// extent is the index one past the last element a strided tensor reaches.
+func extent(major, majorN, minor, minorN int, spatial, dims [3]int) int {
+	e := 1 + (majorN-1)*major + (minorN-1)*minor
+	for d := range 3 {
+		e += (dims[d] - 1) * spatial[d]
+	}
+	return e
 }
 
-// Conv computes y = conv(x, w) for channels-last tensors (see ConvShape) as one packed matrix
-// multiply per group, C[rows = output pixels, cols = output channels] = A·W, where the rows of
-// A are the receptive fields, packed straight from x (implicit im2col: no im2col matrix is
-// materialised). y is overwritten.
+// Conv computes y = conv(x, w) (see ConvShape) as one packed matrix multiply per group,
+// C[rows = output pixels, cols = output channels] = A·W, the rows of A being receptive fields
+// packed straight from x (implicit im2col: no im2col matrix is materialised). When x's batch
+// axis is its contiguous one (GoMLX's kernel gradient, where the "batch" is the channel axis),
+// rows are ordered pixel-major so packing copies contiguous runs. y is overwritten.
 func (p *Pool) Conv(s ConvShape, x, w, y []float32) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	if len(x) < s.inputSize() || len(w) < s.kernelSize() || len(y) < s.outputSize() {
-		return fmt.Errorf("conv: slices of %d/%d/%d elements for input/kernel/output of %d/%d/%d",
-			len(x), len(w), len(y), s.inputSize(), s.kernelSize(), s.outputSize())
-	}
-	m := s.Batch * s.Out[0] * s.Out[1] * s.Out[2]
 	cg, og := s.Channels/s.Groups, s.OutChannels/s.Groups
-	k := s.Kernel[0] * s.Kernel[1] * s.Kernel[2] * cg
+	if s.Batch == 0 || s.Out[0]*s.Out[1]*s.Out[2] == 0 {
+		return nil
+	}
+	if n := extent(s.XStrides.Major, s.Batch, s.XStrides.Minor, s.Channels, s.XStrides.Spatial, s.In); len(x) < n {
+		return fmt.Errorf("conv: input has %d elements, its strides reach %d", len(x), n)
+	}
+	if n := extent(s.WStrides.Major, cg, s.WStrides.Minor, s.OutChannels, s.WStrides.Spatial, s.Kernel); len(w) < n {
+		return fmt.Errorf("conv: kernel has %d elements, its strides reach %d", len(w), n)
+	}
+	if n := extent(s.YStrides.Major, s.Batch, s.YStrides.Minor, s.OutChannels, s.YStrides.Spatial, s.Out); len(y) < n {
+		return fmt.Errorf("conv: output has %d elements, its strides reach %d", len(y), n)
+	}
+	pixels := s.Out[0] * s.Out[1] * s.Out[2]
+	m := s.Batch * pixels
+	kSpatial := s.Kernel[0] * s.Kernel[1] * s.Kernel[2]
+	k := kSpatial * cg
+	// Rows pixel-major (batch fastest) when the batch axis is contiguous in x.
+	pixelMajor := s.XStrides.Major == 1 && s.Batch > 1
+	// Depth order: channel fastest, unless rows are pixel-major and the kernel then reads as
+	// one strided run with channel slowest (GoMLX's kernel gradient).
+	_, slowestRuns := kernelDepthStride(&s, cg, true)
+	channelSlowest := pixelMajor && slowestRuns
+	rowStep, direct := outputRowStep(&s, pixelMajor)
+	var tmp []float32
+	ldc := og
+	if !direct {
+		tmp = make([]float32, m*og)
+	}
 	for g := range s.Groups {
-		a := &im2col{s: s, x: x, cOff: g * cg, c: cg}
-		b := Strided{Data: w, Off: g * og, RowStride: 1, DepthStride: s.OutChannels}
-		p.Gemm(m, og, k, 1, a, b, 0, y[g*og:], s.OutChannels)
+		a := &im2col{s: &s, x: x, cOff: g * cg * s.XStrides.Minor, c: cg, pixelMajor: pixelMajor, channelSlowest: channelSlowest}
+		b := newKernelSource(&s, w, g*og*s.WStrides.Minor, cg, channelSlowest)
+		if direct {
+			p.Gemm(m, og, k, 1, a, b, 0, y[g*og*s.YStrides.Minor:], rowStep)
+			continue
+		}
+		p.Gemm(m, og, k, 1, a, b, 0, tmp, ldc)
+		scatterRows(&s, pixelMajor, tmp, og, y, g*og)
 	}
 	return nil
 }
 
-// im2col is the receptive-field matrix of a channels-last convolution as a PanelSource: row r
-// is output pixel r (batch, then spatial axes, row-major), depth index p is
-// ((k0·K1 + k1)·K2 + k2)·c + channel, matching the kernel's row-major layout.
-type im2col struct {
-	s    ConvShape
-	x    []float32
-	cOff int // first input channel of the group
-	c    int // channels per group
-}
-
-// segment is a run of depth indices with one kernel offset: channels [c0, c0+n) of kernel
-// position (k0, k1, k2), starting at depth index p (relative to the packed block).
-type segment struct {
-	p, c0, n int
-	k        [3]int // kernel offsets already multiplied by the kernel dilation
-}
-
-// Pack implements PanelSource.
-func (a *im2col) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
-	s := &a.s
-	// The depth range, cut at kernel positions.
-	var segs [64]segment
-	segList := segs[:0]
-	for p := p0; p < p0+kc; {
-		kpos, c0 := p/a.c, p%a.c
-		n := min(a.c-c0, p0+kc-p)
-		k2 := kpos % s.Kernel[2]
-		k1 := (kpos / s.Kernel[2]) % s.Kernel[1]
-		k0 := kpos / (s.Kernel[2] * s.Kernel[1])
-		segList = append(segList, segment{p: p - p0, c0: c0, n: n,
-			k: [3]int{k0 * s.KernelDilation[0], k1 * s.KernelDilation[1], k2 * s.KernelDilation[2]}})
-		p += n
+// mergeStride returns the stride of axes (slowest first) read as one flattened index, and false
+// when they do not form one strided run. Axes of size 1 are free; no axes at all give 0, true.
+func mergeStride(dims, strides []int) (int, bool) {
+	last := -1
+	for i := range dims {
+		if dims[i] == 1 {
+			continue
+		}
+		if last >= 0 && strides[last] != strides[i]*dims[i] {
+			return 0, false
+		}
+		last = i
 	}
-	ctot := s.Channels
-	o0, o1, o2 := s.Out[0], s.Out[1], s.Out[2]
-	panels := (rows + w - 1) / w
-	for pi := range panels {
-		panel := dst[pi*kc*w : (pi+1)*kc*w]
-		for i := range w {
-			r := r0 + pi*w + i
-			if r >= r0+rows {
-				for p := range kc {
-					panel[p*w+i] = 0
-				}
-				continue
-			}
-			q2 := r % o2
-			q1 := (r / o2) % o1
-			q0 := (r / (o2 * o1)) % o0
-			b := r / (o2 * o1 * o0)
-			base := [3]int{q0*s.Stride[0] - s.PadLo[0], q1*s.Stride[1] - s.PadLo[1], q2*s.Stride[2] - s.PadLo[2]}
-			for _, sg := range segList {
-				off, ok := a.inputOffset(b, base, sg.k)
-				out := panel[sg.p*w+i:]
-				if !ok {
-					for j := range sg.n {
-						out[j*w] = 0
-					}
-					continue
-				}
-				src := a.x[off*ctot+a.cOff+sg.c0:][:sg.n]
-				if scale == 1 {
-					for j, v := range src {
-						out[j*w] = v
-					}
-				} else {
-					for j, v := range src {
-						out[j*w] = v * scale
-					}
-				}
-			}
+	if last < 0 {
+		return 0, true
+	}
+	return strides[last], true
+}
+
+// kernelDepthStride returns the stride of the kernel's depth index (kernel position and
+// channel, channel fastest or slowest) and whether it is one strided run.
+func kernelDepthStride(s *ConvShape, cg int, channelSlowest bool) (int, bool) {
+	ws := s.WStrides
+	k, st := s.Kernel, ws.Spatial
+	if channelSlowest {
+		return mergeStride([]int{cg, k[0], k[1], k[2]}, []int{ws.Major, st[0], st[1], st[2]})
+	}
+	return mergeStride([]int{k[0], k[1], k[2], cg}, []int{st[0], st[1], st[2], ws.Major})
+}
+
+// outputRowStep returns the stride between consecutive GEMM rows in y, and whether y can be
+// written directly (rows at one stride, output channels contiguous).
+func outputRowStep(s *ConvShape, pixelMajor bool) (int, bool) {
+	ys := s.YStrides
+	if ys.Minor != 1 {
+		return 0, false
+	}
+	o := s.Out
+	var step int
+	var ok bool
+	if pixelMajor {
+		step, ok = mergeStride([]int{o[0], o[1], o[2], s.Batch}, []int{ys.Spatial[0], ys.Spatial[1], ys.Spatial[2], ys.Major})
+	} else {
+		step, ok = mergeStride([]int{s.Batch, o[0], o[1], o[2]}, []int{ys.Major, ys.Spatial[0], ys.Spatial[1], ys.Spatial[2]})
+	}
+	if s.Batch*o[0]*o[1]*o[2] == 1 {
+		return s.OutChannels, true
+	}
+	return step, ok && step >= s.OutChannels
+}
+
+// scatterRows copies the m×og GEMM result of one group into y through y's strides.
+func scatterRows(s *ConvShape, pixelMajor bool, c []float32, og int, y []float32, oOff int) {
+	ys := s.YStrides
+	pixels := s.Out[0] * s.Out[1] * s.Out[2]
+	for r := range s.Batch * pixels {
+		var b, p int
+		if pixelMajor {
+			p, b = r/s.Batch, r%s.Batch
+		} else {
+			b, p = r/pixels, r%pixels
+		}
+		q2 := p % s.Out[2]
+		q1 := (p / s.Out[2]) % s.Out[1]
+		q0 := p / (s.Out[2] * s.Out[1])
+		base := b*ys.Major + q0*ys.Spatial[0] + q1*ys.Spatial[1] + q2*ys.Spatial[2] + oOff*ys.Minor
+		for o, v := range c[r*og : r*og+og] {
+			y[base+o*ys.Minor] = v
 		}
 	}
 }
 
-// inputOffset returns the pixel index (batch and spatial, row-major) that output base position
-// base plus kernel offset k reads, and false where that is padding or a dilation hole.
-func (a *im2col) inputOffset(b int, base, k [3]int) (int, bool) {
-	s := &a.s
-	off := b
+// im2col is the receptive-field matrix of a convolution as a PanelSource. Rows are output
+// pixels, batch-major ((batch, pixel) row-major) or pixel-major ((pixel, batch)); depth index
+// is (kernel position, channel) row-major, or (channel, kernel position) when channelSlowest.
+type im2col struct {
+	s              *ConvShape
+	x              []float32
+	cOff           int // element offset of the group's first channel
+	c              int // channels per group
+	pixelMajor     bool
+	channelSlowest bool
+}
+
+// depthIndex splits a depth index into its channel and the kernel offsets (already multiplied
+// by the kernel dilation).
+func (a *im2col) depthIndex(p int) (c int, k [3]int) {
+	s := a.s
+	ks := s.Kernel[0] * s.Kernel[1] * s.Kernel[2]
+	var kpos int
+	if a.channelSlowest {
+		c, kpos = p/ks, p%ks
+	} else {
+		kpos, c = p/a.c, p%a.c
+	}
+	k2 := kpos % s.Kernel[2]
+	k1 := (kpos / s.Kernel[2]) % s.Kernel[1]
+	k0 := kpos / (s.Kernel[2] * s.Kernel[1])
+	return c, [3]int{k0 * s.KernelDilation[0], k1 * s.KernelDilation[1], k2 * s.KernelDilation[2]}
+}
+
+// spatialOffset returns the element offset of input position base+k, false where that is
+// padding or a dilation hole.
+func (a *im2col) spatialOffset(base, k [3]int) (int, bool) {
+	s := a.s
+	off := 0
 	for d := range 3 {
 		pos := base[d] + k[d]
 		if ld := s.InputDilation[d]; ld != 1 {
@@ -159,7 +239,187 @@ func (a *im2col) inputOffset(b int, base, k [3]int) (int, bool) {
 		if pos < 0 || pos >= s.In[d] {
 			return 0, false
 		}
-		off = off*s.In[d] + pos
+		off += pos * s.XStrides.Spatial[d]
 	}
 	return off, true
+}
+
+// pixelBase returns the input position (before kernel offsets) of output pixel p.
+func (a *im2col) pixelBase(p int) [3]int {
+	s := a.s
+	q2 := p % s.Out[2]
+	q1 := (p / s.Out[2]) % s.Out[1]
+	q0 := p / (s.Out[2] * s.Out[1])
+	return [3]int{q0*s.Stride[0] - s.PadLo[0], q1*s.Stride[1] - s.PadLo[1], q2*s.Stride[2] - s.PadLo[2]}
+}
+
+// Pack implements PanelSource.
+func (a *im2col) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
+	if a.pixelMajor {
+		a.packPixelMajor(dst, r0, rows, p0, kc, w, scale)
+		return
+	}
+	s := a.s
+	xs := s.XStrides
+	// The depth range cut at kernel positions: runs of channels with one kernel offset.
+	type segment struct {
+		p, c0, n int
+		k        [3]int
+	}
+	var segs [64]segment
+	segList := segs[:0]
+	for p := p0; p < p0+kc; {
+		c0, k := a.depthIndex(p)
+		n := min(a.c-c0, p0+kc-p)
+		segList = append(segList, segment{p: p - p0, c0: c0, n: n, k: k})
+		p += n
+	}
+	pixels := s.Out[0] * s.Out[1] * s.Out[2]
+	panels := (rows + w - 1) / w
+	for pi := range panels {
+		panel := dst[pi*kc*w : (pi+1)*kc*w]
+		for i := range w {
+			r := r0 + pi*w + i
+			if r >= r0+rows {
+				for p := range kc {
+					panel[p*w+i] = 0
+				}
+				continue
+			}
+			b, px := r/pixels, r%pixels
+			base := a.pixelBase(px)
+			rowOff := b*xs.Major + a.cOff
+			for _, sg := range segList {
+				out := panel[sg.p*w+i:]
+				off, ok := a.spatialOffset(base, sg.k)
+				if !ok {
+					for j := range sg.n {
+						out[j*w] = 0
+					}
+					continue
+				}
+				start := rowOff + off + sg.c0*xs.Minor
+				if xs.Minor == 1 {
+					src := a.x[start : start+sg.n]
+					if scale == 1 {
+						for j, v := range src {
+							out[j*w] = v
+						}
+					} else {
+						for j, v := range src {
+							out[j*w] = v * scale
+						}
+					}
+					continue
+				}
+				for j := range sg.n {
+					out[j*w] = a.x[start+j*xs.Minor] * scale
+				}
+			}
+		}
+	}
+}
+
+// packPixelMajor packs rows (pixel, batch): runs of consecutive batch indices share one input
+// position, so each depth index copies a run of the (contiguous) batch axis.
+func (a *im2col) packPixelMajor(dst []float32, r0, rows, p0, kc, w int, scale float32) {
+	s := a.s
+	xs := s.XStrides
+	// Per depth index: channel offset and kernel offsets.
+	chans := make([]int, kc)
+	koffs := make([][3]int, kc)
+	for p := range kc {
+		c, k := a.depthIndex(p0 + p)
+		chans[p], koffs[p] = a.cOff+c*xs.Minor, k
+	}
+	panels := (rows + w - 1) / w
+	for pi := range panels {
+		panel := dst[pi*kc*w : (pi+1)*kc*w]
+		first := r0 + pi*w
+		last := min(first+w, r0+rows)
+		if last-first < w {
+			for p := range kc {
+				clear(panel[p*w+last-first : p*w+w])
+			}
+		}
+		for r := first; r < last; {
+			px, b := r/s.Batch, r%s.Batch
+			n := min(s.Batch-b, last-r) // run of rows with this pixel
+			i0 := r - first
+			base := a.pixelBase(px)
+			for p := range kc {
+				out := panel[p*w+i0 : p*w+i0+n]
+				off, ok := a.spatialOffset(base, koffs[p])
+				if !ok {
+					clear(out)
+					continue
+				}
+				start := b*xs.Major + chans[p] + off
+				if xs.Major == 1 {
+					src := a.x[start : start+n]
+					if scale == 1 {
+						copy(out, src)
+					} else {
+						for j, v := range src {
+							out[j] = v * scale
+						}
+					}
+					continue
+				}
+				for j := range out {
+					out[j] = a.x[start+j*xs.Major] * scale
+				}
+			}
+			r += n
+		}
+	}
+}
+
+// newKernelSource reads the kernel as the GEMM's right operand: rows are the group's output
+// channels, depth follows the im2col's order. A kernel whose depth is one strided run (HWIO,
+// or GoMLX's kernel gradient read channel-slowest) is read as Strided; others are gathered.
+func newKernelSource(s *ConvShape, w []float32, oOff, cg int, channelSlowest bool) PanelSource {
+	if stride, ok := kernelDepthStride(s, cg, channelSlowest); ok {
+		return Strided{Data: w, Off: oOff, RowStride: s.WStrides.Minor, DepthStride: stride}
+	}
+	return &kernelGather{s: s, w: w, oOff: oOff, cg: cg, channelSlowest: channelSlowest}
+}
+
+// kernelGather packs a kernel of any layout element by element (kernels are small).
+type kernelGather struct {
+	s              *ConvShape
+	w              []float32
+	oOff, cg       int
+	channelSlowest bool
+}
+
+func (kg *kernelGather) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
+	s := kg.s
+	ws := s.WStrides
+	ks := s.Kernel[0] * s.Kernel[1] * s.Kernel[2]
+	panels := (rows + w - 1) / w
+	for p := range kc {
+		d := p0 + p
+		var c, kpos int
+		if kg.channelSlowest {
+			c, kpos = d/ks, d%ks
+		} else {
+			kpos, c = d/kg.cg, d%kg.cg
+		}
+		k2 := kpos % s.Kernel[2]
+		k1 := (kpos / s.Kernel[2]) % s.Kernel[1]
+		k0 := kpos / (s.Kernel[2] * s.Kernel[1])
+		base := kg.oOff + c*ws.Major + k0*ws.Spatial[0] + k1*ws.Spatial[1] + k2*ws.Spatial[2]
+		for pi := range panels {
+			out := dst[pi*kc*w+p*w : pi*kc*w+p*w+w]
+			for i := range w {
+				r := r0 + pi*w + i
+				if r >= r0+rows {
+					out[i] = 0
+					continue
+				}
+				out[i] = kg.w[base+r*ws.Minor] * scale
+			}
+		}
+	}
 }

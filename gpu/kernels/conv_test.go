@@ -6,10 +6,24 @@ import (
 	"testing"
 )
 
-// refConv is the direct loop of ConvShape's definition, in float64.
-func refConv(s ConvShape, x, w []float32) []float32 {
-	y := make([]float32, s.outputSize())
+// layoutStrides returns element strides for a tensor with logical axes (major, minor, s0, s1,
+// s2) of the given sizes stored in the given order (a permutation of 0..4, slowest first).
+func layoutStrides(sizes [5]int, order [5]int) (ConvStrides, int) {
+	var st [5]int
+	n := 1
+	for i := 4; i >= 0; i-- {
+		st[order[i]] = n
+		n *= sizes[order[i]]
+	}
+	return ConvStrides{Major: st[0], Minor: st[1], Spatial: [3]int{st[2], st[3], st[4]}}, n
+}
+
+// refConv is the direct loop of ConvShape's definition, in float64, read and written through
+// the strides.
+func refConv(s ConvShape, x, w []float32, ySize int) []float32 {
+	y := make([]float32, ySize)
 	cg, og := s.Channels/s.Groups, s.OutChannels/s.Groups
+	xs, ws, ys := s.XStrides, s.WStrides, s.YStrides
 	for b := range s.Batch {
 		for q0 := range s.Out[0] {
 			for q1 := range s.Out[1] {
@@ -21,33 +35,28 @@ func refConv(s ConvShape, x, w []float32) []float32 {
 							for k1 := range s.Kernel[1] {
 								for k2 := range s.Kernel[2] {
 									q, k := [3]int{q0, q1, q2}, [3]int{k0, k1, k2}
-									var pos [3]int
+									xOff := b * xs.Major
 									ok := true
 									for d := range 3 {
 										p := q[d]*s.Stride[d] + k[d]*s.KernelDilation[d] - s.PadLo[d]
-										if p < 0 || p%s.InputDilation[d] != 0 {
+										if p < 0 || p%s.InputDilation[d] != 0 || p/s.InputDilation[d] >= s.In[d] {
 											ok = false
 											break
 										}
-										p /= s.InputDilation[d]
-										if p >= s.In[d] {
-											ok = false
-											break
-										}
-										pos[d] = p
+										xOff += p / s.InputDilation[d] * xs.Spatial[d]
 									}
 									if !ok {
 										continue
 									}
 									for c := range cg {
-										xi := (((b*s.In[0]+pos[0])*s.In[1]+pos[1])*s.In[2]+pos[2])*s.Channels + g*cg + c
-										wi := (((k0*s.Kernel[1]+k1)*s.Kernel[2]+k2)*cg+c)*s.OutChannels + o
+										xi := xOff + (g*cg+c)*xs.Minor
+										wi := c*ws.Major + o*ws.Minor + k0*ws.Spatial[0] + k1*ws.Spatial[1] + k2*ws.Spatial[2]
 										sum += float64(x[xi]) * float64(w[wi])
 									}
 								}
 							}
 						}
-						y[(((b*s.Out[0]+q0)*s.Out[1]+q1)*s.Out[2]+q2)*s.OutChannels+o] = float32(sum)
+						y[b*ys.Major+o*ys.Minor+q0*ys.Spatial[0]+q1*ys.Spatial[1]+q2*ys.Spatial[2]] = float32(sum)
 					}
 				}
 			}
@@ -75,28 +84,56 @@ func TestConvMatchesDirectLoop(t *testing.T) {
 		{2, 9, 9, 2, 3, 3, 3, 1, 2, 1, 2, 1}, // kernel dilation
 		{2, 6, 6, 4, 6, 3, 3, 1, 1, 1, 1, 2}, // groups
 		{2, 11, 11, 3, 16, 7, 7, 2, 3, 1, 1, 1},
-		{1, 6, 7, 5, 3, 3, 3, 1, -1, 1, 1, 1},  // negative padding crops
+		{1, 6, 7, 5, 3, 3, 3, 1, -1, 1, 1, 1}, // negative padding crops
 		{4, 6, 6, 40, 20, 3, 3, 1, 1, 1, 1, 1}, // several depth blocks per kernel position
+		{13, 7, 6, 3, 4, 3, 3, 1, 1, 1, 1, 1}, // batch not a multiple of the panel height
+	}
+	// Layouts: storage order of (major, minor, s0, s1, s2) for x, w and y.
+	layouts := []struct {
+		name    string
+		x, w, y [5]int
+	}{
+		{"channels-last", [5]int{0, 2, 3, 4, 1}, [5]int{2, 3, 4, 0, 1}, [5]int{0, 2, 3, 4, 1}},
+		{"channels-first", [5]int{0, 1, 2, 3, 4}, [5]int{1, 0, 2, 3, 4}, [5]int{0, 1, 2, 3, 4}},
+		// GoMLX's kernel gradient of a channels-last conv: x's "batch" (its channels) contiguous,
+		// the "kernel" (dY) [n, ho, wo, co], output HWIO.
+		{"kernel-gradient", [5]int{1, 2, 3, 4, 0}, [5]int{0, 2, 3, 4, 1}, [5]int{2, 3, 4, 0, 1}},
+		{"batch-contiguous, odd kernel layout", [5]int{2, 3, 4, 1, 0}, [5]int{1, 2, 3, 4, 0}, [5]int{1, 2, 3, 4, 0}},
 	}
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, threads := range []int{1, 2} {
 		pool := NewPool(threads)
-		for _, g := range cases {
-			s := ConvShape{Batch: g.b, Channels: g.c, OutChannels: g.o, Groups: g.groups,
-				In: [3]int{1, g.h, g.w}, Kernel: [3]int{1, g.kh, g.kw},
-				Stride: [3]int{1, g.stride, g.stride}, PadLo: [3]int{0, g.pad, g.pad},
-				InputDilation: [3]int{1, g.ld, g.ld}, KernelDilation: [3]int{1, g.kd, g.kd}}
-			s.Out = [3]int{1, outDim(g.h, g.kh, g.stride, g.pad, g.pad, g.ld, g.kd), outDim(g.w, g.kw, g.stride, g.pad, g.pad, g.ld, g.kd)}
-			name := fmt.Sprintf("threads%d/%+v", threads, g)
-			x := randSlice(r, s.inputSize())
-			w := randSlice(r, s.kernelSize())
-			y := randSlice(r, s.outputSize()) // overwritten
-			if err := pool.Conv(s, x, w, y); err != nil {
-				t.Fatalf("%s: %v", name, err)
+		for _, l := range layouts {
+			for _, g := range cases {
+				s := ConvShape{Batch: g.b, Channels: g.c, OutChannels: g.o, Groups: g.groups,
+					In: [3]int{1, g.h, g.w}, Kernel: [3]int{1, g.kh, g.kw},
+					Stride: [3]int{1, g.stride, g.stride}, PadLo: [3]int{0, g.pad, g.pad},
+					InputDilation: [3]int{1, g.ld, g.ld}, KernelDilation: [3]int{1, g.kd, g.kd}}
+				s.Out = [3]int{1, outDim(g.h, g.kh, g.stride, g.pad, g.pad, g.ld, g.kd), outDim(g.w, g.kw, g.stride, g.pad, g.pad, g.ld, g.kd)}
+				var nx, nw, ny int
+				s.XStrides, nx = layoutStrides([5]int{g.b, g.c, 1, g.h, g.w}, l.x)
+				s.WStrides, nw = layoutStrides([5]int{g.c / g.groups, g.o, 1, g.kh, g.kw}, l.w)
+				s.YStrides, ny = layoutStrides([5]int{g.b, g.o, s.Out[0], s.Out[1], s.Out[2]}, l.y)
+				name := fmt.Sprintf("threads%d/%s/%+v", threads, l.name, g)
+				x, w := randSlice(r, nx), randSlice(r, nw)
+				y := randSlice(r, ny) // overwritten
+				if err := pool.Conv(s, x, w, y); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				closeEnough(t, name, y, refConv(s, x, w, ny), s.Kernel[1]*s.Kernel[2]*s.Channels)
 			}
-			closeEnough(t, name, y, refConv(s, x, w), s.Kernel[1]*s.Kernel[2]*s.Channels)
 		}
 		pool.Close()
+	}
+}
+
+func TestConvChannelsLastMatchesDefaults(t *testing.T) {
+	s := ConvShape{Batch: 2, Channels: 3, OutChannels: 4, Groups: 1, In: [3]int{1, 5, 6}, Out: [3]int{1, 5, 6},
+		Kernel: [3]int{1, 3, 3}, Stride: [3]int{1, 1, 1}, PadLo: [3]int{0, 1, 1}, InputDilation: [3]int{1, 1, 1}, KernelDilation: [3]int{1, 1, 1}}
+	s.ChannelsLast()
+	want, _ := layoutStrides([5]int{2, 3, 1, 5, 6}, [5]int{0, 2, 3, 4, 1})
+	if s.XStrides != want {
+		t.Fatalf("ChannelsLast x strides %+v, want %+v", s.XStrides, want)
 	}
 }
 
@@ -105,11 +142,36 @@ func TestConvRejectsBadShapes(t *testing.T) {
 	defer pool.Close()
 	s := ConvShape{Batch: 1, Channels: 3, OutChannels: 4, Groups: 2, In: [3]int{1, 4, 4}, Out: [3]int{1, 2, 2},
 		Kernel: [3]int{1, 3, 3}, Stride: [3]int{1, 1, 1}, InputDilation: [3]int{1, 1, 1}, KernelDilation: [3]int{1, 1, 1}}
+	s.ChannelsLast()
 	if err := pool.Conv(s, nil, nil, nil); err == nil {
 		t.Fatal("no error for 2 groups over 3 channels")
 	}
 	s.Groups = 1
+	s.ChannelsLast()
 	if err := pool.Conv(s, make([]float32, 10), make([]float32, 108), make([]float32, 16)); err == nil {
 		t.Fatal("no error for a too short input")
+	}
+}
+
+// TestConvKernelGradientReadsInPlace checks the layout of GoMLX's kernel gradient takes the
+// fast path: rows pixel-major, the kernel (dY) read as one strided run, y written directly.
+func TestConvKernelGradientReadsInPlace(t *testing.T) {
+	b, c, o, h := 8, 16, 32, 6
+	s := ConvShape{Batch: c, Channels: b, OutChannels: o, Groups: 1, In: [3]int{1, h, h}, Out: [3]int{1, 3, 3},
+		Kernel: [3]int{1, h, h}, Stride: [3]int{1, 1, 1}, PadLo: [3]int{0, 1, 1}, InputDilation: [3]int{1, 1, 1}, KernelDilation: [3]int{1, 1, 1}}
+	s.XStrides, _ = layoutStrides([5]int{c, b, 1, h, h}, [5]int{1, 2, 3, 4, 0})
+	s.WStrides, _ = layoutStrides([5]int{b, o, 1, h, h}, [5]int{0, 2, 3, 4, 1})
+	s.YStrides, _ = layoutStrides([5]int{c, o, 1, 3, 3}, [5]int{2, 3, 4, 0, 1})
+	if s.XStrides.Major != 1 {
+		t.Fatal("test set-up: x's batch axis should be contiguous")
+	}
+	if _, ok := kernelDepthStride(&s, b, true); !ok {
+		t.Fatal("dY is not read as one strided run")
+	}
+	if _, ok := newKernelSource(&s, nil, 0, b, true).(Strided); !ok {
+		t.Fatal("dY is gathered, not read in place")
+	}
+	if step, ok := outputRowStep(&s, true); !ok || step != o {
+		t.Fatalf("output row step %d, direct %v; want %d, true", step, ok, o)
 	}
 }

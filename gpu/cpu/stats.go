@@ -1,0 +1,77 @@
+package cpu
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// opStats accumulates the wall time spent in each kind of operation, for tuning: set
+// Config.ProfileOps and read Backend.OpStats.
+type opStats struct {
+	mu    sync.Mutex
+	byKey map[string]*OpStat
+}
+
+// OpStat is the time spent in one kind of operation (by name and float32 or not).
+type OpStat struct {
+	Name  string
+	Calls int
+	Time  time.Duration
+}
+
+func (s *opStats) add(name string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byKey == nil {
+		s.byKey = make(map[string]*OpStat)
+	}
+	st := s.byKey[name]
+	if st == nil {
+		st = &OpStat{Name: name}
+		s.byKey[name] = st
+	}
+	st.Calls++
+	st.Time += d
+}
+
+// OpStats returns the time spent per operation since the backend was created (or since the
+// last ResetOpStats), most expensive first; nil unless Config.ProfileOps is set.
+func (be *Backend) OpStats() []OpStat {
+	if be.stats == nil {
+		return nil
+	}
+	be.stats.mu.Lock()
+	defer be.stats.mu.Unlock()
+	var out []OpStat
+	for _, s := range be.stats.byKey {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b OpStat) int { return cmp.Compare(b.Time, a.Time) })
+	return out
+}
+
+// ResetOpStats clears the operation timings.
+func (be *Backend) ResetOpStats() {
+	if be.stats != nil {
+		be.stats.mu.Lock()
+		be.stats.byKey = nil
+		be.stats.mu.Unlock()
+	}
+}
+
+// FormatOpStats renders timings as an aligned table.
+func FormatOpStats(stats []OpStat) string {
+	var total time.Duration
+	for _, s := range stats {
+		total += s.Time
+	}
+	var b strings.Builder
+	for _, s := range stats {
+		fmt.Fprintf(&b, "%-28s %6d calls %10.1f ms %5.1f%%\n", s.Name, s.Calls, float64(s.Time.Microseconds())/1000, 100*float64(s.Time)/float64(max(total, 1)))
+	}
+	return b.String()
+}
