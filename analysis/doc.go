@@ -1,4 +1,40 @@
 // Package analysis is the evaluation math as plain Go: weighted kNN, the linear probe, the
-// paper's negative-positive coupling (NPC) statistics, and the reports (JSON, Markdown tables
-// beside the paper's numbers) and PNG plots made from them.
+// paper's negative-positive coupling (NPC) statistics, and the reports (JSON, Markdown
+// tables) and PNG plots made from them. It knows nothing of Beam; package pipelines spreads
+// the same pieces over workers.
+//
+// # kNN
+//
+// KNN is the InstDisc/MoCo CIFAR protocol (DefaultKNNConfig: cosine similarity of
+// L2-normalised features, k = 200, votes exp(sim/T) with T = 0.1), reporting top-1/top-5
+// accuracy overall and per class. It is built from pieces a distributed job uses directly:
+// Prepare readies a block of vectors for a metric (normalised for Cosine; a zero vector stays
+// zero, so its cosine with anything is 0); a Search holds a block of queries and takes bank
+// (training) blocks one at a time, in any order; TopKBlock is one such block's answer and
+// MergeTopK merges partial answers exactly; Vote and RankClasses turn neighbours into a
+// ranking; a Tally counts hits and merges across workers. Ties are deterministic: equal
+// similarities rank the lower training index first, equal votes the lower class id.
+//
+// # Linear probe
+//
+// LinearProbe trains multinomial logistic regression on frozen features with
+// DefaultLinearConfig (OpenSelfSup: SGD lr 30, momentum 0.9, wd 0, 100 epochs, ×0.1 at 60
+// and 80, batch 256) or LARSLinearConfig (the paper's SimSiam-style variant), from a seed,
+// reproducibly.
+//
+// # NPC statistics
+//
+// NPCMultipliers computes q = 1 - exp(s)/(exp(s)+U) for every anchor of a batch in float64 (it
+// agrees with trainstep's loss); NPCStatistics samples seeded batches of each size and
+// summarises q per batch size (NPCStats: mean, std, C_v, quantiles, histogram on [0, 1]).
+//
+// # Reports and plots
+//
+// SaveJSON/LoadJSON write and read results atomically on any path shards supports; Table
+// renders Markdown. WritePNG/SavePNG draw LineChart and HistogramChart panels in a grid;
+// NPCSummaryCharts and NPCDistributionChart are the paper's Fig. 1(a) and (b),
+// MetricByEpochChart and AccuracyByBatchSizeChart the reproduction's usual plots.
+//
+// Every matrix multiply goes through one function (sgemm in matmul.go), on gpu/kernels'
+// packed GEMM.
 package analysis
