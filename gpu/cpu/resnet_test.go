@@ -166,12 +166,12 @@ func (r *resnetBuilder) sgdStep(ctx *context.Context, images *Node) *Node {
 	loss := r.trainLoss(ctx, images)
 	var vars []*context.Variable
 	var values []*Node
-	ctx.EnumerateVariables(func(v *context.Variable) {
+	for v := range ctx.IterVariables() {
 		if v.Trainable {
 			vars = append(vars, v)
 			values = append(values, v.ValueGraph(images.Graph()))
 		}
-	})
+	}
 	grads := Gradient(loss, values...)
 	for i, v := range vars {
 		v.SetValueGraph(Sub(values[i], MulScalar(grads[i], 0.01)))
