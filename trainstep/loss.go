@@ -129,7 +129,7 @@ func StackedLossGraph(z *Node, cfg LossConfig) LossNodes {
 	invTau := 1 / cfg.Temperature
 
 	z = l2Normalize(z)
-	cos := Einsum("ad,bd->ab", z, z) // [2N, 2N] cosine similarities
+	cos := Dot(z, Transpose(z, 0, 1)) // [2N, 2N] cosine similarities (Dot: see dotgrad.go)
 	logits := MulScalar(cos, invTau)
 
 	// Anchor a is a view of image a mod N; its positive is view (a+N) mod 2N.

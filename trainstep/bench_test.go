@@ -1,0 +1,114 @@
+package trainstep
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// peakRSSMiB is the process's peak resident memory (VmHWM): meaningful when one benchmark runs
+// alone (-bench 'StepResNet18$').
+func peakRSSMiB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// benchmarkStep times one training step (forward and backward of 2·batch images, loss,
+// update) and reports ms per image and the peak RSS.
+func benchmarkStep(b *testing.B, cfg StepConfig, batch, size int) {
+	backend := newTestBackend(b)
+	s, err := NewStep(backend, cfg, size, size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Finalize()
+	data := RandomBatch(1, batch, size, size, cfg.Model.Channels)
+	if _, err := s.Run(data, 0.01); err != nil { // compiles the graph
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := s.Run(data, 0.01); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perImage := b.Elapsed().Seconds() * 1000 / float64(b.N) / float64(2*batch)
+	b.ReportMetric(perImage, "ms/image")
+	b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
+}
+
+// BenchmarkStepResNet18 is one resnet18-cifar training step at batch 64 (128 images of
+// 32×32×3); -short: width 8, batch 8.
+func BenchmarkStepResNet18(b *testing.B) {
+	cfg := BenchStepConfig(ResNet18CIFAR, 3)
+	batch := 64
+	if testing.Short() {
+		cfg.Model.BaseWidth, batch = 8, 8
+	}
+	benchmarkStep(b, cfg, batch, 32)
+}
+
+// BenchmarkStepSmallCNN is one small-cnn step at batch 64 on 28×28 grayscale (Fashion-MNIST's
+// size); -short: batch 8.
+func BenchmarkStepSmallCNN(b *testing.B) {
+	batch := 64
+	if testing.Short() {
+		batch = 8
+	}
+	benchmarkStep(b, BenchStepConfig(SmallCNN, 1), batch, 28)
+}
+
+// BenchmarkLossDCL is the DCL loss forward and backward (gradients of z1 and z2) at
+// 2N = 1024 anchors, d = 128, float32; -short: 2N = 64.
+func BenchmarkLossDCL(b *testing.B) {
+	n, d := 512, 128
+	if testing.Short() {
+		n = 32
+	}
+	backend := newTestBackend(b)
+	exec, err := NewExec(backend, func(z *Node) []*Node {
+		nodes := StackedLossGraph(z, LossConfig{Kind: DCL, Temperature: 0.07})
+		return append([]*Node{nodes.Loss}, Gradient(nodes.Loss, z)...)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exec.Finalize()
+	r := rand.New(rand.NewPCG(1, 1))
+	z := make([]float32, 2*n*d)
+	for i := range z {
+		z[i] = float32(r.NormFloat64())
+	}
+	zt := tensors.FromFlatDataAndDimensions(z, 2*n, d)
+	run := func() {
+		out, err := exec.Exec(zt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range out {
+			t.FinalizeAll()
+		}
+	}
+	run()
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+}
