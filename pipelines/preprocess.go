@@ -1,0 +1,495 @@
+package pipelines
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
+)
+
+// The preprocess pipeline (Preprocess) turns one split of a dataset into a shard directory:
+//
+//	Create(units) ─ Reshuffle ─ ReadUnits ──refs KV<shard, ref>──┐
+//	                               │  └─dead letters, unit stats │
+//	Impulse ─ PartMarkers ─────────┼──── KV<shard, marker> ──────┴─ Flatten ─ GroupByKey
+//	                               │                                              │
+//	Impulse ─ PrepareOutput(stats) ┴─ config ─────(side input)──── WriteParts(refs, config)
+//	                                                                     │ shard infos, dead letters
+//	Impulse ─ Commit(config, infos, dead letters, stats) ────────────────┘
+//
+// ReadUnits streams each unit's records once, hashes them (the source checksum), reports bad
+// records, and for every record and pass emits only a small reference (ref) keyed by the
+// shard that will hold it (shards.Place). The GroupByKey therefore moves references, never
+// image bytes: prism keeps all of a GroupByKey's data in memory. WriteParts sorts its
+// references into the shard's row order, re-reads each record from the source by
+// reference, decodes, augments and writes the shard (atomically, under a temporary name,
+// with shards.NewWriter) and emits the shard's ShardInfo. PrepareOutput runs once, after
+// every unit has been read and before any shard is written: it fixes the configuration
+// (with the source checksum) and calls shards.Prepare. Commit runs once, after every shard
+// is written: it writes the dead letters, enforces MaxBadFraction and calls shards.Commit,
+// which writes manifest.json last.
+
+// DefaultShardBytes is the size a shard aims at when the number of shards per pass is not
+// given: large enough that listing and opening shards costs nothing next to reading them,
+// small enough that a pass spreads over many readers and writers.
+const DefaultShardBytes = 256 << 20
+
+// Counter names of the preprocess pipeline, in namespace MetricsNamespace.
+const (
+	MetricsNamespace     = "dcl.preprocess"
+	MetricRecordsRead    = "records_read"
+	MetricRowsWritten    = "rows_written"
+	MetricViewsWritten   = "views_written"
+	MetricBytesWritten   = "bytes_written"
+	MetricDeadLetters    = "dead_letters"
+	MetricShardsWritten  = "shards_written"
+	MetricRecordsFetched = "records_fetched"
+)
+
+// PreprocessOptions is what a preprocessing run is asked to do: `dcl preprocess` fills it
+// from its flags.
+type PreprocessOptions struct {
+	// Spec says what to read: dataset, input, split and the readers' options.
+	Spec datasets.Spec
+	// Output is the dataset directory to write, local or gs://.
+	Output string
+	// Augment is the augmentation configuration (a preset with overrides). An evaluation
+	// preset (Eval, preset "none") writes single-view shards: one centred view per image.
+	Augment augment.Config
+	// Passes is E, the number of augmented passes; each writes one row per image. It must
+	// be 1 for evaluation shards.
+	Passes int
+	// Seed seeds the augmentations and the placement of rows in shards.
+	Seed uint64
+	// Parts is the number of shards per pass; 0 chooses it from the size of the output
+	// (DefaultParts).
+	Parts int
+	// Encoding of the views; "" means DefaultEncoding.
+	Encoding shards.Encoding
+	// Channels of the views, 1 or 3; 0 means DefaultChannels. Sources with the other
+	// count are converted (grey to RGB by copying, RGB to grey by ITU-R 601-2 luma).
+	Channels int
+	// Limit, when positive, keeps only the first Limit records of the split: the records
+	// with the smallest Record.Index, that is the first files of the split in the dataset's
+	// published order (CIFAR data_batch_1 first, IDX files from the start, image folders by
+	// class folder then sorted file name). Plans whose counts are only estimates (ImageNet
+	// tars) cannot be limited.
+	Limit int64
+	// MaxBadFraction is the largest share of dead letters (records that gave no rows) a run
+	// accepts; above it the run fails after writing the dead letters and without a manifest.
+	MaxBadFraction float64
+	// Overwrite allows replacing a dataset of another configuration in Output.
+	Overwrite bool
+	// CodeVersion is recorded in every shard and the manifest.
+	CodeVersion string
+	// Progress, when not nil, counts records read and rows written while the pipeline runs
+	// in this process (prism, direct, a LOOPBACK job server); workers in other processes
+	// cannot reach it.
+	Progress *Progress
+}
+
+// PreprocessJob is a planned run: the units to read and the configuration of the shards.
+type PreprocessJob struct {
+	Plan datasets.Plan
+	// Config is the shards' configuration without its SourceChecksum, which the pipeline
+	// computes from the bytes it reads.
+	Config         shards.Config
+	Output         string
+	MaxBadFraction float64
+	Overwrite      bool
+	Progress       *Progress
+}
+
+// DefaultSize is the view side a dataset's images are usually trained at.
+func DefaultSize(dataset string) int {
+	switch dataset {
+	case datasets.CIFAR10, datasets.CIFAR100:
+		return 32
+	case datasets.STL10:
+		return 96
+	case datasets.IDX, datasets.MNIST, datasets.FashionMNIST:
+		return 28
+	}
+	return 224 // ImageNet, ImageNet-100 and image folders
+}
+
+// DefaultChannels is the channel count of a dataset's images: 1 for the IDX datasets
+// (MNIST, Fashion-MNIST), 3 for the others (an image folder's grey images become RGB).
+func DefaultChannels(dataset string) int {
+	switch dataset {
+	case datasets.IDX, datasets.MNIST, datasets.FashionMNIST:
+		return 1
+	}
+	return 3
+}
+
+// DefaultEncoding stores views of up to 96 pixels raw (small, and decoding costs nothing)
+// and larger ones as JPEG (a 224×224 RGB view is 147 KiB raw, about 30 KiB as JPEG).
+func DefaultEncoding(size int) shards.Encoding {
+	if size <= 96 {
+		return shards.Raw
+	}
+	return shards.JPEG
+}
+
+// DefaultParts chooses the shards per pass so that each holds about DefaultShardBytes.
+func DefaultParts(records int64, cfg shards.Config) int {
+	view := float64(cfg.Height * cfg.Width * cfg.Channels)
+	switch cfg.Encoding {
+	case shards.JPEG:
+		view /= 5 // quality 95 on photographs
+	case shards.PNG:
+		view /= 2
+	}
+	total := float64(records) * (view*float64(cfg.Views) + 64)
+	parts := int(math.Ceil(total / DefaultShardBytes))
+	return max(1, min(parts, int(records), 99999))
+}
+
+// PlanPreprocess checks the options, plans the split (datasets.MakePlan: listings and
+// headers only) and fixes the shards' configuration. Its errors are the user's to fix.
+func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, error) {
+	if o.Output == "" {
+		return nil, errors.New("no output directory given")
+	}
+	if err := o.Augment.Validate(); err != nil {
+		return nil, fmt.Errorf("augmentation: %w", err)
+	}
+	views := 2
+	if o.Augment.Eval {
+		views = 1
+		if o.Passes != 1 {
+			return nil, fmt.Errorf("evaluation shards (preset %s) have one pass, not %d", o.Augment.Preset, o.Passes)
+		}
+	}
+	if o.Passes < 1 {
+		return nil, fmt.Errorf("passes = %d: want at least 1", o.Passes)
+	}
+	if o.Parts < 0 || o.Parts > 99999 {
+		return nil, fmt.Errorf("shards per pass = %d: want 1 to 99999, or 0 to choose from the dataset's size", o.Parts)
+	}
+	if !(o.MaxBadFraction >= 0 && o.MaxBadFraction <= 1) {
+		return nil, fmt.Errorf("max bad fraction %g: want a number in [0, 1]", o.MaxBadFraction)
+	}
+	if o.Limit < 0 {
+		return nil, fmt.Errorf("limit %d: want 0 (all records) or more", o.Limit)
+	}
+	channels := o.Channels
+	if channels == 0 {
+		channels = DefaultChannels(o.Spec.Dataset)
+	}
+	if channels != 1 && channels != 3 {
+		return nil, fmt.Errorf("channels = %d: want 1 or 3", channels)
+	}
+	enc := o.Encoding
+	if enc == "" {
+		enc = DefaultEncoding(o.Augment.Size)
+	}
+	if _, err := shards.ParseEncoding(string(enc)); err != nil {
+		return nil, err
+	}
+	spec := o.Spec
+	if spec.Split == "" {
+		spec.Split = "train"
+	}
+	plan, err := datasets.MakePlan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range plan.Warnings {
+		slog.Warn(w)
+	}
+	if plan.Ignored > 0 {
+		slog.Info("files that are not records were ignored", "input", spec.Input, "count", plan.Ignored, "examples", plan.IgnoredExamples)
+	}
+	if o.Limit > 0 {
+		if plan, err = limitPlan(plan, o.Limit); err != nil {
+			return nil, err
+		}
+	}
+	augJSON, err := json.Marshal(o.Augment)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the augmentation config: %w", err)
+	}
+	version := o.CodeVersion
+	if version == "" {
+		version = "unknown"
+	}
+	cfg := shards.Config{
+		Dataset: spec.Dataset, Split: spec.Split, Preset: o.Augment.Preset, Augment: augJSON,
+		Seed: o.Seed, Passes: o.Passes, Parts: o.Parts, Views: views, Encoding: enc,
+		Height: o.Augment.Size, Width: o.Augment.Size, Channels: channels,
+		CodeVersion: version, SourceChecksum: pendingChecksum,
+	}
+	if cfg.Preset == "" {
+		return nil, errors.New("augmentation config names no preset")
+	}
+	if cfg.Parts == 0 {
+		cfg.Parts = DefaultParts(plan.Records, cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.SourceChecksum = ""
+	return &PreprocessJob{Plan: plan, Config: cfg, Output: o.Output, MaxBadFraction: o.MaxBadFraction,
+		Overwrite: o.Overwrite, Progress: o.Progress}, nil
+}
+
+// pendingChecksum stands in for the source checksum while the config is validated before
+// the pipeline has computed it.
+const pendingChecksum = "pending"
+
+// limitPlan keeps the first n records of a plan, in plan (Index) order.
+func limitPlan(p datasets.Plan, n int64) (datasets.Plan, error) {
+	if !p.Exact {
+		return p, fmt.Errorf("--limit needs a split whose record count is known before reading; %s %s is read from tars, "+
+			"whose members are counted only when read: extract them into class folders, or drop the limit", p.Dataset, p.Split)
+	}
+	if n >= p.Records {
+		return p, nil
+	}
+	var units []datasets.Unit
+	left := n
+	for _, u := range p.Units {
+		if left == 0 {
+			break
+		}
+		if u.Records > left {
+			u.Records = left
+			if u.Kind == datasets.KindFiles {
+				u.Files, u.Labels = u.Files[:left], u.Labels[:left]
+			}
+		}
+		left -= u.Records
+		units = append(units, u)
+	}
+	p.Units, p.Records = units, n
+	return p, nil
+}
+
+// PreprocessResult is what a finished run reports.
+type PreprocessResult struct {
+	// Manifest is the committed dataset's manifest; nil when the job was only submitted
+	// (--async) or translated (--dry_run).
+	Manifest *shards.Manifest
+	// Metrics are the pipeline's counters, as the runner reported them (zero when it
+	// reports none).
+	Metrics PreprocessMetrics
+	Wall    time.Duration
+}
+
+// PreprocessMetrics are the pipeline's Beam counters.
+type PreprocessMetrics struct {
+	RecordsRead, RecordsFetched, RowsWritten, ViewsWritten, BytesWritten, DeadLetters, ShardsWritten int64
+}
+
+// Summary is the one line `dcl preprocess` ends with.
+func (r *PreprocessResult) Summary(dir string) string {
+	if r.Manifest == nil {
+		return fmt.Sprintf("preprocess job submitted, not run here (wall %s); the manifest will appear in %s when it finishes", r.Wall.Round(time.Millisecond), dir)
+	}
+	m := r.Manifest
+	return fmt.Sprintf("%s %s: %d records → %d rows (%d views) in %d shards, %s, %d dead letters, wall %s → %s",
+		m.Config.Dataset, m.Config.Split, m.Records, m.Rows, m.Views(), len(m.Shards), humanBytes(m.Bytes),
+		m.DeadLetters.Count, r.Wall.Round(time.Millisecond), dir)
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// Preprocess adds the preprocessing pipeline of job to s. It writes job.Output and outputs
+// nothing: the committed manifest is the result.
+func Preprocess(s beam.Scope, job *PreprocessJob) error {
+	s = s.Scope("Preprocess")
+	cfg := job.Config
+	progressID := job.Progress.id()
+
+	tasks := make([]string, len(job.Plan.Units))
+	for i, u := range job.Plan.Units {
+		b, err := json.Marshal(unitTask{Seq: i, Unit: u})
+		if err != nil {
+			return fmt.Errorf("encoding unit %s: %w", u, err)
+		}
+		tasks[i] = string(b)
+	}
+	baseCfg, err := json.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encoding the shards' config: %w", err)
+	}
+
+	// Create emits the units in one bundle; the Reshuffle spreads them over the workers.
+	units := beam.Reshuffle(s, beam.CreateList(s, tasks))
+	refs, dead, stats := beam.ParDo3(s.Scope("ReadUnits"), &readUnitsFn{
+		Seed: cfg.Seed, Passes: cfg.Passes, Parts: cfg.Parts, ProgressID: progressID,
+	}, units)
+
+	markers := beam.ParDo(s.Scope("PartMarkers"), &partMarkersFn{Shards: cfg.Passes * cfg.Parts}, beam.Impulse(s))
+	byShard := beam.GroupByKey(s, beam.Flatten(s, refs, markers))
+
+	config := beam.ParDo(s.Scope("PrepareOutput"), &prepareOutputFn{
+		Output: job.Output, Config: string(baseCfg), Overwrite: job.Overwrite, Units: len(tasks),
+	}, beam.Impulse(s), beam.SideInput{Input: stats})
+
+	infos, writeDead := beam.ParDo2(s.Scope("WriteParts"), &writePartFn{
+		Output: job.Output, Units: fetchUnits(job.Plan.Units), ProgressID: progressID,
+	}, byShard, beam.SideInput{Input: config})
+
+	beam.ParDo0(s.Scope("Commit"), &commitFn{
+		Output: job.Output, MaxBadFraction: job.MaxBadFraction,
+	}, beam.Impulse(s), beam.SideInput{Input: config}, beam.SideInput{Input: infos},
+		beam.SideInput{Input: beam.Flatten(s, dead, writeDead)}, beam.SideInput{Input: stats})
+	return nil
+}
+
+// fetchUnits is what WriteParts needs of the units to re-read records: the plan's units
+// without the file lists of flat ImageNet validation units (records of those are re-read
+// by path, which the references carry), so that the DoFn's serialised form stays small.
+func fetchUnits(units []datasets.Unit) []datasets.Unit {
+	out := make([]datasets.Unit, len(units))
+	for i, u := range units {
+		u.Files, u.Labels = nil, nil
+		out[i] = u
+	}
+	return out
+}
+
+// RunPreprocess builds the pipeline and runs it on the runner the Beam flags select
+// (prism in process by default), then reads back the manifest. Before the run it refuses,
+// unless Overwrite, an output directory whose manifest describes another dataset (the
+// pipeline checks again, with the source checksum, before it writes anything).
+func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, error) {
+	start := time.Now()
+	submitOnly := dryRun() || *jobopts.Async
+	if !submitOnly {
+		if err := checkOutput(ctx, job); err != nil {
+			return nil, err
+		}
+	}
+	p, s := beam.NewPipelineWithRoot()
+	if err := Preprocess(s, job); err != nil {
+		return nil, err
+	}
+	pr, err := beamx.RunWithMetrics(ctx, p)
+	res := &PreprocessResult{Wall: time.Since(start)}
+	if err != nil {
+		slog.Debug("the preprocess pipeline failed", "error", err)
+		return res, fmt.Errorf("preprocess pipeline failed: %s", rootCause(err))
+	}
+	if pr != nil {
+		res.Metrics = preprocessMetrics(pr.Metrics().AllMetrics())
+	}
+	if submitOnly {
+		return res, nil
+	}
+	m, err := shards.ReadManifest(ctx, job.Output)
+	if err != nil {
+		return res, fmt.Errorf("the pipeline finished but the output has no valid manifest: %w", err)
+	}
+	res.Manifest = m
+	return res, nil
+}
+
+// dryRun reports Dataflow's --dry_run: the job is translated, not run.
+func dryRun() bool {
+	f := flag.Lookup("dry_run")
+	return f != nil && f.Value.String() == "true"
+}
+
+// checkOutput refuses early, with the same error shards.Prepare gives, an output directory
+// whose manifest describes another dataset: the pipeline would only find out after reading
+// the whole input. Sources are left out of the comparison, since their checksum is known
+// only then.
+func checkOutput(ctx context.Context, job *PreprocessJob) error {
+	if job.Overwrite {
+		return nil
+	}
+	p := shards.Join(job.Output, shards.ManifestName)
+	ok, err := shards.Exists(ctx, p)
+	if err != nil || !ok {
+		return err
+	}
+	data, err := shards.ReadFile(ctx, p)
+	if err != nil {
+		return err
+	}
+	var m struct {
+		Format int           `json:"format"`
+		Config shards.Config `json:"config"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil || m.Format != shards.FormatVersion {
+		return &shards.DifferentDatasetError{Dir: job.Output, Where: shards.ManifestName,
+			Diffs: []string{"it is not a manifest of this format version"}}
+	}
+	have, want := m.Config, job.Config
+	have.SourceChecksum, have.Sources = "", nil
+	want.SourceChecksum, want.Sources = "", nil
+	if d := have.Diff(want); len(d) > 0 {
+		return &shards.DifferentDatasetError{Dir: job.Output, Where: shards.ManifestName, Diffs: d}
+	}
+	return nil
+}
+
+// rootCause returns the message of the DoFn error at the bottom of a runner's error: the
+// runners wrap it in a description of the bundle and its plan, which says nothing to the
+// user.
+func rootCause(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, "] failed:\n"); i >= 0 {
+		return strings.TrimSpace(s[i+len("] failed:\n"):])
+	}
+	return s
+}
+
+func preprocessMetrics(r metrics.QueryResults) PreprocessMetrics {
+	var m PreprocessMetrics
+	for _, c := range r.Counters() {
+		if c.Key.Namespace != MetricsNamespace {
+			continue
+		}
+		v := c.Committed
+		if v == 0 {
+			v = c.Attempted
+		}
+		switch c.Key.Name {
+		case MetricRecordsRead:
+			m.RecordsRead += v
+		case MetricRecordsFetched:
+			m.RecordsFetched += v
+		case MetricRowsWritten:
+			m.RowsWritten += v
+		case MetricViewsWritten:
+			m.ViewsWritten += v
+		case MetricBytesWritten:
+			m.BytesWritten += v
+		case MetricDeadLetters:
+			m.DeadLetters += v
+		case MetricShardsWritten:
+			m.ShardsWritten += v
+		}
+	}
+	return m
+}

@@ -1,0 +1,518 @@
+package pipelines
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
+)
+
+func init() {
+	register.DoFn6x1[context.Context, int, func(*ref) bool, func(*string) bool, func(string), func(string), error](&writePartFn{})
+	register.Iter1[ref]()
+	register.Iter1[string]()
+}
+
+var (
+	recordsFetched = beam.NewCounter(MetricsNamespace, MetricRecordsFetched)
+	rowsWritten    = beam.NewCounter(MetricsNamespace, MetricRowsWritten)
+	viewsWritten   = beam.NewCounter(MetricsNamespace, MetricViewsWritten)
+	bytesWritten   = beam.NewCounter(MetricsNamespace, MetricBytesWritten)
+	shardsWritten  = beam.NewCounter(MetricsNamespace, MetricShardsWritten)
+)
+
+// Re-reading records of fixed-size formats: the references of a window of rows (in row
+// order) are sorted by their place in the source, close ones are read in one sequential
+// range, and the window's records are held until its rows are written.
+const (
+	// fetchWindowBytes bounds the source bytes held for one window.
+	fetchWindowBytes = 64 << 20
+	// coalesceBytes is the largest gap between two wanted records that is read through
+	// rather than started again (a new range costs an open and a 1 MiB buffer).
+	coalesceBytes = 256 << 10
+	// batchRows is how many rows are made in parallel, then written in order.
+	batchRows = 256
+	// maxOpenTars bounds the tars a bundle keeps open for ranged reads.
+	maxOpenTars = 64
+)
+
+// writePartFn writes one shard per element: the references grouped under the shard's key,
+// sorted into row order, each record read again from the source, decoded, augmented and
+// encoded, and the rows written with shards.NewWriter, which commits the file atomically on
+// Close. It emits the shard's ShardInfo (JSON) and, in pass 0, a dead letter (JSON) for each
+// record that does not decode; later passes skip those records too, so every pass has the
+// same rows. Its output is a pure function of its input, so a retried bundle rewrites the
+// same bytes.
+type writePartFn struct {
+	Output     string
+	Units      []datasets.Unit
+	ProgressID string
+
+	progress *Progress
+	tars     *openFiles
+	makers   []*rowMaker
+}
+
+func (f *writePartFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
+
+func (f *writePartFn) Teardown() error { return f.tars.closeAll() }
+
+func (f *writePartFn) ProcessElement(ctx context.Context, shard int, refIter func(*ref) bool, configs func(*string) bool,
+	emitInfo func(string), emitDead func(string)) error {
+	cfg, aug, err := decodeConfig(configs)
+	if err != nil {
+		return err
+	}
+	if shard < 0 || shard >= cfg.Passes*cfg.Parts {
+		return fmt.Errorf("shard number %d outside 0..%d", shard, cfg.Passes*cfg.Parts-1)
+	}
+	id := shards.ShardID{Pass: shard / cfg.Parts, Part: shard % cfg.Parts, Parts: cfg.Parts}
+	var refs []ref
+	var r ref
+	for refIter(&r) {
+		if r.Unit == markerUnit {
+			continue
+		}
+		if r.Unit < 0 || int(r.Unit) >= len(f.Units) {
+			return fmt.Errorf("shard %s: a reference to unit %d, the plan has %d", id.Path(), r.Unit, len(f.Units))
+		}
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, func(a, b ref) int { return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.Index, b.Index)) })
+
+	if err := f.ensureMakers(aug); err != nil {
+		return err
+	}
+	// The tars this shard reads members of stay open while it is written.
+	f.tars = &openFiles{}
+	defer f.tars.closeAll()
+	w, err := shards.NewWriter(ctx, f.Output, id, cfg, shards.WriterOptions{})
+	if err != nil {
+		return err
+	}
+	defer w.Abort()
+	part := &partWriter{fn: f, ctx: ctx, cfg: &cfg, pass: id.Pass, w: w, emitDead: emitDead}
+	for start := 0; start < len(refs); {
+		end := start + f.window(refs[start])
+		end = min(end, len(refs))
+		if err := part.writeWindow(refs[start:end]); err != nil {
+			return fmt.Errorf("shard %s: %w", id.Path(), err)
+		}
+		start = end
+	}
+	info, err := w.Close()
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", id.Path(), err)
+	}
+	bytesWritten.Inc(ctx, info.Bytes)
+	shardsWritten.Inc(ctx, 1)
+	js, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	emitInfo(string(js))
+	return nil
+}
+
+func decodeConfig(configs func(*string) bool) (shards.Config, augment.Config, error) {
+	var js string
+	if !configs(&js) {
+		return shards.Config{}, augment.Config{}, errors.New("the shards' configuration (side input) is missing")
+	}
+	var cfg shards.Config
+	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+		return cfg, augment.Config{}, fmt.Errorf("decoding the shards' configuration: %w", err)
+	}
+	var aug augment.Config
+	if err := json.Unmarshal(cfg.Augment, &aug); err != nil {
+		return cfg, aug, fmt.Errorf("decoding the augmentation configuration: %w", err)
+	}
+	return cfg, aug, nil
+}
+
+// ensureMakers gives the DoFn one rowMaker per core, kept across elements.
+func (f *writePartFn) ensureMakers(aug augment.Config) error {
+	n := runtime.GOMAXPROCS(0)
+	if len(f.makers) == n && f.makers[0].aug.Config() == aug {
+		return nil
+	}
+	f.makers = f.makers[:0]
+	for range n {
+		a, err := augment.New(aug)
+		if err != nil {
+			return err
+		}
+		f.makers = append(f.makers, &rowMaker{aug: a})
+	}
+	return nil
+}
+
+// window is how many rows, starting with r, are fetched together.
+func (f *writePartFn) window(r ref) int {
+	u := &f.Units[r.Unit]
+	if n := fixedRecordBytes(u.Kind); n > 0 {
+		return max(batchRows, fetchWindowBytes/n)
+	}
+	return batchRows
+}
+
+// fixedRecordBytes is the size of one record of a fixed-size unit kind, 0 for the others.
+// IDX records are taken to be MNIST's 28×28: the format's only use.
+func fixedRecordBytes(kind string) int {
+	switch kind {
+	case datasets.KindCIFAR10, datasets.KindCIFAR100:
+		return 3074
+	case datasets.KindSTL10:
+		return 96 * 96 * 3
+	case datasets.KindIDX:
+		return 28 * 28
+	}
+	return 0
+}
+
+// source is a record ready to augment.
+type source struct {
+	key   string
+	index int64
+	label int
+	img   transforms.Image
+}
+
+// partWriter writes the rows of one shard.
+type partWriter struct {
+	fn       *writePartFn
+	ctx      context.Context
+	cfg      *shards.Config
+	pass     int
+	w        *shards.Writer
+	emitDead func(string)
+}
+
+// writeWindow fetches a window of references and writes their rows, batch by batch.
+func (p *partWriter) writeWindow(refs []ref) error {
+	var fixed map[int64]datasets.Record
+	if fixedRecordBytes(p.fn.Units[refs[0].Unit].Kind) > 0 {
+		var err error
+		if fixed, err = fetchFixed(p.ctx, p.fn.Units, refs); err != nil {
+			return err
+		}
+		recordsFetched.Inc(p.ctx, int64(len(fixed)))
+	}
+	for start := 0; start < len(refs); start += batchRows {
+		batch := refs[start:min(start+batchRows, len(refs))]
+		if err := p.writeBatch(batch, fixed); err != nil {
+			return err
+		}
+		if fixed != nil {
+			for _, r := range batch {
+				delete(fixed, r.Index) // let the pixels go
+			}
+		}
+		if len(p.fn.tars.files) > maxOpenTars {
+			if err := p.fn.tars.closeAll(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// made is one row, or the dead letter of a record that gave none.
+type made struct {
+	row  shards.Row
+	dead *shards.DeadLetter
+	err  error
+}
+
+// writeBatch makes a batch's rows in parallel, one rowMaker per goroutine, and writes them
+// in order.
+func (p *partWriter) writeBatch(refs []ref, fixed map[int64]datasets.Record) error {
+	out := make([]made, len(refs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for _, m := range p.fn.makers[:min(len(p.fn.makers), len(refs))] {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(refs) || p.ctx.Err() != nil {
+					return
+				}
+				out[i] = p.make(m, refs[i], fixed)
+				if out[i].err != nil {
+					next.Store(int64(len(refs))) // stop the others early
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := p.ctx.Err(); err != nil {
+		return err
+	}
+	for i := range out {
+		if out[i].err != nil {
+			return out[i].err
+		}
+	}
+	var rows, dead int64
+	for i := range out {
+		o := &out[i]
+		switch {
+		case o.dead != nil:
+			dead++
+			if p.pass == 0 {
+				js, err := json.Marshal(o.dead)
+				if err != nil {
+					return err
+				}
+				p.emitDead(string(js))
+				deadLetters.Inc(p.ctx, 1)
+			}
+		default:
+			if err := p.w.Write(o.row); err != nil {
+				return err
+			}
+			rows++
+		}
+	}
+	rowsWritten.Inc(p.ctx, rows)
+	viewsWritten.Inc(p.ctx, rows*int64(p.cfg.Views))
+	p.fn.progress.addWritten(rows + dead)
+	return nil
+}
+
+// make fetches (for image files and tars), decodes and augments one record.
+func (p *partWriter) make(m *rowMaker, r ref, fixed map[int64]datasets.Record) made {
+	var src source
+	if fixed != nil {
+		rec, ok := fixed[r.Index]
+		if !ok {
+			return made{err: fmt.Errorf("record with index %d was not fetched", r.Index)}
+		}
+		src = source{key: rec.Key, index: rec.Index, label: rec.Label, img: rec.Pixels}
+	} else {
+		u := &p.fn.Units[r.Unit]
+		data, err := p.fn.fetchEncoded(p.ctx, u, r)
+		if err != nil {
+			return made{err: err}
+		}
+		recordsFetched.Inc(p.ctx, 1)
+		img, err := datasets.Decode(data, "", u.Limits)
+		if err != nil {
+			return made{dead: &shards.DeadLetter{Source: r.Source, Position: r.Offset, Key: r.Key, Reason: err.Error()}}
+		}
+		src = source{key: r.Key, index: r.Index, label: int(r.Label), img: img}
+	}
+	row, err := m.row(p.cfg, p.pass, src)
+	if err != nil {
+		return made{err: err}
+	}
+	return made{row: row}
+}
+
+// rowMaker turns a source image into a row: channel conversion, the views, their encoding.
+type rowMaker struct {
+	aug  *augment.Augmenter
+	view transforms.Image
+}
+
+func (m *rowMaker) row(cfg *shards.Config, pass int, src source) (shards.Row, error) {
+	img := toChannels(src.img, cfg.Channels)
+	row := shards.Row{Key: src.key, Index: src.index, Label: int32(src.label), Pass: int32(pass),
+		Height: int32(cfg.Height), Width: int32(cfg.Width), Channels: int32(cfg.Channels), Encoding: string(cfg.Encoding)}
+	for v := range cfg.Views {
+		if err := m.aug.ViewInto(&m.view, img, cfg.Seed, src.key, pass, v); err != nil {
+			return row, err
+		}
+		enc, err := shards.EncodeView(m.view, cfg.Encoding)
+		if err != nil {
+			return row, fmt.Errorf("record %s view %d: %w", src.key, v, err)
+		}
+		if v == 0 {
+			row.View1 = enc
+		} else {
+			row.View2 = enc
+		}
+	}
+	return row, nil
+}
+
+// fetchEncoded reads an image file, or a tar member by its byte range, and checks that it
+// is the one ReadUnits read.
+func (f *writePartFn) fetchEncoded(ctx context.Context, u *datasets.Unit, r ref) ([]byte, error) {
+	var data []byte
+	if u.Kind == datasets.KindTar {
+		file, err := f.tars.open(ctx, r.Source)
+		if err != nil {
+			return nil, err
+		}
+		data = make([]byte, r.Length)
+		if _, err := file.ReadAt(data, r.Offset); err != nil {
+			return nil, fmt.Errorf("reading %s (%d bytes at byte %d, record %s): %w", r.Source, r.Length, r.Offset, r.Key, err)
+		}
+	} else {
+		rc, err := shards.Open(ctx, r.Source)
+		if err != nil {
+			return nil, err
+		}
+		data, err = io.ReadAll(io.LimitReader(rc, r.Length+1))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", r.Source, err)
+		}
+	}
+	if int64(len(data)) != r.Length || crcOf(data, r.Label) != r.CRC {
+		return nil, changedError(r.Source, r.Key)
+	}
+	return data, nil
+}
+
+func crcOf(data []byte, label int32) uint32 {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(label))
+	return crc32.Update(crc32.Checksum(data, castagnoli), castagnoli, b[:])
+}
+
+func changedError(source, key string) error {
+	return fmt.Errorf("%s: record %s is not what the pipeline read from it a moment ago: the input changed during the run; run again on an input that does not change", source, key)
+}
+
+// fetchFixed re-reads the records of fixed-size units that refs name, by ranges of their
+// files (datasets.Read on a unit that covers just the range), and returns them by index.
+func fetchFixed(ctx context.Context, units []datasets.Unit, refs []ref) (map[int64]datasets.Record, error) {
+	type file struct {
+		tmpl datasets.Unit // a unit of the file: Index and KeyBase are First plus a constant
+		pos  []int64       // positions of the wanted records in the file
+	}
+	files := map[string]*file{}
+	var paths []string
+	want := make(map[int64]uint32, len(refs))
+	for _, r := range refs {
+		u := units[r.Unit]
+		fl := files[u.Path]
+		if fl == nil {
+			fl = &file{tmpl: u}
+			files[u.Path] = fl
+			paths = append(paths, u.Path)
+		}
+		fl.pos = append(fl.pos, u.First+(r.Index-u.Index))
+		want[r.Index] = r.CRC
+	}
+	out := make(map[int64]datasets.Record, len(refs))
+	for _, p := range paths {
+		fl := files[p]
+		slices.Sort(fl.pos)
+		gap := int64(max(1, coalesceBytes/fixedRecordBytes(fl.tmpl.Kind)))
+		if strings.HasSuffix(p, ".gz") {
+			gap = 1 << 62 // a gzipped file is decompressed from its start for every range: one range
+		}
+		for i := 0; i < len(fl.pos); {
+			j := i
+			for j+1 < len(fl.pos) && fl.pos[j+1]-fl.pos[j] <= gap {
+				j++
+			}
+			lo, hi := fl.pos[i], fl.pos[j]
+			ru := fl.tmpl
+			ru.First, ru.Records, ru.Exact = lo, hi-lo+1, true
+			ru.Index = fl.tmpl.Index + (lo - fl.tmpl.First)
+			ru.KeyBase = fl.tmpl.KeyBase + (lo - fl.tmpl.First)
+			_, err := datasets.Read(ctx, ru, func(rec datasets.Record) error {
+				if crc, ok := want[rec.Index]; ok {
+					if recordCRC(&rec) != crc {
+						return changedError(rec.Source, rec.Key)
+					}
+					out[rec.Index] = rec
+				}
+				return nil
+			}, func(datasets.BadRecord) error { return nil }) // a wanted record gone bad is missed below
+			if err != nil {
+				return nil, fmt.Errorf("re-reading %s: %w", ru, err)
+			}
+			i = j + 1
+		}
+	}
+	for idx := range want {
+		if _, ok := out[idx]; !ok {
+			return nil, fmt.Errorf("record with index %d: readable when the pipeline first read it, not now: the input changed during the run", idx)
+		}
+	}
+	return out, nil
+}
+
+// openFiles keeps the tars of a bundle open for ranged reads.
+type openFiles struct {
+	mu    sync.Mutex
+	files map[string]shards.File
+}
+
+func (o *openFiles) open(ctx context.Context, p string) (shards.File, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if f, ok := o.files[p]; ok {
+		return f, nil
+	}
+	f, err := shards.OpenFile(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if o.files == nil {
+		o.files = map[string]shards.File{}
+	}
+	o.files[p] = f
+	return f, nil
+}
+
+func (o *openFiles) closeAll() error {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var errs []error
+	for p, f := range o.files {
+		if err := f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing %s: %w", p, err))
+		}
+	}
+	o.files = nil
+	return errors.Join(errs...)
+}
+
+// toChannels converts an image to c channels: grey to RGB by copying the grey level, RGB to
+// grey with ITU-R 601-2 luma as Pillow computes it (L = (19595 R + 38470 G + 7471 B + 2^15) >> 16).
+func toChannels(m transforms.Image, c int) transforms.Image {
+	if m.C == c {
+		return m
+	}
+	out := transforms.NewImage(m.H, m.W, c)
+	n := m.H * m.W
+	if c == 3 {
+		for i := range n {
+			v := m.Pix[i]
+			out.Pix[3*i], out.Pix[3*i+1], out.Pix[3*i+2] = v, v, v
+		}
+		return out
+	}
+	for i := range n {
+		r, g, b := uint32(m.Pix[3*i]), uint32(m.Pix[3*i+1]), uint32(m.Pix[3*i+2])
+		out.Pix[i] = uint8((19595*r + 38470*g + 7471*b + 1<<15) >> 16)
+	}
+	return out
+}
