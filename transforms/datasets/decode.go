@@ -74,6 +74,8 @@ func DecodeHeader(data []byte, format string, l Limits) (Header, error) {
 		}
 		return Header{}, fmt.Errorf("not %s image: starts with % x", claimed, data[:min(len(data), 8)])
 	}
+	// The decoder is chosen by the magic bytes rather than through image.DecodeConfig's
+	// registry, so that formats other packages register (GIF, WebP) are never accepted.
 	var cfg image.Config
 	var err error
 	if got == FormatJPEG {

@@ -128,9 +128,9 @@ func readImageFiles(ctx context.Context, u Unit, root, keyDir string, rels []str
 			}
 			continue
 		}
-		data, err := readSmall(ctx, p, u.MaxFileBytes)
+		data, err := readSmall(ctx, p, u.maxFileBytes())
 		if errors.Is(err, errTooLarge) {
-			if err := report(fmt.Sprintf("larger than the limit of %d bytes", u.MaxFileBytes)); err != nil {
+			if err := report(fmt.Sprintf("larger than the limit of %d bytes", u.maxFileBytes())); err != nil {
 				return err
 			}
 			continue

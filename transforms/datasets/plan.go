@@ -156,6 +156,13 @@ type Unit struct {
 	Limits       Limits
 }
 
+func (u Unit) maxFileBytes() int64 {
+	if u.MaxFileBytes <= 0 {
+		return DefaultMaxFileBytes
+	}
+	return u.MaxFileBytes
+}
+
 // NoLabel marks, in Unit.Labels, a file the labels file does not mention.
 const NoLabel = -2
 

@@ -107,7 +107,9 @@ type Stats struct {
 // when emit or bad return one. For units with an exact count, Read checks that emitted plus
 // bad records equal Unit.Records.
 //
-// Records are independent: emit may keep them (Pixels and Encoded are not reused).
+// Both callbacks are required. Records are independent: emit may keep them (Pixels and
+// Encoded are never reused). A unit of a gzipped IDX file decompresses the file from its
+// start, skipping the records before its range.
 func Read(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (Stats, error) {
 	var st Stats
 	counted := func(r Record) error { st.Records++; return emit(r) }

@@ -111,8 +111,8 @@ func readTar(ctx context.Context, r io.Reader, u Unit, emit func(Record) error, 
 		switch {
 		case hdr.Typeflag != tar.TypeReg:
 			reason = fmt.Sprintf("not a regular file (tar type %q)", hdr.Typeflag)
-		case hdr.Size > u.MaxFileBytes:
-			reason = fmt.Sprintf("%d bytes, more than the limit of %d", hdr.Size, u.MaxFileBytes)
+		case hdr.Size > u.maxFileBytes():
+			reason = fmt.Sprintf("%d bytes, more than the limit of %d", hdr.Size, u.maxFileBytes())
 		}
 		if reason == "" {
 			data, err := io.ReadAll(tr)
