@@ -340,3 +340,25 @@ func TestRowwiseYCbCrMatchesFromStd(t *testing.T) {
 		}
 	}
 }
+
+// A reused Augmenter allocates nothing per view once its buffers have grown.
+func TestViewIntoDoesNotAllocate(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation allocates")
+	}
+	for _, name := range []string{SimCLRCIFAR, SimCLRImageNet, BYOL, None} {
+		a, _ := New(mustPreset(t, name, 32))
+		src := photoImage(40, 50, 3, 1)
+		var dst transforms.Image
+		i := 0
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := a.ViewInto(&dst, src, 1, "cifar10/data_batch_1.bin#12345", i, i%2); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %g allocations per view", name, allocs)
+		}
+	}
+}

@@ -25,17 +25,15 @@ const seedDomain = "dcl-beam/augment/v1"
 // package derives every draw from that stream with its own documented arithmetic (see Rand),
 // so a view does not depend on how a Go release implements rand.Rand's helpers.
 func ViewSeed(seed uint64, key string, epoch, view int) (seed1, seed2 uint64) {
-	h := sha256.New()
-	var buf [8]byte
-	h.Write([]byte(seedDomain))
-	h.Write([]byte{0})
-	for _, v := range []uint64{seed, uint64(epoch), uint64(view), uint64(len(key))} {
-		binary.LittleEndian.PutUint64(buf[:], v)
-		h.Write(buf[:])
-	}
-	h.Write([]byte(key))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	var buf [128]byte // keys up to ~70 bytes hash without allocating
+	msg := append(buf[:0], seedDomain...)
+	msg = append(msg, 0)
+	msg = binary.LittleEndian.AppendUint64(msg, seed)
+	msg = binary.LittleEndian.AppendUint64(msg, uint64(epoch))
+	msg = binary.LittleEndian.AppendUint64(msg, uint64(view))
+	msg = binary.LittleEndian.AppendUint64(msg, uint64(len(key)))
+	msg = append(msg, key...)
+	sum := sha256.Sum256(msg)
 	return binary.LittleEndian.Uint64(sum[0:8]), binary.LittleEndian.Uint64(sum[8:16])
 }
 
