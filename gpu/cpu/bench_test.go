@@ -6,8 +6,8 @@ import (
 	"os"
 	"runtime"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/context/initializers"

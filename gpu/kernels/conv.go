@@ -109,7 +109,13 @@ func (p *Pool) Conv(s ConvShape, x, w, y []float32) error {
 	if !direct {
 		tmp = make([]float32, m*og)
 	}
+	mk := p.kernel
 	for g := range s.Groups {
+		if useIndirect(mk, &s, pixelMajor, direct, cg) {
+			b := newKernelSource(&s, w, g*og*s.WStrides.Minor, cg, false)
+			p.convIndirect(&s, x, b, y, g*og*s.YStrides.Minor, rowStep, g*cg, cg, og)
+			continue
+		}
 		a := &im2col{s: &s, x: x, cOff: g * cg * s.XStrides.Minor, c: cg, pixelMajor: pixelMajor, channelSlowest: channelSlowest}
 		b := newKernelSource(&s, w, g*og*s.WStrides.Minor, cg, channelSlowest)
 		if direct {
@@ -325,13 +331,17 @@ func (a *im2col) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
 func (a *im2col) packPixelMajor(dst []float32, r0, rows, p0, kc, w int, scale float32) {
 	s := a.s
 	xs := s.XStrides
-	// Per depth index: channel offset and kernel offsets.
-	chans := make([]int, kc)
+	dilated := s.InputDilation != [3]int{1, 1, 1}
+	// Per depth index: element offset of its channel and kernel position, and the kernel
+	// offsets for the bounds checks.
+	elemOff := make([]int, kc)
 	koffs := make([][3]int, kc)
 	for p := range kc {
 		c, k := a.depthIndex(p0 + p)
-		chans[p], koffs[p] = a.cOff+c*xs.Minor, k
+		koffs[p] = k
+		elemOff[p] = a.cOff + c*xs.Minor + k[0]*xs.Spatial[0] + k[1]*xs.Spatial[1] + k[2]*xs.Spatial[2]
 	}
+	in := s.In
 	panels := (rows + w - 1) / w
 	for pi := range panels {
 		panel := dst[pi*kc*w : (pi+1)*kc*w]
@@ -347,27 +357,43 @@ func (a *im2col) packPixelMajor(dst []float32, r0, rows, p0, kc, w int, scale fl
 			n := min(s.Batch-b, last-r) // run of rows with this pixel
 			i0 := r - first
 			base := a.pixelBase(px)
+			runOff := b*xs.Major + base[0]*xs.Spatial[0] + base[1]*xs.Spatial[1] + base[2]*xs.Spatial[2]
 			for p := range kc {
 				out := panel[p*w+i0 : p*w+i0+n]
-				off, ok := a.spatialOffset(base, koffs[p])
-				if !ok {
-					clear(out)
-					continue
+				var start int
+				if dilated {
+					off, ok := a.spatialOffset(base, koffs[p])
+					if !ok {
+						clear(out)
+						continue
+					}
+					start = b*xs.Major + off + elemOff[p] - (koffs[p][0]*xs.Spatial[0] + koffs[p][1]*xs.Spatial[1] + koffs[p][2]*xs.Spatial[2])
+				} else {
+					k := &koffs[p]
+					if uint(base[0]+k[0]) >= uint(in[0]) || uint(base[1]+k[1]) >= uint(in[1]) || uint(base[2]+k[2]) >= uint(in[2]) {
+						clear(out)
+						continue
+					}
+					start = runOff + elemOff[p]
 				}
-				start := b*xs.Major + chans[p] + off
-				if xs.Major == 1 {
-					src := a.x[start : start+n]
-					if scale == 1 {
-						copy(out, src)
-					} else {
-						for j, v := range src {
-							out[j] = v * scale
-						}
+				if xs.Major != 1 {
+					for j := range out {
+						out[j] = a.x[start+j*xs.Major] * scale
 					}
 					continue
 				}
-				for j := range out {
-					out[j] = a.x[start+j*xs.Major] * scale
+				src := a.x[start : start+n]
+				switch {
+				case scale != 1:
+					for j, v := range src {
+						out[j] = v * scale
+					}
+				case n == 12:
+					*(*[12]float32)(out) = *(*[12]float32)(src)
+				case n == 6:
+					*(*[6]float32)(out) = *(*[6]float32)(src)
+				default:
+					copy(out, src)
 				}
 			}
 			r += n

@@ -84,9 +84,15 @@ func TestConvMatchesDirectLoop(t *testing.T) {
 		{2, 9, 9, 2, 3, 3, 3, 1, 2, 1, 2, 1}, // kernel dilation
 		{2, 6, 6, 4, 6, 3, 3, 1, 1, 1, 1, 2}, // groups
 		{2, 11, 11, 3, 16, 7, 7, 2, 3, 1, 1, 1},
-		{1, 6, 7, 5, 3, 3, 3, 1, -1, 1, 1, 1}, // negative padding crops
+		{1, 6, 7, 5, 3, 3, 3, 1, -1, 1, 1, 1},  // negative padding crops
 		{4, 6, 6, 40, 20, 3, 3, 1, 1, 1, 1, 1}, // several depth blocks per kernel position
-		{13, 7, 6, 3, 4, 3, 3, 1, 1, 1, 1, 1}, // batch not a multiple of the panel height
+		{13, 7, 6, 3, 4, 3, 3, 1, 1, 1, 1, 1},  // batch not a multiple of the panel height
+		// Channels ≥ 16: the indirect kernel (channels-last layouts).
+		{3, 7, 7, 16, 37, 3, 3, 2, 1, 1, 1, 1},
+		{2, 6, 5, 24, 8, 3, 3, 1, 2, 2, 1, 1},   // input dilation
+		{2, 5, 5, 300, 33, 3, 3, 1, 1, 1, 1, 1}, // two channel chunks of uneven size, several segment blocks
+		{2, 6, 6, 32, 20, 3, 3, 1, 1, 1, 1, 2},  // groups of 16 channels
+		{1, 4, 4, 20, 70, 1, 1, 1, 0, 1, 1, 1},
 	}
 	// Layouts: storage order of (major, minor, s0, s1, s2) for x, w and y.
 	layouts := []struct {
@@ -101,8 +107,12 @@ func TestConvMatchesDirectLoop(t *testing.T) {
 		{"batch-contiguous, odd kernel layout", [5]int{2, 3, 4, 1, 0}, [5]int{1, 2, 3, 4, 0}, [5]int{1, 2, 3, 4, 0}},
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, threads := range []int{1, 2} {
-		pool := NewPool(threads)
+	for _, pk := range []struct {
+		threads int
+		mk      *microKernel
+	}{{1, selectedKernel}, {2, selectedKernel}, {2, genericKernel}, {1, allKernels()[len(allKernels())/2]}} {
+		threads := pk.threads
+		pool := newPoolWithKernel(threads, pk.mk)
 		for _, l := range layouts {
 			for _, g := range cases {
 				s := ConvShape{Batch: g.b, Channels: g.c, OutChannels: g.o, Groups: g.groups,
@@ -114,7 +124,7 @@ func TestConvMatchesDirectLoop(t *testing.T) {
 				s.XStrides, nx = layoutStrides([5]int{g.b, g.c, 1, g.h, g.w}, l.x)
 				s.WStrides, nw = layoutStrides([5]int{g.c / g.groups, g.o, 1, g.kh, g.kw}, l.w)
 				s.YStrides, ny = layoutStrides([5]int{g.b, g.o, s.Out[0], s.Out[1], s.Out[2]}, l.y)
-				name := fmt.Sprintf("threads%d/%s/%+v", threads, l.name, g)
+				name := fmt.Sprintf("%s/threads%d/%s/%+v", pk.mk.name, threads, l.name, g)
 				x, w := randSlice(r, nx), randSlice(r, nw)
 				y := randSlice(r, ny) // overwritten
 				if err := pool.Conv(s, x, w, y); err != nil {

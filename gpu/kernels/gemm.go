@@ -46,9 +46,14 @@ func (s Strided) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
 			for p := range kc {
 				src := s.Data[s.Off+rBase+(p0+p)*s.DepthStride:][:w]
 				d := panel[p*w : p*w+w]
-				if scale == 1 {
+				switch {
+				case scale == 1 && w == 32:
+					*(*[32]float32)(d) = *(*[32]float32)(src)
+				case scale == 1 && w == 16:
+					*(*[16]float32)(d) = *(*[16]float32)(src)
+				case scale == 1:
 					copy(d, src)
-				} else {
+				default:
 					for i, v := range src {
 						d[i] = v * scale
 					}
@@ -92,6 +97,10 @@ type microKernel struct {
 	name   string
 	mr, nr int
 	fn     func(kc int, a, b, c unsafe.Pointer, ldc int)
+	// indirect computes the same tile with A's rows read in place: C += Σ over nseg segments of
+	// A_seg·B_seg, row i of A_seg being the kc floats that end at x + 4·offs[seg·mr+i] (zero's
+	// kc floats when the offset is negative), B_seg the next kc rows of b, packed [kc][nr].
+	indirect func(nseg, kc int, offs *int64, x, zero, b, c unsafe.Pointer, ldc int)
 }
 
 // scratch holds one thread's packing buffers and an edge tile.
