@@ -52,6 +52,31 @@ func TestFromStdConvertsJPEGToRGB(t *testing.T) {
 	}
 }
 
+// The row-wise YCbCr conversion must give the per-pixel reference's bytes for every
+// subsampling ratio, also for sub-images whose bounds start at odd coordinates.
+func TestFromYCbCrMatchesPerPixelConversion(t *testing.T) {
+	ratios := []image.YCbCrSubsampleRatio{
+		image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio422, image.YCbCrSubsampleRatio420,
+		image.YCbCrSubsampleRatio440, image.YCbCrSubsampleRatio411, image.YCbCrSubsampleRatio410,
+	}
+	for _, ratio := range ratios {
+		src := image.NewYCbCr(image.Rect(0, 0, 37, 23), ratio)
+		for i := range src.Y {
+			src.Y[i] = uint8(i*7 + i/5)
+		}
+		for i := range src.Cb {
+			src.Cb[i] = uint8(i * 13)
+			src.Cr[i] = uint8(255 - i*11)
+		}
+		for _, sub := range []image.Rectangle{src.Bounds(), image.Rect(3, 5, 30, 20), image.Rect(4, 1, 9, 2)} {
+			m := src.SubImage(sub).(*image.YCbCr)
+			if got, want := fromYCbCr(m), fromYCbCrPerPixel(m); !bytes.Equal(got.Pix, want.Pix) {
+				t.Errorf("%v, bounds %v: the row-wise conversion differs from the per-pixel one", ratio, sub)
+			}
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		give Image

@@ -5,8 +5,6 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
-	"image"
-	"image/jpeg"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -324,20 +322,6 @@ func TestFashionMNIST(t *testing.T) {
 	}
 	if changed < n*95/100 {
 		t.Errorf("only %d of %d images have two different views", changed, n)
-	}
-}
-
-// The benchmark's row-wise conversion is only worth quoting if it gives FromStd's bytes.
-func TestRowwiseYCbCrMatchesFromStd(t *testing.T) {
-	m, err := jpeg.Decode(bytes.NewReader(photoJPEG(t, 37, 51, 90, 30, 17, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ycc := m.(*image.YCbCr)
-	for _, sub := range []image.Image{ycc, ycc.SubImage(image.Rect(3, 5, 30, 36))} {
-		if !bytes.Equal(rowwiseFromYCbCr(sub.(*image.YCbCr)).Pix, transforms.FromStd(sub).Pix) {
-			t.Errorf("row-wise conversion of %v differs from transforms.FromStd", sub.Bounds())
-		}
 	}
 }
 

@@ -152,15 +152,6 @@ func BenchmarkImageNet(b *testing.B) {
 		}
 		rate(b, i, cpu0, "images")
 	})
-	b.Run("rowwise-ycbcr-only", func(b *testing.B) {
-		i := 0
-		cpu0 := cpuTime()
-		for b.Loop() {
-			rowwiseFromYCbCr(ycc[i%len(files)].(*image.YCbCr))
-			i++
-		}
-		rate(b, i, cpu0, "images")
-	})
 	decoded := make([]transforms.Image, len(files))
 	for i, f := range files {
 		decoded[i] = decodeJPEG(b, f)
@@ -250,42 +241,4 @@ func BenchmarkSteps(b *testing.B) {
 			cpuPerOp(b, cpu0)
 		})
 	}
-}
-
-// rowwiseFromYCbCr is transforms.FromStd's *image.YCbCr case walked row by row (chroma
-// offsets per row, not per pixel) with color.YCbCrToRGB's arithmetic inlined: the benchmark
-// uses it to measure how much of the decode time the conversion could save.
-func rowwiseFromYCbCr(s *image.YCbCr) transforms.Image {
-	b := s.Bounds()
-	h, w := b.Dy(), b.Dx()
-	m := transforms.NewImage(h, w, 3)
-	for y := range h {
-		yrow := s.Y[s.YOffset(b.Min.X, b.Min.Y+y):][:w]
-		c0 := s.COffset(b.Min.X, b.Min.Y+y)
-		out := m.Pix[y*w*3:][:w*3]
-		shift := 0
-		if s.SubsampleRatio == image.YCbCrSubsampleRatio420 || s.SubsampleRatio == image.YCbCrSubsampleRatio422 {
-			shift = 1
-		} else if s.SubsampleRatio != image.YCbCrSubsampleRatio444 {
-			return transforms.FromStd(s)
-		}
-		for x, yv := range yrow {
-			ci := c0 + (x+b.Min.X&shift)>>shift - (b.Min.X&shift)>>shift
-			yy := int32(yv) * 0x10101
-			cb := int32(s.Cb[ci]) - 128
-			cr := int32(s.Cr[ci]) - 128
-			o := out[x*3:][:3]
-			o[0] = clampYCC(yy + 91881*cr)
-			o[1] = clampYCC(yy - 22554*cb - 46802*cr)
-			o[2] = clampYCC(yy + 116130*cb)
-		}
-	}
-	return m
-}
-
-func clampYCC(v int32) uint8 {
-	if uint32(v)&0xff000000 == 0 {
-		return uint8(v >> 16)
-	}
-	return uint8(^(v >> 31))
 }
