@@ -34,40 +34,96 @@ func newBNLayout(s shapes.Shape, axis int) (bnLayout, error) {
 // count is the number of values per channel.
 func (l bnLayout) count() int { return l.outer * l.inner }
 
-// channelSums adds, per channel, f(i) over every element index i of that channel, in float64,
-// in parallel over the outer index; f gets the flat index.
-func (l bnLayout) channelSums(pool *kernels.Pool, nSums int, add func(i, c int, acc []float64)) [][]float64 {
-	parts := min(pool.Threads(), max(1, l.outer))
-	partial := make([][]float64, parts)
+// channelSums returns two per-channel sums over every value of a channel, Σ f(u) and Σ f(u)·g(v)
+// for the element-wise pairs of a and b: with b nil, Σ a and Σ a²; otherwise Σ b and
+// Σ b·(a - center[c]). Partial sums run in float32 over blocks of at most 64 values and are
+// added up in float64, in parallel over the outer index.
+func (l bnLayout) channelSums(pool *kernels.Pool, a, b []float32, center []float32) (s1, s2 []float64) {
+	const block = 64
+	parts := min(pool.Threads(), max(1, l.outer*l.inner/elementGrain), l.outer)
+	parts = max(parts, 1)
+	partial := make([][2][]float64, parts)
 	pool.ParallelFor(parts, func(t int) {
-		acc := make([]float64, nSums*l.channels)
+		acc1, acc2 := make([]float64, l.channels), make([]float64, l.channels)
 		lo, hi := t*l.outer/parts, (t+1)*l.outer/parts
-		for o := lo; o < hi; o++ {
-			for c := range l.channels {
-				base := (o*l.channels + c) * l.inner
-				for i := base; i < base+l.inner; i++ {
-					add(i, c, acc)
+		if l.inner == 1 {
+			// Channels last: rows of channels; float32 partials over blocks of rows.
+			t1, t2 := make([]float32, l.channels), make([]float32, l.channels)
+			for r0 := lo; r0 < hi; r0 += block {
+				clear(t1)
+				clear(t2)
+				for r := r0; r < min(r0+block, hi); r++ {
+					xs := a[r*l.channels : (r+1)*l.channels]
+					if b == nil {
+						for c, v := range xs {
+							t1[c] += v
+							t2[c] += v * v
+						}
+						continue
+					}
+					ys := b[r*l.channels : (r+1)*l.channels]
+					for c, v := range xs {
+						d := ys[c]
+						t1[c] += d
+						t2[c] += d * (v - center[c])
+					}
+				}
+				for c := range t1 {
+					acc1[c] += float64(t1[c])
+					acc2[c] += float64(t2[c])
+				}
+			}
+		} else {
+			for o := lo; o < hi; o++ {
+				for c := range l.channels {
+					base := (o*l.channels + c) * l.inner
+					xs := a[base : base+l.inner]
+					for i0 := 0; i0 < len(xs); i0 += block {
+						var p1, p2 float32
+						seg := xs[i0:min(i0+block, len(xs))]
+						if b == nil {
+							for _, v := range seg {
+								p1 += v
+								p2 += v * v
+							}
+						} else {
+							ys := b[base+i0 : base+i0+len(seg)]
+							m := center[c]
+							for k, v := range seg {
+								p1 += ys[k]
+								p2 += ys[k] * (v - m)
+							}
+						}
+						acc1[c] += float64(p1)
+						acc2[c] += float64(p2)
+					}
 				}
 			}
 		}
-		partial[t] = acc
+		partial[t] = [2][]float64{acc1, acc2}
 	})
-	sums := make([][]float64, nSums)
-	for s := range nSums {
-		sums[s] = make([]float64, l.channels)
-		for _, acc := range partial {
-			for c := range l.channels {
-				sums[s][c] += acc[s*l.channels+c]
-			}
+	s1, s2 = make([]float64, l.channels), make([]float64, l.channels)
+	for _, p := range partial {
+		for c := range l.channels {
+			s1[c] += p[0][c]
+			s2[c] += p[1][c]
 		}
 	}
-	return sums
+	return s1, s2
 }
 
 // affine writes out[i] = x[i]·a[c] + b[c] for every element, in parallel.
 func (l bnLayout) affine(pool *kernels.Pool, out, x, a, b []float32) {
-	pool.ParallelRange(l.outer, max(1, 8192/(l.channels*l.inner)), func(lo, hi int) {
+	pool.ParallelRange(l.outer, max(1, elementGrain/(l.channels*l.inner)), func(lo, hi int) {
 		for o := lo; o < hi; o++ {
+			if l.inner == 1 {
+				row := o * l.channels
+				xs, os := x[row:row+l.channels], out[row:row+l.channels]
+				for c, v := range xs {
+					os[c] = v*a[c] + b[c]
+				}
+				continue
+			}
 			for c := range l.channels {
 				base := (o*l.channels + c) * l.inner
 				ac, bc := a[c], b[c]
@@ -145,11 +201,7 @@ func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsil
 	cs := shapes.Make(xs.DType, l.channels)
 	n := b.addNode("BatchNormForTraining", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
 		x, sc, off := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2])
-		sums := l.channelSums(be.pool, 2, func(i, c int, acc []float64) {
-			v := float64(x[i])
-			acc[c] += v
-			acc[l.channels+c] += v * v
-		})
+		sum, sumSq := l.channelSums(be.pool, x, nil, nil)
 		count := float64(max(1, l.count()))
 		outs := make([]backends.Buffer, 3)
 		var y, mean, variance []float32
@@ -173,8 +225,8 @@ func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsil
 		}
 		a, c := make([]float32, l.channels), make([]float32, l.channels)
 		for ch := range l.channels {
-			mu := sums[0][ch] / count
-			v := max(0, sums[1][ch]/count-mu*mu)
+			mu := sum[ch] / count
+			v := max(0, sumSq[ch]/count-mu*mu)
 			mean[ch], variance[ch] = float32(mu), float32(v)
 			inv := 1 / math.Sqrt(v+float64(epsilon))
 			a[ch] = float32(float64(sc[ch]) * inv)
@@ -208,11 +260,7 @@ func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput b
 	cs := shapes.Make(xs.DType, l.channels)
 	n := b.addNode("BatchNormGradient", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
 		x, sc, mu, v, dy := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2]), be.f32(ins[3]), be.f32(ins[4])
-		sums := l.channelSums(be.pool, 2, func(i, c int, acc []float64) {
-			d := float64(dy[i])
-			acc[c] += d
-			acc[l.channels+c] += d * (float64(x[i]) - float64(mu[c]))
-		})
+		sumDys, sumDyXmus := l.channelSums(be.pool, x, dy, mu)
 		count := float64(max(1, l.count()))
 		outs := make([]backends.Buffer, 3)
 		flats := make([][]float32, 3)
@@ -231,7 +279,7 @@ func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput b
 		k1, k2, k3 := make([]float32, l.channels), make([]float32, l.channels), make([]float32, l.channels)
 		for c := range l.channels {
 			r := 1 / math.Sqrt(float64(v[c])+float64(epsilon))
-			sumDy, sumDyXmu := sums[0][c], sums[1][c]
+			sumDy, sumDyXmu := sumDys[c], sumDyXmus[c]
 			dOffset[c] = float32(sumDy)
 			dScale[c] = float32(sumDyXmu * r)
 			g := float64(sc[c]) * r
@@ -241,8 +289,16 @@ func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput b
 			k3[c] = float32(g * (q*float64(mu[c]) - sumDy/count))
 		}
 		pool := be.pool
-		pool.ParallelRange(l.outer, max(1, 8192/(l.channels*l.inner)), func(lo, hi int) {
+		pool.ParallelRange(l.outer, max(1, elementGrain/(l.channels*l.inner)), func(lo, hi int) {
 			for o := lo; o < hi; o++ {
+				if l.inner == 1 {
+					row := o * l.channels
+					xs, ds, out := x[row:row+l.channels], dy[row:row+l.channels], dx[row:row+l.channels]
+					for c, v := range xs {
+						out[c] = k1[c]*ds[c] + k2[c]*v + k3[c]
+					}
+					continue
+				}
 				for c := range l.channels {
 					base := (o*l.channels + c) * l.inner
 					a, bb, cc := k1[c], k2[c], k3[c]

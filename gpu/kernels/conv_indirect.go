@@ -21,39 +21,153 @@ func useIndirect(mk *microKernel, s *ConvShape, pixelMajor, direct bool, cg int)
 }
 
 // convIndirect computes one group (input channels from cOff, output columns from yOff) into
-// y rows with stride rowStep, in parallel over output pixels.
+// y rows with stride rowStep, in parallel over output pixels. With input dilation (GoMLX's
+// input gradient of a strided convolution) the output pixels are split by phase (position
+// modulo the dilation) and each phase runs only the kernel taps that land on input values,
+// skipping the multiplications by the inserted zeros.
 func (p *Pool) convIndirect(s *ConvShape, x []float32, w PanelSource, y []float32, yOff, rowStep, cOff, cg, og int) {
 	mk := p.kernel
 	m := s.Batch * s.Out[0] * s.Out[1] * s.Out[2]
-	parts := 1
-	if p.threads > 1 && m*og*cg*s.Kernel[0]*s.Kernel[1]*s.Kernel[2] >= minParallelFlops {
-		parts = p.threads
+	ks := s.Kernel[0] * s.Kernel[1] * s.Kernel[2]
+	var jobs []indirectJob
+	if phases := phaseTaps(s); phases != nil {
+		for _, ph := range phases {
+			jobs = append(jobs, indirectJob{rows: ph.rows, taps: ph.taps})
+		}
+	} else {
+		all := make([]int, ks)
+		for k := range all {
+			all[k] = k
+		}
+		jobs = []indirectJob{{rows: nil, taps: all, n: m}}
 	}
-	pts := splitPoints(m, parts, mk.mr)
-	p.ParallelFor(len(pts)-1, func(t int) {
-		convIndirectRows(mk, s, x, w, y, yOff, rowStep, cOff, cg, og, pts[t], pts[t+1])
+	// Parallel over row ranges of every job, cut in multiples of the tile height.
+	type part struct{ job, lo, hi int }
+	var parts []part
+	threads := 1
+	if p.threads > 1 && m*og*cg*ks >= minParallelFlops {
+		threads = p.threads
+	}
+	for j := range jobs {
+		n := jobs[j].n
+		if jobs[j].rows != nil {
+			n = len(jobs[j].rows)
+		}
+		pts := splitPoints(n, threads, mk.mr)
+		for t := range len(pts) - 1 {
+			parts = append(parts, part{j, pts[t], pts[t+1]})
+		}
+	}
+	p.ParallelFor(len(parts), func(t int) {
+		pt := parts[t]
+		convIndirectRows(mk, s, x, w, y, yOff, rowStep, cOff, cg, og, jobs[pt.job], pt.lo, pt.hi)
 	})
 }
 
-// convIndirectRows computes output rows [lo, hi) of one group on the calling goroutine.
-func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource, y []float32, yOff, rowStep, cOff, cg, og, lo, hi int) {
+// indirectJob is a set of output pixels (rows, batch-major indices; nil: 0..n-1) that read the
+// same kernel taps.
+type indirectJob struct {
+	rows []int
+	n    int
+	taps []int
+}
+
+type phase struct {
+	rows []int
+	taps []int
+}
+
+// phaseTaps splits a stride-1 convolution over an input-dilated input into phases: output
+// pixels whose position is congruent modulo the dilation read real input values through the
+// same kernel taps. It returns nil without input dilation (or with strides, where phases are
+// not worth it).
+func phaseTaps(s *ConvShape) []phase {
+	var ld [3]int
+	dilated := false
+	for d := range 3 {
+		ld[d] = s.InputDilation[d]
+		if ld[d] > 1 {
+			dilated = true
+			if s.Stride[d] != 1 {
+				return nil
+			}
+		}
+	}
+	if !dilated {
+		return nil
+	}
+	var phases []phase
+	for p0 := range ld[0] {
+		for p1 := range ld[1] {
+			for p2 := range ld[2] {
+				ph := [3]int{p0, p1, p2}
+				var taps []int
+				for k0 := range s.Kernel[0] {
+					for k1 := range s.Kernel[1] {
+						for k2 := range s.Kernel[2] {
+							k := [3]int{k0, k1, k2}
+							ok := true
+							for d := range 3 {
+								q := ph[d] + k[d]*s.KernelDilation[d] - s.PadLo[d]
+								if ((q%ld[d])+ld[d])%ld[d] != 0 {
+									ok = false
+								}
+							}
+							if ok {
+								taps = append(taps, (k0*s.Kernel[1]+k1)*s.Kernel[2]+k2)
+							}
+						}
+					}
+				}
+				var rows []int
+				pixels := s.Out[0] * s.Out[1] * s.Out[2]
+				for b := range s.Batch {
+					for q0 := p0; q0 < s.Out[0]; q0 += ld[0] {
+						for q1 := p1; q1 < s.Out[1]; q1 += ld[1] {
+							for q2 := p2; q2 < s.Out[2]; q2 += ld[2] {
+								rows = append(rows, b*pixels+(q0*s.Out[1]+q1)*s.Out[2]+q2)
+							}
+						}
+					}
+				}
+				if len(rows) > 0 {
+					phases = append(phases, phase{rows: rows, taps: taps})
+				}
+			}
+		}
+	}
+	return phases
+}
+
+// convIndirectRows computes rows [lo, hi) of a job on the calling goroutine.
+func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource, y []float32, yOff, rowStep, cOff, cg, og int, job indirectJob, lo, hi int) {
 	if lo >= hi {
 		return
 	}
+	row := func(i int) int {
+		if job.rows == nil {
+			return i
+		}
+		return job.rows[i]
+	}
+	contiguous := job.rows == nil
 	mr, nr := mk.mr, mk.nr
-	for r := lo; r < hi; r++ {
+	for i := lo; i < hi; i++ {
+		r := row(i)
 		clear(y[yOff+r*rowStep : yOff+r*rowStep+og])
 	}
+	taps := job.taps
+	if len(taps) == 0 {
+		return
+	}
 	a := &im2col{s: s, x: x, cOff: cOff, c: cg}
-	ks := s.Kernel[0] * s.Kernel[1] * s.Kernel[2]
-	kOffs := make([][3]int, ks)
-	for kp := range ks {
-		_, kOffs[kp] = a.depthIndex(kp * cg)
+	kOffs := make([][3]int, len(taps))
+	for i, kp := range taps {
+		_, kOffs[i] = a.depthIndex(kp * cg)
 	}
 	pixels := s.Out[0] * s.Out[1] * s.Out[2]
 	nch := (cg + indirectChannels - 1) / indirectChannels
 	zeros := make([]float32, indirectChannels+1)
-	zeroEnd := func(kc int) unsafe.Pointer { return unsafe.Pointer(&zeros[kc]) }
 	xBase := unsafe.Pointer(&x[0])
 	tile := make([]float32, mr*nr)
 	maxSeg := max(1, indirectMaxDepth/min(cg, indirectChannels))
@@ -63,37 +177,38 @@ func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource,
 	for ci := range nch {
 		c0, c1 := ci*cg/nch, (ci+1)*cg/nch
 		kc := c1 - c0
-		for k0 := 0; k0 < ks; k0 += maxSeg {
-			nseg := min(maxSeg, ks-k0)
+		zeroEnd := unsafe.Pointer(&zeros[kc])
+		for t0 := 0; t0 < len(taps); t0 += maxSeg {
+			nseg := min(maxSeg, len(taps)-t0)
 			depth := nseg * kc
 			// Pack the kernel block: per panel of nr output channels, nseg segments of kc rows.
 			for jr := 0; jr < og; jr += nr {
 				panel := bp[(jr/nr)*depth*nr:]
 				for sg := range nseg {
-					w.Pack(panel[sg*kc*nr:], jr, min(nr, og-jr), (k0+sg)*cg+c0, kc, nr, 1)
+					w.Pack(panel[sg*kc*nr:], jr, min(nr, og-jr), taps[t0+sg]*cg+c0, kc, nr, 1)
 				}
 			}
 			for ic := lo; ic < hi; ic += blockM {
 				mc := min(blockM, hi-ic)
 				// Offsets (of each row's segment end) for every tile of mr rows.
-				for r := range (mc + mr - 1) / mr * mr {
-					t, i := r/mr, r%mr
-					row := ic + r
-					if row >= ic+mc {
+				for i := range (mc + mr - 1) / mr * mr {
+					t, k := i/mr, i%mr
+					if i >= mc {
 						for sg := range nseg {
-							offs[(t*nseg+sg)*mr+i] = -1
+							offs[(t*nseg+sg)*mr+k] = -1
 						}
 						continue
 					}
-					b, px := row/pixels, row%pixels
+					r := row(ic + i)
+					b, px := r/pixels, r%pixels
 					base := a.pixelBase(px)
 					rowOff := b*s.XStrides.Major + cOff + c0 + kc
 					for sg := range nseg {
-						off, ok := a.spatialOffset(base, kOffs[k0+sg])
+						off, ok := a.spatialOffset(base, kOffs[t0+sg])
 						if ok {
-							offs[(t*nseg+sg)*mr+i] = int64(rowOff + off)
+							offs[(t*nseg+sg)*mr+k] = int64(rowOff + off)
 						} else {
-							offs[(t*nseg+sg)*mr+i] = -1
+							offs[(t*nseg+sg)*mr+k] = -1
 						}
 					}
 				}
@@ -103,17 +218,18 @@ func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource,
 					for ir := 0; ir < mc; ir += mr {
 						mv := min(mr, mc-ir)
 						o := &offs[(ir/mr)*nseg*mr]
-						ci := yOff + (ic+ir)*rowStep + jr
-						if mv == mr && nv == nr {
-							mk.indirect(nseg, kc, o, xBase, zeroEnd(kc), bPanel, unsafe.Pointer(&y[ci]), rowStep)
+						if contiguous && mv == mr && nv == nr {
+							ci := yOff + row(ic+ir)*rowStep + jr
+							mk.indirect(nseg, kc, o, xBase, zeroEnd, bPanel, unsafe.Pointer(&y[ci]), rowStep)
 							continue
 						}
 						clear(tile)
-						mk.indirect(nseg, kc, o, xBase, zeroEnd(kc), bPanel, unsafe.Pointer(&tile[0]), nr)
+						mk.indirect(nseg, kc, o, xBase, zeroEnd, bPanel, unsafe.Pointer(&tile[0]), nr)
 						for i := range mv {
-							row := y[ci+i*rowStep : ci+i*rowStep+nv]
+							ci := yOff + row(ic+ir+i)*rowStep + jr
+							dst := y[ci : ci+nv]
 							for j, v := range tile[i*nr : i*nr+nv] {
-								row[j] += v
+								dst[j] += v
 							}
 						}
 					}
