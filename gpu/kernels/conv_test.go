@@ -93,8 +93,8 @@ func TestConvMatchesDirectLoop(t *testing.T) {
 		{2, 5, 5, 300, 33, 3, 3, 1, 1, 1, 1, 1}, // two channel chunks of uneven size, several segment blocks
 		{2, 6, 6, 32, 20, 3, 3, 1, 1, 1, 1, 2},  // groups of 16 channels
 		{1, 4, 4, 20, 70, 1, 1, 1, 0, 1, 1, 1},
-		{3, 5, 4, 16, 9, 3, 3, 1, 1, 2, 1, 1},  // input dilation, odd padding: every phase has taps
-		{2, 4, 4, 16, 8, 1, 1, 1, 0, 2, 1, 1},  // 1×1 over a dilated input: three phases read nothing
+		{3, 5, 4, 16, 9, 3, 3, 1, 1, 2, 1, 1}, // input dilation, odd padding: every phase has taps
+		{2, 4, 4, 16, 8, 1, 1, 1, 0, 2, 1, 1}, // 1×1 over a dilated input: three phases read nothing
 	}
 	// Layouts: storage order of (major, minor, s0, s1, s2) for x, w and y.
 	layouts := []struct {
