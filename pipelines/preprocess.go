@@ -112,6 +112,10 @@ type PreprocessJob struct {
 	MaxBadFraction float64
 	Overwrite      bool
 	Progress       *Progress
+
+	// failAfterRows, in tests, makes WriteParts fail after writing that many rows of a
+	// shard: a worker dying part-way.
+	failAfterRows int
 }
 
 // DefaultSize is the view side a dataset's images are usually trained at.
@@ -355,7 +359,7 @@ func Preprocess(s beam.Scope, job *PreprocessJob) error {
 	}, beam.Impulse(s), beam.SideInput{Input: stats})
 
 	infos, writeDead := beam.ParDo2(s.Scope("WriteParts"), &writePartFn{
-		Output: job.Output, Units: fetchUnits(job.Plan.Units), ProgressID: progressID,
+		Output: job.Output, Units: fetchUnits(job.Plan.Units), ProgressID: progressID, FailAfterRows: job.failAfterRows,
 	}, byShard, beam.SideInput{Input: config})
 
 	beam.ParDo0(s.Scope("Commit"), &commitFn{

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -44,9 +47,18 @@ func preset(t testing.TB, name string, size int) augment.Config {
 	return c
 }
 
+// quietRunners silences the runners' logs (prism logs every failed bundle several times
+// over) unless the tests run with -v.
+var quietRunners sync.Once
+
 // runPreprocess plans and runs a job on prism, in process.
 func runPreprocess(t testing.TB, o PreprocessOptions) (*PreprocessResult, error) {
 	t.Helper()
+	quietRunners.Do(func() {
+		if !testing.Verbose() {
+			slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		}
+	})
 	ctx := context.Background()
 	job, err := PlanPreprocess(ctx, o)
 	if err != nil {

@@ -3,13 +3,19 @@ package pipelines
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/pipelines/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
 // TestPreprocessCIFARWritesEveryRowAsAugmentDoes runs the pipeline on a CIFAR-10 fixture and
@@ -83,5 +89,286 @@ func TestPreprocessCIFARWritesEveryRowAsAugmentDoes(t *testing.T) {
 	if got := res.Summary(o.Output); !bytes.Contains([]byte(got), []byte("30 records → 60 rows (120 views) in 6 shards")) {
 		t.Errorf("summary %q", got)
 	}
-	_ = context.Background()
+}
+
+// TestPreprocessRerunGivesTheSameBytes: the same command gives byte-identical datasets in
+// two directories, and a re-run over what an interrupted run left (no manifest, a shard
+// missing, temporaries planted) completes to the same bytes.
+func TestPreprocessRerunGivesTheSameBytes(t *testing.T) {
+	o := cifarOptions(t, 4)
+	mustPreprocess(t, o)
+	want := checksums(t, o.Output)
+
+	other := o
+	other.Output = filepath.Join(t.TempDir(), "again")
+	mustPreprocess(t, other)
+	sameFiles(t, checksums(t, other.Output), want)
+
+	// What a run killed part-way leaves: no manifest, a shard missing, temporaries.
+	for _, p := range []string{shards.ManifestName, "pass-001/part-00002-of-00003.parquet"} {
+		if err := os.Remove(filepath.Join(o.Output, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"pass-000/part-00001-of-00003.parquet" + shards.TempMarker + "123", "manifest.json" + shards.TempMarker + "9"} {
+		pipelinetest.WriteFile(t, filepath.Join(o.Output, p), []byte("half a file"))
+	}
+	if _, err := shards.NewReader(context.Background(), o.Output, shards.ReaderOptions{BatchSize: 4}); !errors.Is(err, shards.ErrNoManifest) {
+		t.Fatalf("a reader opened the interrupted run's directory: %v", err)
+	}
+	mustPreprocess(t, o)
+	sameFiles(t, checksums(t, o.Output), want)
+	mustVerify(t, o.Output)
+}
+
+// TestPreprocessWorkerFailingPartWayLeavesNoData makes WriteParts fail in the middle of a
+// shard, as a worker dying would: the run fails, nothing in the directory passes for data,
+// and the same command run again completes with the bytes of an undisturbed run.
+func TestPreprocessWorkerFailingPartWayLeavesNoData(t *testing.T) {
+	ctx := context.Background()
+	o := cifarOptions(t, 4)
+	clean := o
+	clean.Output = filepath.Join(t.TempDir(), "clean")
+	mustPreprocess(t, clean)
+
+	job, err := PlanPreprocess(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.failAfterRows = 3
+	_, err = RunPreprocess(ctx, job)
+	wantErrorMentions(t, err, "failing after 3 rows")
+	if ok, _ := shards.Exists(ctx, filepath.Join(o.Output, shards.ManifestName)); ok {
+		t.Fatal("a failed run wrote a manifest")
+	}
+	if _, err := shards.Verify(ctx, o.Output); !errors.Is(err, shards.ErrNoManifest) {
+		t.Errorf("Verify of the failed run's directory: %v, want ErrNoManifest", err)
+	}
+	for p := range checksums(t, o.Output) {
+		if strings.Contains(p, shards.TempMarker) {
+			t.Errorf("the failed run left a temporary: %s", p)
+		}
+	}
+	mustPreprocess(t, o)
+	sameFiles(t, checksums(t, o.Output), checksums(t, clean.Output))
+}
+
+// badFolder writes an image folder of 3 classes × 4 images in which one file is not an
+// image at all (the reader's header check refuses it) and one is a JPEG whose scan is cut
+// short (only decoding finds out).
+func badFolder(t testing.TB) (dir, notImage, truncated string) {
+	dir = t.TempDir()
+	files := pipelinetest.WriteFolder(t, dir, []string{"cat", "dog", "eel"}, 4, 40, 30)
+	notImage, truncated = files["cat"][1], files["dog"][2]
+	pipelinetest.WriteFile(t, notImage, []byte("this is not an image"))
+	pipelinetest.WriteFile(t, truncated, pipelinetest.CorruptJPEG(t))
+	return dir, notImage, truncated
+}
+
+func folderOptions(t testing.TB, in string) PreprocessOptions {
+	return PreprocessOptions{
+		Spec:        datasets.Spec{Dataset: datasets.Folder, Input: in, Split: "train", UnitRecords: 5},
+		Output:      filepath.Join(t.TempDir(), "out"),
+		Augment:     preset(t, augment.SimCLRImageNet, 24),
+		Passes:      2,
+		Seed:        3,
+		Parts:       2,
+		CodeVersion: "test",
+	}
+}
+
+// TestPreprocessDeadLetters: bad images become dead letters with their file and reason,
+// found by the reader (a file that is not an image) or by decoding (a cut JPEG); at the
+// default --max-bad-fraction=0 the run fails after writing them and without a manifest;
+// allowed, the counts add up: records in = rows per pass + dead letters.
+func TestPreprocessDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	in, notImage, truncated := badFolder(t)
+	o := folderOptions(t, in)
+
+	_, err := runPreprocess(t, o)
+	wantErrorMentions(t, err, "2 of 12 records", "--max-bad-fraction=0", shards.DeadLettersName, "no manifest")
+	if ok, _ := shards.Exists(ctx, filepath.Join(o.Output, shards.ManifestName)); ok {
+		t.Fatal("a run with too many dead letters wrote a manifest")
+	}
+	data, err := os.ReadFile(filepath.Join(o.Output, shards.DeadLettersName))
+	if err != nil {
+		t.Fatalf("the failed run did not leave its dead letters: %v", err)
+	}
+	for _, want := range []string{notImage, truncated, "train/cat/img0001.png", "train/dog/img0002.jpg", "not a png image", "decoding 24x24 jpeg"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("dead letters do not mention %q:\n%s", want, data)
+		}
+	}
+
+	o.MaxBadFraction = 0.5
+	res := mustPreprocess(t, o)
+	m := res.Manifest
+	if m.Records != 12 || m.Rows != 2*10 || m.DeadLetters.Count != 2 || m.DeadLetters.File != shards.DeadLettersName {
+		t.Errorf("manifest: %d records, %d rows, dead letters %+v; want 12, 20, 2 in %s", m.Records, m.Rows, m.DeadLetters, shards.DeadLettersName)
+	}
+	if res.Metrics.DeadLetters != 2 || res.Metrics.RecordsRead != 11 {
+		t.Errorf("metrics %+v: want 2 dead letters and 11 records read (one was refused by the reader)", res.Metrics)
+	}
+	letters, err := shards.ReadDeadLetters(ctx, o.Output, m)
+	if err != nil || len(letters) != 2 {
+		t.Fatalf("dead letters %v, %v", letters, err)
+	}
+	sum := mustVerify(t, o.Output)
+	if want := map[int32]int64{0: 6, 1: 6, 2: 8}; !maps.Equal(sum.Labels, want) {
+		t.Errorf("labels %v, want %v", sum.Labels, want)
+	}
+}
+
+// TestPreprocessRefusesAnotherDataset: an output directory that holds a dataset of another
+// configuration, or of other source bytes, is refused unless Overwrite.
+func TestPreprocessRefusesAnotherDataset(t *testing.T) {
+	o := cifarOptions(t, 4)
+	mustPreprocess(t, o)
+	before := checksums(t, o.Output)
+
+	reseeded := o
+	reseeded.Seed = 8
+	_, err := runPreprocess(t, reseeded)
+	var diff *shards.DifferentDatasetError
+	if !errors.As(err, &diff) {
+		t.Fatalf("another seed into the same directory: %v, want a DifferentDatasetError", err)
+	}
+	wantErrorMentions(t, err, "seed", "--overwrite")
+	sameFiles(t, checksums(t, o.Output), before)
+
+	// Same flags, other bytes: only the pipeline, which hashes the input, can tell.
+	f := filepath.Join(o.Spec.Input, "data_batch_3.bin")
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[100]++
+	pipelinetest.WriteFile(t, f, data)
+	_, err = runPreprocess(t, o)
+	wantErrorMentions(t, err, "different dataset", "source_checksum", "--overwrite")
+	sameFiles(t, checksums(t, o.Output), before)
+
+	reseeded.Overwrite = true
+	mustPreprocess(t, reseeded)
+	mustVerify(t, o.Output)
+}
+
+func TestPreprocessEmptyGlobIsAClearError(t *testing.T) {
+	o := cifarOptions(t, 1)
+	o.Spec.Input = filepath.Join(t.TempDir(), "data_batch_*.bin")
+	_, err := runPreprocess(t, o)
+	wantErrorMentions(t, err, o.Spec.Input, "matches no files")
+}
+
+// TestPreprocessLimitKeepsTheFirstRecords: --limit keeps the records with the smallest
+// indices, across files and units.
+func TestPreprocessLimitKeepsTheFirstRecords(t *testing.T) {
+	o := cifarOptions(t, 6)
+	o.Limit, o.Passes = 13, 1
+	res := mustPreprocess(t, o)
+	if res.Manifest.Records != 13 {
+		t.Fatalf("%d records, want 13", res.Manifest.Records)
+	}
+	var keys []string
+	for _, r := range readAllRows(t, o.Output) {
+		keys = append(keys, r.Key)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if want := fmt.Sprintf("train/%06d", i); k != want {
+			t.Fatalf("keys %v: want train/000000 … train/000012", keys)
+		}
+	}
+}
+
+// TestPreprocessEvaluationShards: preset none writes one centred view per image with its
+// label; for 32×32 CIFAR images at size 32 the view is the image itself.
+func TestPreprocessEvaluationShards(t *testing.T) {
+	o := cifarOptions(t, 3)
+	o.Spec.Split = "test"
+	o.Augment = preset(t, augment.None, 32)
+	o.Passes, o.Parts = 1, 2
+	res := mustPreprocess(t, o)
+	if res.Manifest.Config.Views != 1 || res.Manifest.Rows != 3 {
+		t.Fatalf("config %+v, %d rows", res.Manifest.Config, res.Manifest.Rows)
+	}
+	for _, r := range readAllRows(t, o.Output) {
+		var idx int
+		fmt.Sscanf(r.Key, "test/%06d", &idx)
+		want := pipelinetest.CIFAR10Image(15 + idx) // the fixture numbers test records after 5×3 train records
+		if len(r.View2) != 0 || !bytes.Equal(r.View1, want.Pix) || int(r.Label) != pipelinetest.CIFAR10Label(15+idx) {
+			t.Errorf("%s: evaluation view or label is not the source's", r.Key)
+		}
+	}
+	o.Passes = 2
+	_, err := runPreprocess(t, o)
+	wantErrorMentions(t, err, "one pass")
+}
+
+// TestPreprocessIDXGzippedOrNotGivesTheSameShards: the same images in plain and gzipped IDX
+// files are the same dataset, down to the bytes of the shards; and each row's views are
+// augment's views of the source image.
+func TestPreprocessIDXGzippedOrNotGivesTheSameShards(t *testing.T) {
+	var outs []string
+	for _, zipped := range []bool{false, true} {
+		in := t.TempDir()
+		pipelinetest.WriteIDX(t, in, "train", 50, zipped)
+		o := PreprocessOptions{
+			Spec:   datasets.Spec{Dataset: datasets.IDX, Input: in, UnitRecords: 8},
+			Output: filepath.Join(t.TempDir(), "out"), Augment: preset(t, augment.SimCLRCIFAR, 28),
+			Passes: 2, Seed: 5, Parts: 3, CodeVersion: "test",
+		}
+		res := mustPreprocess(t, o)
+		if c := res.Manifest.Config; c.Channels != 1 || c.Encoding != shards.Raw || c.Height != 28 {
+			t.Errorf("config %+v: want 1 channel, raw, 28 px", c)
+		}
+		mustVerify(t, o.Output)
+		outs = append(outs, o.Output)
+	}
+	sameFiles(t, checksums(t, outs[1]), checksums(t, outs[0]))
+}
+
+// TestPreprocessImageNetTars reads ImageNet-100 from per-class tars (members re-read by
+// byte range), with a corrupt member as a dead letter that names the tar and the member.
+func TestPreprocessImageNetTars(t *testing.T) {
+	in := t.TempDir()
+	synsets := datasets.ImageNet100Synsets()
+	var badTar string
+	for c, syn := range synsets {
+		members := []pipelinetest.TarMember{
+			{Name: syn + "_1.JPEG", Data: pipelinetest.JPEG(t, 20, 16, c)},
+			{Name: syn + "_2.JPEG", Data: pipelinetest.JPEG(t, 18, 22, c+500)},
+		}
+		if c == 7 {
+			members[1].Data = pipelinetest.CorruptJPEG(t)
+			badTar = filepath.Join(in, syn+".tar")
+		}
+		pipelinetest.WriteFile(t, filepath.Join(in, syn+".tar"), pipelinetest.Tar(t, members))
+	}
+	o := PreprocessOptions{
+		Spec:   datasets.Spec{Dataset: datasets.ImageNet100, Input: in},
+		Output: filepath.Join(t.TempDir(), "out"), Augment: preset(t, augment.SimCLRImageNet, 16),
+		Passes: 1, Seed: 1, Parts: 4, MaxBadFraction: 0.01, CodeVersion: "test",
+	}
+	res := mustPreprocess(t, o)
+	m := res.Manifest
+	if m.Records != 200 || m.Rows != 199 || m.DeadLetters.Count != 1 {
+		t.Fatalf("manifest: %d records, %d rows, %d dead letters; want 200, 199, 1", m.Records, m.Rows, m.DeadLetters.Count)
+	}
+	letters, err := shards.ReadDeadLetters(context.Background(), o.Output, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := letters[0]; l.Source != badTar || l.Position <= 0 || !strings.HasSuffix(l.Key, "_2.JPEG") {
+		t.Errorf("dead letter %+v: want the tar %s, the member's offset and key", l, badTar)
+	}
+	sum := mustVerify(t, o.Output)
+	if len(sum.Labels) != 100 || sum.Labels[7] != 1 || sum.Labels[0] != 2 {
+		t.Errorf("labels %v: want 2 of every class but class 7's 1", sum.Labels)
+	}
+
+	o.Limit = 10
+	_, err = runPreprocess(t, o)
+	wantErrorMentions(t, err, "--limit", "tars")
 }

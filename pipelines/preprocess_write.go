@@ -64,6 +64,9 @@ type writePartFn struct {
 	Output     string
 	Units      []datasets.Unit
 	ProgressID string
+	// FailAfterRows, when positive, makes the DoFn fail once a shard has that many rows:
+	// the tests' stand-in for a worker that dies part-way through a shard.
+	FailAfterRows int
 
 	progress *Progress
 	tars     *openFiles
@@ -203,6 +206,7 @@ type partWriter struct {
 	pass     int
 	w        *shards.Writer
 	emitDead func(string)
+	written  int
 }
 
 // writeWindow fetches a window of references and writes their rows, batch by batch.
@@ -290,6 +294,9 @@ func (p *partWriter) writeBatch(refs []ref, fixed map[int64]datasets.Record) err
 				return err
 			}
 			rows++
+			if p.written++; p.fn.FailAfterRows > 0 && p.written >= p.fn.FailAfterRows {
+				return fmt.Errorf("failing after %d rows, as the test asked", p.written)
+			}
 		}
 	}
 	rowsWritten.Inc(p.ctx, rows)

@@ -1,0 +1,312 @@
+package pipelines
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
+)
+
+// What the evaluation pipelines (embed, knn, linear, npc) share: reading embedding sets,
+// the class count, and a compact binary encoding of the blocks that travel between steps.
+
+// EvalMetricsNamespace is the namespace of the evaluation pipelines' counters.
+const EvalMetricsNamespace = "dcl.eval"
+
+// Meta keys of an embeddings manifest (and of each embedding file's footer) that the
+// evaluations read back.
+const (
+	MetaDataset    = "dataset"    // the shards' dataset, for its class count
+	MetaSplit      = "split"      // the shards' split
+	MetaFeature    = "feature"    // backbone or projection
+	MetaViews      = "views"      // "2": each row is view 1's vector followed by view 2's
+	MetaCheckpoint = "checkpoint" // the encoder's checkpoint
+)
+
+// embeddingFile is one file of an embedding set, with the training-set index of its first
+// row: files are numbered in the set's order (the manifest's, for a directory).
+type embeddingFile struct {
+	Path   string
+	Offset int64
+	Rows   int64
+}
+
+// embeddingSet describes an embedding file or directory without reading its vectors.
+type embeddingSet struct {
+	Path  string
+	Files []embeddingFile
+	Rows  int64
+	Dim   int
+	Meta  map[string]string // the directory manifest's meta; nil for a single file
+}
+
+// inspectEmbeddings opens path (a .parquet file or a directory with embeddings.json) and
+// every file in it, checking their schemas, and returns the files with their row offsets.
+func inspectEmbeddings(ctx context.Context, path string) (*embeddingSet, error) {
+	r, err := shards.OpenEmbeddings(ctx, path, 1)
+	if err != nil {
+		return nil, err
+	}
+	set := &embeddingSet{Path: path, Dim: r.Dim(), Rows: r.Rows()}
+	files := r.Files()
+	r.Close()
+	for _, f := range files {
+		fr, err := shards.OpenEmbeddings(ctx, f, 1)
+		if err != nil {
+			return nil, err
+		}
+		set.Files = append(set.Files, embeddingFile{Path: f, Offset: sumRows(set.Files), Rows: fr.Rows()})
+		if d := fr.Dim(); d != 0 && set.Dim != 0 && d != set.Dim {
+			fr.Close()
+			return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", f, d, files[0], set.Dim)
+		}
+		fr.Close()
+	}
+	if !strings.HasSuffix(path, ".parquet") {
+		data, err := shards.ReadFile(ctx, shards.Join(path, shards.EmbeddingsManifestName))
+		if err != nil {
+			return nil, err
+		}
+		var m shards.EmbeddingManifest
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", shards.Join(path, shards.EmbeddingsManifestName), err)
+		}
+		set.Meta = m.Meta
+	}
+	return set, nil
+}
+
+func sumRows(files []embeddingFile) int64 {
+	var n int64
+	for _, f := range files {
+		n += f.Rows
+	}
+	return n
+}
+
+// LoadEmbeddings reads a whole embedding set into memory as labelled vectors (Source is the
+// path), with the rows' ids. Vectors of mixed length, or non-finite values, are an error
+// naming the file.
+func LoadEmbeddings(ctx context.Context, path string) (analysis.LabeledVectors, []int64, error) {
+	r, err := shards.OpenEmbeddings(ctx, path, 0)
+	if err != nil {
+		return analysis.LabeledVectors{}, nil, err
+	}
+	defer r.Close()
+	out := analysis.LabeledVectors{Source: path, Vectors: analysis.Vectors{Dim: r.Dim()}}
+	out.Vectors.Data = make([]float32, 0, r.Rows()*int64(r.Dim()))
+	out.Labels = make([]int32, 0, r.Rows())
+	ids := make([]int64, 0, r.Rows())
+	for {
+		b, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return analysis.LabeledVectors{}, nil, err
+		}
+		if b.Dim != out.Vectors.Dim {
+			return analysis.LabeledVectors{}, nil, fmt.Errorf("%s: vectors of %d and %d values", path, out.Vectors.Dim, b.Dim)
+		}
+		out.Vectors.Data = append(out.Vectors.Data, b.Vectors...)
+		out.Labels = append(out.Labels, b.Labels...)
+		ids = append(ids, b.IDs...)
+	}
+	if err := out.Vectors.Validate(path); err != nil {
+		return analysis.LabeledVectors{}, nil, err
+	}
+	return out, ids, nil
+}
+
+// resolveNumClasses returns the class count to evaluate with: given > 0 wins; then the
+// class list of the dataset named in either set's metadata; then one more than the largest
+// label in the sets, which reads their labels.
+func resolveNumClasses(ctx context.Context, given int, sets ...*embeddingSet) (int, error) {
+	if given > 0 {
+		return given, nil
+	}
+	for _, s := range sets {
+		if name := s.Meta[MetaDataset]; name != "" {
+			if classes, err := datasets.ClassNames(name, false); err == nil {
+				return len(classes), nil
+			}
+		}
+	}
+	n := 0
+	for _, s := range sets {
+		r, err := shards.OpenEmbeddings(ctx, s.Path, 0)
+		if err != nil {
+			return 0, err
+		}
+		var row int64
+		for {
+			b, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return 0, err
+			}
+			for i, y := range b.Labels {
+				if y < 0 {
+					r.Close()
+					return 0, fmt.Errorf("%s: row %d: negative label %d (unlabelled examples cannot be evaluated)", s.Path, row+int64(i), y)
+				}
+				n = max(n, int(y)+1)
+			}
+			row += int64(b.Len())
+		}
+		r.Close()
+	}
+	if n == 0 {
+		return 0, errors.New("the embeddings have no rows")
+	}
+	slog.Info("class count not given and no known dataset in the embeddings' metadata: using the largest label + 1", "classes", n)
+	return n, nil
+}
+
+// checkLabels reports the first label outside [0, numClasses) of a block read from file,
+// whose first row is row first of the file.
+func checkLabels(file string, first int64, labels []int32, numClasses int) error {
+	for i, y := range labels {
+		if y < 0 || int(y) >= numClasses {
+			return fmt.Errorf("%s: row %d: label %d outside [0, %d) for a dataset of %d classes", file, first+int64(i), y, numClasses, numClasses)
+		}
+	}
+	return nil
+}
+
+// codec writes the blocks that pass between pipeline steps: varints, strings and raw
+// little-endian float32 (an encoding of a vector that is as small as its memory).
+type encoder struct{ b []byte }
+
+func (e *encoder) int(v int64)  { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string) { e.int(int64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) float64(v float64) {
+	e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v))
+}
+func (e *encoder) float32s(v []float32) {
+	e.int(int64(len(v)))
+	for _, x := range v {
+		e.b = binary.LittleEndian.AppendUint32(e.b, math.Float32bits(x))
+	}
+}
+func (e *encoder) int32s(v []int32) {
+	e.int(int64(len(v)))
+	for _, x := range v {
+		e.int(int64(x))
+	}
+}
+func (e *encoder) int64s(v []int64) {
+	e.int(int64(len(v)))
+	for _, x := range v {
+		e.int(x)
+	}
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errShortBlock = errors.New("truncated block")
+
+func (d *decoder) int() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShortBlock
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a length and checks it against the bytes left, each item taking at least min.
+func (d *decoder) count(min int) int {
+	n := d.int()
+	if d.err == nil && (n < 0 || n*int64(min) > int64(len(d.b))) {
+		d.err = errShortBlock
+	}
+	if d.err != nil {
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) str() string {
+	n := d.count(1)
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) float64() float64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.err = errShortBlock
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) float32s() []float32 {
+	n := d.count(4)
+	if d.err != nil {
+		return nil
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.b[4*i:]))
+	}
+	d.b = d.b[4*n:]
+	return out
+}
+
+func (d *decoder) int32s() []int32 {
+	n := d.count(1)
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(d.int())
+	}
+	return out
+}
+
+func (d *decoder) int64s() []int64 {
+	n := d.count(1)
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = d.int()
+	}
+	return out
+}
+
+// done reports a decoding error, or bytes left over, as an error about what.
+func (d *decoder) done(what string) error {
+	if d.err == nil && len(d.b) > 0 {
+		d.err = fmt.Errorf("%d bytes left over", len(d.b))
+	}
+	if d.err != nil {
+		return fmt.Errorf("decoding %s: %w", what, d.err)
+	}
+	return nil
+}
+
+func putFloat32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
+func getFloat32(b []byte) float32    { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }

@@ -1,0 +1,554 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+// The kNN pipeline (KNN) classifies every test embedding by a weighted vote of its k nearest
+// training embeddings:
+//
+//	Impulse ─ ReadQueries ─ KV<block, tile> ─ Reshuffle ─ SearchTiles ─ KV<block, partial>
+//	                                                                          │
+//	          GroupByKey ─ MergeAndVote ─ tallies ─(side input)─ Impulse ─ WriteResult
+//
+// ReadQueries streams the test set in blocks of QueryBlock queries and emits each block once
+// per bank group: a group is a run of the training set's files. SearchTiles searches one
+// block against one group, streaming the group's files in blocks of BankBlock rows (no worker
+// holds more of the bank than that), and emits each query's k best neighbours in the group.
+// MergeAndVote merges a block's partial lists with analysis.MergeTopK, which is exact, checks
+// that every training row was searched exactly once for the block, votes and tallies.
+// WriteResult adds the tallies up and writes the result JSON.
+
+// KNNOptions is what a kNN evaluation is asked to do: `dcl knn` fills it from its flags.
+type KNNOptions struct {
+	Train, Test string // embedding files (.parquet) or directories with embeddings.json
+	// K, Temperature and Metric as in analysis.KNNConfig (defaults 200, 0.1, cosine).
+	K           int
+	Temperature float64
+	Metric      analysis.Metric
+	// NumClasses is the class count; 0 takes it from the embeddings' dataset (their
+	// metadata), or else from the largest label.
+	NumClasses int
+	// QueryBlock is the number of test queries per work item (default 1024).
+	QueryBlock int
+	// BankGroups splits the training files into this many groups searched in parallel for
+	// each query block and merged exactly (default 1: each work item streams the whole
+	// training set). More groups mean more parallelism and more copies of each query block.
+	BankGroups int
+	// BankBlock is the number of training rows read and searched at once (default 8192).
+	BankBlock int
+	// Output is where the pipeline writes the result JSON (local or gs://). Remote runners
+	// need a path their workers and this program can both reach.
+	Output string
+	// PerClass keeps the per-class accuracies in the result.
+	PerClass bool
+}
+
+// KNNJob is a planned kNN evaluation.
+type KNNJob struct {
+	Opts       KNNOptions
+	NumClasses int
+	NTrain     int64
+	NTest      int64
+	Dim        int
+	Groups     [][]embeddingFile // the training files of each bank group
+}
+
+// PlanKNN checks the options against the embedding files (schemas, dimensions, sizes) and
+// groups the training files. It reads only footers and manifests, unless the class count
+// must be found from the labels.
+func PlanKNN(ctx context.Context, o KNNOptions) (*KNNJob, error) {
+	if o.Train == "" || o.Test == "" {
+		return nil, errors.New("both the training and the test embeddings are needed")
+	}
+	d := analysis.DefaultKNNConfig()
+	if o.K == 0 {
+		o.K = d.K
+	}
+	if o.Temperature == 0 {
+		o.Temperature = d.Temperature
+	}
+	if o.QueryBlock <= 0 {
+		o.QueryBlock = 1024
+	}
+	if o.BankGroups <= 0 {
+		o.BankGroups = 1
+	}
+	if o.BankBlock <= 0 {
+		o.BankBlock = 8192
+	}
+	switch {
+	case o.K < 0:
+		return nil, fmt.Errorf("k = %d: want at least 1", o.K)
+	case !(o.Temperature > 0) || math.IsInf(o.Temperature, 0):
+		return nil, fmt.Errorf("temperature %v: want a positive number", o.Temperature)
+	case o.NumClasses < 0:
+		return nil, fmt.Errorf("classes = %d: want at least 1, or 0 to find them", o.NumClasses)
+	}
+	train, err := inspectEmbeddings(ctx, o.Train)
+	if err != nil {
+		return nil, err
+	}
+	test, err := inspectEmbeddings(ctx, o.Test)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case int64(o.K) > train.Rows:
+		return nil, fmt.Errorf("k = %d is larger than the training set (%s: %d vectors)", o.K, o.Train, train.Rows)
+	case test.Rows == 0:
+		return nil, fmt.Errorf("%s: no test embeddings", o.Test)
+	case train.Dim != test.Dim:
+		return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", o.Train, train.Dim, o.Test, test.Dim)
+	}
+	numClasses, err := resolveNumClasses(ctx, o.NumClasses, train, test)
+	if err != nil {
+		return nil, err
+	}
+	job := &KNNJob{Opts: o, NumClasses: numClasses, NTrain: train.Rows, NTest: test.Rows, Dim: train.Dim}
+	job.Groups = groupFiles(train.Files, o.BankGroups)
+	if len(job.Groups) < o.BankGroups {
+		slog.Info("fewer bank groups than asked: a group holds whole files", "asked", o.BankGroups, "groups", len(job.Groups), "files", len(train.Files))
+	}
+	return job, nil
+}
+
+// groupFiles cuts files into at most n runs of about equal rows, each at least one file.
+func groupFiles(files []embeddingFile, n int) [][]embeddingFile {
+	var nonEmpty []embeddingFile
+	var total int64
+	for _, f := range files {
+		if f.Rows > 0 {
+			nonEmpty = append(nonEmpty, f)
+			total += f.Rows
+		}
+	}
+	n = max(1, min(n, len(nonEmpty)))
+	var groups [][]embeddingFile
+	var cur []embeddingFile
+	var acc int64
+	for i, f := range nonEmpty {
+		cur = append(cur, f)
+		acc += f.Rows
+		left := len(nonEmpty) - i - 1
+		// Close the group at its share of the rows, keeping one file for each group to come.
+		if len(groups) < n-1 && (acc*int64(n) >= total*int64(len(groups)+1) || left == n-1-len(groups)) {
+			groups = append(groups, cur)
+			cur = nil
+		}
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	return groups
+}
+
+func init() {
+	register.DoFn3x1[context.Context, []byte, func(int, []byte), error](&readQueriesFn{})
+	register.DoFn4x1[context.Context, int, []byte, func(int, []byte), error](&searchTileFn{})
+	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&mergeVoteFn{})
+	register.DoFn3x1[context.Context, []byte, func(*[]byte) bool, error](&writeKNNResultFn{})
+	register.Emitter2[int, []byte]()
+	register.Emitter1[[]byte]()
+	register.Iter1[[]byte]()
+}
+
+var (
+	knnQueries    = beam.NewCounter(EvalMetricsNamespace, "knn_queries")
+	knnBankRows   = beam.NewCounter(EvalMetricsNamespace, "knn_bank_rows_searched")
+	knnTilesDone  = beam.NewCounter(EvalMetricsNamespace, "knn_tiles")
+	knnBlocksDone = beam.NewCounter(EvalMetricsNamespace, "knn_blocks_voted")
+)
+
+// KNN adds the kNN pipeline of job to s. It writes job.Opts.Output and outputs nothing.
+func KNN(s beam.Scope, job *KNNJob) {
+	s = s.Scope("KNN")
+	groups := make([][]string, len(job.Groups))
+	offsets := make([][]int64, len(job.Groups))
+	rows := make([][]int64, len(job.Groups))
+	for g, files := range job.Groups {
+		for _, f := range files {
+			groups[g] = append(groups[g], f.Path)
+			offsets[g] = append(offsets[g], f.Offset)
+			rows[g] = append(rows[g], f.Rows)
+		}
+	}
+	tiles := beam.ParDo(s.Scope("ReadQueries"), &readQueriesFn{
+		Test: job.Opts.Test, QueryBlock: job.Opts.QueryBlock, Groups: len(job.Groups), NumClasses: job.NumClasses,
+	}, beam.Impulse(s))
+	partials := beam.ParDo(s.Scope("SearchTiles"), &searchTileFn{
+		Groups: groups, Offsets: offsets, Rows: rows, K: job.Opts.K, Metric: int(job.Opts.Metric),
+		BankBlock: job.Opts.BankBlock, NumClasses: job.NumClasses,
+	}, beam.Reshuffle(s, tiles))
+	tallies := beam.ParDo(s.Scope("MergeAndVote"), &mergeVoteFn{
+		K: job.Opts.K, Temperature: job.Opts.Temperature, NumClasses: job.NumClasses,
+		Groups: len(job.Groups), NTrain: job.NTrain,
+	}, beam.GroupByKey(s, partials))
+	beam.ParDo0(s.Scope("WriteResult"), &writeKNNResultFn{
+		Output: job.Opts.Output, K: job.Opts.K, Temperature: job.Opts.Temperature, Metric: int(job.Opts.Metric),
+		NumClasses: job.NumClasses, NTrain: job.NTrain, NTest: job.NTest, PerClass: job.Opts.PerClass,
+	}, beam.Impulse(s), beam.SideInput{Input: tallies})
+}
+
+// queryTile is one work item of SearchTiles: a block of test queries and the bank group to
+// search them against.
+type queryTile struct {
+	Block  int
+	Group  int
+	Offset int64 // test-set index of the block's first query
+	Labels []int32
+	Dim    int
+	Data   []float32
+}
+
+func (t *queryTile) encode() []byte {
+	var e encoder
+	e.int(int64(t.Block))
+	e.int(int64(t.Group))
+	e.int(t.Offset)
+	e.int32s(t.Labels)
+	e.int(int64(t.Dim))
+	e.float32s(t.Data)
+	return e.b
+}
+
+func decodeQueryTile(b []byte) (*queryTile, error) {
+	d := decoder{b: b}
+	t := &queryTile{Block: int(d.int()), Group: int(d.int()), Offset: d.int(), Labels: d.int32s(), Dim: int(d.int()), Data: d.float32s()}
+	if err := d.done("a query block"); err != nil {
+		return nil, err
+	}
+	if t.Dim <= 0 || len(t.Data) != len(t.Labels)*t.Dim {
+		return nil, fmt.Errorf("decoding a query block: %d values for %d queries of dimension %d", len(t.Data), len(t.Labels), t.Dim)
+	}
+	return t, nil
+}
+
+// partialTopK is what SearchTiles emits: each query's best neighbours in one bank group.
+type partialTopK struct {
+	Group  int
+	Offset int64
+	Labels []int32 // the queries' true labels
+	Seen   int64   // bank rows searched
+	Top    []analysis.TopK
+}
+
+func (p *partialTopK) encode() []byte {
+	var e encoder
+	e.int(int64(p.Group))
+	e.int(p.Offset)
+	e.int32s(p.Labels)
+	e.int(p.Seen)
+	e.int(int64(len(p.Top)))
+	for _, t := range p.Top {
+		e.int(int64(len(t)))
+		for _, nb := range t {
+			e.int(nb.Index)
+			e.int(int64(nb.Label))
+			e.b = append(e.b, 0, 0, 0, 0)
+			putFloat32(e.b[len(e.b)-4:], nb.Sim)
+		}
+	}
+	return e.b
+}
+
+func decodePartialTopK(b []byte) (*partialTopK, error) {
+	d := decoder{b: b}
+	p := &partialTopK{Group: int(d.int()), Offset: d.int(), Labels: d.int32s(), Seen: d.int()}
+	n := d.count(1)
+	p.Top = make([]analysis.TopK, n)
+	for q := range p.Top {
+		m := d.count(6)
+		t := make(analysis.TopK, m)
+		for i := range t {
+			t[i].Index = d.int()
+			t[i].Label = int32(d.int())
+			if d.err == nil && len(d.b) < 4 {
+				d.err = errShortBlock
+			}
+			if d.err != nil {
+				break
+			}
+			t[i].Sim = getFloat32(d.b)
+			d.b = d.b[4:]
+		}
+		p.Top[q] = t
+	}
+	if err := d.done("neighbour lists"); err != nil {
+		return nil, err
+	}
+	if len(p.Top) != len(p.Labels) {
+		return nil, fmt.Errorf("decoding neighbour lists: %d lists for %d queries", len(p.Top), len(p.Labels))
+	}
+	return p, nil
+}
+
+// readQueriesFn streams the test embeddings and emits every block of queries once per bank
+// group, keyed by block.
+type readQueriesFn struct {
+	Test       string
+	QueryBlock int
+	Groups     int
+	NumClasses int
+}
+
+func (f *readQueriesFn) ProcessElement(ctx context.Context, _ []byte, emit func(int, []byte)) error {
+	r, err := shards.OpenEmbeddings(ctx, f.Test, f.QueryBlock)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var offset int64
+	for block := 0; ; block++ {
+		b, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkLabels(f.Test, offset, b.Labels, f.NumClasses); err != nil {
+			return err
+		}
+		vecs := analysis.Vectors{Dim: b.Dim, Data: b.Vectors}
+		if err := vecs.Validate(fmt.Sprintf("%s (rows %d to %d)", f.Test, offset, offset+int64(b.Len())-1)); err != nil {
+			return err
+		}
+		for g := range f.Groups {
+			t := queryTile{Block: block, Group: g, Offset: offset, Labels: b.Labels, Dim: b.Dim, Data: b.Vectors}
+			emit(block, t.encode())
+		}
+		knnQueries.Inc(ctx, int64(b.Len()))
+		offset += int64(b.Len())
+	}
+}
+
+// searchTileFn searches one block of queries against one bank group, streamed.
+type searchTileFn struct {
+	Groups     [][]string // files of each group
+	Offsets    [][]int64  // training-set index of each file's first row
+	Rows       [][]int64  // rows of each file, as planned
+	K          int
+	Metric     int
+	BankBlock  int
+	NumClasses int
+}
+
+func (f *searchTileFn) ProcessElement(ctx context.Context, block int, data []byte, emit func(int, []byte)) error {
+	t, err := decodeQueryTile(data)
+	if err != nil {
+		return err
+	}
+	if t.Group < 0 || t.Group >= len(f.Groups) {
+		return fmt.Errorf("query block %d names bank group %d of %d", block, t.Group, len(f.Groups))
+	}
+	metric := analysis.Metric(f.Metric)
+	search, err := analysis.NewSearch(analysis.Prepare(analysis.Vectors{Dim: t.Dim, Data: t.Data}, metric), f.K)
+	if err != nil {
+		return err
+	}
+	for i, path := range f.Groups[t.Group] {
+		if err := searchFile(ctx, search, path, f.Offsets[t.Group][i], f.Rows[t.Group][i], t.Dim, f.BankBlock, f.NumClasses, metric); err != nil {
+			return err
+		}
+	}
+	knnBankRows.Inc(ctx, search.Seen())
+	knnTilesDone.Inc(ctx, 1)
+	p := partialTopK{Group: t.Group, Offset: t.Offset, Labels: t.Labels, Seen: search.Seen(), Top: search.Results()}
+	emit(block, p.encode())
+	return nil
+}
+
+// searchFile streams one training file past the search.
+func searchFile(ctx context.Context, s *analysis.Search, path string, offset, rows int64, dim, blockRows, numClasses int, metric analysis.Metric) error {
+	r, err := shards.OpenEmbeddings(ctx, path, blockRows)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if r.Rows() != rows {
+		return fmt.Errorf("%s has %d rows, %d when the job was planned: it changed", path, r.Rows(), rows)
+	}
+	var row int64
+	for {
+		b, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if b.Dim != dim {
+			return fmt.Errorf("%s: rows %d to %d have %d values, the queries %d", path, row, row+int64(b.Len())-1, b.Dim, dim)
+		}
+		if err := checkLabels(path, row, b.Labels, numClasses); err != nil {
+			return err
+		}
+		vecs := analysis.Vectors{Dim: b.Dim, Data: b.Vectors}
+		if err := vecs.Validate(fmt.Sprintf("%s (rows %d to %d)", path, row, row+int64(b.Len())-1)); err != nil {
+			return err
+		}
+		if err := s.Add(analysis.Prepare(vecs, metric), b.Labels, offset+row); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		row += int64(b.Len())
+	}
+}
+
+// mergeVoteFn merges the partial neighbour lists of one query block, votes and tallies.
+type mergeVoteFn struct {
+	K           int
+	Temperature float64
+	NumClasses  int
+	Groups      int
+	NTrain      int64
+}
+
+func (f *mergeVoteFn) ProcessElement(ctx context.Context, block int, partials func(*[]byte) bool, emit func([]byte)) error {
+	var merged *partialTopK
+	seenGroups := map[int]bool{}
+	var data []byte
+	for partials(&data) {
+		p, err := decodePartialTopK(data)
+		if err != nil {
+			return err
+		}
+		if seenGroups[p.Group] {
+			continue // a retried bundle's duplicate: the same group's answer again
+		}
+		seenGroups[p.Group] = true
+		if merged == nil {
+			merged = p
+			continue
+		}
+		if p.Offset != merged.Offset || len(p.Top) != len(merged.Top) {
+			return fmt.Errorf("query block %d: partial results for different queries", block)
+		}
+		for q := range merged.Top {
+			merged.Top[q] = analysis.MergeTopK(merged.Top[q], p.Top[q], f.K)
+		}
+		merged.Seen += p.Seen
+	}
+	if merged == nil || len(seenGroups) != f.Groups {
+		return fmt.Errorf("query block %d: %d of %d bank groups answered", block, len(seenGroups), f.Groups)
+	}
+	if merged.Seen != f.NTrain {
+		return fmt.Errorf("query block %d was searched against %d training rows, the training set has %d", block, merged.Seen, f.NTrain)
+	}
+	t := analysis.NewTally(f.NumClasses)
+	for q, top := range merged.Top {
+		scores, err := analysis.Vote(top, f.NumClasses, f.Temperature)
+		if err != nil {
+			return err
+		}
+		if err := t.Add(merged.Labels[q], analysis.RankClasses(scores, 5)); err != nil {
+			return fmt.Errorf("query %d: %w", merged.Offset+int64(q), err)
+		}
+	}
+	knnBlocksDone.Inc(ctx, 1)
+	emit(encodeTally(t))
+	return nil
+}
+
+func encodeTally(t *analysis.Tally) []byte {
+	var e encoder
+	e.int(t.N)
+	e.int(t.Top1)
+	e.int(t.Top5)
+	e.int64s(t.ClassN)
+	e.int64s(t.ClassTop1)
+	e.int64s(t.ClassTop5)
+	return e.b
+}
+
+func decodeTally(b []byte) (*analysis.Tally, error) {
+	d := decoder{b: b}
+	t := &analysis.Tally{N: d.int(), Top1: d.int(), Top5: d.int(), ClassN: d.int64s(), ClassTop1: d.int64s(), ClassTop5: d.int64s()}
+	if err := d.done("a tally"); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// writeKNNResultFn adds up the blocks' tallies and writes the result.
+type writeKNNResultFn struct {
+	Output      string
+	K           int
+	Temperature float64
+	Metric      int
+	NumClasses  int
+	NTrain      int64
+	NTest       int64
+	PerClass    bool
+}
+
+func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies func(*[]byte) bool) error {
+	total := analysis.NewTally(f.NumClasses)
+	var data []byte
+	for tallies(&data) {
+		t, err := decodeTally(data)
+		if err != nil {
+			return err
+		}
+		if err := total.Merge(t); err != nil {
+			return err
+		}
+	}
+	if total.N != f.NTest {
+		return fmt.Errorf("%d of the %d test embeddings were classified", total.N, f.NTest)
+	}
+	acc := total.Accuracy()
+	res := analysis.KNNResult{
+		Top1: acc.Top1, Top5: acc.Top5, K: f.K, Temperature: f.Temperature, Metric: analysis.Metric(f.Metric),
+		NTrain: int(f.NTrain), NTest: int(f.NTest), NumClasses: f.NumClasses,
+	}
+	if f.PerClass {
+		res.PerClass = acc.PerClass
+	}
+	return analysis.SaveJSON(ctx, f.Output, res)
+}
+
+// RunKNN builds the kNN pipeline and runs it on the runner the Beam flags select (prism in
+// process by default), then reads back the result. Without an Output it writes the result
+// to a temporary local file, which only a runner in this process or on this machine can
+// reach.
+func RunKNN(ctx context.Context, job *KNNJob) (*analysis.KNNResult, error) {
+	if job.Opts.Output == "" {
+		dir, err := os.MkdirTemp("", "dcl-knn-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		job.Opts.Output = filepath.Join(dir, "knn.json")
+	}
+	start := time.Now()
+	p, s := beam.NewPipelineWithRoot()
+	KNN(s, job)
+	if err := beamx.Run(ctx, p); err != nil {
+		return nil, fmt.Errorf("knn pipeline failed: %s", rootCause(err))
+	}
+	slog.Debug("knn pipeline finished", "wall", time.Since(start))
+	if dryRun() {
+		return nil, nil
+	}
+	var res analysis.KNNResult
+	if err := analysis.LoadJSON(ctx, job.Opts.Output, &res); err != nil {
+		return nil, fmt.Errorf("the pipeline finished but wrote no result (a remote runner needs --output on storage both can reach): %w", err)
+	}
+	return &res, nil
+}

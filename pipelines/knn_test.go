@@ -1,0 +1,176 @@
+package pipelines
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+// clustered draws n labelled vectors around numClasses random centres.
+func clustered(seed uint64, source string, n, dim, numClasses int) analysis.LabeledVectors {
+	r := rand.New(rand.NewPCG(seed, 99))
+	centres := make([][]float64, numClasses)
+	for c := range centres {
+		for range dim {
+			centres[c] = append(centres[c], 2*r.NormFloat64())
+		}
+	}
+	l := analysis.LabeledVectors{Source: source, Vectors: analysis.Vectors{Dim: dim}}
+	for range n {
+		c := r.IntN(numClasses)
+		l.Labels = append(l.Labels, int32(c))
+		for d := range dim {
+			l.Vectors.Data = append(l.Vectors.Data, float32(centres[c][d]+1.5*r.NormFloat64()))
+		}
+	}
+	return l
+}
+
+// writeEmbeddings writes l as an embedding file (a path ending in .parquet) or as a
+// directory of parts files with embeddings.json; ids are 1000 + row.
+func writeEmbeddings(t testing.TB, path string, l analysis.LabeledVectors, parts int, meta map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	n := l.Vectors.Len()
+	write := func(p string, from, to int) shards.EmbeddingFileInfo {
+		w, err := shards.NewEmbeddingWriter(ctx, p, l.Vectors.Dim, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := from; i < to; i++ {
+			if err := w.Write(int64(1000+i), l.Labels[i], l.Vectors.Row(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	if strings.HasSuffix(path, ".parquet") {
+		write(path, 0, n)
+		return
+	}
+	var infos []shards.EmbeddingFileInfo
+	for p := range parts {
+		infos = append(infos, write(shards.Join(path, shards.EmbeddingFileName(p, parts)), p*n/parts, (p+1)*n/parts))
+	}
+	if _, err := shards.CommitEmbeddings(ctx, path, l.Vectors.Dim, infos, meta); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runKNN(t testing.TB, o KNNOptions) (*analysis.KNNResult, error) {
+	t.Helper()
+	ctx := context.Background()
+	job, err := PlanKNN(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return RunKNN(ctx, job)
+}
+
+func TestKNNPipelineMatchesAnalysis(t *testing.T) {
+	dir := t.TempDir()
+	train := clustered(1, "train", 300, 8, 5)
+	test := clustered(2, "test", 70, 8, 5)
+	trainDir := filepath.Join(dir, "train")
+	testFile := filepath.Join(dir, "test.parquet")
+	writeEmbeddings(t, trainDir, train, 4, map[string]string{MetaDataset: "mystery"})
+	writeEmbeddings(t, testFile, test, 1, nil)
+
+	for _, metric := range []analysis.Metric{analysis.Cosine, analysis.Euclidean} {
+		want, err := analysis.KNN(train, test, analysis.KNNConfig{K: 20, Temperature: 0.1, Metric: metric, NumClasses: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range []KNNOptions{
+			{QueryBlock: 1024, BankGroups: 1},
+			{QueryBlock: 16, BankGroups: 3, BankBlock: 25},
+			{QueryBlock: 70, BankGroups: 9, BankBlock: 1}, // more groups than files: 4
+		} {
+			o.Train, o.Test, o.K, o.Metric, o.PerClass = trainDir, testFile, 20, metric, true
+			got, err := runKNN(t, o)
+			if err != nil {
+				t.Fatalf("%+v: %v", o, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%v, blocks %d, groups %d: pipeline %+v\nanalysis.KNN %+v", metric, o.QueryBlock, o.BankGroups, got, want)
+			}
+		}
+	}
+}
+
+func TestKNNPipelineErrors(t *testing.T) {
+	dir := t.TempDir()
+	train := clustered(3, "train", 50, 4, 3)
+	test := clustered(4, "test", 20, 4, 3)
+	trainFile, testFile := filepath.Join(dir, "train.parquet"), filepath.Join(dir, "test.parquet")
+	writeEmbeddings(t, trainFile, train, 1, nil)
+	writeEmbeddings(t, testFile, test, 1, nil)
+	bad := train
+	bad.Labels = append([]int32(nil), train.Labels...)
+	bad.Labels[33] = 7
+	badFile := filepath.Join(dir, "bad-labels.parquet")
+	writeEmbeddings(t, badFile, bad, 1, nil)
+	wide := clustered(5, "wide", 20, 6, 3)
+	wideFile := filepath.Join(dir, "wide.parquet")
+	writeEmbeddings(t, wideFile, wide, 1, nil)
+	nan := test
+	nan.Vectors.Data = append([]float32(nil), test.Vectors.Data...)
+	nan.Vectors.Data[4*5+1] = float32(math.NaN())
+	nanFile := filepath.Join(dir, "nan.parquet")
+	writeEmbeddings(t, nanFile, nan, 1, nil)
+
+	tests := []struct {
+		name string
+		o    KNNOptions
+		want []string
+	}{
+		{"k larger than the training set", KNNOptions{Train: trainFile, Test: testFile, K: 51}, []string{"k = 51", "larger than the training set", trainFile, "50 vectors"}},
+		{"label outside the known classes", KNNOptions{Train: badFile, Test: testFile, K: 5, NumClasses: 3}, []string{badFile, "row 33", "label 7 outside [0, 3)"}},
+		{"dimensions differ", KNNOptions{Train: trainFile, Test: wideFile, K: 5}, []string{trainFile, "4-dimensional", wideFile, "6-dimensional"}},
+		{"non-finite query", KNNOptions{Train: trainFile, Test: nanFile, K: 5, NumClasses: 3}, []string{nanFile, "row 5", "non-finite"}},
+		{"not an embedding set", KNNOptions{Train: dir, Test: testFile, K: 5}, []string{dir, "embeddings.json"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := runKNN(t, tt.o)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestGroupFiles(t *testing.T) {
+	files := []embeddingFile{{Path: "a", Rows: 10}, {Path: "b", Rows: 0}, {Path: "c", Rows: 30}, {Path: "d", Rows: 10}, {Path: "e", Rows: 10}}
+	for _, tt := range []struct {
+		n    int
+		want []int // files per group
+	}{{1, []int{4}}, {2, []int{2, 2}}, {3, []int{2, 1, 1}}, {4, []int{1, 1, 1, 1}}, {9, []int{1, 1, 1, 1}}} {
+		groups := groupFiles(files, tt.n)
+		var got []int
+		var rows int64
+		for _, g := range groups {
+			got = append(got, len(g))
+			rows += sumRows(g)
+		}
+		if !reflect.DeepEqual(got, tt.want) || rows != 60 {
+			t.Errorf("groupFiles(%d): %v files per group, %d rows; want %v, 60", tt.n, got, rows, tt.want)
+		}
+	}
+}
