@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
 // BenchmarkReadCIFAR reads a CIFAR-10 file of 10,000 records (500 under -short): the
@@ -37,7 +39,7 @@ func photoJPEG(b testing.TB, w, h int, seed uint64) []byte {
 	m := image.NewRGBA(image.Rect(0, 0, w, h))
 	for y := range h {
 		for x := range w {
-			n := func(base int) uint8 { return uint8(max(0, min(255, base+rng.IntN(48)-24))) }
+			n := func(base int) uint8 { return uint8(max(0, min(255, base+rng.IntN(96)-48))) }
 			m.SetRGBA(x, y, color.RGBA{n(x * 255 / w), n(y * 255 / h), n((x + y) * 128 / (w + h)), 255})
 		}
 	}
@@ -98,4 +100,28 @@ func readAllRecords(b *testing.B, p Plan, decode bool) int64 {
 		}
 	}
 	return n
+}
+
+// BenchmarkYCbCrToRGB compares Decode's row-wise conversion of a decoded 500×375 photo
+// (64×48 under -short) with transforms.FromStd, which gives the same bytes.
+func BenchmarkYCbCrToRGB(b *testing.B) {
+	w, h := 500, 375
+	if testing.Short() {
+		w, h = 64, 48
+	}
+	img, err := jpeg.Decode(bytes.NewReader(photoJPEG(b, w, h, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ycc := img.(*image.YCbCr)
+	b.Run("FromStd", func(b *testing.B) {
+		for b.Loop() {
+			transforms.FromStd(ycc)
+		}
+	})
+	b.Run("rows", func(b *testing.B) {
+		for b.Loop() {
+			fromYCbCr(ycc)
+		}
+	})
 }
