@@ -375,7 +375,13 @@ func (r *EmbeddingReader) next() (*EmbeddingBlock, error) {
 }
 
 // advance moves to the next row group, opening the next file when needed; false at the end.
-func (r *EmbeddingReader) advance() (bool, error) {
+func (r *EmbeddingReader) advance() (ok bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			name := r.files[max(0, r.fileIdx-1)]
+			ok, err = false, fmt.Errorf("%s row group %d: corrupt data: %v", name, r.group, p)
+		}
+	}()
 	for {
 		if r.cur == nil {
 			if r.fileIdx >= len(r.files) {
@@ -409,11 +415,18 @@ type embeddingFile struct {
 	embIsDouble    bool
 }
 
-func openEmbeddingFile(ctx context.Context, p string) (*embeddingFile, error) {
+func openEmbeddingFile(ctx context.Context, p string) (ef *embeddingFile, err error) {
 	f, err := OpenFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}
+	// parquet-go panics on some corrupt footers; that is bad input, not a bug.
+	defer func() {
+		if r := recover(); r != nil {
+			f.Close()
+			ef, err = nil, fmt.Errorf("%s is not a readable Parquet file: corrupt footer: %v", p, r)
+		}
+	}()
 	opts := []parquet.FileOption{parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true)}
 	if Scheme(p) != "" {
 		// Remote reads cost a request each: read column pages in large pieces (three
@@ -425,7 +438,7 @@ func openEmbeddingFile(ctx context.Context, p string) (*embeddingFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is not a readable Parquet file: %w", p, err)
 	}
-	ef := &embeddingFile{path: p, file: f, pf: pf}
+	ef = &embeddingFile{path: p, file: f, pf: pf}
 	if err := ef.checkSchema(); err != nil {
 		f.Close()
 		return nil, err

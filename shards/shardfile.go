@@ -40,7 +40,14 @@ func openShardFile(ctx context.Context, p string) (*shardFile, error) {
 	return sf, nil
 }
 
-func checkShardFooter(p string, f File) (*shardFile, error) {
+// checkShardFooter reads and checks a shard's footer. parquet-go panics on some corrupt
+// footers (a negative count, say); that is bad input, so it becomes an error.
+func checkShardFooter(p string, f File) (sf *shardFile, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sf, err = nil, fmt.Errorf("%s is not a readable Parquet file: corrupt footer: %v", p, r)
+		}
+	}()
 	var cache *rangeCache
 	var ra io.ReaderAt = f
 	if Scheme(p) != "" {
@@ -61,7 +68,7 @@ func checkShardFooter(p string, f File) (*shardFile, error) {
 	if format != strconv.Itoa(FormatVersion) {
 		return nil, fmt.Errorf("%s: shard format version %s, this program reads version %d", p, format, FormatVersion)
 	}
-	sf := &shardFile{path: p, file: f, cache: cache, pf: pf}
+	sf = &shardFile{path: p, file: f, cache: cache, pf: pf}
 	js, _ := pf.Lookup(ConfigKey)
 	if err := json.Unmarshal([]byte(js), &sf.config); err != nil {
 		return nil, fmt.Errorf("%s: footer %s is not a valid config: %w", p, ConfigKey, err)
