@@ -2,6 +2,8 @@ package shards
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -419,4 +421,20 @@ func Place(seed uint64, pass int, key string, parts int) (part int, order uint64
 	}
 	h = splitmix(h ^ splitmix(seed^uint64(pass)<<40))
 	return int(bounded(rand.NewPCG(h, 0), uint64(parts))), splitmix(h)
+}
+
+// SourcesChecksum summarises a run's input files in one string for Config.SourceChecksum:
+// "sha256:" and the sha256 of the sorted "name<TAB>sha256" lines. The order the files were
+// listed in does not matter.
+func SourcesChecksum(sources []Source) string {
+	lines := make([]string, len(sources))
+	for i, s := range sources {
+		lines[i] = s.Name + "\t" + s.SHA256 + "\n"
+	}
+	slices.Sort(lines)
+	h := sha256.New()
+	for _, l := range lines {
+		h.Write([]byte(l))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -84,3 +84,23 @@ func TestEncodeDecodeViews(t *testing.T) {
 		t.Error("garbage decoded as JPEG")
 	}
 }
+
+func TestSourcesChecksum(t *testing.T) {
+	a := []Source{{"train.bin", "aa"}, {"test.bin", "bb"}}
+	b := []Source{{"test.bin", "bb"}, {"train.bin", "aa"}}
+	c := []Source{{"train.bin", "aa"}, {"test.bin", "bc"}}
+	if SourcesChecksum(a) != SourcesChecksum(b) {
+		t.Error("the order of the sources changed the checksum")
+	}
+	if SourcesChecksum(a) == SourcesChecksum(c) || !strings.HasPrefix(SourcesChecksum(a), "sha256:") {
+		t.Errorf("checksums %s, %s", SourcesChecksum(a), SourcesChecksum(c))
+	}
+	p := t.TempDir() + "/f"
+	if err := WriteFile(t.Context(), p, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	sum, n, err := ChecksumFile(t.Context(), p)
+	if err != nil || n != 3 || sum != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Errorf("ChecksumFile = %s, %d, %v", sum, n, err)
+	}
+}

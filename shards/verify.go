@@ -237,6 +237,13 @@ func checkRow(r *Row, pass int, cfg *Config) error {
 	return nil
 }
 
+// ChecksumFile returns the sha256 (hex) and size of the file p, local or remote, read
+// as a stream: for the Sources of a Config.
+func ChecksumFile(ctx context.Context, p string) (sha string, size int64, err error) {
+	size, sha, err = hashFile(ctx, p)
+	return sha, size, err
+}
+
 func hashFile(ctx context.Context, p string) (int64, string, error) {
 	r, err := Open(ctx, p)
 	if err != nil {
