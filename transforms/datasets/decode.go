@@ -117,54 +117,5 @@ func Decode(data []byte, format string, l Limits) (transforms.Image, error) {
 	if b := img.Bounds(); b.Dx() != h.Width || b.Dy() != h.Height {
 		return transforms.Image{}, fmt.Errorf("%s decoded to %dx%d, header said %dx%d", h.Format, b.Dx(), b.Dy(), h.Width, h.Height)
 	}
-	if ycc, ok := img.(*image.YCbCr); ok {
-		return fromYCbCr(ycc), nil
-	}
 	return transforms.FromStd(img), nil
-}
-
-// fromYCbCr converts a decoded JPEG to RGB row by row. It gives exactly what
-// transforms.FromStd gives (the JFIF formula in color.YCbCrToRGB's integer form, written out
-// here so that it inlines) without per-pixel offset arithmetic or calls.
-func fromYCbCr(s *image.YCbCr) transforms.Image {
-	var shift uint // horizontal chroma subsampling: 1, 2 or 4 pixels a sample
-	switch s.SubsampleRatio {
-	case image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio440:
-		shift = 0
-	case image.YCbCrSubsampleRatio422, image.YCbCrSubsampleRatio420:
-		shift = 1
-	case image.YCbCrSubsampleRatio411, image.YCbCrSubsampleRatio410:
-		shift = 2
-	default:
-		return transforms.FromStd(s)
-	}
-	b := s.Rect
-	if b.Min.X < 0 || b.Min.Y < 0 {
-		return transforms.FromStd(s) // shifts would round negative coordinates the other way
-	}
-	w, h := b.Dx(), b.Dy()
-	m := transforms.NewImage(h, w, 3)
-	x0 := b.Min.X
-	for y := range h {
-		ys := s.Y[s.YOffset(x0, b.Min.Y+y):][:w]
-		ci := s.COffset(x0, b.Min.Y+y) - x0>>shift
-		out := m.Pix[y*w*3:][:w*3]
-		for x, lum := range ys {
-			c := ci + (x0+x)>>shift
-			yy := int32(lum) * 0x10101
-			cb, cr := int32(s.Cb[c])-128, int32(s.Cr[c])-128
-			out[3*x] = clampShift16(yy + 91881*cr)
-			out[3*x+1] = clampShift16(yy - 22554*cb - 46802*cr)
-			out[3*x+2] = clampShift16(yy + 116130*cb)
-		}
-	}
-	return m
-}
-
-// clampShift16 is v>>16 clamped to 0..255, as color.YCbCrToRGB computes it.
-func clampShift16(v int32) uint8 {
-	if uint32(v)&0xff000000 == 0 {
-		return uint8(v >> 16)
-	}
-	return uint8(^(v >> 31))
 }

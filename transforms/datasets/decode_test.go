@@ -9,8 +9,6 @@ import (
 	"image/png"
 	"runtime"
 	"testing"
-
-	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
 func TestDecode(t *testing.T) {
@@ -127,30 +125,5 @@ func TestDecodeRefusesHugeHeaders(t *testing.T) {
 				t.Errorf("refusing the image allocated %d bytes", grew)
 			}
 		})
-	}
-}
-
-// TestFromYCbCrMatchesFromStd: the fast conversion of decoded JPEGs gives the same bytes as
-// the shared one, for every chroma subsampling and for sub-images that start off the origin.
-func TestFromYCbCrMatchesFromStd(t *testing.T) {
-	ratios := []image.YCbCrSubsampleRatio{
-		image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio422, image.YCbCrSubsampleRatio420,
-		image.YCbCrSubsampleRatio440, image.YCbCrSubsampleRatio411, image.YCbCrSubsampleRatio410,
-	}
-	for _, ratio := range ratios {
-		src := image.NewYCbCr(image.Rect(0, 0, 23, 17), ratio)
-		for i := range src.Y {
-			src.Y[i] = uint8(i * 7)
-		}
-		for i := range src.Cb {
-			src.Cb[i], src.Cr[i] = uint8(i*13+5), uint8(255-i*11)
-		}
-		for _, r := range []image.Rectangle{src.Rect, image.Rect(3, 5, 22, 16), image.Rect(1, 1, 2, 2)} {
-			sub := src.SubImage(r).(*image.YCbCr)
-			got, want := fromYCbCr(sub), transforms.FromStd(sub)
-			if got.H != want.H || got.W != want.W || !bytes.Equal(got.Pix, want.Pix) {
-				t.Errorf("ratio %v, rect %v: fromYCbCr differs from FromStd", ratio, r)
-			}
-		}
 	}
 }
