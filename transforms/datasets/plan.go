@@ -62,7 +62,7 @@ type Spec struct {
 	Split string
 	// CoarseLabels makes CIFAR-100 records carry the 20 coarse labels instead of the 100 fine ones.
 	CoarseLabels bool
-	// LabelsFile labels a flat ImageNet val folder (see ReadValLabels for the formats). When
+	// LabelsFile labels a flat ImageNet val folder (see ParseValLabels for the formats). When
 	// empty, LOC_val_solution.csv is looked for in Input and in its parent.
 	LabelsFile string
 	// UnitRecords is how many records (fixed-size formats) or image files (folders) one unit

@@ -12,12 +12,14 @@ type Record struct {
 	// Key identifies the example, stable across runs, planning and unit sizes, and unique in
 	// the dataset: "SPLIT/NNNNNN" (the position in the split's source files) for the
 	// fixed-size formats, "SPLIT/RELATIVE/PATH" for image files (the same key whether read
-	// from a folder or from the published tars). Augmentations seed their PRNG from it.
+	// from a folder or from the published tars). SPLIT is the split the record comes from,
+	// so STL-10's train+unlabeled keeps the keys of train and unlabeled. Augmentations seed
+	// their PRNG from it.
 	Key string
 	// Index is the position of the record in its split, in plan order, counting from 0.
 	// Dense for every format but the tars, whose records have indices that increase in plan
-	// order with gaps (each tar reserves Unit.Length/512 indices, a bound on its members, since
-	// a tar's member count is unknown until it is read).
+	// order with gaps (each tar reserves Unit.Length/512+1 indices, a bound on its members,
+	// since a tar's member count is unknown until it is read).
 	Index int64
 	// Label is the class, 0..len(Plan.Classes)-1, or -1 for unlabelled records.
 	Label int
