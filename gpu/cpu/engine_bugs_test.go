@@ -60,7 +60,7 @@ func expectSimpleGoFails(t *testing.T, fn func(in []*Node) []*Node, inputs ...*t
 // nil strides GoMLX passes as stride 0.
 func TestEngineBugConvWithoutStrides(t *testing.T) {
 	x := tensors.FromValue([][][][]float32{{{{1}, {2}}, {{3}, {4}}}}) // [1, 2, 2, 1]
-	k := tensors.FromValue([][][][]float32{{{{1}}}})                    // [1, 1, 1, 1]
+	k := tensors.FromValue([][][][]float32{{{{1}}}})                  // [1, 1, 1, 1]
 	fn := func(in []*Node) []*Node { return []*Node{Convolve(in[0], in[1]).Done()} }
 	expectSimpleGoFails(t, fn, x, k)
 	got := runGraph(t, newTestBackend(t), fn, x, k)[0]
