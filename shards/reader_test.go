@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -336,5 +337,37 @@ func TestRemoteRowGroupIsOneRead(t *testing.T) {
 			t.Errorf("%s: %d reads for one row group", tt.name, got)
 		}
 		sf.Close()
+	}
+}
+
+// A shard cut short after the manifest was written: the reader says which, never panics.
+func TestReaderOnATruncatedShard(t *testing.T) {
+	dir := t.TempDir()
+	writeDataset(t, dir, testConfig(), 12, WriterOptions{})
+	p := Join(dir, ShardID{Pass: 0, Part: 2, Parts: 3}.Path())
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []bool{false, true} {
+		var r *Reader
+		if seq {
+			r, err = NewSequentialReader(context.Background(), dir, 4)
+		} else {
+			r, err = NewReader(context.Background(), dir, ReaderOptions{BatchSize: 4})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for err == nil {
+			_, err = r.Next()
+		}
+		r.Close()
+		if err == io.EOF || !strings.Contains(err.Error(), "part-00002-of-00003.parquet") {
+			t.Errorf("sequential=%v: reading a truncated shard = %v", seq, err)
+		}
 	}
 }
