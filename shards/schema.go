@@ -127,7 +127,8 @@ func DecodeView(data []byte, e Encoding, h, w, c int, dst *transforms.Image) err
 		if err != nil {
 			return fmt.Errorf("decoding %s view: %w", e, err)
 		}
-		if ycc, ok := img.(*image.YCbCr); ok && c == 3 && ycc.Rect.Dy() == h && ycc.Rect.Dx() == w && ycbcrToRGB(ycc, dst.Pix) {
+		if ycc, ok := img.(*image.YCbCr); ok && c == 3 && ycc.Rect.Dy() == h && ycc.Rect.Dx() == w {
+			transforms.FromStdInto(dst, ycc)
 			return nil
 		}
 		m := transforms.FromStd(img)
@@ -151,47 +152,6 @@ func DecodeView(data []byte, e Encoding, h, w, c int, dst *transforms.Image) err
 		return nil
 	}
 	return fmt.Errorf("encoding %q: want raw, png or jpeg", e)
-}
-
-// ycbcrToRGB converts a decoded JPEG straight into dst (HWC RGB), for the chroma layouts
-// Go's and most encoders write (4:4:4, 4:2:0); it reports false for others. It is the same
-// arithmetic as color.YCbCrToRGB, without a call and two offset computations per pixel.
-func ycbcrToRGB(m *image.YCbCr, dst []uint8) bool {
-	var cx, cy int // chroma subsampling shifts
-	switch m.SubsampleRatio {
-	case image.YCbCrSubsampleRatio444:
-	case image.YCbCrSubsampleRatio420:
-		cx, cy = 1, 1
-	default:
-		return false
-	}
-	h, w := m.Rect.Dy(), m.Rect.Dx()
-	x0, y0 := m.Rect.Min.X, m.Rect.Min.Y
-	for y := range h {
-		yrow := m.Y[(y0+y-m.Rect.Min.Y)*m.YStride:]
-		crow := ((y0+y)>>cy - m.Rect.Min.Y>>cy) * m.CStride
-		out := dst[y*w*3 : (y+1)*w*3]
-		for x := range w {
-			ci := crow + (x0+x)>>cx - m.Rect.Min.X>>cx
-			yy := int32(yrow[x]) * 0x10101
-			cb := int32(m.Cb[ci]) - 128
-			cr := int32(m.Cr[ci]) - 128
-			r := yy + 91881*cr
-			g := yy - 22554*cb - 46802*cr
-			b := yy + 116130*cb
-			out[3*x] = clamp16(r)
-			out[3*x+1] = clamp16(g)
-			out[3*x+2] = clamp16(b)
-		}
-	}
-	return true
-}
-
-func clamp16(v int32) uint8 {
-	if uint32(v)&0xff000000 == 0 {
-		return uint8(v >> 16)
-	}
-	return uint8(^(v >> 31))
 }
 
 // checkViewHeader checks cheaply (without decoding pixels) that a view's bytes agree with

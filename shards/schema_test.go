@@ -1,41 +1,11 @@
 package shards
 
 import (
-	"bytes"
-	"image"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
-
-// The fast YCbCr conversion gives exactly what transforms.FromStd gives, for both chroma
-// layouts it handles and odd sizes.
-func TestYCbCrToRGBMatchesFromStd(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, ratio := range []image.YCbCrSubsampleRatio{image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio420} {
-		for _, size := range [][2]int{{1, 1}, {7, 5}, {32, 32}, {33, 17}} {
-			m := image.NewYCbCr(image.Rect(0, 0, size[1], size[0]), ratio)
-			for _, p := range [][]uint8{m.Y, m.Cb, m.Cr} {
-				for i := range p {
-					p[i] = uint8(r.Uint32())
-				}
-			}
-			want := transforms.FromStd(m)
-			got := make([]uint8, size[0]*size[1]*3)
-			if !ycbcrToRGB(m, got) {
-				t.Fatalf("ratio %v refused", ratio)
-			}
-			if !bytes.Equal(got, want.Pix) {
-				t.Errorf("ratio %v size %v: differs from FromStd", ratio, size)
-			}
-		}
-	}
-	if ycbcrToRGB(image.NewYCbCr(image.Rect(0, 0, 4, 4), image.YCbCrSubsampleRatio422), make([]uint8, 48)) {
-		t.Error("4:2:2 accepted; it has no fast path")
-	}
-}
 
 func TestEncodeDecodeViews(t *testing.T) {
 	smooth := transforms.NewImage(24, 32, 3)

@@ -70,8 +70,14 @@ func TestFromYCbCrMatchesPerPixelConversion(t *testing.T) {
 		}
 		for _, sub := range []image.Rectangle{src.Bounds(), image.Rect(3, 5, 30, 20), image.Rect(4, 1, 9, 2)} {
 			m := src.SubImage(sub).(*image.YCbCr)
-			if got, want := fromYCbCr(m), fromYCbCrPerPixel(m); !bytes.Equal(got.Pix, want.Pix) {
+			want := fromYCbCrPerPixel(m)
+			if got := FromStd(m); !bytes.Equal(got.Pix, want.Pix) {
 				t.Errorf("%v, bounds %v: the row-wise conversion differs from the per-pixel one", ratio, sub)
+			}
+			into := Image{Pix: make([]uint8, 1, 5000)} // a reused buffer, larger than needed
+			FromStdInto(&into, m)
+			if !bytes.Equal(into.Pix, want.Pix) || into.H != want.H || into.W != want.W || into.C != 3 {
+				t.Errorf("%v, bounds %v: FromStdInto differs from the per-pixel conversion", ratio, sub)
 			}
 		}
 	}
