@@ -30,6 +30,8 @@ const (
 	MetaFeature    = "feature"    // backbone or projection
 	MetaViews      = "views"      // "2": each row is view 1's vector followed by view 2's
 	MetaCheckpoint = "checkpoint" // the encoder's checkpoint
+	// MetaTemperature is the loss temperature the encoder was trained with.
+	MetaTemperature = "temperature"
 )
 
 // embeddingFile is one file of an embedding set, with the training-set index of its first

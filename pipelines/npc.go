@@ -1,0 +1,372 @@
+package pipelines
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+// The NPC pipeline (NPC) computes the paper's Fig. 1 from projection embeddings of view
+// pairs:
+//
+//	Impulse ─ DrawBatches ─ batches ─ Reshuffle ─ Multipliers ─ KV<batch size, q> ─ GroupByKey
+//	                                                                                    │
+//	          Impulse ─ WriteReport ─(side input)─ stats per batch size ─ Summarise ───┘
+//
+// DrawBatches reads the pairs and, for every batch size, draws the batches of
+// analysis.NPCBatches (seeded, so any worker would draw the same) and emits each with its
+// vectors. Multipliers computes q for every anchor of a batch (analysis.NPCBatch, float64).
+// Summarise collects one batch size's values (analysis.QAccumulator, whose statistics do not
+// depend on arrival order) and WriteReport writes npc.json, npc.md and the two figures.
+
+// NPC output file names, in the output directory.
+const (
+	NPCReportName      = "npc.json"
+	NPCTableName       = "npc.md"
+	NPCSummaryPlotName = "npc-mean-cv.png"      // Fig. 1(a): mean q and C_v against batch size
+	NPCDistPlotName    = "npc-distribution.png" // Fig. 1(b): the distribution of q per batch size
+)
+
+// NPCOptions is what an NPC run is asked to do: `dcl npc` fills it from its flags.
+type NPCOptions struct {
+	// Embeddings holds view pairs: each row is view 1's projection followed by view 2's
+	// (dcl embed --views=2 writes them so, and says so in its metadata).
+	Embeddings string
+	// Concatenated accepts a file without that metadata (another tool's) as pairs.
+	Concatenated bool
+	BatchSizes   []int   // default analysis.DefaultNPCBatchSizes
+	Temperature  float64 // 0: the temperature the encoder was trained with (metadata)
+	Seed         uint64
+	Passes       int // default 1
+	MaxBatches   int // per batch size; 0: no cap
+	Bins         int // histogram bins; default analysis.DefaultHistogramBins
+	// Name labels the series in the table and plots; default "q at τ=…".
+	Name   string
+	Output string // the output directory (local or gs://)
+}
+
+// NPCJob is a planned NPC run.
+type NPCJob struct {
+	Opts  NPCOptions
+	Pairs int64
+	Dim   int // of one view
+}
+
+// PlanNPC checks the options against the embeddings' metadata and sizes.
+func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
+	if o.Embeddings == "" || o.Output == "" {
+		return nil, errors.New("both the embeddings and an output directory are needed")
+	}
+	if len(o.BatchSizes) == 0 {
+		o.BatchSizes = analysis.DefaultNPCBatchSizes()
+	}
+	if o.Passes <= 0 {
+		o.Passes = 1
+	}
+	if o.Bins <= 0 {
+		o.Bins = analysis.DefaultHistogramBins
+	}
+	set, err := inspectEmbeddings(ctx, o.Embeddings)
+	if err != nil {
+		return nil, err
+	}
+	switch views := set.Meta[MetaViews]; {
+	case views == "2":
+	case set.Meta == nil && o.Concatenated:
+	case set.Meta == nil:
+		return nil, fmt.Errorf("%s: a single file does not say whether its rows are view pairs: pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings)
+	default:
+		return nil, fmt.Errorf("%s: not view pairs (metadata views=%q): embed augmented shards with --views=2", o.Embeddings, views)
+	}
+	if set.Dim%2 != 0 {
+		return nil, fmt.Errorf("%s: %d values per row cannot be two views of equal length", o.Embeddings, set.Dim)
+	}
+	if o.Temperature == 0 {
+		t, err := strconv.ParseFloat(set.Meta[MetaTemperature], 64)
+		if err != nil || !(t > 0) {
+			return nil, fmt.Errorf("%s records no training temperature: give --temperature", o.Embeddings)
+		}
+		o.Temperature = t
+	}
+	if !(o.Temperature > 0) || math.IsInf(o.Temperature, 0) {
+		return nil, fmt.Errorf("temperature %v: want a positive number", o.Temperature)
+	}
+	for _, b := range o.BatchSizes {
+		if b < 2 || int64(b) > set.Rows {
+			return nil, fmt.Errorf("batch size %d: want 2 to the %d view pairs of %s", b, set.Rows, o.Embeddings)
+		}
+	}
+	if o.Name == "" {
+		o.Name = "τ=" + strconv.FormatFloat(o.Temperature, 'g', -1, 64)
+	}
+	return &NPCJob{Opts: o, Pairs: set.Rows, Dim: set.Dim / 2}, nil
+}
+
+func init() {
+	register.DoFn3x1[context.Context, []byte, func([]byte), error](&drawBatchesFn{})
+	register.DoFn3x1[context.Context, []byte, func(int, []byte), error](&multipliersFn{})
+	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&summariseFn{})
+	register.DoFn3x1[context.Context, []byte, func(*[]byte) bool, error](&writeNPCReportFn{})
+}
+
+var npcBatches = beam.NewCounter(EvalMetricsNamespace, "npc_batches")
+
+// NPC adds the NPC pipeline of job to s. It writes the report files to job.Opts.Output.
+func NPC(s beam.Scope, job *NPCJob) {
+	s = s.Scope("NPC")
+	o := job.Opts
+	batches := beam.ParDo(s.Scope("DrawBatches"), &drawBatchesFn{
+		Embeddings: o.Embeddings, BatchSizes: o.BatchSizes, Seed: o.Seed, Passes: o.Passes, MaxBatches: o.MaxBatches,
+	}, beam.Impulse(s))
+	qs := beam.ParDo(s.Scope("Multipliers"), &multipliersFn{Temperature: o.Temperature}, beam.Reshuffle(s, batches))
+	stats := beam.ParDo(s.Scope("Summarise"), &summariseFn{Bins: o.Bins}, beam.GroupByKey(s, qs))
+	beam.ParDo0(s.Scope("WriteReport"), &writeNPCReportFn{
+		Output: o.Output, Name: o.Name, Source: o.Embeddings, Temperature: o.Temperature, Seed: o.Seed,
+		Pairs: job.Pairs, BatchSizes: o.BatchSizes,
+	}, beam.Impulse(s), beam.SideInput{Input: stats})
+}
+
+// npcBatch is one batch with its vectors: z1 and z2 hold Size rows of Dim values.
+type npcBatch struct {
+	Size, Index, Dim int
+	Z1, Z2           []float32
+}
+
+func (b *npcBatch) encode() []byte {
+	var e encoder
+	e.int(int64(b.Size))
+	e.int(int64(b.Index))
+	e.int(int64(b.Dim))
+	e.float32s(b.Z1)
+	e.float32s(b.Z2)
+	return e.b
+}
+
+func decodeNPCBatch(data []byte) (*npcBatch, error) {
+	d := decoder{b: data}
+	b := &npcBatch{Size: int(d.int()), Index: int(d.int()), Dim: int(d.int()), Z1: d.float32s(), Z2: d.float32s()}
+	if err := d.done("an NPC batch"); err != nil {
+		return nil, err
+	}
+	if b.Dim <= 0 || len(b.Z1) != b.Size*b.Dim || len(b.Z2) != len(b.Z1) {
+		return nil, fmt.Errorf("decoding an NPC batch: %d and %d values for %d pairs of dimension %d", len(b.Z1), len(b.Z2), b.Size, b.Dim)
+	}
+	return b, nil
+}
+
+// loadPairs reads view pairs stored as concatenated rows into two blocks of vectors.
+func loadPairs(ctx context.Context, path string) (z1, z2 analysis.Vectors, err error) {
+	r, err := shards.OpenEmbeddings(ctx, path, 0)
+	if err != nil {
+		return z1, z2, err
+	}
+	defer r.Close()
+	d := r.Dim() / 2
+	z1 = analysis.Vectors{Dim: d, Data: make([]float32, 0, r.Rows()*int64(d))}
+	z2 = analysis.Vectors{Dim: d, Data: make([]float32, 0, r.Rows()*int64(d))}
+	for {
+		b, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return z1, z2, err
+		}
+		if b.Dim != 2*d {
+			return z1, z2, fmt.Errorf("%s: rows of %d and %d values", path, 2*d, b.Dim)
+		}
+		for i := range b.Len() {
+			v := b.Vector(i)
+			z1.Data = append(z1.Data, v[:d]...)
+			z2.Data = append(z2.Data, v[d:]...)
+		}
+	}
+	if err := z1.Validate(path + " (view 1)"); err != nil {
+		return z1, z2, err
+	}
+	return z1, z2, z2.Validate(path + " (view 2)")
+}
+
+// drawBatchesFn reads the pairs and emits every batch of every size with its vectors.
+type drawBatchesFn struct {
+	Embeddings string
+	BatchSizes []int
+	Seed       uint64
+	Passes     int
+	MaxBatches int
+}
+
+func (f *drawBatchesFn) ProcessElement(ctx context.Context, _ []byte, emit func([]byte)) error {
+	z1, z2, err := loadPairs(ctx, f.Embeddings)
+	if err != nil {
+		return err
+	}
+	for _, size := range f.BatchSizes {
+		batches, err := analysis.NPCBatches(z1.Len(), size, f.Seed, f.Passes, f.MaxBatches)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Embeddings, err)
+		}
+		for i, idx := range batches {
+			b := npcBatch{Size: size, Index: i, Dim: z1.Dim}
+			for _, row := range idx {
+				b.Z1 = append(b.Z1, z1.Row(row)...)
+				b.Z2 = append(b.Z2, z2.Row(row)...)
+			}
+			emit(b.encode())
+		}
+	}
+	return nil
+}
+
+// multipliersFn computes the NPC multipliers of one batch, keyed by its batch size.
+type multipliersFn struct {
+	Temperature float64
+}
+
+func (f *multipliersFn) ProcessElement(ctx context.Context, data []byte, emit func(int, []byte)) error {
+	b, err := decodeNPCBatch(data)
+	if err != nil {
+		return err
+	}
+	idx := make([]int, b.Size)
+	for i := range idx {
+		idx[i] = i
+	}
+	q := analysis.NPCBatch(analysis.Vectors{Dim: b.Dim, Data: b.Z1}, analysis.Vectors{Dim: b.Dim, Data: b.Z2}, idx, f.Temperature)
+	var e encoder
+	e.int(int64(b.Index))
+	e.int(int64(len(q)))
+	for _, v := range q {
+		e.float64(v)
+	}
+	npcBatches.Inc(ctx, 1)
+	emit(b.Size, e.b)
+	return nil
+}
+
+// summariseFn turns one batch size's multipliers into its statistics (JSON).
+type summariseFn struct {
+	Bins int
+}
+
+func (f *summariseFn) ProcessElement(ctx context.Context, size int, batches func(*[]byte) bool, emit func([]byte)) error {
+	var acc analysis.QAccumulator
+	seen := map[int64]bool{}
+	var data []byte
+	for batches(&data) {
+		d := decoder{b: data}
+		index := d.int()
+		n := d.count(8)
+		q := make([]float64, n)
+		for i := range q {
+			q[i] = d.float64()
+		}
+		if err := d.done("NPC multipliers"); err != nil {
+			return err
+		}
+		if seen[index] {
+			continue // a retried bundle's duplicate
+		}
+		seen[index] = true
+		acc.Add(q...)
+	}
+	st := acc.Stats(size, len(seen), f.Bins)
+	out, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	emit(out)
+	return nil
+}
+
+// writeNPCReportFn writes the report, the table and the figures once every batch size is
+// summarised.
+type writeNPCReportFn struct {
+	Output      string
+	Name        string
+	Source      string
+	Temperature float64
+	Seed        uint64
+	Pairs       int64
+	BatchSizes  []int
+}
+
+func (f *writeNPCReportFn) ProcessElement(ctx context.Context, _ []byte, stats func(*[]byte) bool) error {
+	bySize := map[int]analysis.NPCStats{}
+	var data []byte
+	for stats(&data) {
+		var st analysis.NPCStats
+		if err := json.Unmarshal(data, &st); err != nil {
+			return fmt.Errorf("decoding NPC statistics: %w", err)
+		}
+		bySize[st.BatchSize] = st
+	}
+	report := analysis.NPCReport{Name: f.Name, Source: f.Source, Temperature: f.Temperature, Seed: f.Seed, Pairs: int(f.Pairs)}
+	sizes := slices.Clone(f.BatchSizes)
+	slices.Sort(sizes)
+	for _, size := range slices.Compact(sizes) {
+		st, ok := bySize[size]
+		if !ok {
+			return fmt.Errorf("batch size %d produced no multipliers", size)
+		}
+		report.Stats = append(report.Stats, st)
+	}
+	return WriteNPCReport(ctx, f.Output, []analysis.NPCReport{report})
+}
+
+// WriteNPCReport writes reports (one series each) to dir: npc.json (the reports), npc.md
+// (the table) and the two figures of the paper's Fig. 1.
+func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCReport) error {
+	var js any = reports
+	if len(reports) == 1 {
+		js = reports[0]
+	}
+	if err := analysis.SaveJSON(ctx, shards.Join(dir, NPCReportName), js); err != nil {
+		return err
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# NPC multiplier q by batch size\n\n%s", analysis.NPCTable(reports).Markdown())
+	if err := shards.WriteFile(ctx, shards.Join(dir, NPCTableName), []byte(md.String())); err != nil {
+		return fmt.Errorf("writing %s: %w", shards.Join(dir, NPCTableName), err)
+	}
+	meanQ, cv := analysis.NPCSummaryCharts(reports)
+	if err := analysis.SavePNG(ctx, shards.Join(dir, NPCSummaryPlotName), 1200, 450, 2, meanQ, cv); err != nil {
+		return err
+	}
+	var dists []analysis.Panel
+	for _, r := range reports {
+		dists = append(dists, analysis.NPCDistributionChart(r))
+	}
+	return analysis.SavePNG(ctx, shards.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...)
+}
+
+// RunNPC builds the NPC pipeline and runs it on the runner the Beam flags select, then reads
+// back the report.
+func RunNPC(ctx context.Context, job *NPCJob) (*analysis.NPCReport, error) {
+	p, s := beam.NewPipelineWithRoot()
+	NPC(s, job)
+	if err := beamx.Run(ctx, p); err != nil {
+		return nil, fmt.Errorf("npc pipeline failed: %s", rootCause(err))
+	}
+	if dryRun() {
+		return nil, nil
+	}
+	var r analysis.NPCReport
+	if err := analysis.LoadJSON(ctx, shards.Join(job.Opts.Output, NPCReportName), &r); err != nil {
+		return nil, fmt.Errorf("the pipeline finished but wrote no report: %w", err)
+	}
+	return &r, nil
+}
