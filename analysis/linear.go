@@ -94,7 +94,8 @@ func ParseOptimizer(s string) (Optimizer, error) {
 	return "", fmt.Errorf("optimizer %q: want sgd or lars", s)
 }
 
-func (c LinearConfig) validate() error {
+// Validate reports a protocol that cannot be run.
+func (c LinearConfig) Validate() error {
 	switch {
 	case c.Epochs < 1:
 		return fmt.Errorf("epochs = %d: want at least 1", c.Epochs)
@@ -202,7 +203,7 @@ func LinearProbe(train, test LabeledVectors, cfg LinearConfig) (*LinearResult, *
 // TrainLinear fits a linear classifier to train and returns it with the mean training loss
 // of each epoch. Each epoch visits the examples in a permutation drawn from (Seed, epoch).
 func TrainLinear(train LabeledVectors, cfg LinearConfig) (*LinearModel, []float64, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
 	if cfg.NumClasses == 0 {

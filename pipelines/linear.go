@@ -1,0 +1,136 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+)
+
+// The linear-probe pipeline (Linear) is one step: Impulse ─ TrainProbe. Mini-batch SGD is
+// sequential, so the probe trains on one worker; the pipeline is what lets that worker be
+// a large machine next to the embeddings (Dataflow) rather than the one running dcl. The
+// worker reads both embedding sets, trains with analysis.LinearProbe and writes the result
+// JSON (and the model, when asked).
+
+// LinearOptions is what a linear probe is asked to do: `dcl linear` fills it from its flags.
+type LinearOptions struct {
+	Train, Test string
+	// Config is the probe's protocol (analysis.DefaultLinearConfig or LARSLinearConfig, with
+	// overrides). Its NumClasses of 0 takes the class count from the embeddings' dataset, or
+	// else from the largest label.
+	Config analysis.LinearConfig
+	// Output is where the result JSON goes; Model, when set, where the trained model goes.
+	Output, Model string
+	PerClass      bool
+}
+
+// LinearJob is a planned linear probe.
+type LinearJob struct {
+	Opts   LinearOptions
+	NTrain int64
+	NTest  int64
+}
+
+// PlanLinear checks the options against the embedding files.
+func PlanLinear(ctx context.Context, o LinearOptions) (*LinearJob, error) {
+	if o.Train == "" || o.Test == "" {
+		return nil, errors.New("both the training and the test embeddings are needed")
+	}
+	train, err := inspectEmbeddings(ctx, o.Train)
+	if err != nil {
+		return nil, err
+	}
+	test, err := inspectEmbeddings(ctx, o.Test)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case train.Rows == 0:
+		return nil, fmt.Errorf("%s: no training embeddings", o.Train)
+	case test.Rows == 0:
+		return nil, fmt.Errorf("%s: no test embeddings", o.Test)
+	case train.Dim != test.Dim:
+		return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", o.Train, train.Dim, o.Test, test.Dim)
+	}
+	if o.Config.NumClasses, err = resolveNumClasses(ctx, o.Config.NumClasses, train, test); err != nil {
+		return nil, err
+	}
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	return &LinearJob{Opts: o, NTrain: train.Rows, NTest: test.Rows}, nil
+}
+
+func init() {
+	register.DoFn2x1[context.Context, []byte, error](&trainProbeFn{})
+}
+
+// Linear adds the linear-probe pipeline of job to s.
+func Linear(s beam.Scope, job *LinearJob) {
+	s = s.Scope("Linear")
+	beam.ParDo0(s.Scope("TrainProbe"), &trainProbeFn{Opts: job.Opts}, beam.Impulse(s))
+}
+
+// trainProbeFn reads the embeddings, trains the probe and writes the result.
+type trainProbeFn struct {
+	Opts LinearOptions
+}
+
+func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
+	o := f.Opts
+	train, _, err := LoadEmbeddings(ctx, o.Train)
+	if err != nil {
+		return err
+	}
+	test, _, err := LoadEmbeddings(ctx, o.Test)
+	if err != nil {
+		return err
+	}
+	res, model, err := analysis.LinearProbe(train, test, o.Config)
+	if err != nil {
+		return err
+	}
+	if !o.PerClass {
+		res.PerClass = nil
+	}
+	if o.Model != "" {
+		if err := analysis.SaveJSON(ctx, o.Model, model); err != nil {
+			return err
+		}
+	}
+	return analysis.SaveJSON(ctx, o.Output, res)
+}
+
+// RunLinear builds the linear-probe pipeline and runs it on the runner the Beam flags
+// select, then reads back the result (see RunKNN about Output).
+func RunLinear(ctx context.Context, job *LinearJob) (*analysis.LinearResult, error) {
+	if job.Opts.Output == "" {
+		dir, err := os.MkdirTemp("", "dcl-linear-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		job.Opts.Output = filepath.Join(dir, "linear.json")
+	}
+	p, s := beam.NewPipelineWithRoot()
+	Linear(s, job)
+	if err := beamx.Run(ctx, p); err != nil {
+		return nil, fmt.Errorf("linear pipeline failed: %s", rootCause(err))
+	}
+	if dryRun() {
+		return nil, nil
+	}
+	var res analysis.LinearResult
+	if err := analysis.LoadJSON(ctx, job.Opts.Output, &res); err != nil {
+		return nil, fmt.Errorf("the pipeline finished but wrote no result (a remote runner needs --output on storage both can reach): %w", err)
+	}
+	return &res, nil
+}

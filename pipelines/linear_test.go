@@ -1,0 +1,75 @@
+package pipelines
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+)
+
+func TestLinearPipelineMatchesAnalysis(t *testing.T) {
+	dir := t.TempDir()
+	train := clustered(11, "train", 400, 8, 4)
+	test := clustered(12, "test", 100, 8, 4)
+	trainDir, testFile := filepath.Join(dir, "train"), filepath.Join(dir, "test.parquet")
+	writeEmbeddings(t, trainDir, train, 3, map[string]string{MetaDataset: "cifar10"})
+	writeEmbeddings(t, testFile, test, 1, nil)
+	cfg := analysis.DefaultLinearConfig()
+	cfg.Epochs, cfg.Milestones, cfg.LR, cfg.Seed = 5, []int{3, 4}, 0.5, 3
+	ctx := context.Background()
+	job, err := PlanLinear(ctx, LinearOptions{Train: trainDir, Test: testFile, Config: cfg, Model: filepath.Join(dir, "model.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Opts.Config.NumClasses != 10 { // from the dataset named in the metadata
+		t.Errorf("classes %d, want CIFAR-10's 10", job.Opts.Config.NumClasses)
+	}
+	got, err := RunLinear(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NumClasses = 10
+	want, wantModel, err := analysis.LinearProbe(train, test, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.PerClass = nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("pipeline %+v\nanalysis.LinearProbe %+v", got, want)
+	}
+	var model analysis.LinearModel
+	if err := analysis.LoadJSON(ctx, filepath.Join(dir, "model.json"), &model); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&model, wantModel) {
+		t.Error("the saved model differs from analysis.LinearProbe's")
+	}
+}
+
+func TestLinearPipelineErrors(t *testing.T) {
+	dir := t.TempDir()
+	train := clustered(13, "train", 60, 4, 3)
+	test := clustered(14, "test", 20, 4, 3)
+	test.Labels[9] = 5
+	trainFile, testFile := filepath.Join(dir, "train.parquet"), filepath.Join(dir, "test.parquet")
+	writeEmbeddings(t, trainFile, train, 1, nil)
+	writeEmbeddings(t, testFile, test, 1, nil)
+	cfg := analysis.DefaultLinearConfig()
+	cfg.Epochs, cfg.NumClasses = 1, 3
+	ctx := context.Background()
+	job, err := PlanLinear(ctx, LinearOptions{Train: trainFile, Test: testFile, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = RunLinear(ctx, job)
+	if err == nil || !strings.Contains(err.Error(), testFile) || !strings.Contains(err.Error(), "row 9: label 5 outside [0, 3)") {
+		t.Errorf("label outside the classes: %v", err)
+	}
+	cfg.Optimizer = "adam"
+	if _, err := PlanLinear(ctx, LinearOptions{Train: trainFile, Test: testFile, Config: cfg}); err == nil || !strings.Contains(err.Error(), `optimizer "adam"`) {
+		t.Errorf("bad optimizer: %v", err)
+	}
+}
