@@ -36,6 +36,8 @@ type Config struct {
 	Threads int
 	// ProfileOps makes the backend time every operation it runs (see Backend.OpStats).
 	ProfileOps bool
+	// NoFusion turns off the fusion of element-wise operations (for comparisons and tests).
+	NoFusion bool
 }
 
 // ParseConfig reads a GoMLX backend configuration string: empty, or "threads=N".
@@ -67,6 +69,8 @@ type Backend struct {
 	sg    backends.Backend
 	pool  *kernels.Pool
 	stats *opStats // nil unless Config.ProfileOps
+	// noFusion turns off element-wise fusion (Config.NoFusion).
+	noFusion bool
 	// onConv, when set (by benchmarks), sees every convolution the builders lower.
 	onConv func(kernels.ConvShape)
 
@@ -88,7 +92,7 @@ func New(cfg Config) (*Backend, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	be := &Backend{DataInterface: sg, sg: sg, pool: kernels.NewPool(threads)}
+	be := &Backend{DataInterface: sg, sg: sg, pool: kernels.NewPool(threads), noFusion: cfg.NoFusion}
 	if cfg.ProfileOps {
 		be.stats = &opStats{}
 	}

@@ -42,6 +42,8 @@ type node struct {
 	paramIdx  int // index among the parameters, or -1
 	paramName string
 	constant  backends.Buffer // the value of a constant node
+
+	ew *ewOp // set for float32 element-wise operations that can be fused
 }
 
 // executor runs one node: it receives the input buffers and, per input, whether the node may

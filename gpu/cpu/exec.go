@@ -48,12 +48,18 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 		mark(v.node)
 		e.uses[v.id]++
 	}
+	var order []*node
 	for _, n := range b.nodes {
-		if !needed[n] && n.paramIdx < 0 {
-			continue
+		if needed[n] || n.paramIdx >= 0 {
+			order = append(order, n)
 		}
+	}
+	if !b.backend.noFusion {
+		order = fuseElementwise(b, order, outs)
+	}
+	for _, n := range order {
 		e.order = append(e.order, n)
-		if needed[n] {
+		if n.paramIdx < 0 || needed[n] {
 			for _, in := range n.inputs {
 				e.uses[in.id]++
 			}

@@ -228,6 +228,7 @@ func (b *Builder) binary(name string, op binOp, lhs, rhs backends.Op, fallback f
 		}
 		return []backends.Buffer{buf}, nil
 	}), in, out)
+	n.ew = &ewOp{kind: ewBinary, bin: op, size: out.Size(), inputs: []ewInput{{lk, lsz}, {rk, rsz}}}
 	return n.outputs[0], nil
 }
 
@@ -298,6 +299,7 @@ func (b *Builder) unary(name string, x backends.Op, f func(dst, src []float32), 
 		be.pool.ParallelRange(len(src), elementGrain, func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
 		return []backends.Buffer{buf}, nil
 	}), in, s)
+	n.ew = &ewOp{kind: ewUnary, unary: f, size: s.Size(), inputs: []ewInput{{bcastFull, 0}}}
 	return n.outputs[0], nil
 }
 
@@ -449,7 +451,26 @@ func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadc
 		}
 		return []backends.Buffer{buf}, nil
 	}), in, out)
+	if kind, size := broadcastPattern(s, out, broadcastAxes); kind != bcastOther {
+		n.ew = &ewOp{kind: ewBroadcast, size: out.Size(), inputs: []ewInput{{kind, size}}}
+	}
 	return n.outputs[0], nil
+}
+
+// broadcastPattern classifies BroadcastInDim's source against its output, as classify does
+// for a binary operation's operand (bcastOther when it is none of the simple patterns).
+func broadcastPattern(src, out shapes.Shape, axes []int) (bcastKind, int) {
+	expanded := make([]int, out.Rank())
+	for i := range expanded {
+		expanded[i] = 1
+	}
+	for i, a := range axes {
+		if i > 0 && a <= axes[i-1] {
+			return bcastOther, 0
+		}
+		expanded[a] = src.Dimensions[i]
+	}
+	return classify(shapes.Make(src.DType, expanded...), out)
 }
 
 // ReduceSum implements backends.Builder.

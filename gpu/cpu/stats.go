@@ -71,7 +71,12 @@ func FormatOpStats(stats []OpStat) string {
 	}
 	var b strings.Builder
 	for _, s := range stats {
-		fmt.Fprintf(&b, "%-28s %6d calls %10.1f ms %5.1f%%\n", s.Name, s.Calls, float64(s.Time.Microseconds())/1000, 100*float64(s.Time)/float64(max(total, 1)))
+		name := s.Name
+		if len(name) > 60 {
+			name = name[:57] + "..."
+		}
+		s.Name = name
+		fmt.Fprintf(&b, "%-60s %6d calls %10.1f ms %5.1f%%\n", s.Name, s.Calls, float64(s.Time.Microseconds())/1000, 100*float64(s.Time)/float64(max(total, 1)))
 	}
 	return b.String()
 }

@@ -1,0 +1,288 @@
+package cpu
+
+import (
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+)
+
+// Element-wise fusion: at Compile, chains of float32 element-wise operations of one size
+// (binary operations with full, scalar, trailing- or leading-vector operands, unary
+// functions, broadcasts of small tensors) become one node that runs them chunk by chunk, each
+// chunk's intermediates staying in cache-sized registers. Only the values used outside the
+// chain are written to memory. Batch norm and the ReLU gradient written in basic operations
+// (as GoMLX's autodiff produces them) shrink from a dozen passes over memory to a few.
+
+type ewKind int
+
+const (
+	ewBinary ewKind = iota
+	ewUnary
+	ewBroadcast
+)
+
+// ewOp describes a fusable element-wise node.
+type ewOp struct {
+	kind   ewKind
+	bin    binOp
+	unary  func(dst, src []float32)
+	size   int       // output elements
+	inputs []ewInput // per node input: how it maps onto the output
+}
+
+type ewInput struct {
+	kind bcastKind
+	size int // suffix: operand size; prefix: the output's inner block
+}
+
+// fuseChunk is the number of elements a fused chain processes at a time.
+const fuseChunk = 1024
+
+// fuseGroup is a chain being formed.
+type fuseGroup struct {
+	members []*node
+	size    int
+	closed  bool
+}
+
+// fuseElementwise replaces groups of two or more fusable nodes in order with fused nodes.
+// A group takes a node whose output has the group's size and one of whose inputs a member
+// produced; it closes as soon as a node outside it reads one of its values, so it can run
+// where its last member was.
+func fuseElementwise(b *Builder, order []*node, graphOutputs []*value) []*node {
+	groupOf := make(map[*node]*fuseGroup)
+	var groups []*fuseGroup
+	for _, n := range order {
+		var join *fuseGroup
+		if n.ew != nil {
+			for _, in := range n.inputs {
+				if g := groupOf[in.node]; g != nil && !g.closed && g.size == n.ew.size {
+					join = g
+					break
+				}
+			}
+		}
+		// Every other group n reads from is closed: n is outside it.
+		for _, in := range n.inputs {
+			if g := groupOf[in.node]; g != nil && g != join {
+				g.closed = true
+			}
+		}
+		if n.ew == nil {
+			continue
+		}
+		if join == nil {
+			join = &fuseGroup{size: n.ew.size}
+			groups = append(groups, join)
+		}
+		join.members = append(join.members, n)
+		groupOf[n] = join
+	}
+	// Values read outside their group (or returned) escape it.
+	external := make(map[*value]bool)
+	for _, v := range graphOutputs {
+		external[v] = true
+	}
+	for _, n := range order {
+		for _, in := range n.inputs {
+			if g := groupOf[in.node]; g != nil && groupOf[n] != g {
+				external[in] = true
+			}
+		}
+	}
+	fusedAt := make(map[*node]*node) // last member → fused node
+	skip := make(map[*node]bool)
+	for _, g := range groups {
+		if len(g.members) < 2 {
+			continue
+		}
+		f := buildFused(b, g, external)
+		for _, m := range g.members {
+			skip[m] = true
+		}
+		fusedAt[g.members[len(g.members)-1]] = f
+	}
+	var out []*node
+	for _, n := range order {
+		if f := fusedAt[n]; f != nil {
+			out = append(out, f)
+			continue
+		}
+		if !skip[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// operand is where an instruction reads one input: a register (a member's value), or an
+// external input with its broadcast pattern.
+type operand struct {
+	reg  int // >= 0: register; -1: external
+	ext  int // index among the fused node's inputs
+	kind bcastKind
+	size int
+}
+
+type instr struct {
+	op     *ewOp
+	args   []operand
+	dst    int // register
+	output int // index among the fused node's outputs, or -1
+}
+
+// fusedChain runs a fused group.
+type fusedChain struct {
+	size    int
+	instrs  []instr
+	nRegs   int
+	outputs []shapes.Shape
+}
+
+func buildFused(b *Builder, g *fuseGroup, external map[*value]bool) *node {
+	member := make(map[*node]bool)
+	for _, m := range g.members {
+		member[m] = true
+	}
+	chain := &fusedChain{size: g.size}
+	regOf := make(map[*value]int)
+	extOf := make(map[*value]int)
+	var inputs []*value
+	var outputs []*value
+	for _, m := range g.members {
+		in := instr{op: m.ew, output: -1}
+		for i, v := range m.inputs {
+			if member[v.node] {
+				in.args = append(in.args, operand{reg: regOf[v], kind: bcastFull})
+				continue
+			}
+			idx, ok := extOf[v]
+			if !ok {
+				idx = len(inputs)
+				extOf[v] = idx
+				inputs = append(inputs, v)
+			}
+			in.args = append(in.args, operand{reg: -1, ext: idx, kind: m.ew.inputs[i].kind, size: m.ew.inputs[i].size})
+		}
+		v := m.outputs[0]
+		in.dst = chain.nRegs
+		regOf[v] = chain.nRegs
+		chain.nRegs++
+		if external[v] {
+			in.output = len(outputs)
+			outputs = append(outputs, v)
+			chain.outputs = append(chain.outputs, v.shape)
+		}
+		chain.instrs = append(chain.instrs, in)
+	}
+	name := "Fused"
+	for _, m := range g.members {
+		name += "·" + m.name
+	}
+	f := &node{builder: b, name: name, inputs: inputs, outputs: outputs, run: chain, paramIdx: -1}
+	return f
+}
+
+func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	outs := make([]backends.Buffer, len(c.outputs))
+	outData := make([][]float32, len(c.outputs))
+	for i, s := range c.outputs {
+		buf, data, err := be.newF32(s)
+		if err != nil {
+			for _, o := range outs[:i] {
+				be.release(o)
+			}
+			return nil, err
+		}
+		outs[i], outData[i] = buf, data
+	}
+	inData := make([][]float32, len(ins))
+	for i, in := range ins {
+		inData[i] = be.f32(in)
+	}
+	chunks := (c.size + fuseChunk - 1) / fuseChunk
+	be.pool.ParallelRange(chunks, max(1, elementGrain/fuseChunk), func(lo, hi int) {
+		store := make([]float32, c.nRegs*fuseChunk)
+		regs := make([][]float32, c.nRegs) // this chunk's view of each value
+		gather := make([]float32, fuseChunk)
+		gather2 := make([]float32, fuseChunk)
+		for ch := lo; ch < hi; ch++ {
+			start := ch * fuseChunk
+			n := min(fuseChunk, c.size-start)
+			for _, in := range c.instrs {
+				// A value that leaves the chain is computed straight into its output.
+				if in.output >= 0 {
+					regs[in.dst] = outData[in.output][start : start+n]
+				} else {
+					regs[in.dst] = store[in.dst*fuseChunk : in.dst*fuseChunk+n]
+				}
+				dst := regs[in.dst]
+				switch in.op.kind {
+				case ewUnary:
+					in.op.unary(dst, c.load(in.args[0], regs, inData, start, n, gather))
+				case ewBroadcast:
+					src := c.load(in.args[0], regs, inData, start, n, gather)
+					if len(src) == 1 {
+						for i := range dst {
+							dst[i] = src[0]
+						}
+					} else {
+						copy(dst, src)
+					}
+				case ewBinary:
+					a := c.load(in.args[0], regs, inData, start, n, gather)
+					b := c.load(in.args[1], regs, inData, start, n, gather2)
+					switch {
+					case len(a) == 1 && len(b) != 1:
+						applyBinScalar(in.op.bin, dst, b, a[0], true)
+					case len(b) == 1 && len(a) != 1:
+						applyBinScalar(in.op.bin, dst, a, b[0], false)
+					case len(a) == 1 && n > 1: // both scalars
+						applyBin(in.op.bin, dst[:1], a, b)
+						for i := range dst {
+							dst[i] = dst[0]
+						}
+					default:
+						applyBin(in.op.bin, dst, a, b)
+					}
+				}
+			}
+		}
+	})
+	return outs, nil
+}
+
+// load returns elements [start, start+n) of an operand: a register, a slice of a full input,
+// a one-element slice for a scalar, or the broadcast values gathered into buf.
+func (c *fusedChain) load(a operand, regs, inData [][]float32, start, n int, buf []float32) []float32 {
+	if a.reg >= 0 {
+		return regs[a.reg]
+	}
+	src := inData[a.ext]
+	switch a.kind {
+	case bcastFull:
+		return src[start : start+n]
+	case bcastScalar:
+		return src[:1]
+	case bcastSuffix:
+		out := buf[:n]
+		for i := 0; i < n; {
+			off := (start + i) % a.size
+			k := copy(out[i:], src[off:])
+			i += k
+		}
+		return out
+	case bcastPrefix:
+		out := buf[:n]
+		for i := 0; i < n; {
+			idx := (start + i) / a.size
+			run := min(n-i, (idx+1)*a.size-(start+i))
+			v := src[idx]
+			for j := i; j < i+run; j++ {
+				out[j] = v
+			}
+			i += run
+		}
+		return out
+	}
+	panic("fused chain: unsupported operand pattern")
+}
