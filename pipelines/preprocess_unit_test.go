@@ -1,0 +1,147 @@
+package pipelines
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
+)
+
+func TestRefCoderRoundTrips(t *testing.T) {
+	for _, give := range []ref{
+		{},
+		{Unit: markerUnit},
+		{Order: 1<<64 - 1, Unit: 12, Index: 49999, CRC: 0xdeadbeef},
+		{Order: 42, Unit: 3, Index: -1, CRC: 7, Key: "train/n01440764/n01440764_10026.JPEG", Label: 999,
+			Source: "gs://bucket/train/n01440764.tar", Offset: 1 << 40, Length: 110_000},
+	} {
+		got, err := decodeRef(encodeRef(give))
+		if err != nil || got != give {
+			t.Errorf("decode(encode(%+v)) = %+v, %v", give, got, err)
+		}
+	}
+	b := encodeRef(ref{Key: "abc", Source: "x"})
+	for n := range len(b) {
+		if _, err := decodeRef(b[:n]); err == nil {
+			t.Errorf("a reference cut to %d of %d bytes decoded", n, len(b))
+		}
+	}
+	if _, err := decodeRef(append(b, 0)); err == nil {
+		t.Error("a reference with a trailing byte decoded")
+	}
+	// A CIFAR reference is small: the GroupByKey holds E of them per record.
+	if n := len(encodeRef(ref{Order: 1<<64 - 1, Unit: 9, Index: 49999, CRC: 1<<32 - 1})); n > 24 {
+		t.Errorf("a fixed-size format's reference takes %d bytes", n)
+	}
+}
+
+func TestToChannels(t *testing.T) {
+	rgb := transforms.Image{Pix: []uint8{255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30}, H: 2, W: 2, C: 3}
+	grey := toChannels(rgb, 1)
+	// Pillow's L: (19595 R + 38470 G + 7471 B + 2^15) >> 16.
+	if want := []uint8{76, 150, 29, 18}; fmt.Sprint(grey.Pix) != fmt.Sprint(want) || grey.C != 1 {
+		t.Errorf("RGB to grey: %v, want %v", grey.Pix, want)
+	}
+	back := toChannels(grey, 3)
+	if want := []uint8{76, 76, 76, 150, 150, 150, 29, 29, 29, 18, 18, 18}; fmt.Sprint(back.Pix) != fmt.Sprint(want) {
+		t.Errorf("grey to RGB: %v, want %v", back.Pix, want)
+	}
+	if same := toChannels(rgb, 3); &same.Pix[0] != &rgb.Pix[0] {
+		t.Error("an image that already has the channels was copied")
+	}
+}
+
+func TestDeadLetterOfKeepsWhereTheRecordWas(t *testing.T) {
+	tests := []struct {
+		give datasets.BadRecord
+		want shards.DeadLetter
+	}{
+		{datasets.BadRecord{Source: "d/data_batch_1.bin", Position: "byte 3073", Key: "train/000001", Reason: "label 12 outside 0..9"},
+			shards.DeadLetter{Source: "d/data_batch_1.bin", Position: 3073, Key: "train/000001", Reason: "label 12 outside 0..9"}},
+		{datasets.BadRecord{Source: "n01.tar", Position: "member n01/x.JPEG (data at byte 1536)", Key: "train/n01/x.JPEG", Reason: "bad header"},
+			shards.DeadLetter{Source: "n01.tar", Position: 1536, Key: "train/n01/x.JPEG", Reason: "member n01/x.JPEG (data at byte 1536): bad header"}},
+		{datasets.BadRecord{Source: "cat/1.jpg", Key: "train/cat/1.jpg", Reason: "empty file"},
+			shards.DeadLetter{Source: "cat/1.jpg", Key: "train/cat/1.jpg", Reason: "empty file"}},
+	}
+	for _, tt := range tests {
+		if got := deadLetterOf(tt.give); got != tt.want {
+			t.Errorf("deadLetterOf(%+v) = %+v, want %+v", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestRootCauseDropsTheRunnersWrapping(t *testing.T) {
+	err := errors.New("job job-001 failed:\nbundle inst003 stage-003 failed:process bundle failed …\n\tcaused by:\n" +
+		"DoFn[UID:4, PID:e4, Name: pipelines.commitFn] failed:\n2 of 12 records could not be used\n")
+	if got := rootCause(err); got != "2 of 12 records could not be used" {
+		t.Errorf("rootCause = %q", got)
+	}
+	if got := rootCause(errors.New("plain")); got != "plain" {
+		t.Errorf("rootCause of a plain error = %q", got)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	for _, tt := range []struct {
+		dataset  string
+		size, ch int
+		enc      shards.Encoding
+	}{
+		{datasets.CIFAR10, 32, 3, shards.Raw}, {datasets.CIFAR100, 32, 3, shards.Raw}, {datasets.STL10, 96, 3, shards.Raw},
+		{datasets.ImageNet, 224, 3, shards.JPEG}, {datasets.ImageNet100, 224, 3, shards.JPEG},
+		{datasets.Folder, 224, 3, shards.JPEG}, {datasets.IDX, 28, 1, shards.Raw}, {datasets.FashionMNIST, 28, 1, shards.Raw},
+	} {
+		size := DefaultSize(tt.dataset)
+		if size != tt.size || DefaultChannels(tt.dataset) != tt.ch || DefaultEncoding(size) != tt.enc {
+			t.Errorf("%s: size %d, channels %d, encoding %s; want %d, %d, %s",
+				tt.dataset, size, DefaultChannels(tt.dataset), DefaultEncoding(size), tt.size, tt.ch, tt.enc)
+		}
+	}
+	for _, tt := range []struct {
+		records int64
+		size, c int
+		enc     shards.Encoding
+		views   int
+		want    int
+	}{
+		{50000, 32, 3, shards.Raw, 2, 2},       // CIFAR: 307 MB a pass
+		{60000, 28, 1, shards.Raw, 2, 1},       // Fashion-MNIST: 98 MB
+		{105000, 96, 3, shards.Raw, 2, 22},     // STL-10 train+unlabeled: 5.8 GB
+		{1281167, 224, 3, shards.JPEG, 2, 288}, // ImageNet: about 30 KB a view, 77 GB
+		{50000, 224, 3, shards.JPEG, 1, 6},     // ImageNet val, evaluation
+		{3, 224, 3, shards.Raw, 2, 1},          // tiny
+		{0, 32, 3, shards.Raw, 2, 1},           // at least one
+	} {
+		cfg := shards.Config{Height: tt.size, Width: tt.size, Channels: tt.c, Encoding: tt.enc, Views: tt.views}
+		if got := DefaultParts(tt.records, cfg); got != tt.want {
+			t.Errorf("DefaultParts(%d records of %d px %s) = %d, want %d", tt.records, tt.size, tt.enc, got, tt.want)
+		}
+	}
+}
+
+func TestLimitPlanCutsUnitsInOrder(t *testing.T) {
+	p := datasets.Plan{Dataset: "imagenet", Split: "val", Exact: true, Records: 7, Units: []datasets.Unit{
+		{Kind: datasets.KindFiles, Records: 4, Exact: true, Files: []string{"a", "b", "c", "d"}, Labels: []int{1, 2, 3, 4}},
+		{Kind: datasets.KindFiles, Records: 3, Exact: true, Files: []string{"e", "f", "g"}, Labels: []int{5, 6, 7}},
+	}}
+	got, err := limitPlan(p, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Records != 5 || len(got.Units) != 2 || got.Units[1].Records != 1 || fmt.Sprint(got.Units[1].Files, got.Units[1].Labels) != "[e] [5]" {
+		t.Errorf("limit 5: %+v", got)
+	}
+	if len(p.Units[1].Files) != 3 {
+		t.Error("limitPlan changed its argument's units")
+	}
+	if got, _ := limitPlan(p, 100); got.Records != 7 {
+		t.Errorf("a limit above the split's size changed it: %d records", got.Records)
+	}
+	p.Exact = false
+	if _, err := limitPlan(p, 5); err == nil {
+		t.Error("a plan of estimated counts was limited")
+	}
+}
