@@ -1,6 +1,6 @@
 package cpu
 
-//go:generate go run ./internal/gendelegate -native=ConvGeneral,DotGeneral,Dot,Reverse,Pad,SelectAndScatterMax,SelectAndScatterMin,BatchNormForInference,BatchNormForTraining,BatchNormGradient,Add,Sub,Mul,Div,Max,Min,Neg,Abs,Sign,Sqrt,Rsqrt,Exp,Log,Transpose,BroadcastInDim,ReduceSum,ReduceMax,ReduceMin -out=gen_delegate.go
+//go:generate go run ./internal/gendelegate -native=ConvGeneral,DotGeneral,Dot,Reverse,Pad,SelectAndScatterMax,SelectAndScatterMin,BatchNormForInference,BatchNormForTraining,BatchNormGradient,Add,Sub,Mul,Div,Max,Min,Neg,Abs,Sign,Sqrt,Rsqrt,Exp,Log,Transpose,BroadcastInDim,ReduceSum,ReduceMax,ReduceMin,ReduceWindow -out=gen_delegate.go
 
 import (
 	"fmt"

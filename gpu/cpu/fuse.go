@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"slices"
+
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
@@ -50,15 +52,28 @@ type fuseGroup struct {
 // where its last member was.
 func fuseElementwise(b *Builder, order []*node, graphOutputs []*value) []*node {
 	groupOf := make(map[*node]*fuseGroup)
+	position := make(map[*node]int, len(order))
 	var groups []*fuseGroup
-	for _, n := range order {
+	for i, n := range order {
+		position[n] = i
 		var join *fuseGroup
 		if n.ew != nil {
+			// Join the open groups of this size n reads from, merging them if several (a
+			// ReLU's Max reads the sum's chain and the chain broadcasting its zeros).
 			for _, in := range n.inputs {
-				if g := groupOf[in.node]; g != nil && !g.closed && g.size == n.ew.size {
-					join = g
-					break
+				g := groupOf[in.node]
+				if g == nil || g.closed || g.size != n.ew.size || g == join {
+					continue
 				}
+				if join == nil {
+					join = g
+					continue
+				}
+				join.members = append(join.members, g.members...)
+				for _, m := range g.members {
+					groupOf[m] = join
+				}
+				g.members = nil
 			}
 		}
 		// Every other group n reads from is closed: n is outside it.
@@ -95,6 +110,7 @@ func fuseElementwise(b *Builder, order []*node, graphOutputs []*value) []*node {
 		if len(g.members) < 2 {
 			continue
 		}
+		slices.SortFunc(g.members, func(a, b *node) int { return position[a] - position[b] })
 		f := buildFused(b, g, external)
 		for _, m := range g.members {
 			skip[m] = true

@@ -610,17 +610,6 @@ func (b *Builder) ReduceProduct(x backends.Op, axes ...int) (backends.Op, error)
 	return outs[0], nil
 }
 
-// ReduceWindow implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceWindow(x backends.Op, reductionType backends.ReduceOpType, windowDimensions []int, strides []int, baseDilations []int, windowDilations []int, paddings [][2]int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceWindow", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceWindow(in[0], reductionType, windowDimensions, strides, baseDilations, windowDilations, paddings))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outs[0], nil
-}
-
 // Rem implements backends.Builder with SimpleGo's implementation.
 func (b *Builder) Rem(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	outs, err := b.delegate("Rem", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {

@@ -253,3 +253,25 @@ func TestRegisteredUnderItsName(t *testing.T) {
 		t.Fatal("no error for an unknown option")
 	}
 }
+
+// TestReduceWindowMatchesSimpleGo checks pooling (max, min, sum; padding, strides, windows on
+// the channel axis too) against SimpleGo.
+func TestReduceWindowMatchesSimpleGo(t *testing.T) {
+	be, sg := newTestBackend(t), newSimpleGo(t)
+	r := rand.New(rand.NewPCG(85, 86))
+	xt, _ := randTensor(r, 3, 9, 8, 5)
+	cases := map[string]func(x *Node) *Node{
+		"max 3x3 s2 same": func(x *Node) *Node { return MaxPool(x).Window(3).Strides(2).PadSame().Done() },
+		"max 2x2":         func(x *Node) *Node { return MaxPool(x).Window(2).Done() },
+		"min 3x3 s1":      func(x *Node) *Node { return MinPool(x).Window(3).Strides(1).Done() },
+		"sum 2x3 s1 same": func(x *Node) *Node { return SumPool(x).WindowPerAxis(2, 3).Strides(1).PadSame().Done() },
+		"mean 4x4":        func(x *Node) *Node { return MeanPool(x).Window(4).Done() },
+		"max over channels": func(x *Node) *Node {
+			return BackendReduceWindow(x, backends.ReduceOpMax, []int{1, 1, 1, 2}, []int{1, 1, 1, 1}, nil, nil, nil)
+		},
+	}
+	for name, f := range cases {
+		fn := func(in []*Node) []*Node { return []*Node{f(in[0])} }
+		assertClose(t, name, runGraph(t, be, fn, xt)[0], runGraph(t, sg, fn, xt)[0], 1e-6)
+	}
+}
