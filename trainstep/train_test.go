@@ -360,3 +360,24 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressBarKeepsTheLog: with a progress bar the JSON lines still reach stderr whole.
+func TestProgressBarKeepsTheLog(t *testing.T) {
+	var stderr bytes.Buffer
+	opts := quietOptions(t, mustMemorySource(t, syntheticPairs(5, 8, 2, 4, 4, 1)))
+	opts.Stderr, opts.Progress = &stderr, true
+	if _, err := Train(context.Background(), testStepConfig(MLP), testRunConfig(t, t.TempDir()), opts); err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if i := strings.Index(l, `{"step":`); i >= 0 {
+			var line LogLine
+			mustUnmarshal(t, l[i:], &line)
+			lines++
+		}
+	}
+	if lines != 4 || !strings.Contains(stderr.String(), "epoch 2 loss") {
+		t.Errorf("stderr has %d JSON lines (want 4) and the bar's description?\n%s", lines, stderr.String())
+	}
+}
