@@ -381,3 +381,18 @@ func TestProgressBarKeepsTheLog(t *testing.T) {
 		t.Errorf("stderr has %d JSON lines (want 4) and the bar's description?\n%s", lines, stderr.String())
 	}
 }
+
+// TestTrainStopsOnNaN: a learning rate that blows the weights up ends the run with an error
+// that says what to do, and no checkpoint of the broken state.
+func TestTrainStopsOnNaN(t *testing.T) {
+	out := t.TempDir()
+	run := testRunConfig(t, out)
+	run.BaseLR = 1e30
+	_, err := Train(context.Background(), testStepConfig(MLP), run, quietOptions(t, mustMemorySource(t, syntheticPairs(6, 12, 2, 4, 4, 1))))
+	if err == nil || !strings.Contains(err.Error(), "lower --lr") {
+		t.Fatalf("error = %v, want the NaN loss reported", err)
+	}
+	if paths, _, _ := ListCheckpoints(context.Background(), out); len(paths) != 0 {
+		t.Errorf("checkpoints %v written of a diverged run", paths)
+	}
+}

@@ -48,7 +48,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	loss := fs.String("loss", string(trainstep.DCL), "loss: infonce, dcl or dclw")
 	temperature := fs.Float64("temperature", 0.07, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
 	sigma := fs.Float64("sigma", 0.5, "DCLW's σ")
-	dclwGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (default: treated as constants)")
+	dclwGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (otherwise they are constants in the backward pass)")
 	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
 	batch := fs.Int("batch-size", 256, "view pairs per step (2× as many images through the network)")
 	epochs := fs.Int("epochs", 200, "epochs; epoch e reads the shards' augmented pass e mod E")
@@ -59,7 +59,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	warmup := fs.Float64("warmup-epochs", 0, "linear learning-rate warm-up, in epochs (may be fractional); cosine annealing after")
 	optimizer := fs.String("optimizer", string(trainstep.SGDMomentum), "sgd (with momentum) or lars (for large batches)")
 	backendName := fs.String("backend", "auto", "compute backend: cpu, cuda, or auto (cuda when this build has it and a GPU is found)")
-	plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda (default: $PJRT_PLUGIN_LIBRARY_PATH, JAX's plugin)")
+	plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto (empty: $DCL_PJRT_PLUGIN, $PJRT_PLUGIN_LIBRARY_PATH, then JAX's plugin)")
 	ckptEvery := fs.Int("checkpoint-every", 500, "write a checkpoint every N steps (0: only at the end and when interrupted)")
 	keep := fs.Int("keep-checkpoints", 3, "checkpoints to keep, newest first (0: all)")
 	var resume resumeFlag
@@ -69,7 +69,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	maxSteps := fs.Int("max-steps", 0, "stop (with a checkpoint) after this many steps in total; --resume continues")
 	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-data")
 	knnData := fs.String("knn-data", "", "labelled shard folder (preset none) whose backbone features vote in the kNN monitor")
-	knnTest := fs.String("knn-test", "", "labelled shard folder classified by the kNN monitor (default: every 10th image of --knn-data)")
+	knnTest := fs.String("knn-test", "", "labelled shard folder classified by the kNN monitor (empty: every 10th image of --knn-data)")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), on or off")
 
 	return func(ctx context.Context, args []string) error {
