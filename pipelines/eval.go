@@ -312,3 +312,6 @@ func (d *decoder) done(what string) error {
 
 func putFloat32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
 func getFloat32(b []byte) float32    { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+// discardLogger keeps the compute backend's one-line notice out of workers' logs and plans.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,238 @@
+package pipelines
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/transforms"
+)
+
+// writePairShards writes n view pairs of size×size grayscale images with labels i%3, in
+// passes passes of parts shards each (views 2), or n single images (views 1, one pass).
+func writePairShards(t testing.TB, dir string, n, size, views, passes, parts int) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := shards.Config{
+		Dataset: "fashion-mnist", Split: "train", Preset: "test", Augment: json.RawMessage(`{}`),
+		Seed: 1, Passes: passes, Parts: parts, Views: views, Encoding: shards.Raw, Height: size, Width: size, Channels: 1,
+		CodeVersion: "test", SourceChecksum: "sha256:00",
+	}
+	if err := shards.Prepare(ctx, dir, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	var infos []shards.ShardInfo
+	for pass := range passes {
+		for part := range parts {
+			w, err := shards.NewWriter(ctx, dir, shards.ShardID{Pass: pass, Part: part, Parts: parts}, cfg, shards.WriterOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := part; i < n; i += parts {
+				v1, v2 := pairImage(i, pass, 1, size), pairImage(i, pass, 2, size)
+				if views == 1 {
+					v2 = transforms.Image{}
+				}
+				if err := w.WriteViews(fmt.Sprintf("k%03d", i), int64(i), int32(i%3), v1, v2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			info, err := w.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			infos = append(infos, info)
+		}
+	}
+	if _, err := shards.Commit(ctx, dir, cfg, infos, int64(n), shards.DeadLetters{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pairImage is view v of image i in pass p: a pattern that depends on all three.
+func pairImage(i, pass, v, size int) transforms.Image {
+	m := transforms.NewImage(size, size, 1)
+	for p := range m.Pix {
+		m.Pix[p] = uint8(p*(i+1) + (i%3)*40 + pass*17 + v*5)
+	}
+	return m
+}
+
+// trainTinyEncoder trains an MLP for a few steps on the pairs in data and returns its run
+// folder.
+func trainTinyEncoder(t testing.TB, data string) string {
+	t.Helper()
+	ctx := context.Background()
+	out := t.TempDir()
+	backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Finalize()
+	src, err := trainstep.OpenShards(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := trainstep.StepConfig{
+		Model:     trainstep.ModelConfig{Name: trainstep.MLP, BaseWidth: 4, ProjectionDim: 8, Channels: 1},
+		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2, Sigma: 0.5, Reduction: trainstep.Mean},
+		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
+		InitSeed:  1,
+	}
+	run := trainstep.RunConfig{Data: data, Out: out, BatchSize: 4, Epochs: 1, BaseLR: 0.1, Seed: 1, MaxSteps: 3}
+	if _, err := trainstep.Train(ctx, cfg, run, trainstep.TrainOptions{Backend: backend, Source: src, Stderr: io.Discard, Logger: discardLogger()}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// wantEmbeddings embeds every image of one pass directly with the encoder: source index →
+// vector (views concatenated).
+func wantEmbeddings(t testing.TB, run string, n, pass, views int, feature trainstep.Feature) map[int64][]float32 {
+	t.Helper()
+	ctx := context.Background()
+	backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Finalize()
+	enc, err := trainstep.LoadEncoder(ctx, backend, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	want := map[int64][]float32{}
+	for i := range n {
+		var v []float32
+		for view := 1; view <= views; view++ {
+			out, err := enc.Embed([]transforms.Image{pairImage(i, pass, view, 8)}, feature)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v = append(v, out[0]...)
+		}
+		want[int64(i)] = v
+	}
+	return want
+}
+
+func TestEmbedPipelineMatchesTheEncoder(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	const n = 37
+	writePairShards(t, data, n, 8, 2, 2, 3)
+	run := trainTinyEncoder(t, data)
+
+	tests := []struct {
+		name   string
+		o      EmbedOptions
+		rows   int64
+		dim    int
+		files  int
+		pass   int
+		single bool
+	}{
+		{"backbone, view 1, pass 0, a directory", EmbedOptions{Feature: trainstep.Backbone, Views: 1, Pass: 0, BatchSize: 8, Parts: 3}, n, 16, 3, 0, false},
+		{"projection pairs, pass 1, one file", EmbedOptions{Feature: trainstep.Projection, Views: 2, Pass: 1, BatchSize: 16, Parts: 2}, n, 16, 1, 1, true},
+		{"every pass", EmbedOptions{Feature: trainstep.Backbone, Views: 1, Pass: -1, BatchSize: 32}, 2 * n, 16, 2, -1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.o
+			o.Checkpoint, o.Data = run, data
+			o.Output = filepath.Join(t.TempDir(), "emb")
+			if tt.single {
+				o.Output += ".parquet"
+			}
+			job, err := PlanEmbed(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := RunEmbed(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Rows != tt.rows || res.Dim != tt.dim || res.Files != tt.files {
+				t.Fatalf("result %+v, want %d rows of %d values in %d files", res, tt.rows, tt.dim, tt.files)
+			}
+			got, ids, err := LoadEmbeddings(ctx, o.Output)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.pass < 0 {
+				counts := map[int64]int{}
+				for _, id := range ids {
+					counts[id]++
+				}
+				for i := range int64(n) {
+					if counts[i] != 2 {
+						t.Errorf("image %d embedded %d times over 2 passes", i, counts[i])
+					}
+				}
+				return
+			}
+			want := wantEmbeddings(t, run, n, tt.pass, o.Views, o.Feature)
+			seen := map[int64]bool{}
+			for r, id := range ids {
+				w, ok := want[id]
+				if !ok || seen[id] {
+					t.Fatalf("row %d: id %d unknown or repeated", r, id)
+				}
+				seen[id] = true
+				if got.Labels[r] != int32(id%3) {
+					t.Errorf("id %d: label %d, want %d", id, got.Labels[r], id%3)
+				}
+				for d, v := range got.Vectors.Row(r) {
+					if math.Abs(float64(v-w[d])) > 1e-4*(1+math.Abs(float64(w[d]))) {
+						t.Fatalf("id %d value %d: %v, the encoder gives %v", id, d, v, w[d])
+					}
+				}
+			}
+			if !tt.single {
+				return
+			}
+			if ok, _ := shards.Exists(ctx, shards.Join(partsDir(o.Output), shards.EmbeddingFileName(0, 2))); ok {
+				t.Error("the part files of a single-file output were left behind")
+			}
+			// The pairs feed the NPC pipeline, which takes the temperature from the metadata.
+			if _, err := PlanNPC(ctx, NPCOptions{Embeddings: o.Output, Output: t.TempDir(), BatchSizes: []int{8}}); err == nil || !strings.Contains(err.Error(), "--concatenated") {
+				t.Errorf("a single file's pairs without --concatenated: %v", err)
+			}
+		})
+	}
+}
+
+func TestEmbedPlanErrors(t *testing.T) {
+	ctx := context.Background()
+	pairs, singles := t.TempDir(), t.TempDir()
+	writePairShards(t, pairs, 12, 8, 2, 1, 1)
+	writePairShards(t, singles, 12, 8, 1, 1, 1)
+	run := trainTinyEncoder(t, pairs)
+	big := t.TempDir()
+	writePairShards(t, big, 4, 72, 1, 1, 1) // 72×72: more than the MLP takes
+	tests := []struct {
+		o    EmbedOptions
+		want string
+	}{
+		{EmbedOptions{Checkpoint: run, Data: singles, Views: 2}, "--views=2 needs view pairs"},
+		{EmbedOptions{Checkpoint: run, Data: pairs, Pass: 3}, "pass 3"},
+		{EmbedOptions{Checkpoint: run, Data: pairs, Feature: "logits"}, `feature "logits"`},
+		{EmbedOptions{Checkpoint: run, Data: big}, "72x72"},
+		{EmbedOptions{Checkpoint: filepath.Join(t.TempDir(), "none"), Data: pairs}, "none"},
+	}
+	for _, tt := range tests {
+		tt.o.Output = filepath.Join(t.TempDir(), "emb")
+		_, err := PlanEmbed(ctx, tt.o)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: error %v, want %q", tt.o, err, tt.want)
+		}
+	}
+}
