@@ -116,7 +116,7 @@ func (p *Pool) Conv(s ConvShape, x, w, y []float32) error {
 			p.convIndirect(&s, x, b, y, g*og*s.YStrides.Minor, rowStep, g*cg, cg, og)
 			continue
 		}
-		a := &im2col{s: &s, x: x, cOff: g * cg * s.XStrides.Minor, c: cg, pixelMajor: pixelMajor, channelSlowest: channelSlowest}
+		a := &im2col{s: &s, x: x, cOff: g * cg * s.XStrides.Minor, c: cg, pixelMajor: pixelMajor, channelSlowest: channelSlowest, gather: mk.gather}
 		b := newKernelSource(&s, w, g*og*s.WStrides.Minor, cg, channelSlowest)
 		if direct {
 			p.Gemm(m, og, k, 1, a, b, 0, y[g*og*s.YStrides.Minor:], rowStep)
@@ -210,6 +210,8 @@ type im2col struct {
 	c              int // channels per group
 	pixelMajor     bool
 	channelSlowest bool
+	// gather is the micro-kernel's run copier (nil: copy in Go).
+	gather func(dst *float32, w int, x *float32, offs *int64, kc, n int)
 }
 
 // depthIndex splits a depth index into its channel and the kernel offsets (already multiplied
@@ -327,7 +329,8 @@ func (a *im2col) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
 }
 
 // packPixelMajor packs rows (pixel, batch): runs of consecutive batch indices share one input
-// position, so each depth index copies a run of the (contiguous) batch axis.
+// position, so each depth index copies a run of the (contiguous) batch axis. The runs' source
+// offsets are computed in Go and copied by the micro-kernel's gather routine when it has one.
 func (a *im2col) packPixelMajor(dst []float32, r0, rows, p0, kc, w int, scale float32) {
 	s := a.s
 	xs := s.XStrides
@@ -341,7 +344,13 @@ func (a *im2col) packPixelMajor(dst []float32, r0, rows, p0, kc, w int, scale fl
 		koffs[p] = k
 		elemOff[p] = a.cOff + c*xs.Minor + k[0]*xs.Spatial[0] + k[1]*xs.Spatial[1] + k[2]*xs.Spatial[2]
 	}
+	offs := make([]int64, kc)
+	gather := a.gather
+	if xs.Major != 1 || scale != 1 {
+		gather = nil
+	}
 	in := s.In
+	lastPx := -1
 	panels := (rows + w - 1) / w
 	for pi := range panels {
 		panel := dst[pi*kc*w : (pi+1)*kc*w]
@@ -356,44 +365,55 @@ func (a *im2col) packPixelMajor(dst []float32, r0, rows, p0, kc, w int, scale fl
 			px, b := r/s.Batch, r%s.Batch
 			n := min(s.Batch-b, last-r) // run of rows with this pixel
 			i0 := r - first
-			base := a.pixelBase(px)
-			runOff := b*xs.Major + base[0]*xs.Spatial[0] + base[1]*xs.Spatial[1] + base[2]*xs.Spatial[2]
-			for p := range kc {
-				out := panel[p*w+i0 : p*w+i0+n]
-				var start int
-				if dilated {
-					off, ok := a.spatialOffset(base, koffs[p])
-					if !ok {
-						clear(out)
+			if px != lastPx {
+				// Source offsets of this pixel's depth indices for batch index 0; a run adds
+				// its first batch index.
+				lastPx = px
+				base := a.pixelBase(px)
+				pixOff := base[0]*xs.Spatial[0] + base[1]*xs.Spatial[1] + base[2]*xs.Spatial[2]
+				for p := range kc {
+					if dilated {
+						off, ok := a.spatialOffset(base, koffs[p])
+						if !ok {
+							offs[p] = -1
+							continue
+						}
+						offs[p] = int64(off + elemOff[p] - (koffs[p][0]*xs.Spatial[0] + koffs[p][1]*xs.Spatial[1] + koffs[p][2]*xs.Spatial[2]))
 						continue
 					}
-					start = b*xs.Major + off + elemOff[p] - (koffs[p][0]*xs.Spatial[0] + koffs[p][1]*xs.Spatial[1] + koffs[p][2]*xs.Spatial[2])
-				} else {
 					k := &koffs[p]
 					if uint(base[0]+k[0]) >= uint(in[0]) || uint(base[1]+k[1]) >= uint(in[1]) || uint(base[2]+k[2]) >= uint(in[2]) {
-						clear(out)
+						offs[p] = -1
 						continue
 					}
-					start = runOff + elemOff[p]
+					offs[p] = int64(pixOff + elemOff[p])
 				}
-				if xs.Major != 1 {
-					for j := range out {
-						out[j] = a.x[start+j*xs.Major] * scale
-					}
+			}
+			if gather != nil && n <= 16 {
+				gather(&panel[i0], w, &a.x[b*xs.Major], &offs[0], kc, n)
+				r += n
+				continue
+			}
+			for p := range kc {
+				out := panel[p*w+i0 : p*w+i0+n]
+				if offs[p] < 0 {
+					clear(out)
 					continue
 				}
-				src := a.x[start : start+n]
-				switch {
-				case scale != 1:
+				start := int(offs[p]) + b*xs.Major
+				if xs.Major == 1 {
+					src := a.x[start : start+n]
+					if scale == 1 {
+						copy(out, src)
+						continue
+					}
 					for j, v := range src {
 						out[j] = v * scale
 					}
-				case n == 12:
-					*(*[12]float32)(out) = *(*[12]float32)(src)
-				case n == 6:
-					*(*[6]float32)(out) = *(*[6]float32)(src)
-				default:
-					copy(out, src)
+					continue
+				}
+				for j := range out {
+					out[j] = a.x[start+j*xs.Major] * scale
 				}
 			}
 			r += n

@@ -101,6 +101,9 @@ type microKernel struct {
 	// A_seg·B_seg, row i of A_seg being the kc floats that end at x + 4·offs[seg·mr+i] (zero's
 	// kc floats when the offset is negative), B_seg the next kc rows of b, packed [kc][nr].
 	indirect func(nseg, kc int, offs *int64, x, zero, b, c unsafe.Pointer, ldc int)
+	// gather, when set, copies runs of n ≤ 16 floats: dst[p·w : p·w+n] = x[offs[p]:][:n] (zeros
+	// where offs[p] < 0) for p < kc. Without it packing copies in Go.
+	gather func(dst *float32, w int, x *float32, offs *int64, kc, n int)
 }
 
 // scratch holds one thread's packing buffers and an edge tile.

@@ -21,12 +21,15 @@ func convIndirectAVX512(nseg, kc int, offs *int64, x, zero, b, c unsafe.Pointer,
 //go:noescape
 func convIndirectAVX2(nseg, kc int, offs *int64, x, zero, b, c unsafe.Pointer, ldc int)
 
+//go:noescape
+func gatherRunsAVX512(dst *float32, w int, x *float32, offs *int64, kc, n int)
+
 func fmaPeakAVX2(iters int)
 func fmaPeakAVX512(iters int)
 
 var (
 	avx2Kernel   = &microKernel{name: "avx2-6x16", mr: 6, nr: 16, fn: gemmAVX2, indirect: convIndirectAVX2}
-	avx512Kernel = &microKernel{name: "avx512-12x32", mr: 12, nr: 32, fn: gemmAVX512, indirect: convIndirectAVX512}
+	avx512Kernel = &microKernel{name: "avx512-12x32", mr: 12, nr: 32, fn: gemmAVX512, indirect: convIndirectAVX512, gather: gatherRunsAVX512}
 )
 
 // bestKernel picks the widest micro-kernel the CPU and OS support. DCL_KERNEL=avx2|go caps the

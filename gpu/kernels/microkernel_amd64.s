@@ -822,3 +822,39 @@ convIndirectAVX2_store:
 	VMOVUPS Y15, 32(DX)
 	VZEROUPPER
 	RET
+
+// func gatherRunsAVX512(dst *float32, w int, x *float32, offs *int64, kc, n int)
+// For p in [0, kc): dst[p·w : p·w+n] = x[offs[p] : offs[p]+n], or zeros where offs[p] < 0;
+// n ≤ 16 (one masked 16-float move each).
+TEXT ·gatherRunsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), R8
+	SHLQ $2, R8
+	MOVQ x+16(FP), SI
+	MOVQ offs+24(FP), BX
+	MOVQ n+40(FP), CX
+	MOVQ $1, DX
+	SHLQ CX, DX
+	DECQ DX
+	KMOVW DX, K1
+	MOVQ kc+32(FP), CX
+	VPXORD Z1, Z1, Z1
+	TESTQ CX, CX
+	JEQ gatherdone
+gatherloop:
+	MOVQ (BX), DX
+	TESTQ DX, DX
+	JLT gatherzero
+	VMOVUPS.Z (SI)(DX*4), K1, Z0
+	VMOVUPS Z0, K1, (DI)
+	JMP gathernext
+gatherzero:
+	VMOVUPS Z1, K1, (DI)
+gathernext:
+	ADDQ $8, BX
+	ADDQ R8, DI
+	DECQ CX
+	JNZ gatherloop
+gatherdone:
+	VZEROUPPER
+	RET
