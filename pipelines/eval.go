@@ -192,8 +192,7 @@ func checkLabels(file string, first int64, labels []int32, numClasses int) error
 // little-endian float32 (an encoding of a vector that is as small as its memory).
 type encoder struct{ b []byte }
 
-func (e *encoder) int(v int64)  { e.b = binary.AppendVarint(e.b, v) }
-func (e *encoder) str(s string) { e.int(int64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) int(v int64) { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) float64(v float64) {
 	e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v))
 }
@@ -246,16 +245,6 @@ func (d *decoder) count(min int) int {
 		return 0
 	}
 	return int(n)
-}
-
-func (d *decoder) str() string {
-	n := d.count(1)
-	if d.err != nil {
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
 }
 
 func (d *decoder) float64() float64 {
