@@ -1,6 +1,7 @@
 package trainstep
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -183,6 +184,11 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	p := &runPlan{cfg: cfg, info: info,
 		fresh: TrainState{Seed: run.Seed, Data: run.Data, DataFingerprint: info.Fingerprint, ImageHeight: info.Height, ImageWidth: info.Width}}
 	if resumeFrom == "" {
+		if paths, _, err := ListCheckpoints(ctx, run.Out); err != nil {
+			return nil, err
+		} else if len(paths) > 0 {
+			return nil, setupErr(fmt.Errorf("%s already holds checkpoints of a run (%s): continue it with --resume, or train into another folder", run.Out, shards.Base(paths[len(paths)-1])))
+		}
 		return p, nil
 	}
 	if p.checkpoint, err = ResolveCheckpoint(ctx, resumeFrom); err != nil {
@@ -264,7 +270,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
 		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
 
-	log, err := openRunLog(ctx, run.Out, stderr)
+	log, err := openRunLog(ctx, run.Out, stderr, state.StepsDone)
 	if err != nil {
 		return nil, err
 	}
@@ -555,29 +561,53 @@ type runLog struct {
 	lines  []byte   // the whole log, for remote output
 }
 
-func openRunLog(ctx context.Context, out string, stderr io.Writer) (*runLog, error) {
+// openRunLog opens the log of a run that has done stepsDone steps: lines of later steps
+// (written after the checkpoint it resumes from, by a run that was then killed) are dropped,
+// so the log holds every step once.
+func openRunLog(ctx context.Context, out string, stderr io.Writer, stepsDone int) (*runLog, error) {
 	path := shards.Join(out, LogName)
 	l := &runLog{stderr: stderr}
-	if shards.Scheme(out) == "" {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return nil, fmt.Errorf("creating output folder %s: %w", out, err)
-		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("opening log %s: %w", path, err)
-		}
-		l.file = f
-		return l, nil
-	}
-	l.remote = path
+	var old []byte
 	if ok, err := shards.Exists(ctx, path); err != nil {
 		return nil, err
 	} else if ok {
-		if l.lines, err = shards.ReadFile(ctx, path); err != nil {
+		if old, err = shards.ReadFile(ctx, path); err != nil {
 			return nil, err
 		}
 	}
+	kept := keepLogLines(old, stepsDone)
+	if shards.Scheme(out) != "" {
+		l.remote, l.lines = path, kept
+		return l, nil
+	}
+	if len(old) > 0 && len(kept) != len(old) {
+		if err := shards.WriteFile(ctx, path, kept); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("creating output folder %s: %w", out, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening log %s: %w", path, err)
+	}
+	l.file = f
 	return l, nil
+}
+
+// keepLogLines returns the lines of a log whose step is at most stepsDone.
+func keepLogLines(log []byte, stepsDone int) []byte {
+	var kept []byte
+	for line := range bytes.Lines(log) {
+		var v struct {
+			Step *int `json:"step"`
+		}
+		if json.Unmarshal(line, &v) == nil && v.Step != nil && *v.Step <= stepsDone {
+			kept = append(kept, line...)
+		}
+	}
+	return kept
 }
 
 func (l *runLog) write(v any) error {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -394,5 +395,46 @@ func TestTrainStopsOnNaN(t *testing.T) {
 	}
 	if paths, _, _ := ListCheckpoints(context.Background(), out); len(paths) != 0 {
 		t.Errorf("checkpoints %v written of a diverged run", paths)
+	}
+}
+
+// TestResumeAfterCrashKeepsTheLogExact: a run killed after its last checkpoint leaves log
+// lines of steps it will redo; the resumed run drops them, so each step is logged once.
+func TestResumeAfterCrashKeepsTheLogExact(t *testing.T) {
+	src := mustMemorySource(t, syntheticPairs(7, 12, 2, 4, 4, 1))
+	out := t.TempDir()
+	run := testRunConfig(t, out)
+	run.MaxSteps, run.CheckpointEvery, run.KeepCheckpoints = 3, 2, 0
+	if _, err := Train(context.Background(), testStepConfig(MLP), run, quietOptions(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: the checkpoint of step 3 never got written.
+	if err := os.Remove(filepath.Join(out, CheckpointDir, CheckpointName(3))); err != nil {
+		t.Fatal(err)
+	}
+	run.MaxSteps = 0
+	// A fresh run into the folder is refused: it would mix two runs' checkpoints.
+	_, err := Train(context.Background(), testStepConfig(MLP), run, quietOptions(t, src))
+	var setup *SetupError
+	if !errors.As(err, &setup) || !strings.Contains(err.Error(), "already holds checkpoints") {
+		t.Fatalf("fresh run into a run's folder: %v", err)
+	}
+	opts := quietOptions(t, src)
+	opts.Resume = out
+	if _, err := Train(context.Background(), testStepConfig(MLP), run, opts); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(out, LogName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var line LogLine
+		mustUnmarshal(t, l, &line)
+		steps = append(steps, line.Step)
+	}
+	if want := []int{1, 2, 3, 4, 5, 6}; !slices.Equal(steps, want) {
+		t.Errorf("logged steps %v, want %v", steps, want)
 	}
 }
