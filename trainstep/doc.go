@@ -1,21 +1,37 @@
 // Package trainstep owns pretraining: the encoders (ResNet-18 with the CIFAR stem, ResNet-50,
-// a small CNN for tests), the projector, the contrastive losses (InfoNCE, DCL, DCLW), the
-// optimiser and learning-rate schedule, the training loop and its checkpoints. Models are
-// written once in GoMLX and run on whichever backend package gpu chooses.
+// a small CNN for tests and the demo, an MLP for tests), the projector, the contrastive losses
+// (InfoNCE, DCL, DCLW), SGD with momentum and LARS, the cosine learning-rate schedule, the
+// training loop and its checkpoints. Models are written once in GoMLX and run on whichever
+// backend package gpu chooses (gpu.New); nothing here needs cgo.
 //
 // # What other packages call
 //
-// Losses (the `dcl loss` and `dcl npc` subcommands): LossGraph builds a loss inside any GoMLX
+// Losses (`dcl loss`, `dcl npc`): LossGraph and StackedLossGraph build a loss inside any GoMLX
 // graph; LossAndGrad and LossEvaluator evaluate one on float64 embeddings and return the loss,
-// the per-anchor losses, the NPC multipliers q and the gradients with respect to z1 and z2.
+// the per-anchor losses, the NPC multipliers q and the gradients with respect to the raw z1
+// and z2.
 //
-// Encoders (the `dcl embed` pipeline): LoadEncoder reads a checkpoint written by Train and
-// (*Encoder).Embed maps a batch of uint8 HWC images to backbone or projection features, on the
-// pure-Go backend inside Beam workers or on a GPU.
+// Encoders (`dcl embed`, inside Beam workers): LoadEncoder reads a checkpoint written by Train
+// (a file, or a run's output folder for its newest checkpoint; local or gs://) and
+// (*Encoder).Embed maps uint8 HWC images to backbone or projection features.
+//
+// Training (`dcl train`): OpenShards opens a shard directory as a BatchSource (MemorySource
+// holds pairs in memory), CheckRun checks a run's settings against its data and checkpoint
+// before a backend exists, and Train runs it. NewStep, BenchStepConfig and RandomBatch build
+// one training step on any backend, for benchmarks of the kernels under it.
 //
 // # Conventions
 //
 // Per-anchor values come in 2N entries: the view-1 anchors of images 0..N-1, then the view-2
 // anchors. Images are uint8, height × width × channels (transforms.Image's layout), 1 or 3
-// channels; they are normalised per dataset inside the model graph.
+// channels; they are scaled and normalised per dataset inside the model graph. Both views of a
+// batch go through the encoder as one batch of 2N. Variables live in a GoMLX context under
+// "model/backbone", "model/projector" and "optimizer"; weight decay applies to variables named
+// "weights" (convolution kernels and dense weights) only, unless configured otherwise.
+//
+// Checkpoints are single files (see SaveCheckpoint for the layout): a JSON header with the
+// configuration and TrainState, every variable's raw little-endian values, and a CRC-32C.
+//
+// Importing the package registers a matrix-product gradient for GoMLX's Dot op (dotgrad.go):
+// GoMLX v0.26's own builds an i·j·k temporary.
 package trainstep
