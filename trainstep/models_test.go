@@ -25,6 +25,7 @@ func TestModelShapes(t *testing.T) {
 		{SmallCNN, 4, 8, 1, 16, 0},
 		{ResNet18CIFAR, 2, 8, 3, 16, 0},
 		{ResNet50, 2, 16, 3, 64, 0},
+		{ResNet50CIFAR, 2, 8, 3, 64, 0},
 		{MLP, 4, 5, 3, 16, 0},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
@@ -56,7 +57,8 @@ func TestModelShapes(t *testing.T) {
 }
 
 // TestResNetParameterCounts: at full width the backbones have torchvision's weight counts
-// (ResNet-18 with a 3×3 stem: 11,168,832; ResNet-50: 23,508,032, both without the classifier).
+// (ResNet-18 with a 3×3 stem: 11,168,832; ResNet-50: 23,508,032, both without the classifier;
+// ResNet-50 with the CIFAR stem: 23,500,352).
 func TestResNetParameterCounts(t *testing.T) {
 	backend := newTestBackend(t)
 	for _, tc := range []struct {
@@ -66,6 +68,8 @@ func TestResNetParameterCounts(t *testing.T) {
 	}{
 		{ResNet18CIFAR, 32, 11168832},
 		{ResNet50, 64, 23508032},
+		// ResNet-50 with a 3×3×3×64 stem instead of 7×7×3×64: 9,408 − 1,728 fewer weights.
+		{ResNet50CIFAR, 32, 23500352},
 	} {
 		cfg := testStepConfig(tc.model)
 		cfg.Model.BaseWidth, cfg.Model.Channels = 0, 3
