@@ -2,6 +2,8 @@
 
 package kernels
 
+//go:generate go run ./internal/asmgen -out microkernel_amd64.s
+
 import (
 	"os"
 	"unsafe"
