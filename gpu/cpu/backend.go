@@ -73,6 +73,8 @@ type Backend struct {
 	noFusion bool
 	// onConv, when set (by benchmarks), sees every convolution the builders lower.
 	onConv func(kernels.ConvShape)
+	// onCompile, when set (by tests), sees each builder's nodes when it compiles.
+	onCompile func(*Builder)
 
 	mu        sync.Mutex
 	finalized bool

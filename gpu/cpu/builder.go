@@ -44,6 +44,8 @@ type node struct {
 	constant  backends.Buffer // the value of a constant node
 
 	ew *ewOp // set for float32 element-wise operations that can be fused
+	// broadcastAxes is set for native BroadcastInDim nodes: where each source axis goes.
+	broadcastAxes []int
 }
 
 // executor runs one node: it receives the input buffers and, per input, whether the node may

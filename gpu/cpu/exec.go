@@ -31,6 +31,9 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 		return nil, err
 	}
 	b.compiled = true
+	if b.backend.onCompile != nil {
+		b.backend.onCompile(b)
+	}
 	e := &Executable{backend: b.backend, name: b.name, params: b.params, outputs: outs, nValues: b.nValues}
 	e.uses = make([]int, b.nValues)
 	needed := make(map[*node]bool)

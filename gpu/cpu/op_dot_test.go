@@ -92,3 +92,49 @@ func TestDotGeneralIntegersGoToSimpleGo(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+// TestDotGradientRunsAsMatrixProducts checks the gradients GoMLX builds for DotGeneral (a
+// broadcast product summed over the contracted axes) are computed as matrix products, with
+// the values SimpleGo gets by materialising the product.
+func TestDotGradientRunsAsMatrixProducts(t *testing.T) {
+	sg := newSimpleGo(t)
+	be, err := New(Config{Threads: 2, ProfileOps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Finalize)
+	r := rand.New(rand.NewPCG(25, 26))
+	cases := []struct {
+		name     string
+		lhs, rhs []int
+		lc, lb   []int
+		rc, rb   []int
+	}{
+		{"dense", []int{32, 24}, []int{24, 16}, []int{1}, nil, []int{0}, nil},
+		{"similarity", []int{40, 16}, []int{30, 16}, []int{1}, nil, []int{1}, nil},
+		{"batched", []int{3, 20, 12}, []int{3, 12, 10}, []int{2}, []int{0}, []int{1}, []int{0}},
+		{"two contracting axes", []int{9, 4, 5}, []int{4, 5, 11}, []int{1, 2}, nil, []int{0, 1}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lt, _ := randTensor(r, c.lhs...)
+			rt, _ := randTensor(r, c.rhs...)
+			fn := func(in []*Node) []*Node {
+				y := DotGeneral(in[0], c.lc, c.lb, in[1], c.rc, c.rb)
+				return Gradient(ReduceAllSum(Mul(y, y)), in[0], in[1])
+			}
+			be.ResetOpStats()
+			got := runGraph(t, be, fn, lt, rt)
+			want := runGraph(t, sg, fn, lt, rt)
+			assertClose(t, "gradient wrt lhs", got[0], want[0], 1e-5)
+			assertClose(t, "gradient wrt rhs", got[1], want[1], 1e-5)
+			calls := map[string]int{}
+			for _, s := range be.OpStats() {
+				calls[s.Name] = s.Calls
+			}
+			if calls["DotGeneral"] != 3 {
+				t.Errorf("%d DotGeneral calls, want 3 (forward and two gradients): %v", calls["DotGeneral"], be.OpStats())
+			}
+		})
+	}
+}

@@ -454,6 +454,7 @@ func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadc
 	if kind, size := broadcastPattern(s, out, broadcastAxes); kind != bcastOther {
 		n.ew = &ewOp{kind: ewBroadcast, size: out.Size(), inputs: []ewInput{{kind, size}}}
 	}
+	n.broadcastAxes = append([]int(nil), broadcastAxes...)
 	return n.outputs[0], nil
 }
 
@@ -534,6 +535,11 @@ func (b *Builder) reduce(name string, op binOp, x backends.Op, axes []int, fallb
 			}
 		}
 		last = a
+	}
+	if err == nil && op == opAdd && isFloat32(s) {
+		if v, ok := b.dotFromProductSum(in[0], axes, out); ok {
+			return v, nil
+		}
 	}
 	if err != nil || !isFloat32(s) || !contiguous {
 		outs, err := b.delegate(name, []backends.Op{x}, fallback)
