@@ -235,6 +235,52 @@ func selectBest(a []Neighbor, k int) {
 	}
 }
 
+// ParallelSearch is a Search whose queries are split between goroutines: each bank block
+// handed to Add is searched by all of them at once. It is how one work item of a pipeline
+// uses every core of its worker.
+type ParallelSearch struct {
+	parts []*Search
+}
+
+// NewParallelSearch starts a search for the k nearest neighbours of queries on up to workers
+// goroutines (at least 64 queries each).
+func NewParallelSearch(queries Prepared, k, workers int) (*ParallelSearch, error) {
+	n := queries.Len()
+	workers = max(1, min(workers, n/64))
+	p := &ParallelSearch{}
+	for w := range workers {
+		s, err := NewSearch(queries.Slice(w*n/workers, (w+1)*n/workers), k)
+		if err != nil {
+			return nil, err
+		}
+		p.parts = append(p.parts, s)
+	}
+	return p, nil
+}
+
+// Add scans one block of the bank (see Search.Add).
+func (p *ParallelSearch) Add(bank Prepared, labels []int32, offset int64) error {
+	errs := make([]error, len(p.parts))
+	var wg sync.WaitGroup
+	for i, s := range p.parts {
+		wg.Go(func() { errs[i] = s.Add(bank, labels, offset) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Seen returns how many bank vectors the search has scanned.
+func (p *ParallelSearch) Seen() int64 { return p.parts[0].Seen() }
+
+// Results returns each query's neighbours, best first, in the queries' order.
+func (p *ParallelSearch) Results() []TopK {
+	var out []TopK
+	for _, s := range p.parts {
+		out = append(out, s.Results()...)
+	}
+	return out
+}
+
 // TopKBlock returns, for each query, its k nearest vectors in one bank block whose first
 // vector is training example bankOffset. Partial results over disjoint blocks combine
 // exactly with MergeTopK.

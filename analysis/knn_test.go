@@ -530,3 +530,35 @@ func TestSelectBest(t *testing.T) {
 		}
 	}
 }
+
+func TestParallelSearchMatchesSearch(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	train := randomSet(r, "train", 700, 6, 4, true)
+	test := randomSet(r, "test", 300, 6, 4, true)
+	queries, bank := Prepare(test.Vectors, Dot), Prepare(train.Vectors, Dot)
+	want, err := TopKBlock(queries, bank, train.Labels, 0, 25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{1, 2, 5, 100} {
+		p, err := NewParallelSearch(queries, 25, workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for from := 0; from < 700; from += 128 {
+			to := min(700, from+128)
+			if err := p.Add(bank.Slice(from, to), train.Labels[from:to], int64(from)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := p.Results()
+		if p.Seen() != 700 || len(got) != 300 {
+			t.Fatalf("%d workers: seen %d, %d results", workers, p.Seen(), len(got))
+		}
+		for q := range want {
+			if !slices.Equal(got[q], want[q]) {
+				t.Fatalf("%d workers, query %d: %v, want %v", workers, q, got[q], want[q])
+			}
+		}
+	}
+}

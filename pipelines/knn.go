@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -44,7 +45,9 @@ type KNNOptions struct {
 	// NumClasses is the class count; 0 takes it from the embeddings' dataset (their
 	// metadata), or else from the largest label.
 	NumClasses int
-	// QueryBlock is the number of test queries per work item (default 1024).
+	// QueryBlock is the number of test queries per work item (default 4096). Each work item
+	// reads its bank group once and searches with every core of its worker: larger blocks
+	// read the bank fewer times, smaller ones spread over more workers.
 	QueryBlock int
 	// BankGroups splits the training files into this many groups searched in parallel for
 	// each query block and merged exactly (default 1: each work item streams the whole
@@ -84,7 +87,7 @@ func PlanKNN(ctx context.Context, o KNNOptions) (*KNNJob, error) {
 		o.Temperature = d.Temperature
 	}
 	if o.QueryBlock <= 0 {
-		o.QueryBlock = 1024
+		o.QueryBlock = 4096
 	}
 	if o.BankGroups <= 0 {
 		o.BankGroups = 1
@@ -358,7 +361,8 @@ func (f *searchTileFn) ProcessElement(ctx context.Context, block int, data []byt
 		return fmt.Errorf("query block %d names bank group %d of %d", block, t.Group, len(f.Groups))
 	}
 	metric := analysis.Metric(f.Metric)
-	search, err := analysis.NewSearch(analysis.Prepare(analysis.Vectors{Dim: t.Dim, Data: t.Data}, metric), f.K)
+	// The block's queries are split between the worker's cores; the bank is read once.
+	search, err := analysis.NewParallelSearch(analysis.Prepare(analysis.Vectors{Dim: t.Dim, Data: t.Data}, metric), f.K, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return err
 	}
@@ -375,7 +379,7 @@ func (f *searchTileFn) ProcessElement(ctx context.Context, block int, data []byt
 }
 
 // searchFile streams one training file past the search.
-func searchFile(ctx context.Context, s *analysis.Search, path string, offset, rows int64, dim, blockRows, numClasses int, metric analysis.Metric) error {
+func searchFile(ctx context.Context, s *analysis.ParallelSearch, path string, offset, rows int64, dim, blockRows, numClasses int, metric analysis.Metric) error {
 	r, err := shards.OpenEmbeddings(ctx, path, blockRows)
 	if err != nil {
 		return err
