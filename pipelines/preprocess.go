@@ -294,6 +294,9 @@ type PreprocessResult struct {
 	// reports none).
 	Metrics PreprocessMetrics
 	Wall    time.Duration
+	// DryRun is set when the runner only translated the job (Dataflow's --dry_run); when
+	// Manifest is nil and DryRun is not, the job was submitted (--async) and runs elsewhere.
+	DryRun bool
 }
 
 // PreprocessMetrics are the pipeline's Beam counters.
@@ -303,8 +306,11 @@ type PreprocessMetrics struct {
 
 // Summary is the one line `dcl preprocess` ends with.
 func (r *PreprocessResult) Summary(dir string) string {
-	if r.Manifest == nil {
-		return fmt.Sprintf("preprocess job submitted, not run here (wall %s); the manifest will appear in %s when it finishes", r.Wall.Round(time.Millisecond), dir)
+	switch {
+	case r.Manifest == nil && r.DryRun:
+		return "dry run: the job was translated, not submitted; nothing was read or written"
+	case r.Manifest == nil:
+		return fmt.Sprintf("the job was submitted and runs on its own; %s will hold manifest.json when it succeeds", dir)
 	}
 	m := r.Manifest
 	return fmt.Sprintf("%s %s: %d records → %d rows (%d views) in %d shards, %s, %d dead letters, wall %s → %s",
@@ -398,7 +404,7 @@ func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, 
 		return nil, err
 	}
 	pr, err := beamx.RunWithMetrics(ctx, p)
-	res := &PreprocessResult{Wall: time.Since(start)}
+	res := &PreprocessResult{Wall: time.Since(start), DryRun: dryRun()}
 	if err != nil {
 		slog.Debug("the preprocess pipeline failed", "error", err)
 		return res, fmt.Errorf("preprocess pipeline failed: %s", rootCause(err))

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/dcl-beam/dcl-beam/pipelines"
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
+)
+
+func preprocessCommand() *command {
+	return &command{
+		name:    "preprocess",
+		summary: "read a dataset, augment it and write Parquet shards of view pairs (Beam)",
+		beam:    true,
+		setup:   setupPreprocess,
+	}
+}
+
+func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
+	dataset := fs.String("dataset", "", "dataset format: "+strings.Join(datasets.Names(), ", "))
+	input := fs.String("input", "", "where the dataset lies (local or gs://): the folder of the published files, a glob of\n"+
+		"CIFAR .bin files or ImageNet class tars, ImageNet's outer train tar, or a folder of class folders")
+	output := fs.String("output", "", "dataset directory to write (local or gs://): shards, manifest.json, dead-letters.jsonl")
+	split := fs.String("split", "train", "split: train or test (CIFAR, IDX), train, test, unlabeled or train+unlabeled (STL-10),\n"+
+		"train or val (ImageNet); for folder, any name (it prefixes the keys)")
+	preset := fs.String("augment", "", "augmentation preset: "+strings.Join(augment.Presets(), ", ")+
+		"; none writes evaluation shards\n(one centred view per image) (default: simclr-imagenet for views of 128 px or more, else simclr-cifar)")
+	epochs := fs.Int("epochs", 1, "augmented passes E: each writes one row (two views) per image; training epoch e reads pass e mod E")
+	seed := fs.Uint64("seed", 1, "seed of the augmentations and of the rows' order in the shards")
+	parts := fs.Int("shards", 0, fmt.Sprintf("shards per pass (0: about one per %d MiB of output)", pipelines.DefaultShardBytes>>20))
+	encoding := fs.String("encoding", "", "view encoding: raw, png or jpeg (default: raw up to 96 px, jpeg above)")
+	size := fs.Int("size", 0, "view side in pixels (default: the dataset's: 32 CIFAR, 96 STL-10, 224 ImageNet and folder, 28 IDX);\nthe same as --view-size")
+	channels := fs.Int("channels", 0, "view channels, 1 or 3 (default: 1 for IDX, else 3; other sources are converted)")
+	limit := fs.Int64("limit", 0, "keep only the first N records of the split, in the dataset's order (files as published,\n"+
+		"folders by class then file name); 0 keeps all. Not for ImageNet tars")
+	maxBad := fs.Float64("max-bad-fraction", 0, "largest share of unusable records (dead letters) a run accepts; above it the run fails\nafter writing dead-letters.jsonl, without a manifest")
+	overwrite := fs.Bool("overwrite", false, "replace a dataset of another configuration in --output")
+	coarse := fs.Bool("coarse-labels", false, "CIFAR-100: the 20 coarse labels instead of the 100 fine ones")
+	labelsFile := fs.String("labels-file", "", "ImageNet val as a flat folder: its labels file (default: LOC_val_solution.csv beside it)")
+	unitRecords := fs.Int("unit-records", 0, fmt.Sprintf("records (or image files) per unit of reading work (0: %d)", datasets.DefaultUnitRecords))
+	maxPixels := fs.Int64("max-pixels", 0, fmt.Sprintf("largest image (width × height) decoded; larger ones are dead letters (0: %d)", datasets.DefaultMaxPixels))
+	progress := fs.String("progress", "auto", "progress display on stderr: auto (on a terminal), on or off")
+	overrides := augment.RegisterFlags(fs, "")
+
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("takes no positional arguments, got %q", args)
+		}
+		quietBeamLogs()
+		if *dataset == "" || *input == "" || *output == "" {
+			return usagef("--dataset, --input and --output are required")
+		}
+		if !slices.Contains(datasets.Names(), *dataset) {
+			return usagef("--dataset=%q: want one of %s", *dataset, strings.Join(datasets.Names(), ", "))
+		}
+		viewSize := *size
+		if viewSize == 0 {
+			viewSize = pipelines.DefaultSize(*dataset)
+		}
+		name := *preset
+		if name == "" {
+			name = augment.SimCLRCIFAR
+			if viewSize >= 128 {
+				name = augment.SimCLRImageNet
+			}
+		}
+		aug, err := augment.Preset(name, viewSize)
+		if err != nil {
+			return usagef("--augment: %v", err)
+		}
+		if err := overrides.Apply(&aug); err != nil {
+			return usagef("%v", err)
+		}
+		if *size != 0 && aug.Size != *size {
+			return usagef("--size=%d and --view-size=%d disagree: give one", *size, aug.Size)
+		}
+		if aug.Eval && *epochs != 1 {
+			return usagef("--augment=none writes evaluation shards, one pass: drop --epochs=%d", *epochs)
+		}
+		var enc shards.Encoding
+		if *encoding != "" {
+			if enc, err = shards.ParseEncoding(*encoding); err != nil {
+				return usagef("--encoding: %v", err)
+			}
+		}
+		switch {
+		case *epochs < 1:
+			return usagef("--epochs=%d: want at least 1", *epochs)
+		case *parts < 0 || *parts > 99999:
+			return usagef("--shards=%d: want 1 to 99999, or 0 to choose from the dataset's size", *parts)
+		case *channels != 0 && *channels != 1 && *channels != 3:
+			return usagef("--channels=%d: want 1 or 3", *channels)
+		case *limit < 0:
+			return usagef("--limit=%d: want 0 (all records) or more", *limit)
+		case !(*maxBad >= 0 && *maxBad <= 1):
+			return usagef("--max-bad-fraction=%g: want a number from 0 to 1", *maxBad)
+		case *unitRecords < 0 || *maxPixels < 0:
+			return usagef("--unit-records and --max-pixels must not be negative")
+		}
+		showProgress, err := progressWanted(*progress, out.stderr)
+		if err != nil {
+			return err
+		}
+
+		opts := pipelines.PreprocessOptions{
+			Spec: datasets.Spec{Dataset: *dataset, Input: *input, Split: *split, CoarseLabels: *coarse,
+				LabelsFile: *labelsFile, UnitRecords: *unitRecords, Limits: datasets.Limits{MaxPixels: *maxPixels}},
+			Output: *output, Augment: aug, Passes: *epochs, Seed: *seed, Parts: *parts, Encoding: enc,
+			Channels: *channels, Limit: *limit, MaxBadFraction: *maxBad, Overwrite: *overwrite,
+			CodeVersion: codeVersion(),
+		}
+		if showProgress {
+			opts.Progress = pipelines.NewProgress()
+			defer opts.Progress.Close()
+		}
+		job, err := pipelines.PlanPreprocess(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if showProgress {
+			stop := showPreprocessProgress(out.stderr, job)
+			defer stop()
+		}
+		res, err := pipelines.RunPreprocess(ctx, job)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out.stdout, res.Summary(*output))
+		return nil
+	}
+}
+
+// codeVersion is the version recorded in the shards: what `dcl version` prints.
+func codeVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
+// progressWanted decides whether to draw progress: only on a terminal unless forced.
+func progressWanted(mode string, stderr io.Writer) (bool, error) {
+	switch mode {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	case "auto":
+		f, ok := stderr.(*os.File)
+		return ok && term.IsTerminal(int(f.Fd())), nil
+	}
+	return false, usagef("--progress=%q: want auto, on or off", mode)
+}
+
+// showPreprocessProgress draws a bar of the records read, then of the rows written, from
+// the counts the pipeline's DoFns keep in this process (pipelines.Progress). It returns the
+// function that stops it.
+func showPreprocessProgress(w io.Writer, job *pipelines.PreprocessJob) func() {
+	records := max(job.Plan.Records, 1)
+	rows := records * int64(job.Config.Passes)
+	bar := progressbar.NewOptions64(records, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
+		progressbar.OptionSetPredictTime(true), progressbar.OptionSetDescription("reading"),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		writing := false
+		for {
+			select {
+			case <-done:
+				_ = bar.Clear()
+				return
+			case <-tick.C:
+			}
+			if n := job.Progress.Written(); n > 0 || writing {
+				if !writing {
+					writing = true
+					bar.Reset()
+					bar.ChangeMax64(rows)
+					bar.Describe("writing")
+				}
+				_ = bar.Set64(min(n, rows))
+				continue
+			}
+			_ = bar.Set64(min(job.Progress.Read(), records))
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// quietBeamLogs demotes the Beam SDK's and prism's informational and error logs to debug:
+// a dozen lines a run about job servers, job states and workers, and, when a DoFn fails,
+// its error repeated five times inside descriptions of bundles and plans. The command
+// reports a failed job itself, in one line (the DoFn's own message); --log-level=debug
+// shows everything. Beam's warnings pass through.
+func quietBeamLogs() {
+	slog.SetDefault(slog.New(&beamLogFilter{next: slog.Default().Handler()}))
+}
+
+type beamLogFilter struct{ next slog.Handler }
+
+func (h *beamLogFilter) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *beamLogFilter) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level != slog.LevelWarn && r.Level > slog.LevelDebug && fromBeam(r.PC) {
+		if !h.next.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		r.Level = slog.LevelDebug
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h *beamLogFilter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &beamLogFilter{next: h.next.WithAttrs(as)}
+}
+
+func (h *beamLogFilter) WithGroup(name string) slog.Handler {
+	return &beamLogFilter{next: h.next.WithGroup(name)}
+}
+
+// fromBeam reports whether a log record comes from Beam's code. Records without a caller
+// come through the standard library's log package, which only Beam's worker logging
+// uses here (to replay messages it could not send to the runner).
+func fromBeam(pc uintptr) bool {
+	if pc == 0 {
+		return true
+	}
+	f, _ := runtime.CallersFrames([]uintptr{pc}).Next()
+	return strings.HasPrefix(f.Function, "github.com/apache/beam/")
+}
