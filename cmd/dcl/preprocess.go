@@ -223,7 +223,9 @@ func quietBeamLogs() {
 
 type beamLogFilter struct{ next slog.Handler }
 
-func (h *beamLogFilter) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+func (h *beamLogFilter) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
 
 func (h *beamLogFilter) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level != slog.LevelWarn && r.Level > slog.LevelDebug && fromBeam(r.PC) {

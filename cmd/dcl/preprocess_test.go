@@ -194,8 +194,8 @@ func dclProcess(t *testing.T, timeout time.Duration, args ...string) (stdout, st
 
 // bootWrapper is Beam's boot loader behind a script that works around prism v2.77.0
 // passing --id='X' with literal quotes to PROCESS environments (exec without a shell), and
-// keeps boot's staging folder and output in the test's folder. The script records each
-// start.
+// keeps boot's staging folder, its output and the pipeline_options.json it writes in its
+// working folder inside the test's folder. The script records each start.
 const bootWrapper = `#!/bin/sh
 echo "$$ $*" >> %[1]q
 for a in "$@"; do
@@ -204,6 +204,7 @@ for a in "$@"; do
   esac
   set -- "$@" "$a"; shift
 done
+cd %[3]q || exit 1
 exec %[2]q --semi_persist_dir=%[3]q "$@" >> %[4]q 2>&1
 `
 
@@ -257,6 +258,9 @@ func TestPreprocessRunners(t *testing.T) {
 		}
 		starts := filepath.Join(dir, "starts.log")
 		staging := filepath.Join(dir, "staging")
+		if err := os.Mkdir(staging, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		wrapper := filepath.Join(dir, "bootwrap.sh")
 		pipelinetest.WriteFile(t, wrapper, fmt.Appendf(nil, bootWrapper, starts, boot, staging, filepath.Join(dir, "boot.log")))
 		if err := os.Chmod(wrapper, 0o755); err != nil {
