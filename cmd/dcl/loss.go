@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
+)
+
+func lossCommand() *command {
+	return &command{
+		name:    "loss",
+		summary: "evaluate a contrastive loss, its NPC multipliers and gradients on a JSON batch",
+		setup:   setupLoss,
+	}
+}
+
+// lossInput is batch.json: the raw (unnormalised) projections of N view pairs.
+type lossInput struct {
+	Z1 [][]float64 `json:"z1"`
+	Z2 [][]float64 `json:"z2"`
+}
+
+// lossOutput is what `dcl loss` prints: q_b holds the 2N multipliers, view-1 anchors first.
+type lossOutput struct {
+	Loss   float64     `json:"loss"`
+	QB     []float64   `json:"q_b"`
+	GradZ1 [][]float64 `json:"grad_z1"`
+	GradZ2 [][]float64 `json:"grad_z2"`
+}
+
+func setupLoss(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
+	input := fs.String("input", "", `batch file {"z1": [[…]], "z2": [[…]]} (local, gs:// or "-" for stdin)`)
+	loss := fs.String("loss", string(trainstep.DCL), "loss: infonce, dcl or dclw")
+	temperature := fs.Float64("temperature", 0.07, "temperature τ")
+	sigma := fs.Float64("sigma", 0.5, "DCLW's σ")
+	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
+	weightGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (default: constants, as in training)")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("takes no positional arguments, got %q", args)
+		}
+		if *input == "" {
+			return usagef("--input is required")
+		}
+		kind, err := trainstep.ParseLossKind(*loss)
+		if err != nil {
+			return usagef("--loss: %v", err)
+		}
+		cfg := trainstep.LossConfig{Kind: kind, Temperature: *temperature, Sigma: *sigma,
+			Reduction: trainstep.Reduction(*reduction), WeightGrad: *weightGrad}
+		if err := cfg.Validate(); err != nil {
+			return usagef("%v", err)
+		}
+		batch, err := readLossInput(ctx, *input)
+		if err != nil {
+			return err
+		}
+		backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU})
+		if err != nil {
+			return err
+		}
+		defer backend.Finalize()
+		res, err := trainstep.LossAndGrad(backend, batch.Z1, batch.Z2, cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *input, err)
+		}
+		enc := json.NewEncoder(out.stdout)
+		return enc.Encode(lossOutput{Loss: res.Loss, QB: res.Q, GradZ1: res.Grad1, GradZ2: res.Grad2})
+	}
+}
+
+// readLossInput reads and decodes batch.json; an unknown key (a typo of z1 or z2) is an error.
+func readLossInput(ctx context.Context, path string) (*lossInput, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = shards.ReadFile(ctx, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var in lossInput
+	if err := dec.Decode(&in); err != nil {
+		return nil, fmt.Errorf("%s: not a batch of embeddings: %w", path, err)
+	}
+	if in.Z1 == nil || in.Z2 == nil {
+		return nil, fmt.Errorf(`%s: want {"z1": [[…]], "z2": [[…]]}, both present`, path)
+	}
+	return &in, nil
+}
