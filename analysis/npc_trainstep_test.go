@@ -1,13 +1,14 @@
 package analysis_test
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends/simplego"
-
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -29,7 +30,8 @@ func randomPairs(r *rand.Rand, n, dim int, noise float64) (z1, z2 [][]float64) {
 // TestNPCMatchesTrainerLoss checks the NPC statistics against the trainer's own loss code:
 // the same q for every anchor, and -log q = InfoNCE - DCL per anchor.
 func TestNPCMatchesTrainerLoss(t *testing.T) {
-	backend, err := simplego.New("")
+	// The project's CPU backend, as the trainer uses (GoMLX's stock simplego executor races).
+	backend, err := gpu.New(context.Background(), gpu.Options{Backend: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
