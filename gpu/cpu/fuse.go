@@ -20,6 +20,7 @@ const (
 	ewBinary ewKind = iota
 	ewUnary
 	ewBroadcast
+	ewAffine // batch norm for inference: x·a[c] + b[c], a and b folded from its parameters
 )
 
 // ewOp describes a fusable element-wise node.
@@ -29,6 +30,13 @@ type ewOp struct {
 	unary  func(dst, src []float32)
 	size   int       // output elements
 	inputs []ewInput // per node input: how it maps onto the output
+	affine *affineSpec
+}
+
+// affineSpec is a per-channel affine map over [outer, channels, inner].
+type affineSpec struct {
+	channels, inner int
+	epsilon         float32
 }
 
 type ewInput struct {
@@ -152,6 +160,9 @@ type fusedChain struct {
 	instrs  []instr
 	nRegs   int
 	outputs []shapes.Shape
+	// reuse[i] is a full-size input output i may be written into when that input is consumed
+	// (no instruction reads it after output i's is computed), or -1.
+	reuse []int
 }
 
 func buildFused(b *Builder, g *fuseGroup, external map[*value]bool) *node {
@@ -190,6 +201,34 @@ func buildFused(b *Builder, g *fuseGroup, external map[*value]bool) *node {
 		}
 		chain.instrs = append(chain.instrs, in)
 	}
+	// Last instruction reading each full-size external input.
+	lastRead := make(map[int]int)
+	for k, in := range chain.instrs {
+		for _, a := range in.args {
+			if a.reg < 0 && a.kind == bcastFull {
+				lastRead[a.ext] = k
+			}
+		}
+	}
+	chain.reuse = make([]int, len(outputs))
+	used := make(map[int]bool)
+	for i := range outputs {
+		chain.reuse[i] = -1
+		producer := -1
+		for k, in := range chain.instrs {
+			if in.output == i {
+				producer = k
+			}
+		}
+		for ext := range inputs {
+			last, read := lastRead[ext]
+			if read && !used[ext] && last <= producer && inputs[ext].shape.Equal(outputs[i].shape) {
+				chain.reuse[i] = ext
+				used[ext] = true
+				break
+			}
+		}
+	}
 	name := "Fused"
 	for _, m := range g.members {
 		name += "·" + m.name
@@ -198,22 +237,40 @@ func buildFused(b *Builder, g *fuseGroup, external map[*value]bool) *node {
 	return f
 }
 
-func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+	inData := make([][]float32, len(ins))
+	for i, in := range ins {
+		inData[i] = be.f32(in)
+	}
 	outs := make([]backends.Buffer, len(c.outputs))
 	outData := make([][]float32, len(c.outputs))
+	taken := make([]bool, len(ins))
 	for i, s := range c.outputs {
+		// Write into a consumed input when nothing reads it after this output is written.
+		if in := c.reuse[i]; in >= 0 && donate[in] && !taken[in] {
+			taken[in] = true
+			outs[i], outData[i] = ins[in], inData[in]
+			continue
+		}
 		buf, data, err := be.newF32(s)
 		if err != nil {
-			for _, o := range outs[:i] {
-				be.release(o)
+			for j, o := range outs[:i] {
+				if c.reuse[j] < 0 || !taken[c.reuse[j]] {
+					be.release(o)
+				}
 			}
 			return nil, err
 		}
 		outs[i], outData[i] = buf, data
 	}
-	inData := make([][]float32, len(ins))
-	for i, in := range ins {
-		inData[i] = be.f32(in)
+	// Fused batch norms: fold each one's parameters into per-channel a and b.
+	affine := make([][2][]float32, len(c.instrs))
+	for k, in := range c.instrs {
+		if in.op.kind == ewAffine {
+			p := func(j int) []float32 { return inData[in.args[j].ext] }
+			a, b := inferenceAffine(in.op.affine.channels, in.op.affine.epsilon, p(1), p(2), p(3), p(4))
+			affine[k] = [2][]float32{a, b}
+		}
 	}
 	chunks := (c.size + fuseChunk - 1) / fuseChunk
 	be.pool.ParallelRange(chunks, max(1, elementGrain/fuseChunk), func(lo, hi int) {
@@ -224,7 +281,7 @@ func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, _ []bool) ([]ba
 		for ch := lo; ch < hi; ch++ {
 			start := ch * fuseChunk
 			n := min(fuseChunk, c.size-start)
-			for _, in := range c.instrs {
+			for k, in := range c.instrs {
 				// A value that leaves the chain is computed straight into its output.
 				if in.output >= 0 {
 					regs[in.dst] = outData[in.output][start : start+n]
@@ -235,6 +292,10 @@ func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, _ []bool) ([]ba
 				switch in.op.kind {
 				case ewUnary:
 					in.op.unary(dst, c.load(in.args[0], regs, inData, start, n, gather))
+				case ewAffine:
+					x := c.load(in.args[0], regs, inData, start, n, gather)
+					a, b := affine[k][0], affine[k][1]
+					affineChunk(in.op.affine, dst, x, a, b, start)
 				case ewBroadcast:
 					src := c.load(in.args[0], regs, inData, start, n, gather)
 					if len(src) == 1 {
@@ -301,4 +362,34 @@ func (c *fusedChain) load(a operand, regs, inData [][]float32, start, n int, buf
 		return out
 	}
 	panic("fused chain: unsupported operand pattern")
+}
+
+// affineChunk writes dst[i] = x[i]·a[c] + b[c] for elements [start, start+len(x)) of a
+// [outer, channels, inner] tensor, c being element i's channel: in runs that share a channel
+// (inner > 1) or that walk the channels in step (channels last).
+func affineChunk(sp *affineSpec, dst, x, a, b []float32, start int) {
+	n := len(x)
+	if sp.inner == 1 {
+		ch := start % sp.channels
+		for i := 0; i < n; {
+			k := min(n-i, sp.channels-ch)
+			xs, ds, as, bs := x[i:i+k], dst[i:i+k], a[ch:ch+k], b[ch:ch+k]
+			for j, v := range xs {
+				ds[j] = v*as[j] + bs[j]
+			}
+			i += k
+			ch = 0
+		}
+		return
+	}
+	for i := 0; i < n; {
+		pos := start + i
+		ch := (pos / sp.inner) % sp.channels
+		k := min(n-i, sp.inner-pos%sp.inner)
+		av, bv := a[ch], b[ch]
+		for j, v := range x[i : i+k] {
+			dst[i+j] = v*av + bv
+		}
+		i += k
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
 // TestFusionMatchesUnfused runs graphs with element-wise chains (batch norm and the ReLU
@@ -77,5 +78,49 @@ func TestFusionHappens(t *testing.T) {
 	}
 	if fusedOps == 0 {
 		t.Fatalf("no fused chain ran; operations: %v", be.OpStats())
+	}
+}
+
+// TestFusionInferenceBatchNormAndInPlace runs inference batch norm followed by ReLU and a
+// residual addition (channels last and first) with and without fusion: the batch norm joins
+// the chain, and outputs reuse consumed inputs.
+func TestFusionInferenceBatchNormAndInPlace(t *testing.T) {
+	fused := newTestBackend(t)
+	plain, err := New(Config{Threads: 2, NoFusion: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.Finalize)
+	r := rand.New(rand.NewPCG(87, 88))
+	xt, _ := randTensor(r, 4, 9, 7, 6)
+	rt, _ := randTensor(r, 4, 9, 7, 6)
+	var params []*tensors.Tensor
+	for range 4 {
+		p, _ := randTensor(r, 6)
+		params = append(params, p)
+	}
+	vt, _ := randTensor(r, 6)
+	for _, axis := range []int{3, 1} {
+		fn := func(in []*Node) []*Node {
+			x := in[0]
+			if axis == 1 {
+				x = TransposeAllAxes(x, 0, 3, 1, 2)
+			}
+			variance := AddScalar(Abs(in[5]), 0.5)
+			y := InternalBatchNormForInference(x, in[2], in[3], in[4], variance, 1e-3, axis)
+			y = Max(y, ZerosLike(y))
+			res := in[1]
+			if axis == 1 {
+				res = TransposeAllAxes(res, 0, 3, 1, 2)
+			}
+			s := Add(y, res)
+			return []*Node{Max(s, ZerosLike(s)), y}
+		}
+		inputs := append([]*tensors.Tensor{xt, rt}, params[0], params[1], params[2], vt)
+		got := runGraph(t, fused, fn, inputs...)
+		want := runGraph(t, plain, fn, inputs...)
+		for i := range want {
+			assertClose(t, "batch norm, ReLU, residual", got[i], want[i], 1e-6)
+		}
 	}
 }

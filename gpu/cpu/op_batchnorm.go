@@ -165,21 +165,18 @@ func (b *Builder) BatchNormForInference(operand, scale, offset, mean, variance b
 	if err != nil {
 		return nil, err
 	}
-	n := b.addNode("BatchNormForInference", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
-		x, sc, off, mu, v := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2]), be.f32(ins[3]), be.f32(ins[4])
-		a, c := make([]float32, l.channels), make([]float32, l.channels)
-		for i := range a {
-			inv := 1 / math.Sqrt(float64(v[i])+float64(epsilon))
-			a[i] = float32(float64(sc[i]) * inv)
-			c[i] = float32(float64(off[i]) - float64(mu[i])*float64(sc[i])*inv)
-		}
-		out, y, err := be.newF32(xs)
+	n := b.addNode("BatchNormForInference", execFunc(func(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+		x := be.f32(ins[0])
+		a, c := inferenceAffine(l.channels, epsilon, be.f32(ins[1]), be.f32(ins[2]), be.f32(ins[3]), be.f32(ins[4]))
+		out, y, err := be.outputLike(xs, ins[:1], donate[:1])
 		if err != nil {
 			return nil, err
 		}
 		l.affine(be.pool, y, x, a, c)
 		return []backends.Buffer{out}, nil
 	}), in, xs)
+	n.ew = &ewOp{kind: ewAffine, size: xs.Size(), affine: &affineSpec{channels: l.channels, inner: l.inner, epsilon: epsilon},
+		inputs: []ewInput{{bcastFull, 0}, {bcastParam, 0}, {bcastParam, 0}, {bcastParam, 0}, {bcastParam, 0}}}
 	return n.outputs[0], nil
 }
 
@@ -311,4 +308,15 @@ func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput b
 		return outs, nil
 	}), in, xs, cs, cs)
 	return n.outputs[0], n.outputs[1], n.outputs[2], nil
+}
+
+// inferenceAffine folds batch norm's statistics into y = x·a[c] + b[c] per channel.
+func inferenceAffine(channels int, epsilon float32, scale, offset, mean, variance []float32) (a, b []float32) {
+	a, b = make([]float32, channels), make([]float32, channels)
+	for i := range a {
+		inv := 1 / math.Sqrt(float64(variance[i])+float64(epsilon))
+		a[i] = float32(float64(scale[i]) * inv)
+		b[i] = float32(float64(offset[i]) - float64(mean[i])*float64(scale[i])*inv)
+	}
+	return a, b
 }

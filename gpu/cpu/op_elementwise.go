@@ -114,6 +114,7 @@ const (
 	bcastSuffix                  // operand index = output index mod n (its non-1 axes are trailing)
 	bcastPrefix                  // operand index = output index div inner (its non-1 axes are leading)
 	bcastOther
+	bcastParam // a per-channel parameter of a fused batch norm, read whole
 )
 
 // classify returns how operand (same rank as out, or a scalar) broadcasts onto out, and for
