@@ -1,5 +1,9 @@
-// Package gpu chooses and configures the compute backend under the tensor engine: the
-// pure-Go CPU backend, available in every build including CGO_ENABLED=0 Beam workers, and
-// CUDA through XLA/PJRT, compiled in only with the "cuda" build tag because it needs cgo.
-// It also owns device discovery and precision settings.
+// Package gpu chooses and configures the compute backend under the tensor engine (GoMLX):
+// New returns the project's pure-Go CPU backend (package gpu/cpu, available in every build
+// including CGO_ENABLED=0 Beam workers), or GoMLX's XLA backend with a CUDA PJRT plugin,
+// compiled in only with the "cuda" build tag because it needs cgo. It finds the plugin
+// (FindPlugin) and says what is missing when CUDA is asked for and cannot be used.
+//
+// The kernels under the CPU backend are in gpu/kernels; kernels.Sgemm is a plain-Go float32
+// matrix multiply for anyone. GoMLX problems found on the way are in ENGINE-BUGS.md.
 package gpu
