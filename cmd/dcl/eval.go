@@ -15,7 +15,9 @@ import (
 )
 
 // The evaluation subcommands: embed, knn, linear and npc build Beam pipelines (package
-// pipelines) and print their result as one JSON document on stdout.
+// pipelines) and print their result as one JSON document on stdout. Like preprocess, they
+// keep Beam's and prism's informational logs out of stderr (quietBeamLogs) and report a
+// failed job in one line.
 
 func embedCommand() *command {
 	return &command{
@@ -36,6 +38,7 @@ func embedCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
+				quietBeamLogs()
 				if *checkpoint == "" || *data == "" || *output == "" {
 					return usagef("--checkpoint, --data and --output are required")
 				}
@@ -81,6 +84,7 @@ func knnCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
+				quietBeamLogs()
 				if *train == "" || *test == "" {
 					return usagef("--train and --test are required")
 				}
@@ -137,6 +141,7 @@ func linearCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
+				quietBeamLogs()
 				if *train == "" || *test == "" {
 					return usagef("--train and --test are required")
 				}
@@ -231,6 +236,7 @@ func npcCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
+				quietBeamLogs()
 				if *embeddings == "" || *output == "" {
 					return usagef("--embeddings and --output are required")
 				}
