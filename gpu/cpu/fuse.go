@@ -3,6 +3,7 @@ package cpu
 import (
 	"slices"
 
+	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
@@ -373,10 +374,7 @@ func affineChunk(sp *affineSpec, dst, x, a, b []float32, start int) {
 		ch := start % sp.channels
 		for i := 0; i < n; {
 			k := min(n-i, sp.channels-ch)
-			xs, ds, as, bs := x[i:i+k], dst[i:i+k], a[ch:ch+k], b[ch:ch+k]
-			for j, v := range xs {
-				ds[j] = v*as[j] + bs[j]
-			}
+			kernels.Affine(dst[i:i+k], x[i:i+k], a[ch:ch+k], b[ch:ch+k])
 			i += k
 			ch = 0
 		}
@@ -386,10 +384,8 @@ func affineChunk(sp *affineSpec, dst, x, a, b []float32, start int) {
 		pos := start + i
 		ch := (pos / sp.inner) % sp.channels
 		k := min(n-i, sp.inner-pos%sp.inner)
-		av, bv := a[ch], b[ch]
-		for j, v := range x[i : i+k] {
-			dst[i+j] = v*av + bv
-		}
+		kernels.BinaryScalar(kernels.OpMul, dst[i:i+k], x[i:i+k], a[ch], false)
+		kernels.BinaryScalar(kernels.OpAdd, dst[i:i+k], dst[i:i+k], b[ch], false)
 		i += k
 	}
 }

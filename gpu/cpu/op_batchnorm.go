@@ -118,10 +118,7 @@ func (l bnLayout) affine(pool *kernels.Pool, out, x, a, b []float32) {
 		for o := lo; o < hi; o++ {
 			if l.inner == 1 {
 				row := o * l.channels
-				xs, os := x[row:row+l.channels], out[row:row+l.channels]
-				for c, v := range xs {
-					os[c] = v*a[c] + b[c]
-				}
+				kernels.Affine(out[row:row+l.channels], x[row:row+l.channels], a, b)
 				continue
 			}
 			for c := range l.channels {

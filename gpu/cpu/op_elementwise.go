@@ -19,91 +19,23 @@ const elementGrain = 1 << 14
 
 type binOp int
 
+// The binary operations, numbered as kernels.BinOp.
 const (
-	opAdd binOp = iota
-	opSub
-	opMul
-	opDiv
-	opMax
-	opMin
+	opAdd = binOp(kernels.OpAdd)
+	opSub = binOp(kernels.OpSub)
+	opMul = binOp(kernels.OpMul)
+	opDiv = binOp(kernels.OpDiv)
+	opMax = binOp(kernels.OpMax)
+	opMin = binOp(kernels.OpMin)
 )
 
-// applyBin writes dst[i] = a[i] op b[i].
-func applyBin(op binOp, dst, a, b []float32) {
-	b = b[:len(a)]
-	dst = dst[:len(a)]
-	switch op {
-	case opAdd:
-		for i, x := range a {
-			dst[i] = x + b[i]
-		}
-	case opSub:
-		for i, x := range a {
-			dst[i] = x - b[i]
-		}
-	case opMul:
-		for i, x := range a {
-			dst[i] = x * b[i]
-		}
-	case opDiv:
-		for i, x := range a {
-			dst[i] = x / b[i]
-		}
-	case opMax:
-		for i, x := range a {
-			dst[i] = max32(x, b[i])
-		}
-	case opMin:
-		for i, x := range a {
-			dst[i] = min32(x, b[i])
-		}
-	}
-}
+// applyBin writes dst[i] = a[i] op b[i] (vectorised where the CPU allows).
+func applyBin(op binOp, dst, a, b []float32) { kernels.Binary(kernels.BinOp(op), dst, a, b) }
 
 // applyBinScalar writes dst[i] = a[i] op s, or s op a[i] when scalarFirst.
 func applyBinScalar(op binOp, dst, a []float32, s float32, scalarFirst bool) {
-	dst = dst[:len(a)]
-	switch {
-	case op == opAdd:
-		for i, x := range a {
-			dst[i] = x + s
-		}
-	case op == opMul:
-		for i, x := range a {
-			dst[i] = x * s
-		}
-	case op == opMax:
-		for i, x := range a {
-			dst[i] = max32(x, s)
-		}
-	case op == opMin:
-		for i, x := range a {
-			dst[i] = min32(x, s)
-		}
-	case op == opSub && !scalarFirst:
-		for i, x := range a {
-			dst[i] = x - s
-		}
-	case op == opSub:
-		for i, x := range a {
-			dst[i] = s - x
-		}
-	case op == opDiv && !scalarFirst:
-		for i, x := range a {
-			dst[i] = x / s
-		}
-	case op == opDiv:
-		for i, x := range a {
-			dst[i] = s / x
-		}
-	}
+	kernels.BinaryScalar(kernels.BinOp(op), dst, a, s, scalarFirst)
 }
-
-// max32 and min32 follow GoMLX (SimpleGo): NaN in either operand gives NaN. The builtins are
-// branch-free, which matters for ReLU, where the comparison is a coin flip.
-func max32(a, b float32) float32 { return max(a, b) }
-
-func min32(a, b float32) float32 { return min(a, b) }
 
 // bcastKind is how one operand of a binary operation maps onto the output.
 type bcastKind int
@@ -325,19 +257,8 @@ func (b *Builder) Abs(x backends.Op) (backends.Op, error) {
 // Sign implements backends.Builder: -1, 0 or 1 (NaN stays NaN), as SimpleGo.
 func (b *Builder) Sign(x backends.Op) (backends.Op, error) {
 	return b.unary("Sign", x, func(dst, src []float32) {
-		for i, v := range src {
-			dst[i] = sign32(v)
-		}
+		kernels.Sign(dst, src)
 	}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Sign(in[0])) })
-}
-
-// sign32 is ±1 with v's sign, v itself for ±0 and NaN, computed without branches: the signs
-// of activations (ReLU's gradient takes them) are unpredictable.
-func sign32(v float32) float32 {
-	bits := math.Float32bits(v)
-	d := int64(bits&0x7fffffff) - 1 // in [0, 0x7f800000) for non-zero numbers, ±Inf included
-	m := uint32(^(d >> 63) & ((d - 0x7f800000) >> 63))
-	return math.Float32frombits(m&(bits&0x80000000|0x3f800000) | ^m&bits)
 }
 
 // Sqrt implements backends.Builder.

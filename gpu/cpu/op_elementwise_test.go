@@ -101,20 +101,3 @@ func TestReduceTransposeBroadcastMatchSimpleGo(t *testing.T) {
 		assertClose(t, name, got, want, 1e-5)
 	}
 }
-
-func TestSign32EdgeCases(t *testing.T) {
-	inf := float32(math.Inf(1))
-	for _, v := range []float32{0, float32(math.Copysign(0, -1)), 1.5, -2, inf, -inf, 1e-45, -1e-45, float32(math.NaN())} {
-		got := sign32(v)
-		want := v // ±0 and NaN
-		switch {
-		case v > 0:
-			want = 1
-		case v < 0:
-			want = -1
-		}
-		if math.Float32bits(got) != math.Float32bits(want) {
-			t.Errorf("sign32(%g) = %g, want %g", v, got, want)
-		}
-	}
-}

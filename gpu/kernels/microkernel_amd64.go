@@ -73,3 +73,83 @@ func allKernels() []*microKernel {
 	}
 	return ks
 }
+
+//go:noescape
+func vecAddAVX2(dst, x, y *float32, n int)
+
+//go:noescape
+func vecSubAVX2(dst, x, y *float32, n int)
+
+//go:noescape
+func vecMulAVX2(dst, x, y *float32, n int)
+
+//go:noescape
+func vecDivAVX2(dst, x, y *float32, n int)
+
+//go:noescape
+func vecMaxAVX2(dst, x, y *float32, n int)
+
+//go:noescape
+func vecMinAVX2(dst, x, y *float32, n int)
+
+//go:noescape
+func vecAddScalarAVX2(dst, x *float32, s float32, n int)
+
+//go:noescape
+func vecSubScalarAVX2(dst, x *float32, s float32, n int)
+
+//go:noescape
+func vecMulScalarAVX2(dst, x *float32, s float32, n int)
+
+//go:noescape
+func vecDivScalarAVX2(dst, x *float32, s float32, n int)
+
+//go:noescape
+func vecMaxScalarAVX2(dst, x *float32, s float32, n int)
+
+//go:noescape
+func vecMinScalarAVX2(dst, x *float32, s float32, n int)
+
+//go:noescape
+func vecScalarSubAVX2(dst, x *float32, s float32, n int)
+
+//go:noescape
+func vecScalarDivAVX2(dst, x *float32, s float32, n int)
+
+//go:noescape
+func vecSignAVX2(dst, x *float32, n int)
+
+//go:noescape
+func vecAffineAVX2(dst, x, m, c *float32, n int)
+
+// hasVectorLoops is whether the element-wise loops use AVX2 (DCL_KERNEL=go turns them off).
+var hasVectorLoops = cpu.X86.HasAVX2 && os.Getenv("DCL_KERNEL") != "go"
+
+// vectorized returns how many of n elements the AVX2 loops take (a multiple of 8), 0 without.
+func vectorized(n int) int {
+	if !hasVectorLoops {
+		return 0
+	}
+	return n &^ 7
+}
+
+func vecBinary(op BinOp, dst, x, y []float32, n int) {
+	fn := [...]func(dst, x, y *float32, n int){vecAddAVX2, vecSubAVX2, vecMulAVX2, vecDivAVX2, vecMaxAVX2, vecMinAVX2}[op]
+	fn(&dst[0], &x[0], &y[0], n)
+}
+
+func vecBinaryScalar(op BinOp, dst, x []float32, s float32, scalarFirst bool, n int) {
+	switch {
+	case scalarFirst && op == OpSub:
+		vecScalarSubAVX2(&dst[0], &x[0], s, n)
+	case scalarFirst && op == OpDiv:
+		vecScalarDivAVX2(&dst[0], &x[0], s, n)
+	default: // the others commute
+		fn := [...]func(dst, x *float32, s float32, n int){vecAddScalarAVX2, vecSubScalarAVX2, vecMulScalarAVX2, vecDivScalarAVX2, vecMaxScalarAVX2, vecMinScalarAVX2}[op]
+		fn(&dst[0], &x[0], s, n)
+	}
+}
+
+func vecSign(dst, x []float32, n int) { vecSignAVX2(&dst[0], &x[0], n) }
+
+func vecAffine(dst, x, m, c []float32, n int) { vecAffineAVX2(&dst[0], &x[0], &m[0], &c[0], n) }

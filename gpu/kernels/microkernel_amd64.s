@@ -865,3 +865,363 @@ gatherRunsAVX512_next:
 gatherRunsAVX512_done:
 	VZEROUPPER
 	RET
+
+// func vecAddAVX2(dst, x, y *float32, n int)
+TEXT ·vecAddAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecAddAVX2_done
+vecAddAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VADDPS Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecAddAVX2_loop
+vecAddAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecAddScalarAVX2(dst, x *float32, s float32, n int)
+TEXT ·vecAddScalarAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y1
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecAddScalarAVX2_done
+vecAddScalarAVX2_loop:
+	VMOVUPS (SI), Y0
+	VADDPS Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecAddScalarAVX2_loop
+vecAddScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecSubAVX2(dst, x, y *float32, n int)
+TEXT ·vecSubAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecSubAVX2_done
+vecSubAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VSUBPS Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecSubAVX2_loop
+vecSubAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecSubScalarAVX2(dst, x *float32, s float32, n int)
+TEXT ·vecSubScalarAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y1
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecSubScalarAVX2_done
+vecSubScalarAVX2_loop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecSubScalarAVX2_loop
+vecSubScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecMulAVX2(dst, x, y *float32, n int)
+TEXT ·vecMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecMulAVX2_done
+vecMulAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMULPS Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecMulAVX2_loop
+vecMulAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecMulScalarAVX2(dst, x *float32, s float32, n int)
+TEXT ·vecMulScalarAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y1
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecMulScalarAVX2_done
+vecMulScalarAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMULPS Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecMulScalarAVX2_loop
+vecMulScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecDivAVX2(dst, x, y *float32, n int)
+TEXT ·vecDivAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecDivAVX2_done
+vecDivAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VDIVPS Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecDivAVX2_loop
+vecDivAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecDivScalarAVX2(dst, x *float32, s float32, n int)
+TEXT ·vecDivScalarAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y1
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecDivScalarAVX2_done
+vecDivScalarAVX2_loop:
+	VMOVUPS (SI), Y0
+	VDIVPS Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecDivScalarAVX2_loop
+vecDivScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecMaxAVX2(dst, x, y *float32, n int)
+TEXT ·vecMaxAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecMaxAVX2_done
+vecMaxAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMAXPS Y1, Y0, Y2
+	VCMPPS $3, Y1, Y0, Y3
+	VADDPS Y1, Y0, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecMaxAVX2_loop
+vecMaxAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecMaxScalarAVX2(dst, x *float32, s float32, n int)
+TEXT ·vecMaxScalarAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y1
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecMaxScalarAVX2_done
+vecMaxScalarAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMAXPS Y1, Y0, Y2
+	VCMPPS $3, Y1, Y0, Y3
+	VADDPS Y1, Y0, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecMaxScalarAVX2_loop
+vecMaxScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecMinAVX2(dst, x, y *float32, n int)
+TEXT ·vecMinAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecMinAVX2_done
+vecMinAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMINPS Y1, Y0, Y2
+	VCMPPS $3, Y1, Y0, Y3
+	VADDPS Y1, Y0, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecMinAVX2_loop
+vecMinAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecMinScalarAVX2(dst, x *float32, s float32, n int)
+TEXT ·vecMinScalarAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y1
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecMinScalarAVX2_done
+vecMinScalarAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMINPS Y1, Y0, Y2
+	VCMPPS $3, Y1, Y0, Y3
+	VADDPS Y1, Y0, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecMinScalarAVX2_loop
+vecMinScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecScalarSubAVX2(dst, x *float32, s float32, n int)
+TEXT ·vecScalarSubAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y1
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecScalarSubAVX2_done
+vecScalarSubAVX2_loop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y0, Y1, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecScalarSubAVX2_loop
+vecScalarSubAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecScalarDivAVX2(dst, x *float32, s float32, n int)
+TEXT ·vecScalarDivAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y1
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ vecScalarDivAVX2_done
+vecScalarDivAVX2_loop:
+	VMOVUPS (SI), Y0
+	VDIVPS Y0, Y1, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecScalarDivAVX2_loop
+vecScalarDivAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecSignAVX2(dst, x *float32, n int)
+TEXT ·vecSignAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVL $0x80000000, AX
+	VMOVD AX, X7
+	VPBROADCASTD X7, Y7
+	MOVL $0x3f800000, AX
+	VMOVD AX, X8
+	VPBROADCASTD X8, Y8
+	VXORPS Y9, Y9, Y9
+	SHRQ $3, CX
+	JZ vecSignAVX2_done
+vecSignAVX2_loop:
+	VMOVUPS (SI), Y0
+	VANDPS Y7, Y0, Y1
+	VORPS Y8, Y1, Y1
+	VCMPPS $0, Y9, Y0, Y2
+	VCMPPS $3, Y0, Y0, Y3
+	VORPS Y3, Y2, Y2
+	VBLENDVPS Y2, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecSignAVX2_loop
+vecSignAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecAffineAVX2(dst, x, m, c *float32, n int)
+TEXT ·vecAffineAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ m+16(FP), DX
+	MOVQ c+24(FP), BX
+	MOVQ n+32(FP), CX
+	SHRQ $3, CX
+	JZ vecAffineAVX2_done
+vecAffineAVX2_loop:
+	VMOVUPS (SI), Y0
+	VMULPS (DX), Y0, Y0
+	VADDPS (BX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, BX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ vecAffineAVX2_loop
+vecAffineAVX2_done:
+	VZEROUPPER
+	RET
+

@@ -9,3 +9,10 @@ func peakKernels() []peakLoop { return nil }
 
 // allKernels lists the micro-kernels this CPU runs.
 func allKernels() []*microKernel { return []*microKernel{genericKernel} }
+
+func vectorized(int) int { return 0 }
+
+func vecBinary(BinOp, []float32, []float32, []float32, int)           {}
+func vecBinaryScalar(BinOp, []float32, []float32, float32, bool, int) {}
+func vecSign([]float32, []float32, int)                               {}
+func vecAffine([]float32, []float32, []float32, []float32, int)       {}

@@ -223,6 +223,140 @@ func (a *asm) gather(name string) {
 	a.l("\tRET")
 }
 
+// vecBinary writes dst[i] = a[i] op b[i] (or a[i] op s with a scalar) over n floats, n a
+// multiple of 8, 8 floats (one ymm register) at a time. nanFix makes max and min return NaN
+// when either operand is NaN, as Go's builtins do (VMAXPS returns its second operand).
+func (a *asm) vecBinary(name, instr string, scalar, nanFix bool) {
+	if scalar {
+		a.l("// func %s(dst, x *float32, s float32, n int)", name)
+		a.l("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+		a.l("\tMOVQ dst+0(FP), DI")
+		a.l("\tMOVQ x+8(FP), SI")
+		a.l("\tVBROADCASTSS s+16(FP), Y1")
+		a.l("\tMOVQ n+24(FP), CX")
+	} else {
+		a.l("// func %s(dst, x, y *float32, n int)", name)
+		a.l("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+		a.l("\tMOVQ dst+0(FP), DI")
+		a.l("\tMOVQ x+8(FP), SI")
+		a.l("\tMOVQ y+16(FP), DX")
+		a.l("\tMOVQ n+24(FP), CX")
+	}
+	a.l("\tSHRQ $3, CX")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_loop:", name)
+	a.l("\tVMOVUPS (SI), Y0")
+	if !scalar {
+		a.l("\tVMOVUPS (DX), Y1")
+	}
+	// Go operand order: INSTR src2, src1, dst computes dst = src1 op src2.
+	a.l("\t%s Y1, Y0, Y2", instr)
+	if nanFix {
+		a.l("\tVCMPPS $3, Y1, Y0, Y3") // unordered: either is NaN
+		a.l("\tVADDPS Y1, Y0, Y4")     // NaN where either is
+		a.l("\tVBLENDVPS Y3, Y4, Y2, Y2")
+	}
+	a.l("\tVMOVUPS Y2, (DI)")
+	a.l("\tADDQ $32, SI")
+	if !scalar {
+		a.l("\tADDQ $32, DX")
+	}
+	a.l("\tADDQ $32, DI")
+	a.l("\tDECQ CX")
+	a.l("\tJNZ %s_loop", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
+// vecScalarFirst writes dst[i] = s op x[i] (the scalar on the left) for sub and div.
+func (a *asm) vecScalarFirst(name, instr string) {
+	a.l("// func %s(dst, x *float32, s float32, n int)", name)
+	a.l("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	a.l("\tMOVQ dst+0(FP), DI")
+	a.l("\tMOVQ x+8(FP), SI")
+	a.l("\tVBROADCASTSS s+16(FP), Y1")
+	a.l("\tMOVQ n+24(FP), CX")
+	a.l("\tSHRQ $3, CX")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_loop:", name)
+	a.l("\tVMOVUPS (SI), Y0")
+	a.l("\t%s Y0, Y1, Y2", instr)
+	a.l("\tVMOVUPS Y2, (DI)")
+	a.l("\tADDQ $32, SI")
+	a.l("\tADDQ $32, DI")
+	a.l("\tDECQ CX")
+	a.l("\tJNZ %s_loop", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
+// vecSign writes dst[i] = ±1 with x[i]'s sign, x[i] itself for ±0 and NaN.
+func (a *asm) vecSign(name string) {
+	a.l("// func %s(dst, x *float32, n int)", name)
+	a.l("TEXT ·%s(SB), NOSPLIT, $0-24", name)
+	a.l("\tMOVQ dst+0(FP), DI")
+	a.l("\tMOVQ x+8(FP), SI")
+	a.l("\tMOVQ n+16(FP), CX")
+	a.l("\tMOVL $0x80000000, AX")
+	a.l("\tVMOVD AX, X7")
+	a.l("\tVPBROADCASTD X7, Y7")
+	a.l("\tMOVL $0x3f800000, AX")
+	a.l("\tVMOVD AX, X8")
+	a.l("\tVPBROADCASTD X8, Y8")
+	a.l("\tVXORPS Y9, Y9, Y9")
+	a.l("\tSHRQ $3, CX")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_loop:", name)
+	a.l("\tVMOVUPS (SI), Y0")
+	a.l("\tVANDPS Y7, Y0, Y1")
+	a.l("\tVORPS Y8, Y1, Y1")      // ±1
+	a.l("\tVCMPPS $0, Y9, Y0, Y2") // x == 0
+	a.l("\tVCMPPS $3, Y0, Y0, Y3") // x is NaN
+	a.l("\tVORPS Y3, Y2, Y2")
+	a.l("\tVBLENDVPS Y2, Y0, Y1, Y1") // keep x where zero or NaN
+	a.l("\tVMOVUPS Y1, (DI)")
+	a.l("\tADDQ $32, SI")
+	a.l("\tADDQ $32, DI")
+	a.l("\tDECQ CX")
+	a.l("\tJNZ %s_loop", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
+// vecAffine writes dst[i] = x[i]·m[i] + c[i] (a multiply then an add, rounded as Go does).
+func (a *asm) vecAffine(name string) {
+	a.l("// func %s(dst, x, m, c *float32, n int)", name)
+	a.l("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	a.l("\tMOVQ dst+0(FP), DI")
+	a.l("\tMOVQ x+8(FP), SI")
+	a.l("\tMOVQ m+16(FP), DX")
+	a.l("\tMOVQ c+24(FP), BX")
+	a.l("\tMOVQ n+32(FP), CX")
+	a.l("\tSHRQ $3, CX")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_loop:", name)
+	a.l("\tVMOVUPS (SI), Y0")
+	a.l("\tVMULPS (DX), Y0, Y0")
+	a.l("\tVADDPS (BX), Y0, Y0")
+	a.l("\tVMOVUPS Y0, (DI)")
+	a.l("\tADDQ $32, SI")
+	a.l("\tADDQ $32, DX")
+	a.l("\tADDQ $32, BX")
+	a.l("\tADDQ $32, DI")
+	a.l("\tDECQ CX")
+	a.l("\tJNZ %s_loop", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
 func log2(n int) int {
 	k := 0
 	for 1<<k < n {
@@ -250,6 +384,20 @@ func main() {
 	a.indirect("convIndirectAVX512", zmm, []string{"AX", "BX", "CX", "DX", "SI", "DI", "R8", "R9", "R10", "R11", "R12", "R13"}, 8, []int{2, 3, 4, 5, 6, 7})
 	a.indirect("convIndirectAVX2", ymm, []string{"AX", "BX", "CX", "DX", "SI", "DI"}, 4, []int{2, 3})
 	a.gather("gatherRunsAVX512")
+	a.l("")
+	// Element-wise float32 loops (AVX2), 8 floats per step; Go handles the tails.
+	for _, op := range []struct {
+		name, instr string
+		nanFix      bool
+	}{{"Add", "VADDPS", false}, {"Sub", "VSUBPS", false}, {"Mul", "VMULPS", false}, {"Div", "VDIVPS", false},
+		{"Max", "VMAXPS", true}, {"Min", "VMINPS", true}} {
+		a.vecBinary("vec"+op.name+"AVX2", op.instr, false, op.nanFix)
+		a.vecBinary("vec"+op.name+"ScalarAVX2", op.instr, true, op.nanFix)
+	}
+	a.vecScalarFirst("vecScalarSubAVX2", "VSUBPS")
+	a.vecScalarFirst("vecScalarDivAVX2", "VDIVPS")
+	a.vecSign("vecSignAVX2")
+	a.vecAffine("vecAffineAVX2")
 	if err := os.WriteFile(*out, a.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
