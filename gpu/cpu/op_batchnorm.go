@@ -48,25 +48,23 @@ func (l bnLayout) channelSums(pool *kernels.Pool, a, b []float32, center []float
 		lo, hi := t*l.outer/parts, (t+1)*l.outer/parts
 		if l.inner == 1 {
 			// Channels last: rows of channels; float32 partials over blocks of rows.
-			t1, t2 := make([]float32, l.channels), make([]float32, l.channels)
+			t1, t2, tmp := make([]float32, l.channels), make([]float32, l.channels), make([]float32, l.channels)
 			for r0 := lo; r0 < hi; r0 += block {
 				clear(t1)
 				clear(t2)
 				for r := r0; r < min(r0+block, hi); r++ {
 					xs := a[r*l.channels : (r+1)*l.channels]
 					if b == nil {
-						for c, v := range xs {
-							t1[c] += v
-							t2[c] += v * v
-						}
+						kernels.Binary(kernels.OpAdd, t1, t1, xs)
+						kernels.Binary(kernels.OpMul, tmp, xs, xs)
+						kernels.Binary(kernels.OpAdd, t2, t2, tmp)
 						continue
 					}
 					ys := b[r*l.channels : (r+1)*l.channels]
-					for c, v := range xs {
-						d := ys[c]
-						t1[c] += d
-						t2[c] += d * (v - center[c])
-					}
+					kernels.Binary(kernels.OpAdd, t1, t1, ys)
+					kernels.Binary(kernels.OpSub, tmp, xs, center)
+					kernels.Binary(kernels.OpMul, tmp, tmp, ys)
+					kernels.Binary(kernels.OpAdd, t2, t2, tmp)
 				}
 				for c := range t1 {
 					acc1[c] += float64(t1[c])
@@ -284,13 +282,14 @@ func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput b
 		}
 		pool := be.pool
 		pool.ParallelRange(l.outer, max(1, elementGrain/(l.channels*l.inner)), func(lo, hi int) {
+			tmp := make([]float32, l.channels)
 			for o := lo; o < hi; o++ {
 				if l.inner == 1 {
 					row := o * l.channels
-					xs, ds, out := x[row:row+l.channels], dy[row:row+l.channels], dx[row:row+l.channels]
-					for c, v := range xs {
-						out[c] = k1[c]*ds[c] + k2[c]*v + k3[c]
-					}
+					out := dx[row : row+l.channels]
+					kernels.Affine(out, x[row:row+l.channels], k2, k3)
+					kernels.Binary(kernels.OpMul, tmp, dy[row:row+l.channels], k1)
+					kernels.Binary(kernels.OpAdd, out, out, tmp)
 					continue
 				}
 				for c := range l.channels {
