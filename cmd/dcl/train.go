@@ -13,7 +13,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
-	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
+	"github.com/dcl-beam/dcl-beam/trainstep/shardrun"
 )
 
 func trainCommand() *command {
@@ -116,44 +116,14 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 			return err
 		}
 
-		src, err := trainstep.OpenShards(ctx, *data)
-		if err != nil {
-			return setupOr(err)
+		resumeFrom := resume.from
+		if resumeFrom == "out" {
+			resumeFrom = *outDir
 		}
-		opts := trainstep.TrainOptions{Source: src, Stderr: out.stderr, Progress: showProgress}
-		if resume.from == "out" {
-			opts.Resume = *outDir
-		} else {
-			opts.Resume = resume.from
-		}
-		if err := trainstep.CheckRun(ctx, cfg, run, src.Info(), opts.Resume); err != nil {
-			return setupOr(err)
-		}
-		if *knnEvery > 0 {
-			mon, err := knnmonitor.New(ctx, *knnData, *knnTest)
-			if err != nil {
-				return err
-			}
-			mcfg := cfg.Model
-			mcfg.Channels = src.Info().Channels
-			model, err := trainstep.NewModel(mcfg)
-			if err != nil {
-				return usagef("%v", err)
-			}
-			if err := mon.Check(model); err != nil {
-				return usagef("%v", err)
-			}
-			opts.Monitor = mon.Run
-		}
-		backend, err := gpu.New(ctx, gpu.Options{Backend: kind, Plugin: *plugin})
-		if err != nil {
-			return err
-		}
-		defer backend.Finalize()
-		run.Backend = backend.Name()
-		opts.Backend = backend
-
-		sum, err := trainstep.Train(ctx, cfg, run, opts)
+		sum, err := shardrun.Train(ctx, shardrun.Options{
+			Step: cfg, Run: run, Backend: kind, Plugin: *plugin, Resume: resumeFrom,
+			KNNData: *knnData, KNNTest: *knnTest, Stderr: out.stderr, Progress: showProgress,
+		})
 		if err != nil {
 			return setupOr(err)
 		}
