@@ -23,24 +23,25 @@ import (
 
 // The preprocess pipeline (Preprocess) turns one split of a dataset into a shard directory:
 //
-//	Create(units) ─ Reshuffle ─ ReadUnits ──refs KV<shard, ref>──┐
-//	                               │  └─dead letters, unit stats │
-//	Impulse ─ PartMarkers ─────────┼──── KV<shard, marker> ──────┴─ Flatten ─ GroupByKey
-//	                               │                                              │
-//	Impulse ─ PrepareOutput(stats) ┴─ config ─────(side input)──── WriteParts(refs, config)
-//	                                                                     │ shard infos, dead letters
-//	Impulse ─ Commit(config, infos, dead letters, stats) ────────────────┘
+//	Create(units) ─ Reshuffle ─ ReadUnits ── KV<shard, batch of refs> ────────────┐
+//	                                │   └─ dead letters, unit stats                │
+//	Impulse ─ PrepareOutput(stats) ─┼── KV<shard, config>, one per shard ─ Flatten ─ GroupByKey
+//	                                │                                                  │
+//	                                config                                        WriteParts
+//	                                │                                  shard infos, dead letters
+//	Impulse ─ Commit(config, infos, dead letters, stats) ──────────────────────────────┘
 //
 // ReadUnits streams each unit's records once, hashes them (the source checksum), reports bad
-// records, and for every record and pass emits only a small reference (ref) keyed by the
-// shard that will hold it (shards.Place). The GroupByKey therefore moves references, never
-// image bytes: prism keeps all of a GroupByKey's data in memory. WriteParts sorts its
-// references into the shard's row order, re-reads each record from the source by
-// reference, decodes, augments and writes the shard (atomically, under a temporary name,
-// with shards.NewWriter) and emits the shard's ShardInfo. PrepareOutput runs once, after
-// every unit has been read and before any shard is written: it fixes the configuration
-// (with the source checksum) and calls shards.Prepare. Commit runs once, after every shard
-// is written: it writes the dead letters, enforces MaxBadFraction and calls shards.Commit,
+// records, and for every record and pass makes only a small reference (ref) to the shard
+// that will hold the record (shards.Place), sent in batches per unit and shard. The
+// GroupByKey therefore moves references, never image bytes: prism keeps all of a
+// GroupByKey's data in memory. PrepareOutput runs once, after every unit has been read and
+// before any shard is written: it fixes the configuration (with the source checksum), calls
+// shards.Prepare and sends the configuration to every shard. WriteParts sorts a shard's
+// references into row order, re-reads each record from the source by reference, decodes,
+// augments and writes the shard (atomically, under a temporary name, with
+// shards.NewWriter) and emits its ShardInfo. Commit runs once, after every shard is
+// written: it writes the dead letters, enforces MaxBadFraction and calls shards.Commit,
 // which writes manifest.json last.
 
 // DefaultShardBytes is the size a shard aims at when the number of shards per pass is not
@@ -357,16 +358,14 @@ func Preprocess(s beam.Scope, job *PreprocessJob) error {
 		Seed: cfg.Seed, Passes: cfg.Passes, Parts: cfg.Parts, ProgressID: progressID,
 	}, units)
 
-	markers := beam.ParDo(s.Scope("PartMarkers"), &partMarkersFn{Shards: cfg.Passes * cfg.Parts}, beam.Impulse(s))
-	byShard := beam.GroupByKey(s, beam.Flatten(s, refs, markers))
-
-	config := beam.ParDo(s.Scope("PrepareOutput"), &prepareOutputFn{
+	toShards, config := beam.ParDo2(s.Scope("PrepareOutput"), &prepareOutputFn{
 		Output: job.Output, Config: string(baseCfg), Overwrite: job.Overwrite, Units: len(tasks),
 	}, beam.Impulse(s), beam.SideInput{Input: stats})
+	byShard := beam.GroupByKey(s, beam.Flatten(s, refs, toShards))
 
 	infos, writeDead := beam.ParDo2(s.Scope("WriteParts"), &writePartFn{
 		Output: job.Output, Units: fetchUnits(job.Plan.Units), ProgressID: progressID, FailAfterRows: job.failAfterRows,
-	}, byShard, beam.SideInput{Input: config})
+	}, byShard)
 
 	beam.ParDo0(s.Scope("Commit"), &commitFn{
 		Output: job.Output, MaxBadFraction: job.MaxBadFraction,

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register.DoFn4x1[context.Context, []byte, func(*string) bool, func(string), error](&prepareOutputFn{})
+	register.DoFn5x1[context.Context, []byte, func(*string) bool, func(int, refBatch), func(string), error](&prepareOutputFn{})
 	register.DoFn6x1[context.Context, []byte, func(*string) bool, func(*string) bool, func(*string) bool, func(*string) bool, error](&commitFn{})
 }
 
@@ -54,10 +54,15 @@ func sourceChecksum(stats []unitStats) string {
 }
 
 // prepareOutputFn runs once, after every unit has been read and before any shard is
-// written (WriteParts waits for its output, a side input): it completes the configuration
-// with the source checksum and readies the output directory with shards.Prepare, which
-// refuses another dataset's directory unless Overwrite and removes what an earlier,
-// interrupted run left. Running it twice does no harm.
+// written: it completes the configuration with the source checksum and readies the output
+// directory with shards.Prepare, which refuses another dataset's directory unless
+// Overwrite and removes what an earlier, interrupted run left. It sends the configuration
+// to every shard through the GroupByKey (WriteParts cannot start a shard before it has
+// it) and to Commit. Running it twice does no harm.
+//
+// The configuration reaches WriteParts inside the grouped data rather than as a side
+// input: prism v2.77.0 busy-waits, using a whole core, while the bundles of a stage that
+// consumes a GroupByKey and has a side input run.
 type prepareOutputFn struct {
 	Output    string
 	Config    string // shards.Config as JSON, without SourceChecksum
@@ -65,7 +70,7 @@ type prepareOutputFn struct {
 	Units     int
 }
 
-func (f *prepareOutputFn) ProcessElement(ctx context.Context, _ []byte, stats func(*string) bool, emit func(string)) error {
+func (f *prepareOutputFn) ProcessElement(ctx context.Context, _ []byte, stats func(*string) bool, toShards func(int, refBatch), emit func(string)) error {
 	all, err := readStats(stats, f.Units)
 	if err != nil {
 		return err
@@ -81,6 +86,9 @@ func (f *prepareOutputFn) ProcessElement(ctx context.Context, _ []byte, stats fu
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		return err
+	}
+	for shard := range cfg.Passes * cfg.Parts {
+		toShards(shard, refBatch{Config: string(js)})
 	}
 	emit(string(js))
 	return nil

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"hash"
 	"hash/crc32"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -22,10 +24,9 @@ import (
 )
 
 func init() {
-	beam.RegisterCoder(reflect.TypeOf(ref{}), encodeRef, decodeRef)
-	register.DoFn5x1[context.Context, string, func(int, ref), func(string), func(string), error](&readUnitsFn{})
-	register.DoFn2x0[[]byte, func(int, ref)](&partMarkersFn{})
-	register.Emitter2[int, ref]()
+	beam.RegisterCoder(reflect.TypeOf(refBatch{}), encodeRefBatch, decodeRefBatch)
+	register.DoFn5x1[context.Context, string, func(int, refBatch), func(string), func(string), error](&readUnitsFn{})
+	register.Emitter2[int, refBatch]()
 	register.Emitter1[string]()
 }
 
@@ -54,7 +55,7 @@ type unitStats struct {
 // image files and tars carry their key, label, file and byte range.
 type ref struct {
 	Order uint64 // the row's place in its shard (shards.Place)
-	Unit  int32  // the plan unit it was read from; markerUnit for a part marker
+	Unit  int32  // the plan unit it was read from
 	Index int64  // datasets.Record.Index
 	CRC   uint32 // CRC-32C of the record's bytes (and label), to notice a source that changed
 
@@ -65,12 +66,22 @@ type ref struct {
 	Length int64  // image files and tars only: the encoded image's size
 }
 
-// markerUnit marks the reference that PartMarkers sends to every shard, so that every part
-// of every pass is written, even one no record falls into.
-const markerUnit = -1
+// refBatch is what goes through the GroupByKey to a shard: from ReadUnits, the references
+// of one unit's records that go to that shard (batched because prism's cost is per
+// element: a reference per element made the GroupByKey cost more than reading CIFAR); from
+// PrepareOutput, one batch per shard with no references and the shards' configuration, so
+// that every shard is written, even one no record falls into, and only after the output
+// is prepared.
+type refBatch struct {
+	Refs   []ref
+	Config string // shards.Config as JSON, in PrepareOutput's batch only
+}
 
-func encodeRef(r ref) []byte {
-	b := make([]byte, 0, 32+len(r.Key)+len(r.Source))
+// maxBatchRefs bounds a batch, so that a unit of many passes does not hold all its
+// references in memory before emitting them.
+const maxBatchRefs = 4096
+
+func appendRef(b []byte, r ref) []byte {
 	b = binary.AppendUvarint(b, r.Order)
 	b = binary.AppendVarint(b, int64(r.Unit))
 	b = binary.AppendVarint(b, r.Index)
@@ -84,16 +95,40 @@ func encodeRef(r ref) []byte {
 	return binary.AppendVarint(b, r.Length)
 }
 
-func decodeRef(b []byte) (ref, error) {
-	d := refDecoder{b: b}
-	r := ref{
+func (d *refDecoder) ref() ref {
+	return ref{
 		Order: d.uvarint(), Unit: int32(d.varint()), Index: d.varint(), CRC: uint32(d.uvarint()),
 		Key: d.str(), Label: int32(d.varint()), Source: d.str(), Offset: d.varint(), Length: d.varint(),
 	}
-	if d.err != nil || len(d.b) != 0 {
-		return ref{}, fmt.Errorf("decoding a record reference: %v (%d bytes left)", d.err, len(d.b))
+}
+
+func encodeRefBatch(rb refBatch) []byte {
+	b := binary.AppendUvarint(make([]byte, 0, 8+24*len(rb.Refs)+len(rb.Config)), uint64(len(rb.Refs)))
+	for _, r := range rb.Refs {
+		b = appendRef(b, r)
 	}
-	return r, nil
+	b = binary.AppendUvarint(b, uint64(len(rb.Config)))
+	return append(b, rb.Config...)
+}
+
+func decodeRefBatch(b []byte) (refBatch, error) {
+	d := refDecoder{b: b}
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(b)) { // every reference takes a byte at least
+		d.err = fmt.Errorf("claims %d references in %d bytes", n, len(b))
+	}
+	var rb refBatch
+	if d.err == nil && n > 0 {
+		rb.Refs = make([]ref, 0, n)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		rb.Refs = append(rb.Refs, d.ref())
+	}
+	rb.Config = d.str()
+	if d.err != nil || len(d.b) != 0 {
+		return refBatch{}, fmt.Errorf("decoding a batch of record references: %v (%d bytes left)", d.err, len(d.b))
+	}
+	return rb, nil
 }
 
 type refDecoder struct {
@@ -180,7 +215,7 @@ type readUnitsFn struct {
 
 func (f *readUnitsFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
-func (f *readUnitsFn) ProcessElement(ctx context.Context, task string, emitRef func(int, ref), emitDead func(string), emitStats func(string)) error {
+func (f *readUnitsFn) ProcessElement(ctx context.Context, task string, emitRefs func(int, refBatch), emitDead func(string), emitStats func(string)) error {
 	var t unitTask
 	if err := json.Unmarshal([]byte(task), &t); err != nil {
 		return fmt.Errorf("decoding a unit of work: %w", err)
@@ -188,6 +223,7 @@ func (f *readUnitsFn) ProcessElement(ctx context.Context, task string, emitRef f
 	u := t.Unit
 	encoded := u.Kind == datasets.KindClassFolder || u.Kind == datasets.KindFiles || u.Kind == datasets.KindTar
 	digest := sha256.New()
+	batches := map[int][]ref{}
 	var read int64
 	st, err := datasets.Read(ctx, u, func(r datasets.Record) error {
 		recordDigest(digest, &r)
@@ -201,7 +237,12 @@ func (f *readUnitsFn) ProcessElement(ctx context.Context, task string, emitRef f
 		for pass := range f.Passes {
 			part, order := shards.Place(f.Seed, pass, r.Key, f.Parts)
 			rf.Order = order
-			emitRef(pass*f.Parts+part, rf)
+			shard := pass*f.Parts + part
+			batches[shard] = append(batches[shard], rf)
+			if len(batches[shard]) == maxBatchRefs {
+				emitRefs(shard, refBatch{Refs: batches[shard]})
+				batches[shard] = nil
+			}
 		}
 		read++
 		if read%256 == 0 {
@@ -223,6 +264,11 @@ func (f *readUnitsFn) ProcessElement(ctx context.Context, task string, emitRef f
 	recordsRead.Inc(ctx, read%256)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", u, err)
+	}
+	for _, shard := range slices.Sorted(maps.Keys(batches)) {
+		if refs := batches[shard]; len(refs) > 0 {
+			emitRefs(shard, refBatch{Refs: refs})
+		}
 	}
 	js, err := json.Marshal(unitStats{Seq: t.Seq, Records: st.Records, Bad: st.Bad, Digest: hex.EncodeToString(digest.Sum(nil))})
 	if err != nil {
@@ -249,16 +295,4 @@ func deadLetterOf(b datasets.BadRecord) shards.DeadLetter {
 		d.Reason = b.Position + ": " + b.Reason
 	}
 	return d
-}
-
-// partMarkersFn sends a marker reference to every shard, so that a shard no record falls
-// into is still written (empty): a dataset always has every part of every pass.
-type partMarkersFn struct {
-	Shards int
-}
-
-func (f *partMarkersFn) ProcessElement(_ []byte, emit func(int, ref)) {
-	for s := range f.Shards {
-		emit(s, ref{Unit: markerUnit})
-	}
 }

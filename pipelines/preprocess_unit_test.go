@@ -3,6 +3,7 @@ package pipelines
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -10,30 +11,37 @@ import (
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
-func TestRefCoderRoundTrips(t *testing.T) {
-	for _, give := range []ref{
+func TestRefBatchCoderRoundTrips(t *testing.T) {
+	refs := []ref{
 		{},
-		{Unit: markerUnit},
 		{Order: 1<<64 - 1, Unit: 12, Index: 49999, CRC: 0xdeadbeef},
 		{Order: 42, Unit: 3, Index: -1, CRC: 7, Key: "train/n01440764/n01440764_10026.JPEG", Label: 999,
 			Source: "gs://bucket/train/n01440764.tar", Offset: 1 << 40, Length: 110_000},
-	} {
-		got, err := decodeRef(encodeRef(give))
-		if err != nil || got != give {
+	}
+	for n := range len(refs) + 1 {
+		give := refBatch{Refs: refs[:n]}
+		if n == 1 {
+			give.Config = `{"dataset":"cifar10"}`
+		}
+		got, err := decodeRefBatch(encodeRefBatch(give))
+		if err != nil || !slices.Equal(got.Refs, give.Refs) || got.Config != give.Config {
 			t.Errorf("decode(encode(%+v)) = %+v, %v", give, got, err)
 		}
 	}
-	b := encodeRef(ref{Key: "abc", Source: "x"})
+	b := encodeRefBatch(refBatch{Refs: refs, Config: "{}"})
 	for n := range len(b) {
-		if _, err := decodeRef(b[:n]); err == nil {
-			t.Errorf("a reference cut to %d of %d bytes decoded", n, len(b))
+		if _, err := decodeRefBatch(b[:n]); err == nil {
+			t.Errorf("a batch cut to %d of %d bytes decoded", n, len(b))
 		}
 	}
-	if _, err := decodeRef(append(b, 0)); err == nil {
-		t.Error("a reference with a trailing byte decoded")
+	if _, err := decodeRefBatch(append(b, 0)); err == nil {
+		t.Error("a batch with a trailing byte decoded")
+	}
+	if _, err := decodeRefBatch([]byte{0xff, 0xff, 0xff, 0x7f}); err == nil {
+		t.Error("a batch claiming 268 million references in 4 bytes decoded")
 	}
 	// A CIFAR reference is small: the GroupByKey holds E of them per record.
-	if n := len(encodeRef(ref{Order: 1<<64 - 1, Unit: 9, Index: 49999, CRC: 1<<32 - 1})); n > 24 {
+	if n := len(appendRef(nil, ref{Order: 1<<64 - 1, Unit: 9, Index: 49999, CRC: 1<<32 - 1})); n > 24 {
 		t.Errorf("a fixed-size format's reference takes %d bytes", n)
 	}
 }

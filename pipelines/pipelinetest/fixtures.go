@@ -141,6 +141,25 @@ func JPEG(t testing.TB, w, h, seed int) []byte {
 	return b.Bytes()
 }
 
+// PhotoJPEG is a JPEG with the detail of a photograph: at 500×375 it is about as large as
+// an average ILSVRC-2012 training image (110 KB), so decoding it costs what decoding one
+// of those does.
+func PhotoJPEG(t testing.TB, w, h, seed int) []byte {
+	t.Helper()
+	m := Photo(w, h, seed)
+	r := rand.New(rand.NewPCG(uint64(seed), 0x1a9e))
+	for i := range m.Pix {
+		if i%4 != 3 {
+			m.Pix[i] = uint8(int(m.Pix[i]) + r.IntN(40) - 20)
+		}
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // PNG encodes Photo(w, h, seed).
 func PNG(t testing.TB, w, h, seed int) []byte {
 	t.Helper()
