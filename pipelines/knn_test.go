@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -130,11 +131,17 @@ func TestKNNPipelineErrors(t *testing.T) {
 	nanFile := filepath.Join(dir, "nan.parquet")
 	writeEmbeddings(t, nanFile, nan, 1, nil)
 
+	junk := filepath.Join(dir, "junk.parquet")
+	if err := os.WriteFile(junk, []byte("id,label,embedding\n1,2,3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	tests := []struct {
 		name string
 		o    KNNOptions
 		want []string
 	}{
+		{"not a Parquet file", KNNOptions{Train: junk, Test: testFile, K: 5}, []string{junk, "not a readable Parquet file"}},
 		{"k larger than the training set", KNNOptions{Train: trainFile, Test: testFile, K: 51}, []string{"k = 51", "larger than the training set", trainFile, "50 vectors"}},
 		{"label outside the known classes", KNNOptions{Train: badFile, Test: testFile, K: 5, NumClasses: 3}, []string{badFile, "row 33", "label 7 outside [0, 3)"}},
 		{"dimensions differ", KNNOptions{Train: trainFile, Test: wideFile, K: 5}, []string{trainFile, "4-dimensional", wideFile, "6-dimensional"}},

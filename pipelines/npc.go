@@ -84,12 +84,11 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 		return nil, err
 	}
 	switch views := set.Meta[MetaViews]; {
-	case views == "2":
-	case set.Meta == nil && o.Concatenated:
-	case set.Meta == nil:
+	case views == "2" || o.Concatenated:
+	case strings.HasSuffix(o.Embeddings, ".parquet"):
 		return nil, fmt.Errorf("%s: a single file does not say whether its rows are view pairs: pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings)
 	default:
-		return nil, fmt.Errorf("%s: not view pairs (metadata views=%q): embed augmented shards with --views=2", o.Embeddings, views)
+		return nil, fmt.Errorf("%s: not view pairs (metadata views=%q): embed augmented shards with --views=2, or pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings, views)
 	}
 	if set.Dim%2 != 0 {
 		return nil, fmt.Errorf("%s: %d values per row cannot be two views of equal length", o.Embeddings, set.Dim)

@@ -86,12 +86,15 @@ func TestNPCPlanErrors(t *testing.T) {
 	writeEmbeddings(t, oneView, clustered(9, "x", 50, 8, 3), 2, map[string]string{MetaViews: "1"})
 	pairs := filepath.Join(dir, "pairs")
 	pairSet(t, pairs, 50, 4, map[string]string{MetaViews: "2"})
+	noMeta := filepath.Join(dir, "no-meta")
+	pairSet(t, noMeta, 50, 4, nil)
 	tests := []struct {
 		o    NPCOptions
 		want string
 	}{
 		{NPCOptions{Embeddings: single, Temperature: 0.1}, "pass --concatenated"},
 		{NPCOptions{Embeddings: oneView, Temperature: 0.1}, `not view pairs (metadata views="1")`},
+		{NPCOptions{Embeddings: noMeta, Temperature: 0.1}, `not view pairs (metadata views="")`},
 		{NPCOptions{Embeddings: pairs}, "records no training temperature"},
 		{NPCOptions{Embeddings: pairs, Temperature: 0.1, BatchSizes: []int{32, 64}}, "batch size 64: want 2 to the 50 view pairs"},
 		{NPCOptions{Embeddings: single, Temperature: 0.1, Concatenated: true, BatchSizes: []int{1}}, "batch size 1"},
