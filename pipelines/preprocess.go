@@ -23,7 +23,7 @@ import (
 
 // The preprocess pipeline (Preprocess) turns one split of a dataset into a shard directory:
 //
-//	Create(units) ─ Reshuffle ─ ReadUnits ── KV<shard, batch of refs> ────────────┐
+//	Create(units) ─ GroupByKey ─ ReadUnits ── KV<shard, batch of refs> ───────────┐
 //	                                │   └─ dead letters, unit stats                │
 //	Impulse ─ PrepareOutput(stats) ─┼── KV<shard, config>, one per shard ─ Flatten ─ GroupByKey
 //	                                │                                                  │
@@ -352,8 +352,10 @@ func Preprocess(s beam.Scope, job *PreprocessJob) error {
 		return fmt.Errorf("encoding the shards' config: %w", err)
 	}
 
-	// Create emits the units in one bundle; the Reshuffle spreads them over the workers.
-	units := beam.Reshuffle(s, beam.CreateList(s, tasks))
+	// Create emits the units in one bundle. Grouping them by their number spreads them over
+	// the workers: a Reshuffle would too on Dataflow, but prism runs a Reshuffle's output in
+	// one bundle and a GroupByKey's keys in parallel bundles.
+	units := beam.GroupByKey(s, beam.ParDo(s, keyByUnit, beam.CreateList(s, tasks)))
 	refs, dead, stats := beam.ParDo3(s.Scope("ReadUnits"), &readUnitsFn{
 		Seed: cfg.Seed, Passes: cfg.Passes, Parts: cfg.Parts, ProgressID: progressID,
 	}, units)

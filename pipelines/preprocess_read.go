@@ -25,7 +25,8 @@ import (
 
 func init() {
 	beam.RegisterCoder(reflect.TypeOf(refBatch{}), encodeRefBatch, decodeRefBatch)
-	register.DoFn5x1[context.Context, string, func(int, refBatch), func(string), func(string), error](&readUnitsFn{})
+	register.DoFn6x1[context.Context, int, func(*string) bool, func(int, refBatch), func(string), func(string), error](&readUnitsFn{})
+	register.Function1x2(keyByUnit)
 	register.Emitter2[int, refBatch]()
 	register.Emitter1[string]()
 }
@@ -215,7 +216,26 @@ type readUnitsFn struct {
 
 func (f *readUnitsFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
-func (f *readUnitsFn) ProcessElement(ctx context.Context, task string, emitRefs func(int, refBatch), emitDead func(string), emitStats func(string)) error {
+// keyByUnit keys a unit of work by its number.
+func keyByUnit(task string) (int, string) {
+	var t struct {
+		Seq int `json:"seq"`
+	}
+	_ = json.Unmarshal([]byte(task), &t) // ReadUnits reports a task that does not decode
+	return t.Seq, task
+}
+
+func (f *readUnitsFn) ProcessElement(ctx context.Context, _ int, tasks func(*string) bool, emitRefs func(int, refBatch), emitDead func(string), emitStats func(string)) error {
+	var task string
+	for tasks(&task) {
+		if err := f.readUnit(ctx, task, emitRefs, emitDead, emitStats); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(int, refBatch), emitDead func(string), emitStats func(string)) error {
 	var t unitTask
 	if err := json.Unmarshal([]byte(task), &t); err != nil {
 		return fmt.Errorf("decoding a unit of work: %w", err)
