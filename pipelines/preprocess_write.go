@@ -213,10 +213,23 @@ type partWriter struct {
 	written  int
 }
 
+// fetchWindows bounds the fixed-size-format windows held at once in this process. Runners
+// run many shards' bundles at once (prism one per shard: eight at once were seen on two
+// cores), and each window holds up to fetchWindowBytes of pixels; this keeps a process's
+// memory bounded whatever the runner does, while enough windows are in flight to keep
+// every core busy. It is process state on purpose, like a connection pool.
+var fetchWindows = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/4))
+
 // writeWindow fetches a window of references and writes their rows, batch by batch.
 func (p *partWriter) writeWindow(refs []ref) error {
 	var fixed map[int64]datasets.Record
 	if fixedRecordBytes(p.fn.Units[refs[0].Unit].Kind) > 0 {
+		select {
+		case fetchWindows <- struct{}{}:
+		case <-p.ctx.Done():
+			return p.ctx.Err()
+		}
+		defer func() { <-fetchWindows }()
 		var err error
 		if fixed, err = fetchFixed(p.ctx, p.fn.Units, refs); err != nil {
 			return err
