@@ -468,8 +468,8 @@ func RunEmbed(ctx context.Context, job *EmbedJob) (*EmbedResult, error) {
 	if err := beamx.Run(ctx, p); err != nil {
 		return nil, fmt.Errorf("embed pipeline failed: %s", rootCause(err))
 	}
-	if dryRun() {
-		return nil, nil
+	if submitOnly() {
+		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet
 	}
 	r, err := shards.OpenEmbeddings(ctx, job.Opts.Output, 1)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
@@ -301,6 +303,10 @@ func (d *decoder) done(what string) error {
 
 func putFloat32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
 func getFloat32(b []byte) float32    { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+// submitOnly reports a run that does not wait for the job: --dry_run translates it,
+// --async submits it and returns.
+func submitOnly() bool { return dryRun() || *jobopts.Async }
 
 // discardLogger keeps the compute backend's one-line notice out of workers' logs and plans.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

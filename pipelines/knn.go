@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
@@ -533,6 +534,9 @@ func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies
 // reach.
 func RunKNN(ctx context.Context, job *KNNJob) (*analysis.KNNResult, error) {
 	if job.Opts.Output == "" {
+		if *jobopts.Async {
+			return nil, errors.New("--async needs --output: a submitted job's result cannot come back here")
+		}
 		dir, err := os.MkdirTemp("", "dcl-knn-")
 		if err != nil {
 			return nil, err
@@ -547,8 +551,8 @@ func RunKNN(ctx context.Context, job *KNNJob) (*analysis.KNNResult, error) {
 		return nil, fmt.Errorf("knn pipeline failed: %s", rootCause(err))
 	}
 	slog.Debug("knn pipeline finished", "wall", time.Since(start))
-	if dryRun() {
-		return nil, nil
+	if submitOnly() {
+		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet
 	}
 	var res analysis.KNNResult
 	if err := analysis.LoadJSON(ctx, job.Opts.Output, &res); err != nil {

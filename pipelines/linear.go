@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
@@ -113,6 +114,9 @@ func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 // select, then reads back the result (see RunKNN about Output).
 func RunLinear(ctx context.Context, job *LinearJob) (*analysis.LinearResult, error) {
 	if job.Opts.Output == "" {
+		if *jobopts.Async {
+			return nil, errors.New("--async needs --output: a submitted job's result cannot come back here")
+		}
 		dir, err := os.MkdirTemp("", "dcl-linear-")
 		if err != nil {
 			return nil, err
@@ -125,8 +129,8 @@ func RunLinear(ctx context.Context, job *LinearJob) (*analysis.LinearResult, err
 	if err := beamx.Run(ctx, p); err != nil {
 		return nil, fmt.Errorf("linear pipeline failed: %s", rootCause(err))
 	}
-	if dryRun() {
-		return nil, nil
+	if submitOnly() {
+		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet
 	}
 	var res analysis.LinearResult
 	if err := analysis.LoadJSON(ctx, job.Opts.Output, &res); err != nil {

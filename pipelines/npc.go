@@ -362,8 +362,8 @@ func RunNPC(ctx context.Context, job *NPCJob) (*analysis.NPCReport, error) {
 	if err := beamx.Run(ctx, p); err != nil {
 		return nil, fmt.Errorf("npc pipeline failed: %s", rootCause(err))
 	}
-	if dryRun() {
-		return nil, nil
+	if submitOnly() {
+		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet
 	}
 	var r analysis.NPCReport
 	if err := analysis.LoadJSON(ctx, shards.Join(job.Opts.Output, NPCReportName), &r); err != nil {

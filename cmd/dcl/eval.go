@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -55,7 +56,7 @@ func embedCommand() *command {
 				}
 				res, err := pipelines.RunEmbed(ctx, job)
 				if err != nil || res == nil {
-					return err
+					return submitted(err, *output)
 				}
 				return printJSON(out, res)
 			}
@@ -104,7 +105,7 @@ func knnCommand() *command {
 				}
 				res, err := pipelines.RunKNN(ctx, job)
 				if err != nil || res == nil {
-					return err
+					return submitted(err, *output)
 				}
 				return printJSON(out, res)
 			}
@@ -191,7 +192,7 @@ func linearCommand() *command {
 				}
 				res, err := pipelines.RunLinear(ctx, job)
 				if err != nil || res == nil {
-					return err
+					return submitted(err, *output)
 				}
 				return printJSON(out, res)
 			}
@@ -253,7 +254,7 @@ func npcCommand() *command {
 				}
 				rep, err := pipelines.RunNPC(ctx, job)
 				if err != nil || rep == nil {
-					return err
+					return submitted(err, *output)
 				}
 				sum := npcSummary{Output: *output, Name: rep.Name, Temperature: rep.Temperature, Pairs: rep.Pairs}
 				for _, s := range rep.Stats {
@@ -263,6 +264,15 @@ func npcCommand() *command {
 			}
 		},
 	}
+}
+
+// submitted passes err on; without one the job was only translated (--dry_run) or submitted
+// (--async), which it says on stderr.
+func submitted(err error, output string) error {
+	if err == nil {
+		slog.Info("job translated or submitted, not run here; its result will be written to --output", "output", output)
+	}
+	return err
 }
 
 func printJSON(out streams, v any) error {
