@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -368,7 +369,93 @@ func TestPreprocessImageNetTars(t *testing.T) {
 		t.Errorf("labels %v: want 2 of every class but class 7's 1", sum.Labels)
 	}
 
+	// The same tars inside ILSVRC2012_img_train.tar, read in place: the same records, so
+	// the same shards; the dead letter names the outer tar, the member's offset in it and
+	// its key.
+	var members []pipelinetest.TarMember
+	for _, syn := range synsets {
+		data, err := os.ReadFile(filepath.Join(in, syn+".tar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, pipelinetest.TarMember{Name: syn + ".tar", Data: data})
+	}
+	outer := filepath.Join(t.TempDir(), "ILSVRC2012_img_train.tar")
+	pipelinetest.WriteFile(t, outer, pipelinetest.Tar(t, members))
+	nested := o
+	nested.Spec.Input, nested.Output = outer, filepath.Join(t.TempDir(), "nested")
+	res = mustPreprocess(t, nested)
+	for _, s := range m.Shards {
+		if got := res.Manifest.Shards[slices.IndexFunc(res.Manifest.Shards, func(x shards.ShardInfo) bool { return x.Path == s.Path })]; got.SHA256 != s.SHA256 {
+			t.Errorf("%s from the outer tar differs from the one from the class tars", s.Path)
+		}
+	}
+	letters, err = shards.ReadDeadLetters(context.Background(), nested.Output, res.Manifest)
+	if err != nil || len(letters) != 1 || letters[0].Source != outer || letters[0].Position <= 0 || !strings.HasSuffix(letters[0].Key, synsets[7]+"_2.JPEG") {
+		t.Errorf("dead letters from the outer tar: %+v, %v", letters, err)
+	}
+
 	o.Limit = 10
 	_, err = runPreprocess(t, o)
 	wantErrorMentions(t, err, "--limit", "tars")
+}
+
+// TestPreprocessImageNetValFolder reads a flat validation folder labelled by a labels file:
+// records are re-read by their path.
+func TestPreprocessImageNetValFolder(t *testing.T) {
+	in := t.TempDir()
+	synsets := datasets.ImageNet100Synsets()
+	var labels strings.Builder
+	for i := range 6 {
+		name := fmt.Sprintf("ILSVRC2012_val_%08d.JPEG", i+1)
+		pipelinetest.WriteFile(t, filepath.Join(in, name), pipelinetest.JPEG(t, 30, 20, i))
+		fmt.Fprintf(&labels, "%s %s\n", name, synsets[i*10])
+	}
+	labelsFile := filepath.Join(t.TempDir(), "val.txt")
+	pipelinetest.WriteFile(t, labelsFile, []byte(labels.String()))
+	o := PreprocessOptions{
+		Spec:   datasets.Spec{Dataset: datasets.ImageNet100, Input: in, Split: "val", LabelsFile: labelsFile, UnitRecords: 4},
+		Output: filepath.Join(t.TempDir(), "out"), Augment: preset(t, augment.None, 16),
+		Passes: 1, Seed: 1, Parts: 2, CodeVersion: "test",
+	}
+	mustPreprocess(t, o)
+	sum := mustVerify(t, o.Output)
+	if want := map[int32]int64{0: 1, 10: 1, 20: 1, 30: 1, 40: 1, 50: 1}; !maps.Equal(sum.Labels, want) {
+		t.Errorf("labels %v, want %v", sum.Labels, want)
+	}
+}
+
+// TestPreprocessSTL10TrainPlusUnlabeled: the paper's pretraining split, two files of
+// different parts, unlabelled rows with label -1, every view as augment makes it.
+func TestPreprocessSTL10TrainPlusUnlabeled(t *testing.T) {
+	in := t.TempDir()
+	pipelinetest.WriteSTL10(t, in, 5, 2, 7)
+	o := PreprocessOptions{
+		Spec:   datasets.Spec{Dataset: datasets.STL10, Input: in, Split: "train+unlabeled", UnitRecords: 3},
+		Output: filepath.Join(t.TempDir(), "out"), Augment: preset(t, augment.SimCLRCIFAR, 96),
+		Passes: 1, Seed: 9, Parts: 2, CodeVersion: "test",
+	}
+	mustPreprocess(t, o)
+	sum := mustVerify(t, o.Output)
+	if sum.Rows != 12 || sum.Labels[-1] != 7 {
+		t.Fatalf("%d rows, labels %v; want 12 rows, 7 unlabelled", sum.Rows, sum.Labels)
+	}
+	for _, r := range readAllRows(t, o.Output) {
+		part, num, _ := strings.Cut(r.Key, "/")
+		i, err := strconv.Atoi(num)
+		if err != nil {
+			t.Fatalf("key %q", r.Key)
+		}
+		wantLabel := -1
+		if part == "train" {
+			wantLabel = pipelinetest.STL10Label(i)
+		}
+		view, err := augment.View(o.Augment, pipelinetest.STL10Image(part, i), o.Seed, r.Key, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(r.Label) != wantLabel || !bytes.Equal(r.View2, view.Pix) {
+			t.Errorf("%s: label %d (want %d), or view 2 differs from augment's", r.Key, r.Label, wantLabel)
+		}
+	}
 }

@@ -1,8 +1,9 @@
 // Package pipelinetest writes small datasets in their published on-disk formats for the
-// tests and benchmarks of the pipelines and of the commands that run them: CIFAR-10
-// binary batches, MNIST-style IDX files, image folders of JPEG and PNG files, and ImageNet
-// class tars. Pixels are pseudo-random functions of the record's number, so a test can
-// recompute any source image (CIFAR10Image) and compare it with what a pipeline wrote.
+// tests and benchmarks of the pipelines and of the commands that run them: CIFAR-10 binary
+// batches, STL-10 binary files, MNIST-style IDX files, image folders of JPEG and PNG files,
+// and ImageNet class tars. Pixels are pseudo-random functions of the record's number, so a
+// test can recompute any source image (CIFAR10Image, STL10Image) and compare it with what a
+// pipeline wrote.
 package pipelinetest
 
 import (
@@ -72,6 +73,53 @@ func WriteCIFAR10(t testing.TB, dir string, perFile int) {
 			b.Write(CIFAR10Record(f*perFile + i))
 		}
 		WriteFile(t, filepath.Join(dir, name), b.Bytes())
+	}
+}
+
+// STL10Image is image i of an STL-10 fixture's part (train, test or unlabeled), HWC.
+func STL10Image(part string, i int) transforms.Image {
+	m := transforms.NewImage(96, 96, 3)
+	r := rand.New(rand.NewPCG(uint64(i), uint64(len(part))))
+	a, b := r.IntN(4)+1, r.IntN(4)+1
+	for y := range 96 {
+		for x := range 96 {
+			for ch := range 3 {
+				m.Pix[(y*96+x)*3+ch] = uint8(x*a + y*b + ch*70 + r.IntN(12))
+			}
+		}
+	}
+	return m
+}
+
+// STL10Label is the label (0..9) of image i of an STL-10 fixture's labelled part.
+func STL10Label(i int) int { return (i * 3) % 10 }
+
+// WriteSTL10 writes an stl10_binary folder: train_X.bin and train_y.bin with train images,
+// test_X.bin and test_y.bin with test images, unlabeled_X.bin with unlabeled images. As
+// published, each image is 3 planes stored column by column and labels count from 1.
+func WriteSTL10(t testing.TB, dir string, train, test, unlabeled int) {
+	t.Helper()
+	for _, p := range []struct {
+		name string
+		n    int
+	}{{"train", train}, {"test", test}, {"unlabeled", unlabeled}} {
+		var x bytes.Buffer
+		y := make([]byte, p.n)
+		for i := range p.n {
+			m := STL10Image(p.name, i)
+			for ch := range 3 {
+				for col := range 96 {
+					for row := range 96 {
+						x.WriteByte(m.Pix[(row*96+col)*3+ch])
+					}
+				}
+			}
+			y[i] = byte(STL10Label(i) + 1)
+		}
+		WriteFile(t, filepath.Join(dir, p.name+"_X.bin"), x.Bytes())
+		if p.name != "unlabeled" {
+			WriteFile(t, filepath.Join(dir, p.name+"_y.bin"), y)
+		}
 	}
 }
 
