@@ -47,8 +47,10 @@ type DatasetConfig struct {
 	TestSplit  string `yaml:"test_split"`
 	// ImageSize overrides the side the views are cropped to (default: the dataset's own).
 	ImageSize int `yaml:"image_size"`
-	// Limit keeps only the first N images of each split (for scaled-down runs such as the demo).
-	Limit int `yaml:"limit"`
+	// Limit keeps only the first N images of the pretraining split, and EvalLimit of each
+	// evaluation split (for scaled-down runs such as the demo); 0 keeps every image.
+	Limit     int `yaml:"limit"`
+	EvalLimit int `yaml:"eval_limit"`
 }
 
 // PreprocessConfig is how the shards are made.
@@ -86,9 +88,11 @@ type SweepConfig struct {
 
 // RunConfig is one pretraining run. Zero values mean "the trainer's default" unless noted.
 type RunConfig struct {
-	Name        string  `yaml:"name"`
-	Loss        string  `yaml:"loss"`  // infonce, dcl, dclw
-	Model       string  `yaml:"model"` // resnet18-cifar, resnet50-cifar, resnet50, small-cnn
+	Name  string `yaml:"name"`
+	Loss  string `yaml:"loss"`  // infonce, dcl, dclw
+	Model string `yaml:"model"` // resnet18-cifar, resnet50-cifar, resnet50, small-cnn
+	// Width is the model's base channel width (0: its default; scaled-down runs use less).
+	Width       int     `yaml:"width"`
 	BatchSize   int     `yaml:"batch_size"`
 	Epochs      int     `yaml:"epochs"`
 	Temperature float64 `yaml:"temperature"`
@@ -122,6 +126,8 @@ type EvaluateConfig struct {
 	NPC     *NPCConfig    `yaml:"npc"`
 	// KNNEvery runs the trainer's kNN monitor every N epochs (0: off).
 	KNNEvery int `yaml:"knn_every"`
+	// Baselines evaluates untrained encoders beside the runs: raw-pixels, random-init.
+	Baselines []string `yaml:"baselines"`
 }
 
 // KNNConfig is the weighted-kNN protocol.
@@ -277,6 +283,10 @@ func (c *Config) validate() error {
 	check(slices.Contains(knownDatasets, c.Dataset.Name), "dataset.name %q: want one of %s", c.Dataset.Name, strings.Join(knownDatasets, ", "))
 	check(c.Dataset.Input != "", "dataset.input is required")
 	check(c.Dataset.Limit >= 0, "dataset.limit %d: must not be negative", c.Dataset.Limit)
+	check(c.Dataset.EvalLimit >= 0, "dataset.eval_limit %d: must not be negative", c.Dataset.EvalLimit)
+	for _, b := range c.Evaluate.Baselines {
+		check(b == RawPixels || b == RandomInit, "evaluate.baselines: %q: want %s or %s", b, RawPixels, RandomInit)
+	}
 	check(slices.Contains(knownAugment, c.Preprocess.Augment), "preprocess.augment %q: want one of %s", c.Preprocess.Augment, strings.Join(knownAugment, ", "))
 	check(c.Preprocess.Passes > 0, "preprocess.passes %d: must be at least 1", c.Preprocess.Passes)
 	check(slices.Contains([]string{"", "raw", "png", "jpeg"}, c.Preprocess.Encoding), "preprocess.encoding %q: want raw, png or jpeg", c.Preprocess.Encoding)

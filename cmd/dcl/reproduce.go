@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dcl-beam/dcl-beam/experiments"
+	"github.com/dcl-beam/dcl-beam/reproduce"
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+// DemoConfig is the built-in experiment behind `dcl demo` and `make demo`.
+const DemoConfig = "demo-fashion-mnist"
+
+// DefaultFashionMNIST is where Debian's dataset-fashion-mnist package puts the IDX files.
+const DefaultFashionMNIST = "/usr/share/datasets/fashion-mnist"
+
+// reproduceFlags are the flags `reproduce` and `demo` share.
+type reproduceFlags struct {
+	out, input, backend, plugin, progress *string
+}
+
+func addReproduceFlags(fs *flag.FlagSet, defaultOut string) reproduceFlags {
+	return reproduceFlags{
+		out:      fs.String("out", defaultOut, "run directory: every stage's output, results.json, report.md, plots/ (local or gs://)"),
+		input:    fs.String("input", "", "where the dataset's published files are (overrides the config's dataset.input)"),
+		backend:  fs.String("backend", "", "compute backend for every run: cpu, cuda or auto (overrides the config)"),
+		plugin:   fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto"),
+		progress: fs.String("progress", "auto", "progress bars: auto (on a terminal), on or off"),
+	}
+}
+
+func reproduceCommand() *command {
+	return &command{
+		name:    "reproduce",
+		summary: "run a whole experiment from a YAML config: preprocess, train, evaluate, report",
+		beam:    true,
+		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
+			config := fs.String("config", "", "experiment config: a YAML file, or the name of a built-in one ("+strings.Join(experiments.Names(), ", ")+")")
+			f := addReproduceFlags(fs, "")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("takes no positional arguments, got %q", args)
+				}
+				if *config == "" {
+					return usagef("--config is required (a YAML file or one of %s)", strings.Join(experiments.Names(), ", "))
+				}
+				cfg, err := loadConfig(*config)
+				if err != nil {
+					return err
+				}
+				if *f.out == "" {
+					*f.out = filepath.Join("runs", cfg.Name)
+				}
+				return runReproduction(ctx, cfg, f, out)
+			}
+		},
+	}
+}
+
+func demoCommand() *command {
+	return &command{
+		name:    "demo",
+		summary: "a scaled-down reproduction on Fashion-MNIST with a report and plots",
+		beam:    true,
+		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
+			data := fs.String("data", DefaultFashionMNIST, "folder of the Fashion-MNIST IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])")
+			f := addReproduceFlags(fs, "demo-out")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("takes no positional arguments, got %q", args)
+				}
+				if *f.input != "" {
+					*data = *f.input
+				}
+				if _, err := os.Stat(filepath.Join(*data, "train-images-idx3-ubyte.gz")); err != nil && shards.Scheme(*data) == "" {
+					if _, err2 := os.Stat(filepath.Join(*data, "train-images-idx3-ubyte")); err2 != nil {
+						return fmt.Errorf("Fashion-MNIST is not in %s: install Debian's package (sudo apt-get install dataset-fashion-mnist) or pass --data=PATH to a folder with the four IDX files", *data)
+					}
+				}
+				cfg, err := loadConfig(DemoConfig)
+				if err != nil {
+					return err
+				}
+				*f.input = *data
+				return runReproduction(ctx, cfg, f, out)
+			}
+		},
+	}
+}
+
+// loadConfig reads a config file, or a built-in config by name.
+func loadConfig(name string) (*reproduce.Config, error) {
+	var r io.ReadCloser
+	file, err := os.Open(name)
+	switch {
+	case err == nil:
+		r = file
+	case errors.Is(err, fs.ErrNotExist) && !strings.ContainsAny(name, "/."):
+		if r, err = experiments.Open(name); err != nil {
+			return nil, usagef("--config=%s: no such file, and no built-in config of that name (built in: %s)", name, strings.Join(experiments.Names(), ", "))
+		}
+	default:
+		return nil, usagef("--config: %v", err)
+	}
+	defer r.Close()
+	cfg, err := reproduce.Parse(r, name)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return cfg, nil
+}
+
+func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlags, out streams) error {
+	showProgress, err := wantProgress(*f.progress, out)
+	if err != nil {
+		return err
+	}
+	// The config's Beam flags (runner, project, …) apply to every Beam stage, as if given on
+	// the command line; flags given on the command line win.
+	given := map[string]bool{}
+	flag.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, a := range cfg.Preprocess.BeamFlags {
+		name, value, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !ok {
+			value = "true"
+		}
+		if flag.Lookup(name) == nil {
+			return usagef("preprocess.beam_flags: %q is not a Beam flag", a)
+		}
+		if !given[name] {
+			if err := flag.Set(name, value); err != nil {
+				return usagef("preprocess.beam_flags: %q: %v", a, err)
+			}
+		}
+	}
+	quietBeamLogs()
+	res, err := reproduce.Run(ctx, cfg, reproduce.Options{
+		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeVersion(),
+		Stderr: out.stderr, Progress: showProgress, Logger: slog.Default(),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out.stdout, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
+		res.Wall, shards.Join(*f.out, reproduce.ReportName))
+	return nil
+}

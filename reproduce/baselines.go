@@ -1,0 +1,137 @@
+package reproduce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/pipelines"
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
+)
+
+// Baselines the report can show beside the trained encoders.
+const (
+	// RawPixels classifies the images by their pixels (scaled to [0, 1]): what the encoders
+	// must beat to have learnt anything.
+	RawPixels = "raw-pixels"
+	// RandomInit is the first run's encoder with its initial, untrained weights: random
+	// convolutional features are far better than chance, and training must beat them too.
+	RandomInit = "random-init"
+)
+
+var baselineDescriptions = map[string]string{
+	RawPixels:  "kNN and linear probe on the raw pixels, scaled to [0, 1]",
+	RandomInit: "the first run's encoder with its initial (untrained) weights",
+}
+
+func (r *runner) baseline(ctx context.Context, name string, dataRan bool) (*BaselineResult, error) {
+	dir := r.path(BaselinesDir, name)
+	b := &BaselineResult{Name: name, Description: baselineDescriptions[name]}
+	switch name {
+	case RawPixels:
+		embTrain, embTest := shards.Join(dir, "embeddings", "train"), shards.Join(dir, "embeddings", "test")
+		embedded := false
+		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
+			did, err := r.stage(ctx, "embed "+name+" "+shards.Base(e.out), dataRan,
+				func() (bool, error) { return shards.Exists(ctx, shards.Join(e.out, shards.EmbeddingsManifestName)) },
+				func() error { return writePixelEmbeddings(ctx, e.data, e.out) })
+			if err != nil {
+				return nil, err
+			}
+			embedded = embedded || did
+		}
+		return b, r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, dataRan || embedded, 0, false, &b.Evaluation)
+	case RandomInit:
+		run := r.cfg.Runs[0]
+		made, err := r.stage(ctx, "initialise "+name, dataRan,
+			func() (bool, error) {
+				_, steps, err := trainstep.ListCheckpoints(ctx, dir)
+				return len(steps) > 0, err
+			},
+			func() error { return r.writeInitialCheckpoint(ctx, run, dir) })
+		if err != nil {
+			return nil, err
+		}
+		return b, r.evaluate(ctx, dir, name, run.Temperature, dataRan || made, false, &b.Evaluation)
+	}
+	return nil, fmt.Errorf("unknown baseline %q: want %s or %s", name, RawPixels, RandomInit)
+}
+
+// writeInitialCheckpoint saves the untrained encoder of run (its model and initial-weight
+// seed) as a checkpoint the evaluations can load like a trained one.
+func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir string) error {
+	m, err := shards.ReadManifest(ctx, r.evalTrainDir())
+	if err != nil {
+		return err
+	}
+	backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU})
+	if err != nil {
+		return err
+	}
+	defer backend.Finalize()
+	step := trainstep.StepConfig{
+		Model:     trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: m.Config.Channels, Dataset: m.Config.Dataset},
+		Loss:      trainstep.LossConfig{Kind: trainstep.LossKind(run.Loss), Temperature: run.Temperature, Sigma: orDefaultF(run.Sigma, 0.5), Reduction: trainstep.Mean},
+		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
+		InitSeed:  orDefaultU(run.Seed, 1),
+	}
+	s, err := trainstep.NewStep(backend, step, m.Config.Height, m.Config.Width)
+	if err != nil {
+		return err
+	}
+	defer s.Finalize()
+	cfg := trainstep.RunConfig{Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs, BaseLR: orDefaultF(run.LR, 0.03), Seed: orDefaultU(run.Seed, 1), Backend: backend.Name()}
+	state := trainstep.TrainState{Seed: cfg.Seed, Data: cfg.Data, ImageHeight: m.Config.Height, ImageWidth: m.Config.Width}
+	return trainstep.SaveCheckpoint(ctx, shards.Join(dir, trainstep.CheckpointDir, trainstep.CheckpointName(0)), s, &cfg, state)
+}
+
+// writePixelEmbeddings writes every image of an evaluation dataset as its pixels scaled to
+// [0, 1], in the embedding format the evaluations read.
+func writePixelEmbeddings(ctx context.Context, data, out string) error {
+	if err := removeTree(ctx, out); err != nil {
+		return err
+	}
+	rd, err := shards.NewSequentialReader(ctx, data, 1024)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	m := rd.Manifest()
+	dim := m.Config.Height * m.Config.Width * m.Config.Channels
+	meta := map[string]string{
+		pipelines.MetaDataset: m.Config.Dataset, pipelines.MetaSplit: m.Config.Split, pipelines.MetaFeature: "pixels",
+	}
+	w, err := shards.NewEmbeddingWriter(ctx, shards.Join(out, shards.EmbeddingFileName(0, 1)), dim, meta)
+	if err != nil {
+		return err
+	}
+	defer w.Abort()
+	vec := make([]float32, dim)
+	for {
+		b, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		for i := range b.Len {
+			for j, p := range b.View1[i*dim : (i+1)*dim] {
+				vec[j] = float32(p) / 255
+			}
+			if err := w.Write(b.Indices[i], b.Labels[i], vec); err != nil {
+				return err
+			}
+		}
+		rd.Release(b)
+	}
+	info, err := w.Close()
+	if err != nil {
+		return err
+	}
+	_, err = shards.CommitEmbeddings(ctx, out, dim, []shards.EmbeddingFileInfo{info}, meta)
+	return err
+}

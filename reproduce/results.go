@@ -1,0 +1,129 @@
+package reproduce
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
+)
+
+// Results is everything a reproduction measured, with the configuration that produced it:
+// results.json.
+type Results struct {
+	Experiment  string           `json:"experiment"`
+	Description string           `json:"description,omitempty"`
+	Paper       string           `json:"paper,omitempty"`
+	CodeVersion string           `json:"code_version,omitempty"`
+	Dataset     DatasetConfig    `json:"dataset"`
+	Preprocess  PreprocessConfig `json:"preprocess"`
+	Evaluate    EvaluateConfig   `json:"evaluate"`
+	Runs        []RunResult      `json:"runs"`
+	Baselines   []BaselineResult `json:"baselines,omitempty"`
+	// Stages lists what this call ran and what it found complete.
+	Stages []StageRecord `json:"stages"`
+	Wall   string        `json:"wall"`
+}
+
+// StageRecord is one stage of one call: skipped (complete) or run, with its wall time.
+type StageRecord struct {
+	Name    string `json:"name"`
+	Skipped bool   `json:"skipped,omitempty"`
+	Wall    string `json:"wall,omitempty"`
+}
+
+// Evaluation holds the evaluations of one encoder (nil where the config asks for none).
+type Evaluation struct {
+	KNN    *analysis.KNNResult    `json:"knn,omitempty"`
+	Linear *analysis.LinearResult `json:"linear,omitempty"`
+	NPC    *analysis.NPCReport    `json:"npc,omitempty"`
+}
+
+// RunResult is one training run: its settings, the paper's figures for it, the training
+// summary and curves, and its evaluations.
+type RunResult struct {
+	Config RunConfig          `json:"config"`
+	Paper  PaperFigures       `json:"paper"`
+	Train  *trainstep.Summary `json:"train"`
+	Curves Curves             `json:"curves"`
+	Evaluation
+}
+
+// BaselineResult is an encoder that was not trained: raw pixels or random weights.
+type BaselineResult struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Evaluation
+}
+
+// Curves are a run's per-epoch means of its training log, and the kNN monitor's readings.
+type Curves struct {
+	Epoch    []float64 `json:"epoch"` // epochs completed: 1, 2, …
+	Loss     []float64 `json:"loss"`
+	MeanQ    []float64 `json:"mean_q"`
+	KNNEpoch []float64 `json:"knn_epoch,omitempty"`
+	KNNTop1  []float64 `json:"knn_top1,omitempty"`
+}
+
+// readCurves averages the training log (train.jsonl) per epoch. Monitor lines carry
+// knn_top1 and no loss.
+func readCurves(ctx context.Context, logPath string) (Curves, error) {
+	var c Curves
+	ok, err := shards.Exists(ctx, logPath)
+	if err != nil || !ok {
+		return c, err
+	}
+	data, err := shards.ReadFile(ctx, logPath)
+	if err != nil {
+		return c, err
+	}
+	type sums struct{ loss, q, n float64 }
+	perEpoch := map[int]*sums{}
+	knn := map[int]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		var entry struct {
+			Epoch   int      `json:"epoch"`
+			Loss    *float64 `json:"loss"`
+			MeanQ   float64  `json:"mean_q"`
+			KNNTop1 *float64 `json:"knn_top1"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &entry); err != nil {
+			return c, fmt.Errorf("%s line %d: %w", logPath, line, err)
+		}
+		switch {
+		case entry.KNNTop1 != nil:
+			knn[entry.Epoch] = *entry.KNNTop1
+		case entry.Loss != nil:
+			s := perEpoch[entry.Epoch]
+			if s == nil {
+				s = &sums{}
+				perEpoch[entry.Epoch] = s
+			}
+			s.loss += *entry.Loss
+			s.q += entry.MeanQ
+			s.n++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return c, fmt.Errorf("reading %s: %w", logPath, err)
+	}
+	for _, e := range slices.Sorted(maps.Keys(perEpoch)) {
+		s := perEpoch[e]
+		c.Epoch = append(c.Epoch, float64(e+1))
+		c.Loss = append(c.Loss, s.loss/s.n)
+		c.MeanQ = append(c.MeanQ, s.q/s.n)
+	}
+	for _, e := range slices.Sorted(maps.Keys(knn)) {
+		c.KNNEpoch = append(c.KNNEpoch, float64(e+1))
+		c.KNNTop1 = append(c.KNNTop1, knn[e])
+	}
+	return c, nil
+}

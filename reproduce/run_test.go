@@ -1,0 +1,234 @@
+package reproduce
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/shards"
+)
+
+func TestMain(m *testing.M) { ptest.Main(m) }
+
+// tinyConfig is a whole experiment small enough for a test: two runs of a narrow small CNN
+// on 16×16 bars, every evaluation and both baselines.
+const tinyConfig = `
+name: tiny
+dataset: {name: idx, input: INPUT, image_size: 16}
+preprocess: {augment: simclr-cifar, passes: 2, seed: 7}
+train:
+  defaults: {model: small-cnn, width: 4, epochs: 2, batch_size: 16, temperature: 0.2, lr: 0.3, backend: cpu, checkpoint_every: 4}
+  runs:
+    - {name: infonce, loss: infonce}
+    - {name: dcl, loss: dcl}
+evaluate:
+  knn: {k: 10, temperature: 0.1}
+  linear: {epochs: 5, lr: 1, batch_size: 32}
+  npc: {batch_sizes: [8, 16], samples: 2}
+  knn_every: 1
+  baselines: [raw-pixels, random-init]
+`
+
+func parseTiny(t *testing.T, input string, edit func(string) string) *Config {
+	t.Helper()
+	text := strings.Replace(tinyConfig, "INPUT", input, 1)
+	if edit != nil {
+		text = edit(text)
+	}
+	cfg, err := Parse(strings.NewReader(text), "tiny.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// writeBarsIDX writes an MNIST-style dataset of 16×16 images: class 0 has horizontal bars,
+// class 1 vertical ones, each with its own offset and noise.
+func writeBarsIDX(t *testing.T, dir string) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(3, 4))
+	write := func(prefix string, n int) {
+		const side = 16
+		images := make([]byte, n*side*side)
+		labels := make([]byte, n)
+		for i := range n {
+			label := i % 2
+			labels[i] = byte(label)
+			offset := r.IntN(4)
+			img := images[i*side*side : (i+1)*side*side]
+			for y := range side {
+				for x := range side {
+					v := x
+					if label == 0 {
+						v = y
+					}
+					px := 30 + r.IntN(40)
+					if (v+offset)%4 < 2 {
+						px += 150
+					}
+					img[y*side+x] = byte(px)
+				}
+			}
+		}
+		var hdr bytes.Buffer
+		binary.Write(&hdr, binary.BigEndian, []uint32{0x803, uint32(n), side, side})
+		if err := os.WriteFile(filepath.Join(dir, prefix+"-images-idx3-ubyte"), append(hdr.Bytes(), images...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		hdr.Reset()
+		binary.Write(&hdr, binary.BigEndian, []uint32{0x801, uint32(n)})
+		if err := os.WriteFile(filepath.Join(dir, prefix+"-labels-idx1-ubyte"), append(hdr.Bytes(), labels...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("train", 128)
+	write("t10k", 64)
+}
+
+// The whole experiment runs, writes its results, report and plots; run again, every stage
+// is complete and skipped and the results are the same.
+func TestRunWritesResultsAndIsANoOpWhenComplete(t *testing.T) {
+	input, out := t.TempDir(), t.TempDir()
+	writeBarsIDX(t, input)
+	ctx := context.Background()
+	res, err := Run(ctx, parseTiny(t, input, nil), Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 || len(res.Baselines) != 2 {
+		t.Fatalf("%d runs and %d baselines, want 2 and 2", len(res.Runs), len(res.Baselines))
+	}
+	for _, r := range res.Runs {
+		if r.Train == nil || !r.Train.Finished || r.KNN == nil || r.Linear == nil || r.NPC == nil {
+			t.Fatalf("run %s lacks a result: %+v", r.Config.Name, r)
+		}
+		if r.KNN.NTest != 64 || r.KNN.NTrain != 128 {
+			t.Errorf("run %s: kNN of %d queries against %d, want 64 against 128", r.Config.Name, r.KNN.NTest, r.KNN.NTrain)
+		}
+		if len(r.Curves.Epoch) != 2 || len(r.Curves.KNNTop1) != 2 {
+			t.Errorf("run %s: curves %+v, want 2 epochs of loss and 2 kNN readings", r.Config.Name, r.Curves)
+		}
+		if got := len(r.NPC.Stats); got != 2 {
+			t.Errorf("run %s: NPC statistics for %d batch sizes, want 2", r.Config.Name, got)
+		}
+	}
+	if bl := res.Baselines[0]; bl.Name != RawPixels || bl.KNN == nil || bl.KNN.Top1 < 90 {
+		t.Errorf("raw-pixel kNN on bars = %+v, want above 90%% (the classes differ by their pixels)", bl.KNN)
+	}
+	for _, s := range res.Stages {
+		if s.Skipped {
+			t.Errorf("stage %s was skipped on the first run", s.Name)
+		}
+	}
+	report, err := os.ReadFile(filepath.Join(out, ReportName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| infonce ", "| dcl ", "SimCLR (InfoNCE)", "raw-pixels", "random-init", "NPC multiplier", "plots/" + NPCPlotName, "plots/" + LossPlotName} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	for _, p := range []string{LossPlotName, KNNPlotName, NPCPlotName} {
+		if _, err := os.Stat(filepath.Join(out, PlotsDir, p)); err != nil {
+			t.Errorf("plot %s: %v", p, err)
+		}
+	}
+	var saved Results
+	if err := analysis.LoadJSON(ctx, filepath.Join(out, ResultsName), &saved); err != nil {
+		t.Fatal(err)
+	}
+	if saved.Runs[1].KNN.Top1 != res.Runs[1].KNN.Top1 {
+		t.Errorf("results.json holds kNN %v, the run returned %v", saved.Runs[1].KNN.Top1, res.Runs[1].KNN.Top1)
+	}
+
+	again, err := Run(ctx, parseTiny(t, input, nil), Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range again.Stages {
+		if !s.Skipped {
+			t.Errorf("stage %s ran again on a complete run directory", s.Name)
+		}
+	}
+	for i := range res.Runs {
+		if a, b := res.Runs[i], again.Runs[i]; a.KNN.Top1 != b.KNN.Top1 || a.Linear.Top1 != b.Linear.Top1 || a.Train.Loss != b.Train.Loss {
+			t.Errorf("run %s: the no-op re-run reports other figures", a.Config.Name)
+		}
+	}
+
+	// A config that changes what a finished run trained is refused, not mixed in.
+	changed := parseTiny(t, input, func(s string) string { return strings.Replace(s, "epochs: 2", "epochs: 3", 1) })
+	if _, err := Run(ctx, changed, Options{Out: out}); err == nil || !strings.Contains(err.Error(), "other settings") {
+		t.Errorf("Run with a changed config = %v, want a refusal naming the run's settings", err)
+	}
+}
+
+// A run killed during training continues from its checkpoint when run again, and ends with
+// exactly the results of a run that was never interrupted.
+func TestKilledRunContinuesWhereItStopped(t *testing.T) {
+	input := t.TempDir()
+	writeBarsIDX(t, input)
+	oneRun := func(s string) string {
+		s = strings.Replace(s, "    - {name: infonce, loss: infonce}\n", "", 1)
+		return strings.Replace(s, "  baselines: [raw-pixels, random-init]\n", "", 1)
+	}
+	whole, err := Run(context.Background(), parseTiny(t, input, oneRun), Options{Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Cancel once the training log has reached step 10 of 16: the trainer stops after that
+	// step with a checkpoint, as on Ctrl-C or SIGTERM.
+	stderr := &cancelAfter{marker: `"step":10,`, cancel: cancel}
+	if _, err := Run(ctx, parseTiny(t, input, oneRun), Options{Out: out, Stderr: stderr}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the interrupted run returned %v, want context.Canceled", err)
+	}
+	if ok, _ := shards.Exists(context.Background(), filepath.Join(out, ResultsName)); ok {
+		t.Fatal("an interrupted run wrote results.json")
+	}
+	resumed, err := Run(context.Background(), parseTiny(t, input, oneRun), Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := whole.Runs[0], resumed.Runs[0]
+	if a.Train.StepsDone != b.Train.StepsDone || a.Train.Loss != b.Train.Loss || a.KNN.Top1 != b.KNN.Top1 || a.Linear.Top1 != b.Linear.Top1 {
+		t.Errorf("interrupted and resumed: steps %d, loss %v, kNN %v, linear %v; uninterrupted: %d, %v, %v, %v",
+			b.Train.StepsDone, b.Train.Loss, b.KNN.Top1, b.Linear.Top1, a.Train.StepsDone, a.Train.Loss, a.KNN.Top1, a.Linear.Top1)
+	}
+	for _, s := range resumed.Stages {
+		if strings.HasPrefix(s.Name, "preprocess") && !s.Skipped {
+			t.Errorf("stage %s ran again after the interruption; its output was complete", s.Name)
+		}
+	}
+}
+
+type cancelAfter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(p)
+	if strings.Contains(c.buf.String(), c.marker) {
+		c.cancel()
+	}
+	return len(p), nil
+}
