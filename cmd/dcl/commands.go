@@ -11,12 +11,8 @@ func commands() []*command {
 		npcCommand(),
 		lossCommand(),
 		shardsCommand(),
-		notBuilt("reproduce", "run a whole experiment from a YAML config: preprocess, train, evaluate, report", "issue 6"),
-		notBuilt("demo", "a scaled-down reproduction on Fashion-MNIST with a report and plots", "issue 6"),
+		reproduceCommand(),
+		demoCommand(),
 		versionCommand(),
 	}
-}
-
-func notBuilt(name, summary, issue string) *command {
-	return &command{name: name, summary: summary, pending: issue}
 }

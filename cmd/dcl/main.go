@@ -16,8 +16,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers --runner and every runner's flags
 )
 
-// Exit codes: 0 success, 1 the command failed, 2 the command line was wrong or the
-// subcommand is not built yet.
+// Exit codes: 0 success, 1 the command failed, 2 the command line was wrong.
 const (
 	exitOK    = 0
 	exitError = 1
@@ -100,18 +99,9 @@ type command struct {
 	// --endpoint, --project, …) and forward them to the SDK.
 	beam  bool
 	setup func(fs *flag.FlagSet, out streams) func(ctx context.Context, args []string) error
-	// pending, when set, says which issue will build the subcommand; until then it exits 2.
-	pending string
 }
 
 func (c *command) run(args []string, stdout, stderr io.Writer) error {
-	if c.pending != "" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			fmt.Fprintf(stdout, "Usage: dcl %s\n\n%s\n\nNot built yet (%s).\n", c.name, c.summary, c.pending)
-			return flag.ErrHelp
-		}
-		return usagef("not built yet (%s)", c.pending)
-	}
 	fs := flag.NewFlagSet("dcl "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, in one line, by main
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")

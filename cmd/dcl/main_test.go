@@ -65,22 +65,6 @@ func TestCommandLineErrorsExit2WithOneLine(t *testing.T) {
 	}
 }
 
-func TestPendingSubcommandsSaySoAndExit2(t *testing.T) {
-	for _, c := range commands() {
-		if c.pending == "" {
-			continue
-		}
-		code, _, stderr := runDCL(c.name, "--any-flag=1")
-		if code != exitUsage || !strings.Contains(stderr, "not built yet") {
-			t.Errorf("dcl %s = %d, %q; want exit 2 saying it is not built yet", c.name, code, stderr)
-		}
-		code, out, _ := runDCL(c.name, "-h")
-		if code != exitOK || !strings.Contains(out, "Not built yet") {
-			t.Errorf("dcl %s -h = %d, %q", c.name, code, out)
-		}
-	}
-}
-
 func TestVersionNamesTheCompiledBackends(t *testing.T) {
 	code, out, _ := runDCL("version")
 	if code != exitOK {
