@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends/simplego"
 
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -91,7 +91,7 @@ func TestMonitorDuringTraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, err := simplego.New("")
+	backend, err := gpu.New(context.Background(), gpu.Options{Backend: gpu.CPU})
 	if err != nil {
 		t.Fatal(err)
 	}
