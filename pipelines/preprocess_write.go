@@ -292,6 +292,10 @@ func (p *partWriter) writeBatch(refs []ref, fixed map[int64]datasets.Record) err
 			return out[i].err
 		}
 	}
+	if fixed == nil {
+		// Beam's counters may be updated only from the DoFn's own goroutine.
+		recordsFetched.Inc(p.ctx, int64(len(refs)))
+	}
 	var rows, dead int64
 	for i := range out {
 		o := &out[i]
@@ -337,7 +341,6 @@ func (p *partWriter) make(m *rowMaker, r ref, fixed map[int64]datasets.Record) m
 		if err != nil {
 			return made{err: err}
 		}
-		recordsFetched.Inc(p.ctx, 1)
 		img, err := datasets.Decode(data, "", u.Limits)
 		if err != nil {
 			return made{dead: &shards.DeadLetter{Source: r.Source, Position: r.Offset, Key: r.Key, Reason: err.Error()}}
