@@ -69,6 +69,18 @@ func BenchmarkStepResNet18(b *testing.B) {
 	benchmarkStep(b, cfg, batch, 32)
 }
 
+// BenchmarkStepResNet18Batch256 is one resnet18-cifar training step at batch 256 (512 images
+// of 32×32×3), for the peak-memory goal; run it alone for a meaningful peak RSS
+// (-bench 'StepResNet18Batch256$'); -short: width 8, batch 16.
+func BenchmarkStepResNet18Batch256(b *testing.B) {
+	cfg := BenchStepConfig(ResNet18CIFAR, 3)
+	batch := 256
+	if testing.Short() {
+		cfg.Model.BaseWidth, batch = 8, 16
+	}
+	benchmarkStep(b, cfg, batch, 32)
+}
+
 // BenchmarkStepSmallCNN is one small-cnn step at batch 64 on 28×28 grayscale (Fashion-MNIST's
 // size); -short: batch 8.
 func BenchmarkStepSmallCNN(b *testing.B) {
