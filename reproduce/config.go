@@ -22,14 +22,14 @@ import (
 // Config is one experiment. Unknown keys anywhere are an error, so a misspelt option never
 // silently falls back to a default.
 type Config struct {
-	Name        string `yaml:"name"`
-	Description string `yaml:"description"`
+	Name        string `yaml:"name" json:"name,omitempty"`
+	Description string `yaml:"description" json:"description,omitempty"`
 	// Paper names the table or figure of the paper this experiment reproduces.
-	Paper      string           `yaml:"paper"`
-	Dataset    DatasetConfig    `yaml:"dataset"`
-	Preprocess PreprocessConfig `yaml:"preprocess"`
-	Train      TrainConfig      `yaml:"train"`
-	Evaluate   EvaluateConfig   `yaml:"evaluate"`
+	Paper      string           `yaml:"paper" json:"paper,omitempty"`
+	Dataset    DatasetConfig    `yaml:"dataset" json:"dataset,omitempty"`
+	Preprocess PreprocessConfig `yaml:"preprocess" json:"preprocess,omitempty"`
+	Train      TrainConfig      `yaml:"train" json:"train,omitempty"`
+	Evaluate   EvaluateConfig   `yaml:"evaluate" json:"evaluate,omitempty"`
 
 	// Runs is Train expanded: every explicit run and every point of the sweep, with the
 	// defaults filled in, in a stable order.
@@ -38,117 +38,117 @@ type Config struct {
 
 // DatasetConfig names the dataset and where its published files are.
 type DatasetConfig struct {
-	Name  string `yaml:"name"`  // cifar10, cifar100, stl10, imagenet, imagenet100, folder, idx
-	Input string `yaml:"input"` // local folder or gs:// prefix holding the published files
+	Name  string `yaml:"name" json:"name,omitempty"`   // cifar10, cifar100, stl10, imagenet, imagenet100, folder, idx
+	Input string `yaml:"input" json:"input,omitempty"` // local folder or gs:// prefix holding the published files
 	// PretrainSplit is what the encoder trains on (STL-10: train+unlabeled, as the paper).
-	PretrainSplit string `yaml:"pretrain_split"`
+	PretrainSplit string `yaml:"pretrain_split" json:"pretrain_split,omitempty"`
 	// TrainSplit is the labelled split the kNN bank and the linear probe train on.
-	TrainSplit string `yaml:"train_split"`
-	TestSplit  string `yaml:"test_split"`
+	TrainSplit string `yaml:"train_split" json:"train_split,omitempty"`
+	TestSplit  string `yaml:"test_split" json:"test_split,omitempty"`
 	// ImageSize overrides the side the views are cropped to (default: the dataset's own).
-	ImageSize int `yaml:"image_size"`
+	ImageSize int `yaml:"image_size" json:"image_size,omitempty"`
 	// Limit keeps only the first N images of the pretraining split, and EvalLimit of each
 	// evaluation split (for scaled-down runs such as the demo); 0 keeps every image.
-	Limit     int `yaml:"limit"`
-	EvalLimit int `yaml:"eval_limit"`
+	Limit     int `yaml:"limit" json:"limit,omitempty"`
+	EvalLimit int `yaml:"eval_limit" json:"eval_limit,omitempty"`
 }
 
 // PreprocessConfig is how the shards are made.
 type PreprocessConfig struct {
-	Augment  string `yaml:"augment"`  // simclr-cifar, simclr-imagenet, byol
-	Passes   int    `yaml:"passes"`   // augmented passes E; epoch e reads pass e mod E
-	Seed     uint64 `yaml:"seed"`     // augmentation seed
-	Encoding string `yaml:"encoding"` // raw, png or jpeg (default: raw up to 96 px, jpeg above)
-	Shards   int    `yaml:"shards"`   // shards per pass (0: chosen from the dataset size)
+	Augment  string `yaml:"augment" json:"augment,omitempty"`   // simclr-cifar, simclr-imagenet, byol
+	Passes   int    `yaml:"passes" json:"passes,omitempty"`     // augmented passes E; epoch e reads pass e mod E
+	Seed     uint64 `yaml:"seed" json:"seed,omitempty"`         // augmentation seed
+	Encoding string `yaml:"encoding" json:"encoding,omitempty"` // raw, png or jpeg (default: raw up to 96 px, jpeg above)
+	Shards   int    `yaml:"shards" json:"shards,omitempty"`     // shards per pass (0: chosen from the dataset size)
 	// AugmentOverrides sets augmentation parameters by their flag names, e.g.
 	// {"jitter-p": "0.5"}.
-	AugmentOverrides map[string]string `yaml:"augment_overrides"`
+	AugmentOverrides map[string]string `yaml:"augment_overrides" json:"augment_overrides,omitempty"`
 	// BeamFlags are passed to every Beam stage, e.g. ["--runner=dataflow", "--project=p"].
-	BeamFlags []string `yaml:"beam_flags"`
+	BeamFlags []string `yaml:"beam_flags" json:"beam_flags,omitempty"`
 }
 
 // TrainConfig lists the training runs: explicit runs, a sweep (the cartesian product of the
 // listed values), or both, each starting from Defaults.
 type TrainConfig struct {
-	Defaults RunConfig   `yaml:"defaults"`
-	Sweep    SweepConfig `yaml:"sweep"`
-	Runs     []yaml.Node `yaml:"runs"`
+	Defaults RunConfig   `yaml:"defaults" json:"defaults,omitempty"`
+	Sweep    SweepConfig `yaml:"sweep" json:"sweep,omitempty"`
+	Runs     []yaml.Node `yaml:"runs" json:"runs,omitempty"`
 	// Paper holds the paper's figures for sweep runs, by run name (e.g. "dcl-b32").
-	Paper map[string]PaperFigures `yaml:"paper"`
+	Paper map[string]PaperFigures `yaml:"paper" json:"paper,omitempty"`
 }
 
 // SweepConfig lists the values to sweep; empty lists are not swept.
 type SweepConfig struct {
-	Loss        []string  `yaml:"loss"`
-	BatchSize   []int     `yaml:"batch_size"`
-	Temperature []float64 `yaml:"temperature"`
-	Model       []string  `yaml:"model"`
-	Epochs      []int     `yaml:"epochs"`
+	Loss        []string  `yaml:"loss" json:"loss,omitempty"`
+	BatchSize   []int     `yaml:"batch_size" json:"batch_size,omitempty"`
+	Temperature []float64 `yaml:"temperature" json:"temperature,omitempty"`
+	Model       []string  `yaml:"model" json:"model,omitempty"`
+	Epochs      []int     `yaml:"epochs" json:"epochs,omitempty"`
 }
 
 // RunConfig is one pretraining run. Zero values mean "the trainer's default" unless noted.
 type RunConfig struct {
-	Name  string `yaml:"name"`
-	Loss  string `yaml:"loss"`  // infonce, dcl, dclw
-	Model string `yaml:"model"` // resnet18-cifar, resnet50-cifar, resnet50, small-cnn
+	Name  string `yaml:"name" json:"name,omitempty"`
+	Loss  string `yaml:"loss" json:"loss,omitempty"`   // infonce, dcl, dclw
+	Model string `yaml:"model" json:"model,omitempty"` // resnet18-cifar, resnet50-cifar, resnet50, small-cnn
 	// Width is the model's base channel width (0: its default; scaled-down runs use less).
-	Width       int     `yaml:"width"`
-	BatchSize   int     `yaml:"batch_size"`
-	Epochs      int     `yaml:"epochs"`
-	Temperature float64 `yaml:"temperature"`
-	Sigma       float64 `yaml:"sigma"` // DCLW weighting temperature
+	Width       int     `yaml:"width" json:"width,omitempty"`
+	BatchSize   int     `yaml:"batch_size" json:"batch_size,omitempty"`
+	Epochs      int     `yaml:"epochs" json:"epochs,omitempty"`
+	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
+	Sigma       float64 `yaml:"sigma" json:"sigma,omitempty"` // DCLW weighting temperature
 	// LR is the base learning rate; the trainer scales it by batch/256.
-	LR              float64  `yaml:"lr"`
-	Momentum        *float64 `yaml:"momentum"`
-	WeightDecay     *float64 `yaml:"weight_decay"`
-	WarmupEpochs    int      `yaml:"warmup_epochs"`
-	Optimizer       string   `yaml:"optimizer"` // sgd, lars
-	Backend         string   `yaml:"backend"`   // cpu, cuda, auto
-	Seed            uint64   `yaml:"seed"`
-	CheckpointEvery int      `yaml:"checkpoint_every"` // steps
+	LR              float64  `yaml:"lr" json:"lr,omitempty"`
+	Momentum        *float64 `yaml:"momentum" json:"momentum,omitempty"`
+	WeightDecay     *float64 `yaml:"weight_decay" json:"weight_decay,omitempty"`
+	WarmupEpochs    int      `yaml:"warmup_epochs" json:"warmup_epochs,omitempty"`
+	Optimizer       string   `yaml:"optimizer" json:"optimizer,omitempty"` // sgd, lars
+	Backend         string   `yaml:"backend" json:"backend,omitempty"`     // cpu, cuda, auto
+	Seed            uint64   `yaml:"seed" json:"seed,omitempty"`
+	CheckpointEvery int      `yaml:"checkpoint_every" json:"checkpoint_every,omitempty"` // steps
 	// Paper holds the paper's figures for this run, shown beside ours in the report.
-	Paper PaperFigures `yaml:"paper"`
+	Paper PaperFigures `yaml:"paper" json:"paper,omitempty"`
 }
 
 // PaperFigures are published accuracies (percent) for one run; zero means "not reported".
 type PaperFigures struct {
-	KNNTop1    float64 `yaml:"knn_top1"`
-	LinearTop1 float64 `yaml:"linear_top1"`
+	KNNTop1    float64 `yaml:"knn_top1" json:"knn_top1,omitempty"`
+	LinearTop1 float64 `yaml:"linear_top1" json:"linear_top1,omitempty"`
 	// Source names the table, e.g. "Table 1".
-	Source string `yaml:"source"`
+	Source string `yaml:"source" json:"source,omitempty"`
 }
 
 // EvaluateConfig lists the evaluations; a missing section is skipped.
 type EvaluateConfig struct {
-	Feature string        `yaml:"feature"` // backbone (default) or projection
-	KNN     *KNNConfig    `yaml:"knn"`
-	Linear  *LinearConfig `yaml:"linear"`
-	NPC     *NPCConfig    `yaml:"npc"`
+	Feature string        `yaml:"feature" json:"feature,omitempty"` // backbone (default) or projection
+	KNN     *KNNConfig    `yaml:"knn" json:"knn,omitempty"`
+	Linear  *LinearConfig `yaml:"linear" json:"linear,omitempty"`
+	NPC     *NPCConfig    `yaml:"npc" json:"npc,omitempty"`
 	// KNNEvery runs the trainer's kNN monitor every N epochs (0: off).
-	KNNEvery int `yaml:"knn_every"`
+	KNNEvery int `yaml:"knn_every" json:"knn_every,omitempty"`
 	// Baselines evaluates untrained encoders beside the runs: raw-pixels, random-init.
-	Baselines []string `yaml:"baselines"`
+	Baselines []string `yaml:"baselines" json:"baselines,omitempty"`
 }
 
 // KNNConfig is the weighted-kNN protocol.
 type KNNConfig struct {
-	K           int     `yaml:"k"`
-	Temperature float64 `yaml:"temperature"`
+	K           int     `yaml:"k" json:"k,omitempty"`
+	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
 }
 
 // LinearConfig is the linear-probe protocol.
 type LinearConfig struct {
-	Epochs    int     `yaml:"epochs"`
-	LR        float64 `yaml:"lr"`
-	BatchSize int     `yaml:"batch_size"`
-	Optimizer string  `yaml:"optimizer"` // sgd (OpenSelfSup) or lars
+	Epochs    int     `yaml:"epochs" json:"epochs,omitempty"`
+	LR        float64 `yaml:"lr" json:"lr,omitempty"`
+	BatchSize int     `yaml:"batch_size" json:"batch_size,omitempty"`
+	Optimizer string  `yaml:"optimizer" json:"optimizer,omitempty"` // sgd (OpenSelfSup) or lars
 }
 
 // NPCConfig is the NPC-statistics job (the paper's Fig. 1).
 type NPCConfig struct {
-	BatchSizes []int `yaml:"batch_sizes"`
+	BatchSizes []int `yaml:"batch_sizes" json:"batch_sizes,omitempty"`
 	// Samples is the number of batches drawn per batch size.
-	Samples int `yaml:"samples"`
+	Samples int `yaml:"samples" json:"samples,omitempty"`
 }
 
 var (
