@@ -25,7 +25,12 @@ import (
 // and metrics that add up; and a dataset that Verify accepts.
 func TestPreprocessCIFARWritesEveryRowAsAugmentDoes(t *testing.T) {
 	o := cifarOptions(t, 6) // 30 train records in 8 units of up to 4
+	o.Progress = NewProgress()
+	defer o.Progress.Close()
 	res := mustPreprocess(t, o)
+	if o.Progress.Read() != 30 || o.Progress.Written() != 60 {
+		t.Errorf("progress: %d read, %d written; want 30 and 60", o.Progress.Read(), o.Progress.Written())
+	}
 	m := res.Manifest
 	const n = 30
 	if m.Records != n || m.Rows != 2*n || len(m.Shards) != 6 || m.DeadLetters.Count != 0 {
