@@ -1,60 +1,24 @@
 package shards
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 )
 
-// fashionMNISTTest reads the Fashion-MNIST test split (Debian's dataset-fashion-mnist):
-// 10,000 28×28 grayscale images and their labels. The IDX parsing here is the minimum a
-// test needs; the project's reader is transforms/datasets.
+// fashionMNISTTest reads the Fashion-MNIST test split: 10,000 28×28 grayscale images and
+// their labels.
 func fashionMNISTTest(t testing.TB) (images [][]byte, labels []byte) {
-	dir := os.Getenv("DCL_FASHION_MNIST")
-	if dir == "" {
-		dir = "/usr/share/datasets/fashion-mnist"
+	data := fashionmnist.Load(t, "test", 0)
+	for i := range data.N {
+		images = append(images, data.Image(i))
 	}
-	read := func(name string, magic uint32) ([]uint32, []byte) {
-		f, err := os.Open(filepath.Join(dir, name))
-		if errors.Is(err, os.ErrNotExist) {
-			t.Skipf("Fashion-MNIST not found in %s (install dataset-fashion-mnist or set DCL_FASHION_MNIST)", dir)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		z, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(z)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if binary.BigEndian.Uint32(data) != magic {
-			t.Fatalf("%s: not an IDX file of the expected kind", name)
-		}
-		ndim := int(magic & 0xff)
-		dims := make([]uint32, ndim)
-		for i := range dims {
-			dims[i] = binary.BigEndian.Uint32(data[4+4*i:])
-		}
-		return dims, data[4+4*ndim:]
-	}
-	dims, pix := read("t10k-images-idx3-ubyte.gz", 0x803)
-	_, labels = read("t10k-labels-idx1-ubyte.gz", 0x801)
-	size := int(dims[1] * dims[2])
-	for i := range int(dims[0]) {
-		images = append(images, pix[i*size:(i+1)*size])
-	}
-	return images, labels
+	return images, data.Labels
 }
 
 // Fashion-MNIST's test split as an evaluation dataset (one raw view per image): the label

@@ -1,70 +1,31 @@
 package trainstep
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 )
 
-// fashionMNIST reads the first n images and labels of a Fashion-MNIST split (IDX files, as
-// Debian's dataset-fashion-mnist installs them), or skips the test if the data is absent.
+// fashionMNIST reads the first n images and labels of a Fashion-MNIST split, or skips the
+// test if the data is absent.
 func fashionMNIST(t *testing.T, split string, n int) ([]transforms.Image, []int32) {
 	t.Helper()
-	dir := os.Getenv("DCL_FASHION_MNIST")
-	if dir == "" {
-		dir = "/usr/share/datasets/fashion-mnist"
+	data := fashionmnist.Load(t, split, n)
+	images := make([]transforms.Image, data.N)
+	labels := make([]int32, data.N)
+	for i := range images {
+		images[i] = transforms.Image{Pix: data.Image(i), H: fashionmnist.Side, W: fashionmnist.Side, C: 1}
+		labels[i] = int32(data.Labels[i])
 	}
-	open := func(name string) io.Reader {
-		f, err := os.Open(filepath.Join(dir, name))
-		if os.IsNotExist(err) {
-			t.Skipf("Fashion-MNIST not found in %s (install Debian's dataset-fashion-mnist or set DCL_FASHION_MNIST)", dir)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		z, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return z
-	}
-	imgs := open(split + "-images-idx3-ubyte.gz")
-	var head [4]uint32
-	if err := binary.Read(imgs, binary.BigEndian, &head); err != nil || head[0] != 0x803 || head[2] != 28 || head[3] != 28 {
-		t.Fatalf("%s images: header %x, %v", split, head, err)
-	}
-	labels := open(split + "-labels-idx1-ubyte.gz")
-	var lhead [2]uint32
-	if err := binary.Read(labels, binary.BigEndian, &lhead); err != nil || lhead[0] != 0x801 {
-		t.Fatalf("%s labels: header %x, %v", split, lhead, err)
-	}
-	out := make([]transforms.Image, n)
-	lab := make([]byte, n)
-	for i := range out {
-		out[i] = transforms.NewImage(28, 28, 1)
-		if _, err := io.ReadFull(imgs, out[i].Pix); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := io.ReadFull(labels, lab); err != nil {
-		t.Fatal(err)
-	}
-	ls := make([]int32, n)
-	for i, l := range lab {
-		ls[i] = int32(l)
-	}
-	return out, ls
+	return images, labels
 }
 
 // TestSmallCNNOnFashionMNIST trains the small CNN with DCL on real images and SimCLR views
@@ -144,7 +105,7 @@ func TestSmallCNNOnFashionMNIST(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer enc.Close()
-	testImages, testLabels := fashionMNIST(t, "t10k", 200)
+	testImages, testLabels := fashionMNIST(t, "test", 200)
 	vectors := func(imgs []transforms.Image, labels []int32, name string) analysis.LabeledVectors {
 		rows, err := enc.Embed(imgs, Backbone)
 		if err != nil {

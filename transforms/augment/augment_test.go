@@ -2,15 +2,11 @@ package augment
 
 import (
 	"bytes"
-	"compress/gzip"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -278,34 +274,14 @@ func FuzzView(f *testing.F) {
 	})
 }
 
-// Real data: Fashion-MNIST from Debian's dataset-fashion-mnist (env DCL_FASHION_MNIST).
+// Real data: Fashion-MNIST from Debian's dataset-fashion-mnist.
 func TestFashionMNIST(t *testing.T) {
-	dir := os.Getenv("DCL_FASHION_MNIST")
-	if dir == "" {
-		dir = "/usr/share/datasets/fashion-mnist"
-	}
-	path := filepath.Join(dir, "t10k-images-idx3-ubyte.gz")
-	f, err := os.Open(path)
-	if err != nil {
-		t.Skipf("Fashion-MNIST not found (%v): install Debian's dataset-fashion-mnist or set DCL_FASHION_MNIST", err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	var hdr [4]uint32
-	if err := binary.Read(z, binary.BigEndian, &hdr); err != nil || hdr[0] != 0x803 || hdr[2] != 28 || hdr[3] != 28 {
-		t.Fatalf("%s: header %v, %v", path, hdr, err)
-	}
-	a, _ := New(mustPreset(t, SimCLRCIFAR, 28))
 	const n = 200
+	data := fashionmnist.Load(t, "test", n)
+	a, _ := New(mustPreset(t, SimCLRCIFAR, 28))
 	changed := 0
 	for i := range n {
-		img := transforms.NewImage(28, 28, 1)
-		if _, err := io.ReadFull(z, img.Pix); err != nil {
-			t.Fatalf("%s: image %d: %v", path, i, err)
-		}
+		img := transforms.Image{Pix: data.Image(i), H: 28, W: 28, C: 1}
 		key := fmt.Sprintf("fashion-mnist/t10k/%d", i)
 		v0, err := a.View(img, 1, key, 0, 0)
 		if err != nil {

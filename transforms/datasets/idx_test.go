@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 )
 
 func TestIDXPlainAndGzipAgree(t *testing.T) {
@@ -132,22 +134,10 @@ func TestIDXMissingFiles(t *testing.T) {
 		"has no labels file", "t10k-labels-idx1-ubyte")
 }
 
-// fashionMNIST returns the folder of Debian's Fashion-MNIST, skipping the test without it.
-func fashionMNIST(t testing.TB) string {
-	dir := os.Getenv("DCL_FASHION_MNIST")
-	if dir == "" {
-		dir = "/usr/share/datasets/fashion-mnist"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skipf("Fashion-MNIST not found in %s (install Debian's dataset-fashion-mnist or set DCL_FASHION_MNIST): %v", dir, err)
-	}
-	return dir
-}
-
 // TestFashionMNIST reads the real data set: counts, class balance, and the pixel mean and
 // standard deviation that every Fashion-MNIST normalisation uses (train: 0.2860, 0.3530).
 func TestFashionMNIST(t *testing.T) {
-	dir := fashionMNIST(t)
+	dir := fashionmnist.Dir(t)
 	tests := []struct {
 		split         string
 		n, perClass   int
