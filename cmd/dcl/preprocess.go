@@ -140,6 +140,10 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		if err != nil {
 			return err
 		}
+		if m := res.Manifest; m != nil && m.DeadLetters.Count > 0 {
+			slog.Warn("some records could not be used; they are listed with their reasons",
+				"dead_letters", m.DeadLetters.Count, "file", shards.Join(*output, m.DeadLetters.File))
+		}
 		fmt.Fprintln(out.stdout, res.Summary(*output))
 		return nil
 	}
