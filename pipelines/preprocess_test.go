@@ -286,6 +286,13 @@ func TestPreprocessLimitKeepsTheFirstRecords(t *testing.T) {
 			t.Fatalf("keys %v: want train/000000 … train/000012", keys)
 		}
 	}
+
+	// More shards than records: the empty ones are written too.
+	o.Limit, o.Parts, o.Output = 2, 8, filepath.Join(t.TempDir(), "few")
+	res = mustPreprocess(t, o)
+	if sum := mustVerify(t, o.Output); sum.Shards != 8 || sum.Rows != 2 {
+		t.Errorf("2 records in 8 shards: %+v", sum)
+	}
 }
 
 // TestPreprocessEvaluationShards: preset none writes one centred view per image with its
