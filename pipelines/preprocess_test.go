@@ -289,7 +289,7 @@ func TestPreprocessLimitKeepsTheFirstRecords(t *testing.T) {
 
 	// More shards than records: the empty ones are written too.
 	o.Limit, o.Parts, o.Output = 2, 8, filepath.Join(t.TempDir(), "few")
-	res = mustPreprocess(t, o)
+	mustPreprocess(t, o)
 	if sum := mustVerify(t, o.Output); sum.Shards != 8 || sum.Rows != 2 {
 		t.Errorf("2 records in 8 shards: %+v", sum)
 	}
