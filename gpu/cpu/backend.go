@@ -38,6 +38,9 @@ type Config struct {
 	ProfileOps bool
 	// NoFusion turns off the fusion of element-wise operations (for comparisons and tests).
 	NoFusion bool
+	// NoRemat turns off rematerialisation (recomputing cheap element-wise values where they
+	// are read late instead of keeping them; see remat.go), for comparisons and tests.
+	NoRemat bool
 }
 
 // ParseConfig reads a GoMLX backend configuration string: empty, or "threads=N".
@@ -71,10 +74,12 @@ type Backend struct {
 	stats *opStats // nil unless Config.ProfileOps
 	// noFusion turns off element-wise fusion (Config.NoFusion).
 	noFusion bool
+	// noRemat turns off rematerialisation (Config.NoRemat).
+	noRemat bool
 	// onConv, when set (by benchmarks), sees every convolution the builders lower.
 	onConv func(kernels.ConvShape)
-	// onCompile, when set (by tests), sees each builder's nodes when it compiles.
-	onCompile func(*Builder)
+	// onCompile, when set (by tests), sees each executable Compile makes.
+	onCompile func(*Executable)
 
 	mu        sync.Mutex
 	finalized bool
@@ -94,7 +99,7 @@ func New(cfg Config) (*Backend, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	be := &Backend{DataInterface: sg, sg: sg, pool: kernels.NewPool(threads), noFusion: cfg.NoFusion}
+	be := &Backend{DataInterface: sg, sg: sg, pool: kernels.NewPool(threads), noFusion: cfg.NoFusion, noRemat: cfg.NoRemat}
 	if cfg.ProfileOps {
 		be.stats = &opStats{}
 	}

@@ -31,11 +31,7 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 		return nil, err
 	}
 	b.compiled = true
-	if b.backend.onCompile != nil {
-		b.backend.onCompile(b)
-	}
-	e := &Executable{backend: b.backend, name: b.name, params: b.params, outputs: outs, nValues: b.nValues}
-	e.uses = make([]int, b.nValues)
+	e := &Executable{backend: b.backend, name: b.name, params: b.params, outputs: outs}
 	needed := make(map[*node]bool)
 	var mark func(n *node)
 	mark = func(n *node) {
@@ -49,7 +45,6 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 	}
 	for _, v := range outs {
 		mark(v.node)
-		e.uses[v.id]++
 	}
 	var order []*node
 	for _, n := range b.nodes {
@@ -57,8 +52,16 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 			order = append(order, n)
 		}
 	}
+	if !b.backend.noRemat {
+		order = rematerialize(b, order, outs)
+	}
 	if !b.backend.noFusion {
 		order = fuseElementwise(b, order, outs)
+	}
+	e.nValues = b.nValues
+	e.uses = make([]int, b.nValues)
+	for _, v := range outs {
+		e.uses[v.id]++
 	}
 	for _, n := range order {
 		e.order = append(e.order, n)
@@ -67,6 +70,9 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 				e.uses[in.id]++
 			}
 		}
+	}
+	if b.backend.onCompile != nil {
+		b.backend.onCompile(e)
 	}
 	return e, nil
 }

@@ -21,7 +21,8 @@ const (
 	ewBinary ewKind = iota
 	ewUnary
 	ewBroadcast
-	ewAffine // batch norm for inference: x·a[c] + b[c], a and b folded from its parameters
+	ewAffine     // batch norm for inference: x·a[c] + b[c], a and b folded from its parameters
+	ewScaleShift // batch norm for training's output: x·a[c] + b[c], a and b given
 )
 
 // ewOp describes a fusable element-wise node.
@@ -66,10 +67,14 @@ func fuseElementwise(b *Builder, order []*node, graphOutputs []*value) []*node {
 	for i, n := range order {
 		position[n] = i
 		var join *fuseGroup
-		if n.ew != nil {
+		fusable := n.ew != nil
+		if fusable {
 			// Join the open groups of this size n reads from, merging them if several (a
 			// ReLU's Max reads the sum's chain and the chain broadcasting its zeros).
-			for _, in := range n.inputs {
+			for i, in := range n.inputs {
+				if n.ew.inputs[i].kind == bcastParam {
+					continue
+				}
 				g := groupOf[in.node]
 				if g == nil || g.closed || g.size != n.ew.size || g == join {
 					continue
@@ -84,6 +89,13 @@ func fuseElementwise(b *Builder, order []*node, graphOutputs []*value) []*node {
 				}
 				g.members = nil
 			}
+			// A batch norm's per-channel parameters are read whole, never from a register:
+			// one computed inside the group (a tensor of the channels' size) keeps n out.
+			for i, in := range n.inputs {
+				if n.ew.inputs[i].kind == bcastParam && join != nil && groupOf[in.node] == join {
+					join, fusable = nil, false
+				}
+			}
 		}
 		// Every other group n reads from is closed: n is outside it.
 		for _, in := range n.inputs {
@@ -91,7 +103,7 @@ func fuseElementwise(b *Builder, order []*node, graphOutputs []*value) []*node {
 				g.closed = true
 			}
 		}
-		if n.ew == nil {
+		if !fusable {
 			continue
 		}
 		if join == nil {
@@ -296,6 +308,10 @@ func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, donate []bool) 
 				case ewAffine:
 					x := c.load(in.args[0], regs, inData, start, n, gather)
 					a, b := affine[k][0], affine[k][1]
+					affineChunk(in.op.affine, dst, x, a, b, start)
+				case ewScaleShift:
+					x := c.load(in.args[0], regs, inData, start, n, gather)
+					a, b := inData[in.args[1].ext], inData[in.args[2].ext]
 					affineChunk(in.op.affine, dst, x, a, b, start)
 				case ewBroadcast:
 					src := c.load(in.args[0], regs, inData, start, n, gather)

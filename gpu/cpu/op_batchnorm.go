@@ -176,7 +176,10 @@ func (b *Builder) BatchNormForInference(operand, scale, offset, mean, variance b
 }
 
 // BatchNormForTraining implements backends.Builder: the batch's mean and (biased) variance per
-// feature, in float64, and the normalised operand; two passes over the data.
+// feature, in float64, and the normalised operand. It is two nodes: the statistics (one pass
+// over the data, also folding scale and offset into y = x·a[c] + b[c]) and that affine map, an
+// element-wise operation that fuses with what follows (the ReLU) and that a chain reading the
+// normalised value long afterwards (the ReLU's gradient) can recompute from x rather than keep.
 func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsilon float32, featureAxis int) (normalized, batchMean, batchVariance backends.Op, err error) {
 	in, err := b.checkOps("BatchNormForTraining", operand, scale, offset)
 	if err != nil {
@@ -191,31 +194,23 @@ func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsil
 		return nil, nil, nil, err
 	}
 	cs := shapes.Make(xs.DType, l.channels)
-	n := b.addNode("BatchNormForTraining", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	stats := b.addNode("BatchNormForTraining/stats", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
 		x, sc, off := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2])
 		sum, sumSq := l.channelSums(be.pool, x, nil, nil)
 		count := float64(max(1, l.count()))
-		outs := make([]backends.Buffer, 3)
-		var y, mean, variance []float32
-		for i, s := range []shapes.Shape{xs, cs, cs} {
-			buf, flat, err := be.newF32(s)
+		outs := make([]backends.Buffer, 4)
+		flats := make([][]float32, 4)
+		for i := range outs {
+			buf, flat, err := be.newF32(cs)
 			if err != nil {
 				for _, o := range outs[:i] {
 					be.release(o)
 				}
 				return nil, err
 			}
-			outs[i] = buf
-			switch i {
-			case 0:
-				y = flat
-			case 1:
-				mean = flat
-			case 2:
-				variance = flat
-			}
+			outs[i], flats[i] = buf, flat
 		}
-		a, c := make([]float32, l.channels), make([]float32, l.channels)
+		mean, variance, a, c := flats[0], flats[1], flats[2], flats[3]
 		for ch := range l.channels {
 			mu := sum[ch] / count
 			v := max(0, sumSq[ch]/count-mu*mu)
@@ -224,10 +219,20 @@ func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsil
 			a[ch] = float32(float64(sc[ch]) * inv)
 			c[ch] = float32(float64(off[ch]) - mu*float64(sc[ch])*inv)
 		}
-		l.affine(be.pool, y, x, a, c)
 		return outs, nil
-	}), in, xs, cs, cs)
-	return n.outputs[0], n.outputs[1], n.outputs[2], nil
+	}), in, cs, cs, cs, cs)
+	apply := b.addNode("BatchNormForTraining", execFunc(func(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+		x := be.f32(ins[0])
+		out, y, err := be.outputLike(xs, ins[:1], donate[:1])
+		if err != nil {
+			return nil, err
+		}
+		l.affine(be.pool, y, x, be.f32(ins[1]), be.f32(ins[2]))
+		return []backends.Buffer{out}, nil
+	}), []*value{in[0], stats.outputs[2], stats.outputs[3]}, xs)
+	apply.ew = &ewOp{kind: ewScaleShift, size: xs.Size(), affine: &affineSpec{channels: l.channels, inner: l.inner},
+		inputs: []ewInput{{bcastFull, 0}, {bcastParam, 0}, {bcastParam, 0}}}
+	return apply.outputs[0], stats.outputs[0], stats.outputs[1], nil
 }
 
 // BatchNormGradient implements backends.Builder, as XLA defines it: with x̂ = (x-mean)·r,

@@ -1,0 +1,99 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// residualStep is a small ResNet training graph as the trainer builds it: convolutions, batch
+// norm for training, ReLU as Max(x, ZerosLike(x)), a plain and a downsampling residual block,
+// then the gradients of a loss with respect to the input, every kernel, scale and offset.
+// Inputs: x [4, 8, 8, 6], kernels k1 [3,3,6,6], k2 [3,3,6,6], k3 [3,3,6,12], k4 [3,3,12,12],
+// shortcut ks [1,1,6,12], scale and offset [6] and [12].
+func residualStep(in []*Node) []*Node {
+	x, k1, k2, k3, k4, ks := in[0], in[1], in[2], in[3], in[4], in[5]
+	s6, o6, s12, o12 := in[6], in[7], in[8], in[9]
+	relu := func(v *Node) *Node { return Max(v, ZerosLike(v)) }
+	conv := func(v, k *Node, stride int) *Node {
+		pad := k.Shape().Dim(0) / 2
+		return Convolve(v, k).StridePerAxis(stride, stride).PaddingPerDim([][2]int{{pad, pad}, {pad, pad}}).Done()
+	}
+	bn := func(v, s, o *Node) *Node {
+		y, _, _ := InternalBatchNormForTraining(v, s, o, 1e-5, -1)
+		return y
+	}
+	y := relu(bn(conv(x, k1, 1), s6, o6))
+	b := relu(bn(conv(y, k2, 1), s6, o6))
+	y = relu(Add(bn(conv(b, k2, 1), s6, o6), y))
+	short := bn(conv(y, ks, 2), s12, o12)
+	b = relu(bn(conv(y, k3, 2), s12, o12))
+	y = relu(Add(bn(conv(b, k4, 1), s12, o12), short))
+	loss := ReduceAllSum(Mul(y, y))
+	return append([]*Node{loss, y}, Gradient(loss, x, k1, k2, k3, k4, ks, s6, o6, s12, o12)...)
+}
+
+func residualInputs(r *rand.Rand) []*tensors.Tensor {
+	var ts []*tensors.Tensor
+	for _, dims := range [][]int{{4, 8, 8, 6}, {3, 3, 6, 6}, {3, 3, 6, 6}, {3, 3, 6, 12}, {3, 3, 12, 12}, {1, 1, 6, 12}, {6}, {6}, {12}, {12}} {
+		t, _ := randTensor(r, dims...)
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// TestRematerializationIsExact checks a training graph gives bit for bit the same loss,
+// activations and gradients with and without rematerialisation (and without fusion).
+func TestRematerializationIsExact(t *testing.T) {
+	remat := newTestBackend(t)
+	plain, err := New(Config{Threads: 2, NoRemat: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.Finalize)
+	unfused, err := New(Config{Threads: 2, NoRemat: true, NoFusion: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unfused.Finalize)
+	inputs := residualInputs(rand.New(rand.NewPCG(95, 96)))
+	got := runGraph(t, remat, residualStep, inputs...)
+	for name, be := range map[string]*Backend{"without rematerialisation": plain, "without fusion": unfused} {
+		want := runGraph(t, be, residualStep, inputs...)
+		for i := range want {
+			for j := range want[i] {
+				if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+					t.Fatalf("output #%d element %d = %g, %s %g", i, j, got[i][j], name, want[i][j])
+				}
+			}
+		}
+	}
+}
+
+// TestRematerializationLowersPeak checks the planned peak of held values falls: the ReLU's
+// zeros are never kept, and the ReLU gradient recomputes batch norm's output and the residual
+// sums from the convolutions' outputs instead of keeping them.
+func TestRematerializationLowersPeak(t *testing.T) {
+	peaks := make(map[bool]int64)
+	for _, noRemat := range []bool{false, true} {
+		be, err := New(Config{Threads: 2, NoRemat: noRemat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(be.Finalize)
+		be.onCompile = func(e *Executable) {
+			peak, _, _ := e.livePeak()
+			peaks[noRemat] = max(peaks[noRemat], peak)
+		}
+		runGraph(t, be, residualStep, residualInputs(rand.New(rand.NewPCG(95, 96)))...)
+	}
+	t.Logf("planned peaks: %d bytes with rematerialisation, %d without", peaks[false], peaks[true])
+	// Without: per ReLU, its input, zeros and output; with: the output only. The first layers'
+	// activations are 4·8·8·6 floats (6 KiB); the peak must fall by at least 6 of them.
+	if drop := peaks[true] - peaks[false]; drop < 6*4*8*8*6*4 {
+		t.Fatalf("planned peak %d bytes with rematerialisation, %d without: want a drop of at least %d", peaks[false], peaks[true], 6*4*8*8*6*4)
+	}
+}
