@@ -39,7 +39,6 @@ func embedCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
-				quietBeamLogs()
 				if *checkpoint == "" || *data == "" || *output == "" {
 					return usagef("--checkpoint, --data and --output are required")
 				}
@@ -85,7 +84,6 @@ func knnCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
-				quietBeamLogs()
 				if *train == "" || *test == "" {
 					return usagef("--train and --test are required")
 				}
@@ -142,7 +140,6 @@ func linearCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
-				quietBeamLogs()
 				if *train == "" || *test == "" {
 					return usagef("--train and --test are required")
 				}
@@ -237,7 +234,6 @@ func npcCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
-				quietBeamLogs()
 				if *embeddings == "" || *output == "" {
 					return usagef("--embeddings and --output are required")
 				}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers --runner and every runner's flags
+	"golang.org/x/term"
 )
 
 // Exit codes: 0 success, 1 the command failed, 2 the command line was wrong.
@@ -127,6 +128,9 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 		return usagef("--log-level=%q: want debug, info, warn or error", *logLevel)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+	if c.beam {
+		quietBeamLogs()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -250,4 +254,19 @@ func lookup(name string) *command {
 		}
 	}
 	return nil
+}
+
+// wantProgress decides whether to draw progress bars: --progress=auto draws them only when
+// stderr is a terminal.
+func wantProgress(mode string, out streams) (bool, error) {
+	switch mode {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	case "auto":
+		f, ok := out.stderr.(*os.File)
+		return ok && term.IsTerminal(int(f.Fd())), nil
+	}
+	return false, usagef("--progress=%q: want auto, on or off", mode)
 }

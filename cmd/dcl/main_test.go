@@ -40,6 +40,10 @@ func TestHelpListsEverySubcommand(t *testing.T) {
 }
 
 func TestCommandLineErrorsExit2WithOneLine(t *testing.T) {
+	// The worker-start case parses flag.CommandLine: keep its --runner for later tests.
+	runner := flag.CommandLine.Lookup("runner")
+	old := runner.Value.String()
+	t.Cleanup(func() { runner.Value.Set(old) })
 	tests := []struct {
 		give []string
 		want string

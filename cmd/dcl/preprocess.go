@@ -6,15 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -61,7 +57,6 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		if len(args) > 0 {
 			return usagef("takes no positional arguments, got %q", args)
 		}
-		quietBeamLogs()
 		if *dataset == "" || *input == "" || *output == "" {
 			return usagef("--dataset, --input and --output are required")
 		}
@@ -112,7 +107,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		case *unitRecords < 0 || *maxPixels < 0:
 			return usagef("--unit-records and --max-pixels must not be negative")
 		}
-		showProgress, err := progressWanted(*progress, out.stderr)
+		showProgress, err := wantProgress(*progress, out)
 		if err != nil {
 			return err
 		}
@@ -147,31 +142,6 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		fmt.Fprintln(out.stdout, res.Summary(*output))
 		return nil
 	}
-}
-
-// codeVersion is the version recorded in the shards: what `dcl version` prints.
-func codeVersion() string {
-	if version != "" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "(devel)"
-}
-
-// progressWanted decides whether to draw progress: only on a terminal unless forced.
-func progressWanted(mode string, stderr io.Writer) (bool, error) {
-	switch mode {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	case "auto":
-		f, ok := stderr.(*os.File)
-		return ok && term.IsTerminal(int(f.Fd())), nil
-	}
-	return false, usagef("--progress=%q: want auto, on or off", mode)
 }
 
 // showPreprocessProgress draws a bar of the records read, then of the rows written, from
@@ -214,48 +184,4 @@ func showPreprocessProgress(w io.Writer, job *pipelines.PreprocessJob) func() {
 		close(done)
 		<-stopped
 	}
-}
-
-// quietBeamLogs demotes the Beam SDK's and prism's informational and error logs to debug:
-// a dozen lines a run about job servers, job states and workers, and, when a DoFn fails,
-// its error repeated five times inside descriptions of bundles and plans. The command
-// reports a failed job itself, in one line (the DoFn's own message); --log-level=debug
-// shows everything. Beam's warnings pass through.
-func quietBeamLogs() {
-	slog.SetDefault(slog.New(&beamLogFilter{next: slog.Default().Handler()}))
-}
-
-type beamLogFilter struct{ next slog.Handler }
-
-func (h *beamLogFilter) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.next.Enabled(ctx, l)
-}
-
-func (h *beamLogFilter) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level != slog.LevelWarn && r.Level > slog.LevelDebug && fromBeam(r.PC) {
-		if !h.next.Enabled(ctx, slog.LevelDebug) {
-			return nil
-		}
-		r.Level = slog.LevelDebug
-	}
-	return h.next.Handle(ctx, r)
-}
-
-func (h *beamLogFilter) WithAttrs(as []slog.Attr) slog.Handler {
-	return &beamLogFilter{next: h.next.WithAttrs(as)}
-}
-
-func (h *beamLogFilter) WithGroup(name string) slog.Handler {
-	return &beamLogFilter{next: h.next.WithGroup(name)}
-}
-
-// fromBeam reports whether a log record comes from Beam's code. Records without a caller
-// come through the standard library's log package, which only Beam's worker logging
-// uses here (to replay messages it could not send to the runner).
-func fromBeam(pc uintptr) bool {
-	if pc == 0 {
-		return true
-	}
-	f, _ := runtime.CallersFrames([]uintptr{pc}).Next()
-	return strings.HasPrefix(f.Function, "github.com/apache/beam/")
 }

@@ -142,7 +142,6 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 			}
 		}
 	}
-	quietBeamLogs()
 	res, err := reproduce.Run(ctx, cfg, reproduce.Options{
 		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeVersion(),
 		Stderr: out.stderr, Progress: showProgress, Logger: slog.Default(),

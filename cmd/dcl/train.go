@@ -5,11 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-
-	"golang.org/x/term"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
@@ -140,17 +137,4 @@ func setupOr(err error) error {
 		return usagef("%v", setup)
 	}
 	return err
-}
-
-func wantProgress(mode string, out streams) (bool, error) {
-	switch mode {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	case "auto":
-		f, ok := out.stderr.(*os.File)
-		return ok && term.IsTerminal(int(f.Fd())), nil
-	}
-	return false, usagef("--progress=%q: want auto, on or off", mode)
 }

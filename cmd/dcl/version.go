@@ -31,15 +31,21 @@ func versionCommand() *command {
 	}
 }
 
+// codeVersion is this program's version, as `dcl version` prints it and the shards,
+// checkpoints and reports record it.
+func codeVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}
+
 func printVersion(w io.Writer) error {
 	info, _ := debug.ReadBuildInfo()
-	v := version
-	if v == "" && info != nil {
-		v = info.Main.Version
-	}
-	if v == "" {
-		v = "(devel)"
-	}
+	v := codeVersion()
 	var backends []string
 	for _, b := range gpu.Compiled() {
 		backends = append(backends, string(b))
