@@ -2,60 +2,26 @@ package pipelines
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
-// fashionMNIST returns the folder of Debian's dataset-fashion-mnist, skipping the test
-// when it is not installed.
-func fashionMNIST(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("DCL_FASHION_MNIST")
-	if dir == "" {
-		dir = "/usr/share/datasets/fashion-mnist"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skipf("Fashion-MNIST not found in %s (install Debian's dataset-fashion-mnist or set DCL_FASHION_MNIST): %v", dir, err)
-	}
-	return dir
-}
-
-// idxLabels reads the labels of an IDX labels file (gzipped), the minimum a test needs.
-func idxLabels(t testing.TB, p string) []byte {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(z)
-	if err != nil || len(data) < 8 || !bytes.Equal(data[:4], []byte{0, 0, 8, 1}) {
-		t.Fatalf("%s is not an IDX labels file (%v)", p, err)
-	}
-	return data[8:]
-}
-
 // TestPreprocessFashionMNIST runs on real data: the first 3,000 Fashion-MNIST training
 // images as simclr-cifar pairs at 28 px, and the whole test split as evaluation shards.
 // Verify accepts both and their labels are the dataset's own.
 func TestPreprocessFashionMNIST(t *testing.T) {
-	dir := fashionMNIST(t)
-	trainLabels := idxLabels(t, filepath.Join(dir, "train-labels-idx1-ubyte.gz"))
+	dir := fashionmnist.Dir(t)
+	trainLabels := fashionmnist.Load(t, "train", 3000).Labels
 	o := PreprocessOptions{
 		Spec:   datasets.Spec{Dataset: datasets.FashionMNIST, Input: dir, Split: "train", UnitRecords: 1000},
 		Output: filepath.Join(t.TempDir(), "train"), Augment: preset(t, augment.SimCLRCIFAR, 28),

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
+	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 	"github.com/dcl-beam/dcl-beam/pipelines/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
@@ -36,23 +36,11 @@ func runPreprocessInProcess(t *testing.T, args ...string) (code int, stdout, std
 	return runDCL(append([]string{"preprocess", "--runner=prism"}, args...)...)
 }
 
-func fashionMNISTDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("DCL_FASHION_MNIST")
-	if dir == "" {
-		dir = "/usr/share/datasets/fashion-mnist"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "train-labels-idx1-ubyte.gz")); err != nil {
-		t.Skipf("Fashion-MNIST not found in %s (install Debian's dataset-fashion-mnist or set DCL_FASHION_MNIST): %v", dir, err)
-	}
-	return dir
-}
-
 // TestPreprocessCommandOnFashionMNIST: `dcl preprocess --dataset=idx` on the real
 // Fashion-MNIST files, then `dcl shards verify`: ok, with the labels of the test split's
 // first 2,000 images (counted here from the IDX labels file).
 func TestPreprocessCommandOnFashionMNIST(t *testing.T) {
-	dir := fashionMNISTDir(t)
+	dir := fashionmnist.Dir(t)
 	out := filepath.Join(t.TempDir(), "fm")
 	code, stdout, stderr := runPreprocessInProcess(t, "--dataset=idx", "--input="+dir, "--split=test",
 		"--output="+out, "--limit=2000", "--epochs=2", "--seed=3")
@@ -70,27 +58,13 @@ func TestPreprocessCommandOnFashionMNIST(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		t.Fatal(err)
 	}
-	labels := fashionLabels(t, filepath.Join(dir, "t10k-labels-idx1-ubyte.gz"))
 	want := map[int32]int64{}
-	for _, l := range labels[:2000] {
+	for _, l := range fashionmnist.Load(t, "test", 2000).Labels {
 		want[int32(l)] += 2 // two passes
 	}
 	if !sum.OK || sum.Rows != 4000 || sum.Views != 8000 || !maps.Equal(sum.Labels, want) {
 		t.Errorf("verify: %+v; want ok, 4000 rows, 8000 views, labels %v", sum, want)
 	}
-}
-
-func fashionLabels(t *testing.T, p string) []byte {
-	t.Helper()
-	data, err := shards.ReadFile(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw bytes.Buffer
-	if err := gunzip(&raw, data); err != nil {
-		t.Fatal(err)
-	}
-	return raw.Bytes()[8:]
 }
 
 func TestPreprocessCommandLineErrorsExit2(t *testing.T) {
@@ -351,14 +325,4 @@ func treeChecksums(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func gunzip(w *bytes.Buffer, data []byte) error {
-	z, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	defer z.Close()
-	_, err = w.ReadFrom(z)
-	return err
 }
