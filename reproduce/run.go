@@ -192,6 +192,9 @@ func (r *runner) prepareData(ctx context.Context) (bool, error) {
 		did, err := r.stage(ctx, ds.name, false,
 			func() (bool, error) { return sameDataset(ctx, ds.dir, job.Config) },
 			func() error {
+				// No manifest: whatever is in the folder is this run directory's own partial
+				// output (perhaps of an earlier build, whose version its shards record).
+				job.Overwrite = true
 				res, err := pipelines.RunPreprocess(ctx, job)
 				if err != nil {
 					return err

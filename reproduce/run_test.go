@@ -232,3 +232,34 @@ func (c *cancelAfter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// A preprocessing run killed before its manifest, by a build of another version, leaves
+// shards that name that version; the next call (a rebuilt binary) redoes the stage instead of
+// refusing the folder as another dataset.
+func TestPartialDatasetOfAnotherBuildIsRedone(t *testing.T) {
+	input, out := t.TempDir(), t.TempDir()
+	writeBarsIDX(t, input)
+	oneRun := func(s string) string {
+		s = strings.Replace(s, "    - {name: infonce, loss: infonce}\n", "", 1)
+		s = strings.Replace(s, "  baselines: [raw-pixels, random-init]\n", "", 1)
+		return strings.Replace(s, "  npc: {batch_sizes: [8, 16], samples: 2}\n", "", 1)
+	}
+	ctx := context.Background()
+	if _, err := Run(ctx, parseTiny(t, input, oneRun), Options{Out: out, CodeVersion: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(out, DataDir, "pretrain", shards.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(ctx, parseTiny(t, input, oneRun), Options{Out: out, CodeVersion: "v2"})
+	if err != nil {
+		t.Fatalf("re-run by another build over a partial dataset: %v", err)
+	}
+	if res.Stages[0].Name != "preprocess pretrain" || res.Stages[0].Skipped {
+		t.Errorf("first stage %+v: want the pretraining data preprocessed again", res.Stages[0])
+	}
+	m, err := shards.ReadManifest(ctx, filepath.Join(out, DataDir, "pretrain"))
+	if err != nil || m.Config.CodeVersion != "v2" {
+		t.Errorf("manifest %v, %v: want one written by v2", m, err)
+	}
+}
