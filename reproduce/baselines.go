@@ -27,7 +27,7 @@ var baselineDescriptions = map[string]string{
 	RandomInit: "the first run's encoder with its initial (untrained) weights",
 }
 
-func (r *runner) baseline(ctx context.Context, name string, dataRan bool) (*BaselineResult, error) {
+func (r *runner) baseline(ctx context.Context, name string, ran dataRan) (*BaselineResult, error) {
 	dir := r.path(BaselinesDir, name)
 	b := &BaselineResult{Name: name, Description: baselineDescriptions[name]}
 	switch name {
@@ -35,7 +35,7 @@ func (r *runner) baseline(ctx context.Context, name string, dataRan bool) (*Base
 		embTrain, embTest := shards.Join(dir, "embeddings", "train"), shards.Join(dir, "embeddings", "test")
 		embedded := false
 		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
-			did, err := r.stage(ctx, "embed "+name+" "+shards.Base(e.out), dataRan,
+			did, err := r.stage(ctx, "embed "+name+" "+shards.Base(e.out), ran.eval,
 				func() (bool, error) { return shards.Exists(ctx, shards.Join(e.out, shards.EmbeddingsManifestName)) },
 				func() error { return writePixelEmbeddings(ctx, e.data, e.out) })
 			if err != nil {
@@ -43,10 +43,10 @@ func (r *runner) baseline(ctx context.Context, name string, dataRan bool) (*Base
 			}
 			embedded = embedded || did
 		}
-		return b, r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, dataRan || embedded, 0, false, &b.Evaluation)
+		return b, r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, ran.eval || embedded, 0, false, &b.Evaluation)
 	case RandomInit:
 		run := r.cfg.Runs[0]
-		made, err := r.stage(ctx, "initialise "+name, dataRan,
+		made, err := r.stage(ctx, "initialise "+name, false,
 			func() (bool, error) {
 				_, steps, err := trainstep.ListCheckpoints(ctx, dir)
 				return len(steps) > 0, err
@@ -55,7 +55,7 @@ func (r *runner) baseline(ctx context.Context, name string, dataRan bool) (*Base
 		if err != nil {
 			return nil, err
 		}
-		return b, r.evaluate(ctx, dir, name, run.Temperature, dataRan || made, false, &b.Evaluation)
+		return b, r.evaluate(ctx, dir, name, run.Temperature, ran.eval || made, false, &b.Evaluation)
 	}
 	return nil, fmt.Errorf("unknown baseline %q: want %s or %s", name, RawPixels, RandomInit)
 }

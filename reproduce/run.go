@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	r := &runner{cfg: cfg, opts: opts, log: opts.Logger.With("experiment", cfg.Name)}
 	start := opts.Now()
 
-	ranData, err := r.prepareData(ctx)
+	ran, err := r.prepareData(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -98,14 +98,14 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 		Dataset: cfg.Dataset, Preprocess: cfg.Preprocess, Evaluate: cfg.Evaluate, CodeVersion: opts.CodeVersion,
 	}
 	for _, run := range cfg.Runs {
-		rr, err := r.run(ctx, run, ranData)
+		rr, err := r.run(ctx, run, ran)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", run.Name, err)
 		}
 		res.Runs = append(res.Runs, *rr)
 	}
 	for _, name := range cfg.Evaluate.Baselines {
-		b, err := r.baseline(ctx, name, ranData)
+		b, err := r.baseline(ctx, name, ran)
 		if err != nil {
 			return nil, fmt.Errorf("baseline %s: %w", name, err)
 		}
@@ -154,19 +154,22 @@ func (r *runner) pretrainDir() string  { return r.path(DataDir, "pretrain") }
 func (r *runner) evalTrainDir() string { return r.path(DataDir, "eval-train") }
 func (r *runner) evalTestDir() string  { return r.path(DataDir, "eval-test") }
 
-// prepareData writes the pretraining view pairs and the two evaluation datasets; it reports
-// whether any of them was (re)written, which makes every later stage stale.
-func (r *runner) prepareData(ctx context.Context) (bool, error) {
+// dataRan says which datasets were (re)written in this call: training depends on the
+// pretraining pairs, the embeddings on the evaluation images (and NPC on the pairs too).
+type dataRan struct{ pretrain, eval bool }
+
+// prepareData writes the pretraining view pairs and the two evaluation datasets.
+func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
 	d := r.cfg.Dataset
 	pretrain, err := r.augmentConfig(r.cfg.Preprocess.Augment, true)
 	if err != nil {
-		return false, err
+		return dataRan{}, err
 	}
 	eval, err := r.augmentConfig(augment.None, false)
 	if err != nil {
-		return false, err
+		return dataRan{}, err
 	}
-	ran := false
+	var ran dataRan
 	for _, ds := range []struct {
 		name, split, dir string
 		aug              augment.Config
@@ -179,7 +182,7 @@ func (r *runner) prepareData(ctx context.Context) (bool, error) {
 	} {
 		enc, err := shards.ParseEncoding(r.cfg.Preprocess.Encoding)
 		if err != nil && r.cfg.Preprocess.Encoding != "" {
-			return false, err
+			return dataRan{}, err
 		}
 		job, err := pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
 			Spec:   datasets.Spec{Dataset: d.Name, Input: d.Input, Split: ds.split},
@@ -187,7 +190,7 @@ func (r *runner) prepareData(ctx context.Context) (bool, error) {
 			Parts: r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
 		})
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", ds.name, err)
+			return dataRan{}, fmt.Errorf("%s: %w", ds.name, err)
 		}
 		did, err := r.stage(ctx, ds.name, false,
 			func() (bool, error) { return sameDataset(ctx, ds.dir, job.Config) },
@@ -206,13 +209,17 @@ func (r *runner) prepareData(ctx context.Context) (bool, error) {
 				return nil
 			})
 		if err != nil {
-			return false, err
+			return dataRan{}, err
 		}
-		ran = ran || did
+		if ds.dir == r.pretrainDir() {
+			ran.pretrain = ran.pretrain || did
+		} else {
+			ran.eval = ran.eval || did
+		}
 	}
 	m, err := shards.ReadManifest(ctx, r.evalTrainDir())
 	if err != nil {
-		return false, err
+		return dataRan{}, err
 	}
 	classes, err := datasets.ClassNames(d.Name, false)
 	if err == nil && len(classes) > 0 {
@@ -279,14 +286,14 @@ func sameDataset(ctx context.Context, dir string, want shards.Config) (bool, err
 }
 
 // run trains one run and evaluates it.
-func (r *runner) run(ctx context.Context, run RunConfig, dataRan bool) (*RunResult, error) {
+func (r *runner) run(ctx context.Context, run RunConfig, ran dataRan) (*RunResult, error) {
 	dir := r.path(RunsDir, run.Name)
 	if err := r.checkRunRecord(ctx, dir, run); err != nil {
 		return nil, err
 	}
 	rr := &RunResult{Config: run, Paper: run.Paper}
 	var sum *trainstep.Summary
-	trained, err := r.stage(ctx, "train "+run.Name, dataRan,
+	trained, err := r.stage(ctx, "train "+run.Name, ran.pretrain,
 		func() (bool, error) {
 			s, err := readSummary(ctx, dir)
 			if err != nil || s == nil || !s.Finished {
@@ -296,6 +303,15 @@ func (r *runner) run(ctx context.Context, run RunConfig, dataRan bool) (*RunResu
 			return true, nil
 		},
 		func() error {
+			if ran.pretrain {
+				// The checkpoints of this run, if any, were trained on data that has just
+				// been rewritten: the run starts afresh.
+				for _, p := range []string{trainstep.CheckpointDir, trainstep.LogName, trainstep.SummaryName} {
+					if err := removeTree(ctx, shards.Join(dir, p)); err != nil {
+						return err
+					}
+				}
+			}
 			s, err := r.train(ctx, run, dir)
 			sum = s
 			return err
@@ -304,7 +320,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, dataRan bool) (*RunResu
 		return nil, err
 	}
 	rr.Train = sum
-	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, trained || dataRan, true, &rr.Evaluation); err != nil {
+	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, trained || ran.eval, true, &rr.Evaluation); err != nil {
 		return nil, err
 	}
 	if rr.Curves, err = readCurves(ctx, shards.Join(dir, trainstep.LogName)); err != nil {
