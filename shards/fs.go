@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"cloud.google.com/go/storage"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
@@ -257,11 +258,10 @@ type memFile struct{ *bytes.Reader }
 func (f *memFile) Close() error { return nil }
 
 type gcsFile struct {
-	ctx    context.Context
-	client *storage.Client
-	obj    *storage.ObjectHandle
-	name   string
-	size   int64
+	ctx  context.Context
+	obj  *storage.ObjectHandle
+	name string
+	size int64
 }
 
 func openGCSFile(ctx context.Context, p string) (File, error) {
@@ -276,25 +276,45 @@ func openGCSFile(ctx context.Context, p string) (File, error) {
 	obj := client.Bucket(bucket).Object(object)
 	attrs, err := obj.Attrs(ctx)
 	if err != nil {
-		client.Close()
 		return nil, fmt.Errorf("opening %s: %w", p, err)
 	}
-	return &gcsFile{ctx: ctx, client: client, obj: obj, name: p, size: attrs.Size}, nil
+	return &gcsFile{ctx: ctx, obj: obj, name: p, size: attrs.Size}, nil
 }
 
-// newGCSClient uses application default credentials and falls back to unauthenticated access,
-// as Beam's own gcs filesystem does; both honour STORAGE_EMULATOR_HOST.
+// gcsClients holds one storage client per STORAGE_EMULATOR_HOST value for the whole process:
+// a client owns a connection pool and credentials (on GCE, such as Dataflow's workers, a new
+// one fetches a token from the metadata server), and the pipelines open files one by one (the
+// preprocess pipeline re-reads every image file by path). Keying by the variable keeps tests
+// that start their own emulators apart. Clients are safe for concurrent use and never closed.
+var gcsClients sync.Map
+
+// newGCSClient returns the process's client: application default credentials, falling back
+// to unauthenticated access as Beam's own gcs filesystem does; both honour
+// STORAGE_EMULATOR_HOST. The context only bounds the client's creation.
 func newGCSClient(ctx context.Context) (*storage.Client, error) {
-	c, err := storage.NewClient(ctx, option.WithScopes(storage.ScopeReadWrite))
-	if err == nil {
-		return c, nil
+	key := os.Getenv("STORAGE_EMULATOR_HOST")
+	if c, ok := gcsClients.Load(key); ok {
+		return c.(*storage.Client), nil
 	}
-	return storage.NewClient(ctx, option.WithoutAuthentication())
+	// Not the caller's context: the client outlives this call.
+	c, err := storage.NewClient(context.WithoutCancel(ctx), option.WithScopes(storage.ScopeReadWrite))
+	if err != nil {
+		if c, err = storage.NewClient(context.WithoutCancel(ctx), option.WithoutAuthentication()); err != nil {
+			return nil, err
+		}
+	}
+	if prev, loaded := gcsClients.LoadOrStore(key, c); loaded {
+		c.Close()
+		return prev.(*storage.Client), nil
+	}
+	return c, nil
 }
 
 func (f *gcsFile) Size() int64 { return f.size }
 
-func (f *gcsFile) Close() error { return f.client.Close() }
+// Close releases nothing: the client is shared (see gcsClients) and a ranged read holds no
+// connection between calls.
+func (f *gcsFile) Close() error { return nil }
 
 func (f *gcsFile) ReadAt(b []byte, off int64) (int, error) {
 	if off >= f.size {
@@ -374,7 +394,6 @@ func Exists(ctx context.Context, p string) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("checking %s: %w", p, err)
 		}
-		defer client.Close()
 		_, err = client.Bucket(bucket).Object(object).Attrs(ctx)
 		if errors.Is(err, storage.ErrObjectNotExist) {
 			return false, nil
@@ -470,7 +489,6 @@ func ListDir(ctx context.Context, dir string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", dir, err)
 		}
-		defer client.Close()
 		it := client.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix, Delimiter: "/"})
 		var names []string
 		for {

@@ -177,3 +177,22 @@ func truncate(b []byte) string {
 	}
 	return string(b)
 }
+
+// Files on gs:// share one storage client per emulator setting (a client per file would
+// fetch credentials per file on Dataflow's workers); another setting gets its own.
+func TestGCSClientIsSharedPerEmulator(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:1")
+	a, err := newGCSClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := newGCSClient(ctx)
+	if a != b {
+		t.Error("two clients for the same emulator setting")
+	}
+	t.Setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:2")
+	if c, _ := newGCSClient(ctx); c == a {
+		t.Error("the client of another emulator setting was reused")
+	}
+}

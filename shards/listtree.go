@@ -51,7 +51,6 @@ func ListTree(ctx context.Context, dir string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", dir, err)
 		}
-		defer client.Close()
 		it := client.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix})
 		for {
 			attrs, err := it.Next()
