@@ -12,9 +12,15 @@ FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
 # Packages whose tests are numeric kernels: -race slows them 10x and they share no memory
 # across goroutines that the race detector could check better than their own tests do.
 NORACE_PKGS := ./trainstep/... ./gpu/...
+# Packages whose tests run Beam pipelines in process. Beam v2.77.0's SDK harness has a data
+# race of its own at worker shutdown (core/runtime/harness/harness.go: the receive loop closes
+# respc at line 195 with no ordering after a bundle goroutine's send at line 213), which the
+# race detector reports now and then, failing whichever test is running. `make test-race`
+# runs them with -race anyway: read its reports, ignore that one.
+BEAM_PKGS := ./pipelines/... ./cmd/... ./reproduce/...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build build-cuda worker deps deps-go deps-data test bench bench-smoke lint demo clean
+.PHONY: help build build-cuda worker deps deps-go deps-data test test-race bench bench-smoke lint demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -50,10 +56,13 @@ deps-data:
 		echo "deps: WARNING: no apt-get here; get Fashion-MNIST's four IDX files and run make demo FASHION_MNIST=PATH"; \
 	fi
 
-test: deps ## run every test (race detector on all but the numeric kernels)
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -race -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -E '/(trainstep|gpu)(/|$$)')
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -timeout $(TEST_TIMEOUT) $(NORACE_PKGS)
+test: deps ## run every test (race detector on all but the numeric kernels and the Beam packages)
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -race -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -E '/(trainstep|gpu|pipelines|cmd|reproduce)(/|$$)')
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
 	$(MAKE) --no-print-directory bench-smoke
+
+test-race: ## the race detector on the Beam packages too (expect Beam's own harness race now and then)
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -race -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -E '/(trainstep|gpu)(/|$$)')
 
 bench-smoke: ## run every benchmark once, small, so none rots
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench . -benchtime 1x -short -timeout $(TEST_TIMEOUT) ./...
