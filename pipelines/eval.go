@@ -9,9 +9,14 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -310,3 +315,36 @@ func submitOnly() bool { return dryRun() || *jobopts.Async }
 
 // discardLogger keeps the compute backend's one-line notice out of workers' logs and plans.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// runForResult runs the pipeline build makes, whose last step writes one JSON result to
+// *output, on the runner the Beam flags select, and reads the result back into res. Without
+// an output it writes to a temporary local file, which only a runner in this process or on
+// this machine can reach. It reports false, with no error, when the job was only translated
+// (--dry_run) or submitted (--async): there is nothing to read yet.
+func runForResult(ctx context.Context, name string, output *string, build func(beam.Scope), res any) (bool, error) {
+	if *output == "" {
+		if *jobopts.Async {
+			return false, errors.New("--async needs --output: a submitted job's result cannot come back here")
+		}
+		dir, err := os.MkdirTemp("", "dcl-"+name+"-")
+		if err != nil {
+			return false, err
+		}
+		defer os.RemoveAll(dir)
+		*output = filepath.Join(dir, name+".json")
+	}
+	start := time.Now()
+	p, s := beam.NewPipelineWithRoot()
+	build(s)
+	if err := beamx.Run(ctx, p); err != nil {
+		return false, fmt.Errorf("%s pipeline failed: %s", name, rootCause(err))
+	}
+	slog.Debug(name+" pipeline finished", "wall", time.Since(start))
+	if submitOnly() {
+		return false, nil
+	}
+	if err := analysis.LoadJSON(ctx, *output, res); err != nil {
+		return false, fmt.Errorf("the pipeline finished but wrote no result (a remote runner needs --output on storage both can reach): %w", err)
+	}
+	return true, nil
+}

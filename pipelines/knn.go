@@ -7,15 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -533,30 +528,10 @@ func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies
 // to a temporary local file, which only a runner in this process or on this machine can
 // reach.
 func RunKNN(ctx context.Context, job *KNNJob) (*analysis.KNNResult, error) {
-	if job.Opts.Output == "" {
-		if *jobopts.Async {
-			return nil, errors.New("--async needs --output: a submitted job's result cannot come back here")
-		}
-		dir, err := os.MkdirTemp("", "dcl-knn-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		job.Opts.Output = filepath.Join(dir, "knn.json")
-	}
-	start := time.Now()
-	p, s := beam.NewPipelineWithRoot()
-	KNN(s, job)
-	if err := beamx.Run(ctx, p); err != nil {
-		return nil, fmt.Errorf("knn pipeline failed: %s", rootCause(err))
-	}
-	slog.Debug("knn pipeline finished", "wall", time.Since(start))
-	if submitOnly() {
-		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet
-	}
 	var res analysis.KNNResult
-	if err := analysis.LoadJSON(ctx, job.Opts.Output, &res); err != nil {
-		return nil, fmt.Errorf("the pipeline finished but wrote no result (a remote runner needs --output on storage both can reach): %w", err)
+	ok, err := runForResult(ctx, "knn", &job.Opts.Output, func(s beam.Scope) { KNN(s, job) }, &res)
+	if !ok {
+		return nil, err
 	}
 	return &res, nil
 }

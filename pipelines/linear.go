@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 )
@@ -113,28 +109,10 @@ func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 // RunLinear builds the linear-probe pipeline and runs it on the runner the Beam flags
 // select, then reads back the result (see RunKNN about Output).
 func RunLinear(ctx context.Context, job *LinearJob) (*analysis.LinearResult, error) {
-	if job.Opts.Output == "" {
-		if *jobopts.Async {
-			return nil, errors.New("--async needs --output: a submitted job's result cannot come back here")
-		}
-		dir, err := os.MkdirTemp("", "dcl-linear-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		job.Opts.Output = filepath.Join(dir, "linear.json")
-	}
-	p, s := beam.NewPipelineWithRoot()
-	Linear(s, job)
-	if err := beamx.Run(ctx, p); err != nil {
-		return nil, fmt.Errorf("linear pipeline failed: %s", rootCause(err))
-	}
-	if submitOnly() {
-		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet
-	}
 	var res analysis.LinearResult
-	if err := analysis.LoadJSON(ctx, job.Opts.Output, &res); err != nil {
-		return nil, fmt.Errorf("the pipeline finished but wrote no result (a remote runner needs --output on storage both can reach): %w", err)
+	ok, err := runForResult(ctx, "linear", &job.Opts.Output, func(s beam.Scope) { Linear(s, job) }, &res)
+	if !ok {
+		return nil, err
 	}
 	return &res, nil
 }
