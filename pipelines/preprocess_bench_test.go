@@ -74,7 +74,7 @@ func BenchmarkPreprocessCIFAR(b *testing.B) {
 
 // datasetChecksum is a digest of every file of a dataset directory.
 func datasetChecksum(b *testing.B, dir string) string {
-	sums := checksums(b, dir)
+	sums := pipelinetest.TreeChecksums(b, dir)
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range sums {
 			if !yield(k) {

@@ -2,12 +2,8 @@ package pipelines
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,29 +79,6 @@ func mustVerify(t testing.TB, dir string) shards.Summary {
 		t.Fatalf("verify %s: %v (%+v)", dir, err, sum.Problems)
 	}
 	return sum
-}
-
-// checksums returns the sha256 of every file under dir by relative path.
-func checksums(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		sum := sha256.Sum256(data)
-		out[filepath.ToSlash(rel)] = hex.EncodeToString(sum[:])
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func sameFiles(t testing.TB, got, want map[string]string) {

@@ -103,12 +103,12 @@ func TestPreprocessCIFARWritesEveryRowAsAugmentDoes(t *testing.T) {
 func TestPreprocessRerunGivesTheSameBytes(t *testing.T) {
 	o := cifarOptions(t, 4)
 	mustPreprocess(t, o)
-	want := checksums(t, o.Output)
+	want := pipelinetest.TreeChecksums(t, o.Output)
 
 	other := o
 	other.Output = filepath.Join(t.TempDir(), "again")
 	mustPreprocess(t, other)
-	sameFiles(t, checksums(t, other.Output), want)
+	sameFiles(t, pipelinetest.TreeChecksums(t, other.Output), want)
 
 	// What a run killed part-way leaves: no manifest, a shard missing, temporaries.
 	for _, p := range []string{shards.ManifestName, "pass-001/part-00002-of-00003.parquet"} {
@@ -123,7 +123,7 @@ func TestPreprocessRerunGivesTheSameBytes(t *testing.T) {
 		t.Fatalf("a reader opened the interrupted run's directory: %v", err)
 	}
 	mustPreprocess(t, o)
-	sameFiles(t, checksums(t, o.Output), want)
+	sameFiles(t, pipelinetest.TreeChecksums(t, o.Output), want)
 	mustVerify(t, o.Output)
 }
 
@@ -150,13 +150,13 @@ func TestPreprocessWorkerFailingPartWayLeavesNoData(t *testing.T) {
 	if _, err := shards.Verify(ctx, o.Output); !errors.Is(err, shards.ErrNoManifest) {
 		t.Errorf("Verify of the failed run's directory: %v, want ErrNoManifest", err)
 	}
-	for p := range checksums(t, o.Output) {
+	for p := range pipelinetest.TreeChecksums(t, o.Output) {
 		if strings.Contains(p, shards.TempMarker) {
 			t.Errorf("the failed run left a temporary: %s", p)
 		}
 	}
 	mustPreprocess(t, o)
-	sameFiles(t, checksums(t, o.Output), checksums(t, clean.Output))
+	sameFiles(t, pipelinetest.TreeChecksums(t, o.Output), pipelinetest.TreeChecksums(t, clean.Output))
 }
 
 // badFolder writes an image folder of 3 classes × 4 images in which one file is not an
@@ -231,7 +231,7 @@ func TestPreprocessDeadLetters(t *testing.T) {
 func TestPreprocessRefusesAnotherDataset(t *testing.T) {
 	o := cifarOptions(t, 4)
 	mustPreprocess(t, o)
-	before := checksums(t, o.Output)
+	before := pipelinetest.TreeChecksums(t, o.Output)
 
 	reseeded := o
 	reseeded.Seed = 8
@@ -241,7 +241,7 @@ func TestPreprocessRefusesAnotherDataset(t *testing.T) {
 		t.Fatalf("another seed into the same directory: %v, want a DifferentDatasetError", err)
 	}
 	wantErrorMentions(t, err, "seed", "--overwrite")
-	sameFiles(t, checksums(t, o.Output), before)
+	sameFiles(t, pipelinetest.TreeChecksums(t, o.Output), before)
 
 	// Same flags, other bytes: only the pipeline, which hashes the input, can tell.
 	f := filepath.Join(o.Spec.Input, "data_batch_3.bin")
@@ -253,7 +253,7 @@ func TestPreprocessRefusesAnotherDataset(t *testing.T) {
 	pipelinetest.WriteFile(t, f, data)
 	_, err = runPreprocess(t, o)
 	wantErrorMentions(t, err, "different dataset", "source_checksum", "--overwrite")
-	sameFiles(t, checksums(t, o.Output), before)
+	sameFiles(t, pipelinetest.TreeChecksums(t, o.Output), before)
 
 	reseeded.Overwrite = true
 	mustPreprocess(t, reseeded)
@@ -339,7 +339,7 @@ func TestPreprocessIDXGzippedOrNotGivesTheSameShards(t *testing.T) {
 		mustVerify(t, o.Output)
 		outs = append(outs, o.Output)
 	}
-	sameFiles(t, checksums(t, outs[1]), checksums(t, outs[0]))
+	sameFiles(t, pipelinetest.TreeChecksums(t, outs[1]), pipelinetest.TreeChecksums(t, outs[0]))
 }
 
 // TestPreprocessImageNetTars reads ImageNet-100 from per-class tars (members re-read by

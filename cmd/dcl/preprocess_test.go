@@ -3,12 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -262,9 +259,9 @@ func TestPreprocessRunners(t *testing.T) {
 	})
 
 	t.Run("same bytes everywhere", func(t *testing.T) {
-		want := treeChecksums(t, outputs["prism"])
+		want := pipelinetest.TreeChecksums(t, outputs["prism"])
 		for name, out := range outputs {
-			got := treeChecksums(t, out)
+			got := pipelinetest.TreeChecksums(t, out)
 			if !maps.Equal(got, want) {
 				t.Errorf("%s wrote other bytes than prism: %v, want %v", name, got, want)
 			}
@@ -302,27 +299,4 @@ func freeTCPPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// treeChecksums returns the sha256 of every file under dir by relative path.
-func treeChecksums(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		sum := sha256.Sum256(data)
-		out[filepath.ToSlash(rel)] = hex.EncodeToString(sum[:8])
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
