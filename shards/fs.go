@@ -481,28 +481,7 @@ func ListDir(ctx context.Context, dir string) ([]string, error) {
 		}
 		return names, nil
 	case "gs":
-		bucket, prefix, err := gcsx.ParseObject(strings.TrimSuffix(dir, "/") + "/")
-		if err != nil {
-			return nil, fmt.Errorf("parsing %s: %w", dir, err)
-		}
-		client, err := newGCSClient(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", dir, err)
-		}
-		it := client.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix, Delimiter: "/"})
-		var names []string
-		for {
-			attrs, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				return names, nil
-			}
-			if err != nil {
-				return nil, fmt.Errorf("listing %s: %w", dir, err)
-			}
-			if attrs.Name != "" {
-				names = append(names, strings.TrimPrefix(attrs.Name, prefix))
-			}
-		}
+		return listGCS(ctx, dir, false)
 	default:
 		all, err := List(ctx, Join(dir, "*"))
 		if err != nil {
@@ -513,5 +492,37 @@ func ListDir(ctx context.Context, dir string) ([]string, error) {
 			names = append(names, Base(p))
 		}
 		return names, nil
+	}
+}
+
+// listGCS returns the names of the objects under the folder dir, relative to it: every object
+// below it, or only those directly in it. Folder placeholders (names ending in "/") are left
+// out.
+func listGCS(ctx context.Context, dir string, recursive bool) ([]string, error) {
+	bucket, prefix, err := gcsx.ParseObject(strings.TrimSuffix(dir, "/") + "/")
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", dir, err)
+	}
+	client, err := newGCSClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	q := &storage.Query{Prefix: prefix}
+	if !recursive {
+		q.Delimiter = "/"
+	}
+	it := client.Bucket(bucket).Objects(ctx, q)
+	var names []string
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return names, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", dir, err)
+		}
+		if rel := strings.TrimPrefix(attrs.Name, prefix); attrs.Name != "" && rel != "" && !strings.HasSuffix(rel, "/") {
+			names = append(names, rel)
+		}
 	}
 }

@@ -9,10 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"cloud.google.com/go/storage"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/gcsx"
-	"google.golang.org/api/iterator"
 )
 
 // ListTree returns the paths, relative to dir and slash-separated, of every file under dir
@@ -43,27 +39,11 @@ func ListTree(ctx context.Context, dir string) ([]string, error) {
 			return nil, fmt.Errorf("listing %s: %w", dir, err)
 		}
 	case "gs":
-		bucket, prefix, err := gcsx.ParseObject(strings.TrimSuffix(dir, "/") + "/")
+		names, err := listGCS(ctx, dir, true)
 		if err != nil {
-			return nil, fmt.Errorf("parsing %s: %w", dir, err)
+			return nil, err
 		}
-		client, err := newGCSClient(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", dir, err)
-		}
-		it := client.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: prefix})
-		for {
-			attrs, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("listing %s: %w", dir, err)
-			}
-			if rel := strings.TrimPrefix(attrs.Name, prefix); rel != "" && !strings.HasSuffix(rel, "/") {
-				out = append(out, rel)
-			}
-		}
+		out = append(out, names...)
 	default:
 		fsys, err := filesystemFor(ctx, dir)
 		if err != nil {

@@ -58,20 +58,15 @@ func constTensor(value float32, dims ...int) func(*rand.Rand) *tensors.Tensor {
 }
 
 func normalTensor(std float64, dims ...int) func(*rand.Rand) *tensors.Tensor {
-	return func(r *rand.Rand) *tensors.Tensor {
-		size := 1
-		for _, d := range dims {
-			size *= d
-		}
-		data := make([]float32, size)
-		for i := range data {
-			data[i] = float32(r.NormFloat64() * std)
-		}
-		return tensors.FromFlatDataAndDimensions(data, dims...)
-	}
+	return randomTensor(dims, func(r *rand.Rand) float64 { return r.NormFloat64() * std })
 }
 
 func uniformTensor(bound float64, dims ...int) func(*rand.Rand) *tensors.Tensor {
+	return randomTensor(dims, func(r *rand.Rand) float64 { return (2*r.Float64() - 1) * bound })
+}
+
+// randomTensor fills a tensor of the given shape with draws, in order.
+func randomTensor(dims []int, draw func(*rand.Rand) float64) func(*rand.Rand) *tensors.Tensor {
 	return func(r *rand.Rand) *tensors.Tensor {
 		size := 1
 		for _, d := range dims {
@@ -79,7 +74,7 @@ func uniformTensor(bound float64, dims ...int) func(*rand.Rand) *tensors.Tensor 
 		}
 		data := make([]float32, size)
 		for i := range data {
-			data[i] = float32((2*r.Float64() - 1) * bound)
+			data[i] = float32(draw(r))
 		}
 		return tensors.FromFlatDataAndDimensions(data, dims...)
 	}
