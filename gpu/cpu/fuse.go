@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 	"github.com/gomlx/gomlx/backends"
@@ -287,10 +288,9 @@ func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, donate []bool) 
 	}
 	chunks := (c.size + fuseChunk - 1) / fuseChunk
 	be.pool.ParallelRange(chunks, max(1, elementGrain/fuseChunk), func(lo, hi int) {
-		store := make([]float32, c.nRegs*fuseChunk)
-		regs := make([][]float32, c.nRegs) // this chunk's view of each value
-		gather := make([]float32, fuseChunk)
-		gather2 := make([]float32, fuseChunk)
+		ws := getFuseWorkspace(c.nRegs)
+		defer fuseWorkspaces.Put(ws)
+		store, regs, gather, gather2 := ws.store, ws.regs, ws.gather, ws.gather2
 		for ch := lo; ch < hi; ch++ {
 			start := ch * fuseChunk
 			n := min(fuseChunk, c.size-start)
@@ -343,6 +343,28 @@ func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, donate []bool) 
 		}
 	})
 	return outs, nil
+}
+
+// fuseWorkspace is one goroutine's registers and gather buffers for a fused chain, recycled:
+// chains run hundreds of times per training step.
+type fuseWorkspace struct {
+	store, gather, gather2 []float32
+	regs                   [][]float32 // this chunk's view of each value
+}
+
+var fuseWorkspaces sync.Pool
+
+func getFuseWorkspace(nRegs int) *fuseWorkspace {
+	ws, _ := fuseWorkspaces.Get().(*fuseWorkspace)
+	if ws == nil {
+		ws = &fuseWorkspace{gather: make([]float32, fuseChunk), gather2: make([]float32, fuseChunk)}
+	}
+	if cap(ws.store) < nRegs*fuseChunk {
+		ws.store = make([]float32, nRegs*fuseChunk)
+		ws.regs = make([][]float32, nRegs)
+	}
+	ws.store, ws.regs = ws.store[:nRegs*fuseChunk], ws.regs[:nRegs]
+	return ws
 }
 
 // load returns elements [start, start+n) of an operand: a register, a slice of a full input,

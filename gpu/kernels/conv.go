@@ -403,14 +403,18 @@ func (a *im2col) packPixelMajor(dst []float32, r0, rows, p0, kc, w int, scale fl
 	dilated := s.InputDilation != [3]int{1, 1, 1}
 	// Per depth index: element offset of its channel and kernel position, and the kernel
 	// offsets for the bounds checks.
-	elemOff := make([]int, kc)
-	koffs := make([][3]int, kc)
+	elemOffBuf, koffsBuf, offsBuf := intScratch.get(kc), koffScratch.get(kc), int64Scratch.get(kc)
+	defer func() {
+		intScratch.put(elemOffBuf)
+		koffScratch.put(koffsBuf)
+		int64Scratch.put(offsBuf)
+	}()
+	elemOff, koffs, offs := *elemOffBuf, *koffsBuf, *offsBuf
 	for p := range kc {
 		c, k := a.depthIndex(p0 + p)
 		koffs[p] = k
 		elemOff[p] = a.cOff + c*xs.Minor + k[0]*xs.Spatial[0] + k[1]*xs.Spatial[1] + k[2]*xs.Spatial[2]
 	}
-	offs := make([]int64, kc)
 	gather := a.gather
 	if xs.Major != 1 || scale != 1 {
 		gather = nil

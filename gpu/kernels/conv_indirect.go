@@ -161,19 +161,25 @@ func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource,
 		return
 	}
 	a := &im2col{s: s, x: x, cOff: cOff, c: cg}
-	kOffs := make([][3]int, len(taps))
+	kOffsBuf := koffScratch.get(len(taps))
+	defer koffScratch.put(kOffsBuf)
+	kOffs := *kOffsBuf
 	for i, kp := range taps {
 		_, kOffs[i] = a.depthIndex(kp * cg)
 	}
 	pixels := s.Out[0] * s.Out[1] * s.Out[2]
 	nch := (cg + indirectChannels - 1) / indirectChannels
-	zeros := make([]float32, indirectChannels+1)
 	xBase := unsafe.Pointer(&x[0])
-	tile := make([]float32, mr*nr)
 	maxSeg := max(1, indirectMaxDepth/min(cg, indirectChannels))
-	bp := make([]float32, (og+nr-1)/nr*nr*maxSeg*min(cg, indirectChannels)+16)
+	nZeros, nTile, nBp := indirectChannels+1, mr*nr, (og+nr-1)/nr*nr*maxSeg*min(cg, indirectChannels)+16
+	f32Buf := f32Scratch.get(nZeros + nTile + nBp)
+	defer f32Scratch.put(f32Buf)
+	zeros, tile, bp := (*f32Buf)[:nZeros], (*f32Buf)[nZeros:nZeros+nTile], (*f32Buf)[nZeros+nTile:]
+	clear(zeros)
 	tiles := (min(hi-lo, blockM) + mr - 1) / mr
-	offs := make([]int64, tiles*maxSeg*mr)
+	offsBuf := int64Scratch.get(tiles * maxSeg * mr)
+	defer int64Scratch.put(offsBuf)
+	offs := *offsBuf
 	for ci := range nch {
 		c0, c1 := ci*cg/nch, (ci+1)*cg/nch
 		kc := c1 - c0
