@@ -2,6 +2,8 @@ package cpu
 
 import (
 	"fmt"
+	"math"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -78,6 +80,10 @@ type Backend struct {
 	noRemat bool
 	// onConv, when set (by benchmarks), sees every convolution the builders lower.
 	onConv func(kernels.ConvShape)
+	// bufs keeps large released buffers for reuse.
+	bufs bufferPool
+	// poisonReused, set by tests, fills reused float32 buffers with NaNs.
+	poisonReused bool
 	// onCompile, when set (by tests), sees each executable Compile makes.
 	onCompile func(*Executable)
 
@@ -160,6 +166,7 @@ func (be *Backend) Finalize() {
 	}
 	be.finalized = true
 	be.pool.Close()
+	be.releaseToSimpleGo(be.bufs.drain())
 	be.sg.Finalize()
 }
 
@@ -172,7 +179,7 @@ func (be *Backend) IsFinalized() bool {
 
 // newF32 returns a new float32 buffer of the shape and its data (not zeroed).
 func (be *Backend) newF32(shape shapes.Shape) (backends.Buffer, []float32, error) {
-	buf, flat, err := be.sg.NewSharedBuffer(0, shape)
+	buf, flat, err := be.newBuffer(shape)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -188,9 +195,30 @@ func (be *Backend) f32(buf backends.Buffer) []float32 {
 	return flat.([]float32)
 }
 
-// newBuffer returns a new buffer of any dtype and its flat data slice.
+// newBuffer returns a new buffer of any dtype and its flat data slice (not zeroed): a kept one
+// of the shape when the pool has one.
 func (be *Backend) newBuffer(shape shapes.Shape) (backends.Buffer, any, error) {
+	if buf := be.bufs.get(shape); buf != nil {
+		flat, err := be.sg.BufferData(buf)
+		if err != nil {
+			return nil, nil, err
+		}
+		if be.poisonReused {
+			poison(flat)
+		}
+		return buf, flat, nil
+	}
 	return be.sg.NewSharedBuffer(0, shape)
+}
+
+// poison fills float32 data with NaNs (tests: a reused buffer's stale contents must not matter).
+func poison(flat any) {
+	if f, ok := flat.([]float32); ok {
+		nan := float32(math.NaN())
+		for i := range f {
+			f[i] = nan
+		}
+	}
 }
 
 // clone copies a buffer into a new one.
@@ -199,7 +227,7 @@ func (be *Backend) clone(buf backends.Buffer) (backends.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, flat, err := be.sg.NewSharedBuffer(0, shape)
+	out, flat, err := be.newBuffer(shape)
 	if err != nil {
 		return nil, err
 	}
@@ -209,12 +237,76 @@ func (be *Backend) clone(buf backends.Buffer) (backends.Buffer, error) {
 	return out, nil
 }
 
-// release returns a buffer to SimpleGo's pools.
+// release gives a buffer back: large ones to the backend's pool, the others (and those the pool
+// has no room for) to SimpleGo's.
 func (be *Backend) release(buf backends.Buffer) {
 	if buf != nil {
-		_ = be.sg.BufferFinalize(buf)
+		_ = be.finalizeBuffer(buf)
 	}
 }
+
+func (be *Backend) finalizeBuffer(buf backends.Buffer) error {
+	if be.IsFinalized() {
+		return be.sg.BufferFinalize(buf)
+	}
+	shape, err := be.sg.BufferShape(buf)
+	if err != nil {
+		return err
+	}
+	kept, evicted, err := be.bufs.put(buf, shape)
+	if err != nil {
+		return fmt.Errorf("BufferFinalize: %w", err)
+	}
+	if !kept {
+		evicted = append(evicted, buf)
+	}
+	for _, b := range evicted {
+		// SimpleGo refuses a buffer it holds already: that error is this release's.
+		if err := be.sg.BufferFinalize(b); err != nil && b == buf {
+			return err
+		}
+	}
+	return nil
+}
+
+func (be *Backend) releaseToSimpleGo(bufs []backends.Buffer) {
+	for _, b := range bufs {
+		_ = be.sg.BufferFinalize(b)
+	}
+}
+
+// BufferFinalize implements backends.DataInterface: the buffer goes back to the backend's pool
+// (large ones) or SimpleGo's.
+func (be *Backend) BufferFinalize(buf backends.Buffer) error { return be.finalizeBuffer(buf) }
+
+// NewSharedBuffer implements backends.DataInterface, with a kept buffer when the pool has one.
+func (be *Backend) NewSharedBuffer(deviceNum backends.DeviceNum, shape shapes.Shape) (backends.Buffer, any, error) {
+	if deviceNum != 0 || be.IsFinalized() {
+		return be.sg.NewSharedBuffer(deviceNum, shape)
+	}
+	return be.newBuffer(shape)
+}
+
+// BufferFromFlatData implements backends.DataInterface, into a kept buffer when the pool has one.
+func (be *Backend) BufferFromFlatData(deviceNum backends.DeviceNum, flat any, shape shapes.Shape) (backends.Buffer, error) {
+	fv := reflect.ValueOf(flat)
+	if deviceNum != 0 || be.IsFinalized() || fv.Kind() != reflect.Slice || dtypes.FromGoType(fv.Type().Elem()) != shape.DType || fv.Len() != shape.Size() {
+		return be.sg.BufferFromFlatData(deviceNum, flat, shape)
+	}
+	buf := be.bufs.get(shape)
+	if buf == nil {
+		return be.sg.BufferFromFlatData(deviceNum, flat, shape)
+	}
+	dst, err := be.sg.BufferData(buf)
+	if err != nil {
+		return nil, err
+	}
+	reflect.Copy(reflect.ValueOf(dst), fv)
+	return buf, nil
+}
+
+// PoolStats reports what the backend's pool of large buffers has done and holds.
+func (be *Backend) PoolStats() PoolStats { return be.bufs.snapshot() }
 
 // isFloat32 reports whether every shape is float32.
 func isFloat32(ss ...shapes.Shape) bool {

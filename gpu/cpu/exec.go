@@ -19,6 +19,7 @@ type Executable struct {
 	outputs []*value
 	uses    []int // per value id: inputs of nodes in order, plus appearances among the outputs
 	nValues int
+	peak    int64 // planned peak of the values held at once (livePeak), in bytes
 }
 
 // Compile implements backends.Builder.
@@ -71,6 +72,8 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 			}
 		}
 	}
+	e.peak, _, _ = e.livePeak()
+	b.backend.releaseToSimpleGo(b.backend.bufs.setLimit(e, e.peak))
 	if b.backend.onCompile != nil {
 		b.backend.onCompile(e)
 	}
@@ -107,6 +110,7 @@ func (e *Executable) Finalize() {
 		}
 	}
 	e.order = nil
+	e.backend.releaseToSimpleGo(e.backend.bufs.setLimit(e, 0))
 }
 
 // Execute implements backends.Executable. Donated inputs are consumed (their memory may be
@@ -134,13 +138,24 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 	results := make([]backends.Buffer, e.nValues)
 	owned := make([]bool, e.nValues)
 	remaining := slices.Clone(e.uses)
+	// Results of SimpleGo's operations go back to its pools, where its next ones look: kept
+	// in this backend's pool they would be found only by operations implemented here.
+	fromSimpleGo := make([]bool, e.nValues)
+	free := func(id int, buf backends.Buffer) {
+		if fromSimpleGo[id] {
+			be.releaseToSimpleGo([]backends.Buffer{buf})
+			return
+		}
+		be.release(buf)
+	}
 	defer func() {
+		be.releaseToSimpleGo(be.bufs.advance(e.peak))
 		if err == nil {
 			return
 		}
 		for id, buf := range results {
 			if buf != nil && owned[id] {
-				be.release(buf)
+				free(id, buf)
 			}
 		}
 	}()
@@ -152,7 +167,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			v := n.outputs[0]
 			results[v.id], owned[v.id] = inputs[n.paramIdx], donate[n.paramIdx]
 			if remaining[v.id] == 0 && owned[v.id] {
-				be.release(results[v.id])
+				free(v.id, results[v.id])
 				results[v.id] = nil
 			}
 			continue
@@ -182,19 +197,26 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 		if len(outs) != len(n.outputs) {
 			return nil, fmt.Errorf("executing %q, operation %s: %d outputs, want %d", e.name, n.name, len(outs), len(n.outputs))
 		}
+		_, simpleGo := n.run.(delegated)
 		for slot, in := range n.inputs {
 			remaining[in.id]--
 			switch {
 			case inDonate[slot]:
+				// A consumed input the operation did not write its result into is released here
+				// (SimpleGo releases those it is given itself).
+				if !simpleGo && !slices.Contains(outs, inBufs[slot]) {
+					free(in.id, inBufs[slot])
+				}
 				results[in.id], owned[in.id] = nil, false
 			case remaining[in.id] == 0 && owned[in.id] && results[in.id] != nil:
-				be.release(results[in.id])
+				free(in.id, results[in.id])
 				results[in.id] = nil
 			}
 		}
 		for i, v := range n.outputs {
+			fromSimpleGo[v.id] = simpleGo
 			if e.uses[v.id] == 0 {
-				be.release(outs[i])
+				free(v.id, outs[i])
 				continue
 			}
 			results[v.id], owned[v.id] = outs[i], true
@@ -217,7 +239,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 	}
 	for id, buf := range results {
 		if buf != nil && owned[id] {
-			be.release(buf)
+			free(id, buf)
 		}
 	}
 	return outputs, nil
