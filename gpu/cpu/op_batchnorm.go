@@ -255,16 +255,32 @@ func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput b
 		return nil, nil, nil, err
 	}
 	cs := shapes.Make(xs.DType, l.channels)
-	n := b.addNode("BatchNormGradient", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	n := b.addNode("BatchNormGradient", execFunc(func(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
 		x, sc, mu, v, dy := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2]), be.f32(ins[3]), be.f32(ins[4])
 		sumDys, sumDyXmus := l.channelSums(be.pool, x, dy, mu)
 		count := float64(max(1, l.count()))
 		outs := make([]backends.Buffer, 3)
 		flats := make([][]float32, 3)
+		// The operand's gradient goes into the output gradient's or the operand's buffer when
+		// one is consumed: each element of dx reads only its own dy and x.
+		intoDy := donate[4]
+		switch {
+		case intoDy:
+			outs[0], flats[0] = ins[4], dy
+		case donate[0]:
+			outs[0], flats[0] = ins[0], x
+		}
+		made := 0 // outs[made:] are made here (and released on failure)
+		if outs[0] != nil {
+			made = 1
+		}
 		for i, s := range []shapes.Shape{xs, cs, cs} {
+			if outs[i] != nil {
+				continue
+			}
 			buf, flat, err := be.newF32(s)
 			if err != nil {
-				for _, o := range outs[:i] {
+				for _, o := range outs[made:i] {
 					be.release(o)
 				}
 				return nil, err
@@ -292,6 +308,12 @@ func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput b
 				if l.inner == 1 {
 					row := o * l.channels
 					out := dx[row : row+l.channels]
+					if intoDy { // dy is read before out overwrites it; the sum is the same
+						kernels.Affine(tmp, x[row:row+l.channels], k2, k3)
+						kernels.Binary(kernels.OpMul, out, dy[row:row+l.channels], k1)
+						kernels.Binary(kernels.OpAdd, out, out, tmp)
+						continue
+					}
 					kernels.Affine(out, x[row:row+l.channels], k2, k3)
 					kernels.Binary(kernels.OpMul, tmp, dy[row:row+l.channels], k1)
 					kernels.Binary(kernels.OpAdd, out, out, tmp)

@@ -97,3 +97,43 @@ func TestRematerializationLowersPeak(t *testing.T) {
 		t.Fatalf("planned peak %d bytes with rematerialisation, %d without: want a drop of at least %d", peaks[false], peaks[true], 6*4*8*8*6*4)
 	}
 }
+
+// TestBatchNormGradientInPlace checks the batch-norm gradient gives the same bits whether it
+// writes into the output gradient's buffer, the operand's, or a new one (channels last and
+// first).
+func TestBatchNormGradientInPlace(t *testing.T) {
+	be := newTestBackend(t)
+	r := rand.New(rand.NewPCG(101, 102))
+	for _, c := range []struct {
+		dims []int
+		axis int
+	}{{[]int{4, 5, 3, 6}, 3}, {[]int{4, 6, 3, 5}, 1}} {
+		xt, _ := randTensor(r, c.dims...)
+		dyt, _ := randTensor(r, c.dims...)
+		ch := c.dims[c.axis]
+		st, _ := randTensor(r, ch)
+		mt, _ := randTensor(r, ch)
+		vt, _ := randTensor(r, ch)
+		// x and dy are computed, so the gradient may consume them; returning them too keeps
+		// them from being consumed.
+		grad := func(keepX, keepDy bool) func(in []*Node) []*Node {
+			return func(in []*Node) []*Node {
+				x, dy := MulScalar(in[0], 1.5), MulScalar(in[1], 0.5)
+				dx, ds, do := InternalBatchNormGradient(x, in[2], in[3], AddScalar(Abs(in[4]), 0.5), dy, 1e-3, c.axis)
+				out := []*Node{dx, ds, do}
+				if keepX {
+					out = append(out, x)
+				}
+				if keepDy {
+					out = append(out, dy)
+				}
+				return out
+			}
+		}
+		want := runGraph(t, be, grad(true, true), xt, dyt, st, mt, vt)
+		for _, keep := range [][2]bool{{false, false}, {true, false}, {false, true}} {
+			got := runGraph(t, be, grad(keep[0], keep[1]), xt, dyt, st, mt, vt)
+			bitsEqual(t, "batch-norm gradient in place", got[:3], want[:3])
+		}
+	}
+}
