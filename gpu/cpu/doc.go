@@ -9,8 +9,16 @@
 // inference, gradient), Reverse, Pad and SelectAndScatter (max-pool gradients). Every other
 // operation is compiled, when the graph is built, into a one-operation SimpleGo executable and
 // run on SimpleGo's buffers, so values pass between the two without copies. Operations run one
-// after another, each using every core through one worker pool; a value's buffer is released
-// after its last use and reused by SimpleGo's buffer pools.
+// after another, each using every core through one worker pool.
+//
+// Memory: at Compile, chains of element-wise operations fuse into single passes, and cheap
+// element-wise values that the backward pass would read long after they were made (batch
+// norm's output, the ReLU's input and its zeros, residual sums) are recomputed by the chains
+// that read them from values alive there anyway, instead of being kept (remat.go); a value's
+// buffer is released after its last use, or written over by its last reader. Released buffers
+// of 64 KiB and more stay in the backend's pool for the next operation of that shape (across
+// executions too: the garbage collector does not empty it), so a training loop stops
+// allocating after its first step. Results are bit for bit those of the plain order.
 //
 // The backend needs no cgo and is what `CGO_ENABLED=0` builds (Beam workers) run.
 package cpu
