@@ -30,7 +30,13 @@ func (p *Pool) convIndirect(s *ConvShape, x []float32, w PanelSource, y []float3
 	m := s.Batch * s.Out[0] * s.Out[1] * s.Out[2]
 	ks := s.Kernel[0] * s.Kernel[1] * s.Kernel[2]
 	var jobs []indirectJob
-	if phases := phaseTaps(s); phases != nil {
+	var phases []phase
+	if s.InputDilation != [3]int{1, 1, 1} {
+		rowsBuf := phaseRows.get(m) // every output pixel is in one phase
+		defer phaseRows.put(rowsBuf)
+		phases = phaseTaps(s, *rowsBuf)
+	}
+	if phases != nil {
 		for _, ph := range phases {
 			jobs = append(jobs, indirectJob{rows: ph.rows, taps: ph.taps})
 		}
@@ -80,8 +86,8 @@ type phase struct {
 // phaseTaps splits a stride-1 convolution over an input-dilated input into phases: output
 // pixels whose position is congruent modulo the dilation read real input values through the
 // same kernel taps. It returns nil without input dilation (or with strides, where phases are
-// not worth it).
-func phaseTaps(s *ConvShape) []phase {
+// not worth it). The phases' rows are slices of buf, which holds one int per output pixel.
+func phaseTaps(s *ConvShape, buf []int) []phase {
 	var ld [3]int
 	dilated := false
 	for d := range 3 {
@@ -119,7 +125,7 @@ func phaseTaps(s *ConvShape) []phase {
 						}
 					}
 				}
-				var rows []int
+				rows := buf[:0:len(buf)]
 				pixels := s.Out[0] * s.Out[1] * s.Out[2]
 				for b := range s.Batch {
 					for q0 := p0; q0 < s.Out[0]; q0 += ld[0] {
@@ -132,6 +138,7 @@ func phaseTaps(s *ConvShape) []phase {
 				}
 				if len(rows) > 0 {
 					phases = append(phases, phase{rows: rows, taps: taps})
+					buf = buf[len(rows):]
 				}
 			}
 		}

@@ -26,4 +26,5 @@ var (
 	koffScratch  slicePool[[3]int]
 	f32Scratch   slicePool[float32] // the indirect convolution's panels
 	splitKSums   slicePool[float32] // gemmSplitK's partial products
+	phaseRows    slicePool[int]     // convIndirect's output pixels by phase
 )
