@@ -13,8 +13,9 @@
 //
 // Memory: at Compile, chains of element-wise operations fuse into single passes, and cheap
 // element-wise values that the backward pass would read long after they were made (batch
-// norm's output, the ReLU's input and its zeros, residual sums) are recomputed by the chains
-// that read them from values alive there anyway, instead of being kept (remat.go); a value's
+// norm's output, the ReLU's input and its zeros, residual sums, the ReLU's output for a kernel
+// gradient) are recomputed where they are read from values kept anyway (the convolutions'
+// outputs), instead of being kept themselves (remat.go); a value's
 // buffer is released after its last use, or written over by its last reader. Released buffers
 // of 64 KiB and more stay in the backend's pool for the next operation of that shape (across
 // executions too: the garbage collector does not empty it), so a training loop stops
