@@ -5,5 +5,6 @@
 // (FindPlugin) and says what is missing when CUDA is asked for and cannot be used.
 //
 // The kernels under the CPU backend are in gpu/kernels; kernels.Sgemm is a plain-Go float32
-// matrix multiply for anyone. GoMLX problems found on the way are in ENGINE-BUGS.md.
+// matrix multiply for anyone. GoMLX problems found on the way are listed, with their smallest
+// reproducers, in the README (section Engine).
 package gpu

@@ -11,9 +11,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
-// The reproducers of ENGINE-BUGS.md: each runs the smallest graph that shows a GoMLX v0.26.0
-// problem on SimpleGo (expecting it to fail) and on this backend (expecting the right answer),
-// so the workaround stays covered and an upstream fix shows up here.
+// The reproducers of the README's GoMLX bug list (section Engine): each runs the smallest graph
+// that shows a GoMLX v0.26.0 problem on SimpleGo (expecting it to fail) and on this backend
+// (expecting the right answer), so the workaround stays covered and an upstream fix shows up
+// here.
 
 // tryGraph runs fn on be and returns its outputs, or the error or panic it ended with.
 func tryGraph(be backends.Backend, fn func(in []*Node) []*Node, inputs ...*tensors.Tensor) (out [][]float32, err error) {
@@ -171,7 +172,7 @@ func TestEngineBugEvenKernelInputGradient(t *testing.T) {
 	got := runGraph(t, newTestBackend(t), fn, x, k)[0]
 	want := []float32{10, 1, 10, 1}
 	if got[0] == want[0] {
-		t.Fatalf("dL/dx = %v is right: the GoMLX even-kernel bug may be fixed upstream (update ENGINE-BUGS.md)", got)
+		t.Fatalf("dL/dx = %v is right: the GoMLX even-kernel bug may be fixed upstream (update the README's bug list)", got)
 	}
 	t.Logf("dL/dx = %v, want %v (GoMLX bug: use odd kernels)", got, want)
 }

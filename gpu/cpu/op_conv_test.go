@@ -150,7 +150,7 @@ func TestConvMatchesSimpleGo(t *testing.T) {
 }
 
 // TestConvChannelGroups checks a grouped convolution against the concatenation of one
-// convolution per group (SimpleGo's grouped convolution panics, see ENGINE-BUGS.md).
+// convolution per group (SimpleGo's grouped convolution panics, see the README's GoMLX bug list).
 func TestConvChannelGroups(t *testing.T) {
 	be := newTestBackend(t)
 	r := rand.New(rand.NewPCG(15, 16))
