@@ -34,7 +34,8 @@ type Options struct {
 	Plugin  string
 	// CodeVersion is recorded in the shards and the results.
 	CodeVersion string
-	// Stderr gets the training logs; Progress shows progress bars there (terminals only).
+	// Stderr gets the progress bars (Progress: terminals only); each training's JSON-lines log
+	// goes to its run folder's train.jsonl only, the stages' notices to Logger.
 	Stderr   io.Writer
 	Progress bool
 	Logger   *slog.Logger
@@ -395,7 +396,7 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 	return shardrun.Train(ctx, shardrun.Options{
 		Step: step, Run: train, Backend: kind, Plugin: r.opts.Plugin, Resume: resume,
 		KNNData: r.evalTrainDir(), KNNTest: r.evalTestDir(),
-		Stderr: r.opts.Stderr, Progress: r.opts.Progress, Logger: r.log,
+		Stderr: r.opts.Stderr, Progress: r.opts.Progress, QuietLog: true, Logger: r.log,
 	})
 }
 

@@ -58,6 +58,9 @@ type TrainOptions struct {
 	Stderr io.Writer
 	// Progress shows a progress bar on Stderr (meant for terminals).
 	Progress bool
+	// QuietLog keeps the JSON-lines log out of Stderr: it goes only to the run's train.jsonl
+	// (for callers that run many trainings and report on them, like dcl reproduce).
+	QuietLog bool
 	// Logger gets the run's notices; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -270,7 +273,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
 		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
 
-	log, err := openRunLog(ctx, run.Out, stderr, state.StepsDone)
+	log, err := openRunLog(ctx, run.Out, stderr, !opts.QuietLog, state.StepsDone)
 	if err != nil {
 		return nil, err
 	}
@@ -555,6 +558,7 @@ func (l *loop) checkpoint(ctx context.Context) (string, error) {
 // appended to).
 type runLog struct {
 	stderr io.Writer
+	echo   bool // copy each line to stderr
 	bar    *progressbar.ProgressBar
 	file   *os.File // local output
 	remote string   // remote output path
@@ -564,9 +568,9 @@ type runLog struct {
 // openRunLog opens the log of a run that has done stepsDone steps: lines of later steps
 // (written after the checkpoint it resumes from, by a run that was then killed) are dropped,
 // so the log holds every step once.
-func openRunLog(ctx context.Context, out string, stderr io.Writer, stepsDone int) (*runLog, error) {
+func openRunLog(ctx context.Context, out string, stderr io.Writer, echo bool, stepsDone int) (*runLog, error) {
 	path := shards.Join(out, LogName)
-	l := &runLog{stderr: stderr}
+	l := &runLog{stderr: stderr, echo: echo}
 	var old []byte
 	if ok, err := shards.Exists(ctx, path); err != nil {
 		return nil, err
@@ -616,10 +620,12 @@ func (l *runLog) write(v any) error {
 		return err
 	}
 	data = append(data, '\n')
-	if l.bar != nil {
-		_ = l.bar.Clear()
+	if l.echo {
+		if l.bar != nil {
+			_ = l.bar.Clear()
+		}
+		_, _ = l.stderr.Write(data)
 	}
-	_, _ = l.stderr.Write(data)
 	if l.file != nil {
 		if _, err := l.file.Write(data); err != nil {
 			return fmt.Errorf("writing log %s: %w", l.file.Name(), err)

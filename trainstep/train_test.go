@@ -246,6 +246,29 @@ func TestTrainLogsAndLearns(t *testing.T) {
 
 }
 
+// TestTrainQuietLog checks that QuietLog keeps the JSON lines out of Stderr and in the file.
+func TestTrainQuietLog(t *testing.T) {
+	out := t.TempDir()
+	run := testRunConfig(t, out)
+	run.BatchSize, run.Epochs = 16, 1
+	var stderr bytes.Buffer
+	opts := TrainOptions{Backend: newTestBackend(t), Source: mustMemorySource(t, syntheticPairs(2, 32, 4, 6, 6, 3)),
+		Stderr: &stderr, QuietLog: true, Logger: slog.New(slog.DiscardHandler)}
+	if _, err := Train(context.Background(), testStepConfig(MLP), run, opts); err != nil {
+		t.Fatal(err)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr got %q, want nothing", stderr.String())
+	}
+	logData, err := os.ReadFile(filepath.Join(out, LogName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(logData), "\n"); n != 2 {
+		t.Errorf("log has %d lines, want 2 steps", n)
+	}
+}
+
 type emptySource struct{ MemorySource }
 
 func (*emptySource) Info() SourceInfo { return SourceInfo{Height: 8, Width: 8, Channels: 1, Passes: 1} }

@@ -29,9 +29,11 @@ type Options struct {
 	// KNNData is a labelled evaluation shard folder whose backbone features vote in the kNN
 	// monitor; KNNTest is the one classified ("": every 10th image of KNNData).
 	KNNData, KNNTest string
-	// Stderr gets the JSON-lines log and the progress bar (nil: os.Stderr).
+	// Stderr gets the JSON-lines log and the progress bar (nil: os.Stderr); QuietLog keeps
+	// the log to the run's train.jsonl.
 	Stderr   io.Writer
 	Progress bool
+	QuietLog bool
 	Logger   *slog.Logger
 }
 
@@ -48,7 +50,7 @@ func Train(ctx context.Context, o Options) (*trainstep.Summary, error) {
 	if err := trainstep.CheckRun(ctx, o.Step, o.Run, src.Info(), o.Resume); err != nil {
 		return nil, err
 	}
-	opts := trainstep.TrainOptions{Source: src, Resume: o.Resume, Stderr: o.Stderr, Progress: o.Progress, Logger: o.Logger}
+	opts := trainstep.TrainOptions{Source: src, Resume: o.Resume, Stderr: o.Stderr, Progress: o.Progress, QuietLog: o.QuietLog, Logger: o.Logger}
 	if o.Run.MonitorEvery > 0 {
 		mon, err := knnmonitor.New(ctx, o.KNNData, o.KNNTest)
 		if err != nil {
