@@ -77,7 +77,7 @@ lint: ## go vet and staticcheck, on the pure-Go and the cuda builds
 	$(GO) vet -tags cuda ./gpu/... ./cmd/...
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 
-demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (~10 min on 2 cores): demo-out/report.md
+demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (~4 min on 2 free cores): demo-out/report.md
 	$(BIN)/dcl demo --data=$(FASHION_MNIST) --out=demo-out
 
 clean: ## remove build outputs
