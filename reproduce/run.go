@@ -34,10 +34,12 @@ type Options struct {
 	Plugin  string
 	// CodeVersion is recorded in the shards and the results.
 	CodeVersion string
-	// Stderr gets the progress bars (Progress: terminals only); each training's JSON-lines log
-	// goes to its run folder's train.jsonl only, the stages' notices to Logger.
+	// Stderr gets the progress bars (Progress: terminals only) and, with TrainLog, a copy of
+	// each training's JSON-lines log, which always goes to its run folder's train.jsonl; the
+	// stages' notices go to Logger.
 	Stderr   io.Writer
 	Progress bool
+	TrainLog bool
 	Logger   *slog.Logger
 	// Now is the clock (tests fix it); nil: time.Now.
 	Now func() time.Time
@@ -396,7 +398,7 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 	return shardrun.Train(ctx, shardrun.Options{
 		Step: step, Run: train, Backend: kind, Plugin: r.opts.Plugin, Resume: resume,
 		KNNData: r.evalTrainDir(), KNNTest: r.evalTestDir(),
-		Stderr: r.opts.Stderr, Progress: r.opts.Progress, QuietLog: true, Logger: r.log,
+		Stderr: r.opts.Stderr, Progress: r.opts.Progress, QuietLog: !r.opts.TrainLog, Logger: r.log,
 	})
 }
 

@@ -194,15 +194,19 @@ func TestKilledRunContinuesWhereItStopped(t *testing.T) {
 	// Cancel once the training log has reached step 10 of 16: the trainer stops after that
 	// step with a checkpoint, as on Ctrl-C or SIGTERM.
 	stderr := &cancelAfter{marker: `"step":10,`, cancel: cancel}
-	if _, err := Run(ctx, parseTiny(t, input, oneRun), Options{Out: out, Stderr: stderr}); !errors.Is(err, context.Canceled) {
+	if _, err := Run(ctx, parseTiny(t, input, oneRun), Options{Out: out, Stderr: stderr, TrainLog: true}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the interrupted run returned %v, want context.Canceled", err)
 	}
 	if ok, _ := shards.Exists(context.Background(), filepath.Join(out, ResultsName)); ok {
 		t.Fatal("an interrupted run wrote results.json")
 	}
-	resumed, err := Run(context.Background(), parseTiny(t, input, oneRun), Options{Out: out})
+	var console bytes.Buffer
+	resumed, err := Run(context.Background(), parseTiny(t, input, oneRun), Options{Out: out, Stderr: &console})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(console.String(), `"step":`) {
+		t.Errorf("without TrainLog the console got training log lines: %q", console.String())
 	}
 	a, b := whole.Runs[0], resumed.Runs[0]
 	if a.Train.StepsDone != b.Train.StepsDone || a.Train.Loss != b.Train.Loss || a.KNN.Top1 != b.KNN.Top1 || a.Linear.Top1 != b.Linear.Top1 {

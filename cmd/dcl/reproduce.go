@@ -26,6 +26,7 @@ const DefaultFashionMNIST = "/usr/share/datasets/fashion-mnist"
 // reproduceFlags are the flags `reproduce` and `demo` share.
 type reproduceFlags struct {
 	out, input, backend, plugin, progress *string
+	trainLog                              *bool
 }
 
 func addReproduceFlags(fs *flag.FlagSet, defaultOut string) reproduceFlags {
@@ -35,6 +36,7 @@ func addReproduceFlags(fs *flag.FlagSet, defaultOut string) reproduceFlags {
 		backend:  fs.String("backend", "", "compute backend for every run: cpu, cuda or auto (overrides the config)"),
 		plugin:   fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto"),
 		progress: fs.String("progress", "auto", "progress bars: auto (on a terminal), on or off"),
+		trainLog: fs.Bool("train-log", false, "also print every training step's JSON line (always in each run's train.jsonl)"),
 	}
 }
 
@@ -144,7 +146,7 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	}
 	res, err := reproduce.Run(ctx, cfg, reproduce.Options{
 		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeVersion(),
-		Stderr: out.stderr, Progress: showProgress, Logger: slog.Default(),
+		Stderr: out.stderr, Progress: showProgress, TrainLog: *f.trainLog, Logger: slog.Default(),
 	})
 	if err != nil {
 		return err
