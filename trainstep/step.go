@@ -2,6 +2,7 @@ package trainstep
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/gomlx/gomlx/backends"
@@ -193,6 +194,11 @@ func (s *Step) Finalize() {
 	s.train.Finalize()
 	s.embed.Finalize()
 	s.ctx.Finalize()
+	// The step's buffers are garbage now, but the collector would next run only once the heap
+	// doubled from its last (peak-time) size: a second Step built in this process (dcl reproduce
+	// trains several) would then peak at twice one step's memory (4.2 GiB instead of 2.2 at
+	// resnet18-cifar batch 256). One collection here returns them first.
+	runtime.GC()
 }
 
 // NumParameters counts the model's weights (not optimiser state nor running averages).
