@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -258,14 +259,22 @@ type EmbeddingReader struct {
 	first   *EmbeddingBlock // read at open to learn the dimension
 }
 
-// OpenEmbeddings opens path: a .parquet file, or a directory with embeddings.json. Blocks
-// hold up to blockRows rows (default 4096 when blockRows <= 0).
+// OpenEmbeddings opens path: a Parquet file (of any name), or a directory with
+// embeddings.json. Blocks hold up to blockRows rows (default 4096 when blockRows <= 0).
 func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*EmbeddingReader, error) {
 	if blockRows <= 0 {
 		blockRows = 4096
 	}
 	r := &EmbeddingReader{ctx: ctx, blockRows: blockRows}
-	if strings.HasSuffix(path, ".parquet") {
+	single := strings.HasSuffix(path, ".parquet")
+	if !single {
+		// Other tools name their files as they like (.pq, no suffix): a file is read as one.
+		var err error
+		if single, err = isFile(ctx, path); err != nil {
+			return nil, err
+		}
+	}
+	if single {
 		r.files = []string{path}
 	} else {
 		mp := Join(path, EmbeddingsManifestName)
@@ -307,6 +316,18 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 	}
 	r.first = first
 	return r, nil
+}
+
+// isFile reports whether p is a file (locally: not a directory; on gs://: an object).
+func isFile(ctx context.Context, p string) (bool, error) {
+	if Scheme(p) == "" {
+		info, err := os.Stat(p)
+		if err != nil {
+			return false, nil // not there: the caller's message about the directory applies
+		}
+		return !info.IsDir(), nil
+	}
+	return Exists(ctx, p)
 }
 
 // Rows returns the total number of rows, from the files' footers.

@@ -198,7 +198,8 @@ func TestEmbeddingOtherLayouts(t *testing.T) {
 	writeParquet(t, filepath.Join(dir, "two-level.parquet"), a)
 	writeParquet(t, filepath.Join(dir, "item-double.parquet"), b)
 	writeParquet(t, filepath.Join(dir, "bare.parquet"), c)
-	for _, f := range []string{"two-level.parquet", "item-double.parquet", "bare.parquet"} {
+	writeParquet(t, filepath.Join(dir, "bare.pq"), c) // another tool's name for a Parquet file
+	for _, f := range []string{"two-level.parquet", "item-double.parquet", "bare.parquet", "bare.pq"} {
 		got, _ := readEmbeddings(t, filepath.Join(dir, f), 10)
 		if !embRowsEqual(got, want) {
 			t.Errorf("%s: read %v, want %v", f, got, want)
@@ -210,6 +211,7 @@ func TestEmbeddingBadFiles(t *testing.T) {
 	dir := t.TempDir()
 	notParquet := filepath.Join(dir, "notes.parquet")
 	os.WriteFile(notParquet, []byte("id,label,embedding\n1,2,3\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.csv"), []byte("id,label,embedding\n1,2,3\n"), 0o644)
 
 	type noLabel struct {
 		ID        int64     `parquet:"id"`
@@ -244,6 +246,7 @@ func TestEmbeddingBadFiles(t *testing.T) {
 		want string
 	}{
 		{"notes.parquet", "notes.parquet is not a readable Parquet file"},
+		{"notes.csv", "notes.csv is not a readable Parquet file"},
 		{"no-label.parquet", `no-label.parquet has no column "label" (it has id, embedding)`},
 		{"string-label.parquet", `string-label.parquet: column "label" has type STRING, want an integer`},
 		{"int-embedding.parquet", `int-embedding.parquet: column "embedding" holds INT(32,true) values, want FLOAT (float32)`},
