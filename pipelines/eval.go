@@ -3,7 +3,6 @@ package pipelines
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -58,14 +56,14 @@ type embeddingSet struct {
 	Meta  map[string]string // the directory manifest's meta; nil for a single file
 }
 
-// inspectEmbeddings opens path (a .parquet file or a directory with embeddings.json) and
+// inspectEmbeddings opens path (a Parquet file or a directory with embeddings.json) and
 // every file in it, checking their schemas, and returns the files with their row offsets.
 func inspectEmbeddings(ctx context.Context, path string) (*embeddingSet, error) {
 	r, err := shards.OpenEmbeddings(ctx, path, 1)
 	if err != nil {
 		return nil, err
 	}
-	set := &embeddingSet{Path: path, Dim: r.Dim(), Rows: r.Rows()}
+	set := &embeddingSet{Path: path, Dim: r.Dim(), Rows: r.Rows(), Meta: r.Meta()}
 	files := r.Files()
 	r.Close()
 	for _, f := range files {
@@ -79,17 +77,6 @@ func inspectEmbeddings(ctx context.Context, path string) (*embeddingSet, error) 
 			return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", f, d, files[0], set.Dim)
 		}
 		fr.Close()
-	}
-	if !strings.HasSuffix(path, ".parquet") {
-		data, err := shards.ReadFile(ctx, shards.Join(path, shards.EmbeddingsManifestName))
-		if err != nil {
-			return nil, err
-		}
-		var m shards.EmbeddingManifest
-		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", shards.Join(path, shards.EmbeddingsManifestName), err)
-		}
-		set.Meta = m.Meta
 	}
 	return set, nil
 }

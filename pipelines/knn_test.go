@@ -56,7 +56,7 @@ func writeEmbeddings(t testing.TB, path string, l analysis.LabeledVectors, parts
 		}
 		return info
 	}
-	if strings.HasSuffix(path, ".parquet") {
+	if strings.HasSuffix(path, ".parquet") || strings.HasSuffix(path, ".pq") {
 		write(path, 0, n)
 		return
 	}
@@ -84,7 +84,7 @@ func TestKNNPipelineMatchesAnalysis(t *testing.T) {
 	train := clustered(1, "train", 300, 8, 5)
 	test := clustered(2, "test", 70, 8, 5)
 	trainDir := filepath.Join(dir, "train")
-	testFile := filepath.Join(dir, "test.parquet")
+	testFile := filepath.Join(dir, "test.pq") // a single file, named as another tool might
 	writeEmbeddings(t, trainDir, train, 4, map[string]string{MetaDataset: "mystery"})
 	writeEmbeddings(t, testFile, test, 1, nil)
 

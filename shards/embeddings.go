@@ -257,6 +257,7 @@ type EmbeddingReader struct {
 	group   int
 	cursor  *groupCursor
 	first   *EmbeddingBlock // read at open to learn the dimension
+	meta    map[string]string
 }
 
 // OpenEmbeddings opens path: a Parquet file (of any name), or a directory with
@@ -299,6 +300,10 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		for _, f := range m.Files {
 			r.files = append(r.files, Join(path, f.Path))
 		}
+		r.meta = m.Meta
+		if r.meta == nil {
+			r.meta = map[string]string{}
+		}
 	}
 	// Check every file's schema now, so a bad file fails before any work is done.
 	for _, p := range r.files {
@@ -335,6 +340,10 @@ func (r *EmbeddingReader) Rows() int64 { return r.rows }
 
 // Dim returns the vectors' dimension (0 when there are no rows).
 func (r *EmbeddingReader) Dim() int { return r.dim }
+
+// Meta returns the directory manifest's metadata (empty when it has none); nil for a
+// single file.
+func (r *EmbeddingReader) Meta() map[string]string { return r.meta }
 
 // Files returns the files read, in order.
 func (r *EmbeddingReader) Files() []string { return r.files }
