@@ -54,7 +54,9 @@ func refNPC(z1, z2 [][]float64, tau float64) []float64 {
 	return q
 }
 
-func randomPairs(r *rand.Rand, n, dim int, noise float64) (z1, z2 [][]float64) {
+// RandomPairs returns n view pairs of dim-d vectors: z2 is z1 plus noise. Exported (from this
+// test file) for the external tests of npc_trainstep_test.go.
+func RandomPairs(r *rand.Rand, n, dim int, noise float64) (z1, z2 [][]float64) {
 	for range n {
 		a, b := make([]float64, dim), make([]float64, dim)
 		for d := range dim {
@@ -72,7 +74,7 @@ func TestNPCMultipliersMatchReference(t *testing.T) {
 		n, dim int
 		tau    float64
 	}{{2, 3, 0.5}, {5, 8, 0.5}, {17, 16, 0.2}, {33, 7, 1}} {
-		z1, z2 := randomPairs(r, tt.n, tt.dim, 0.5)
+		z1, z2 := RandomPairs(r, tt.n, tt.dim, 0.5)
 		got, err := NPCMultipliers(z1, z2, tt.tau)
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +90,7 @@ func TestNPCMultipliersMatchReference(t *testing.T) {
 
 func TestNPCMultipliersLowTemperatureFinite(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
-	z1, z2 := randomPairs(r, 64, 32, 0.1)
+	z1, z2 := RandomPairs(r, 64, 32, 0.1)
 	q, err := NPCMultipliers(z1, z2, 0.005) // logits reach ±200: exp would overflow
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +173,7 @@ func toVectors(rows [][]float64) Vectors {
 
 func TestNPCStatistics(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
-	z1f, z2f := randomPairs(r, 300, 16, 1.0)
+	z1f, z2f := RandomPairs(r, 300, 16, 1.0)
 	z1, z2 := toVectors(z1f), toVectors(z2f)
 	cfg := NPCConfig{BatchSizes: []int{8, 32, 128}, Temperature: 0.2, Seed: 3, Passes: 2, Bins: 20, Workers: 1}
 	one, err := NPCStatistics(z1, z2, "pairs.parquet", cfg)

@@ -15,18 +15,6 @@ import (
 // This test lives outside package analysis so that trainstep may import analysis without an
 // import cycle in the tests.
 
-func randomPairs(r *rand.Rand, n, dim int, noise float64) (z1, z2 [][]float64) {
-	for range n {
-		a, b := make([]float64, dim), make([]float64, dim)
-		for d := range dim {
-			a[d] = r.NormFloat64()
-			b[d] = a[d] + noise*r.NormFloat64()
-		}
-		z1, z2 = append(z1, a), append(z2, b)
-	}
-	return z1, z2
-}
-
 // TestNPCMatchesTrainerLoss checks the NPC statistics against the trainer's own loss code:
 // the same q for every anchor, and -log q = InfoNCE - DCL per anchor.
 func TestNPCMatchesTrainerLoss(t *testing.T) {
@@ -38,7 +26,7 @@ func TestNPCMatchesTrainerLoss(t *testing.T) {
 	defer backend.Finalize()
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, tau := range []float64{0.07, 0.5} {
-		z1, z2 := randomPairs(r, 24, 16, 0.7)
+		z1, z2 := analysis.RandomPairs(r, 24, 16, 0.7)
 		got, err := analysis.NPCMultipliers(z1, z2, tau)
 		if err != nil {
 			t.Fatal(err)
