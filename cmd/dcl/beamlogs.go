@@ -11,9 +11,17 @@ import (
 // a dozen lines a run about job servers, job states and workers, and, when a DoFn fails,
 // its error repeated five times inside descriptions of bundles and plans. The command
 // reports a failed job itself, in one line (the DoFn's own message); --log-level=debug
-// shows everything. Beam's warnings pass through.
+// shows everything. Beam's warnings pass through, except those that only say a bundle is
+// failing (bundleFailureWarnings): the failure itself is what the command reports.
 func quietBeamLogs() {
 	slog.SetDefault(slog.New(&beamLogFilter{next: slog.Default().Handler()}))
+}
+
+// bundleFailureWarnings are the messages of Beam warnings that repeat a failing bundle's
+// error: prism logs this one when it asked to split a bundle whose DoFn has just failed,
+// which happens or not depending on timing.
+var bundleFailureWarnings = map[string]bool{
+	"SDK Error from split, aborting splits and failing bundle": true,
 }
 
 type beamLogFilter struct{ next slog.Handler }
@@ -23,7 +31,8 @@ func (h *beamLogFilter) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h *beamLogFilter) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level != slog.LevelWarn && r.Level > slog.LevelDebug && fromBeam(r.PC) {
+	demote := r.Level > slog.LevelDebug && (r.Level != slog.LevelWarn || bundleFailureWarnings[r.Message])
+	if demote && fromBeam(r.PC) {
 		if !h.next.Enabled(ctx, slog.LevelDebug) {
 			return nil
 		}
