@@ -56,37 +56,21 @@ type embeddingSet struct {
 	Meta  map[string]string // the directory manifest's meta; nil for a single file
 }
 
-// inspectEmbeddings opens path (a Parquet file or a directory with embeddings.json) and
-// every file in it, checking their schemas, and returns the files with their row offsets.
+// inspectEmbeddings opens path (a Parquet file or a directory with embeddings.json),
+// checking every file's schema and dimension, and returns the files with their row offsets.
 func inspectEmbeddings(ctx context.Context, path string) (*embeddingSet, error) {
 	r, err := shards.OpenEmbeddings(ctx, path, 1)
 	if err != nil {
 		return nil, err
 	}
+	defer r.Close()
 	set := &embeddingSet{Path: path, Dim: r.Dim(), Rows: r.Rows(), Meta: r.Meta()}
-	files := r.Files()
-	r.Close()
-	for _, f := range files {
-		fr, err := shards.OpenEmbeddings(ctx, f, 1)
-		if err != nil {
-			return nil, err
-		}
-		set.Files = append(set.Files, embeddingFile{Path: f, Offset: sumRows(set.Files), Rows: fr.Rows()})
-		if d := fr.Dim(); d != 0 && set.Dim != 0 && d != set.Dim {
-			fr.Close()
-			return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", f, d, files[0], set.Dim)
-		}
-		fr.Close()
+	var offset int64
+	for _, f := range r.Files() {
+		set.Files = append(set.Files, embeddingFile{Path: f.Path, Offset: offset, Rows: f.Rows})
+		offset += f.Rows
 	}
 	return set, nil
-}
-
-func sumRows(files []embeddingFile) int64 {
-	var n int64
-	for _, f := range files {
-		n += f.Rows
-	}
-	return n
 }
 
 // LoadEmbeddings reads a whole embedding set into memory as labelled vectors (Source is the

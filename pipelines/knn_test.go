@@ -181,3 +181,11 @@ func TestGroupFiles(t *testing.T) {
 		}
 	}
 }
+
+func sumRows(files []embeddingFile) int64 {
+	var n int64
+	for _, f := range files {
+		n += f.Rows
+	}
+	return n
+}

@@ -247,7 +247,7 @@ func (b *EmbeddingBlock) Vector(i int) []float32 {
 // pyarrow), the legacy 2-level layout, or a bare repeated column.
 type EmbeddingReader struct {
 	ctx       context.Context
-	files     []string
+	files     []EmbeddingFileSummary
 	rows      int64
 	dim       int
 	blockRows int
@@ -256,8 +256,15 @@ type EmbeddingReader struct {
 	cur     *embeddingFile
 	group   int
 	cursor  *groupCursor
-	first   *EmbeddingBlock // read at open to learn the dimension
 	meta    map[string]string
+}
+
+// EmbeddingFileSummary is what opening an embedding file learns without reading its
+// vectors: its row count (from the footer) and dimension (from its first row; 0 when empty).
+type EmbeddingFileSummary struct {
+	Path string
+	Rows int64
+	Dim  int
 }
 
 // OpenEmbeddings opens path: a Parquet file (of any name), or a directory with
@@ -275,8 +282,9 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 			return nil, err
 		}
 	}
+	var paths []string
 	if single {
-		r.files = []string{path}
+		paths = []string{path}
 	} else {
 		mp := Join(path, EmbeddingsManifestName)
 		ok, err := Exists(ctx, mp)
@@ -298,29 +306,61 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 			return nil, fmt.Errorf("reading %s: format version %d, this program reads version %d", mp, m.Format, FormatVersion)
 		}
 		for _, f := range m.Files {
-			r.files = append(r.files, Join(path, f.Path))
+			paths = append(paths, Join(path, f.Path))
 		}
 		r.meta = m.Meta
 		if r.meta == nil {
 			r.meta = map[string]string{}
 		}
 	}
-	// Check every file's schema now, so a bad file fails before any work is done.
-	for _, p := range r.files {
-		ef, err := openEmbeddingFile(ctx, p)
+	// Check every file's schema and dimension now, so a bad file fails before any work is
+	// done; each file is opened once here and once more when it is read.
+	for _, p := range paths {
+		f, err := summarizeEmbeddingFile(ctx, p)
 		if err != nil {
 			return nil, err
 		}
-		r.rows += ef.pf.NumRows()
-		ef.Close()
+		if f.Dim != 0 {
+			if r.dim == 0 {
+				r.dim = f.Dim
+			} else if f.Dim != r.dim {
+				first := r.files[0].Path
+				for _, g := range r.files {
+					if g.Dim != 0 {
+						first = g.Path
+						break
+					}
+				}
+				return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional (vectors of mixed length)", p, f.Dim, first, r.dim)
+			}
+		}
+		r.files = append(r.files, f)
+		r.rows += f.Rows
 	}
-	first, err := r.next()
-	if err != nil && !errors.Is(err, io.EOF) {
-		r.Close()
-		return nil, err
-	}
-	r.first = first
 	return r, nil
+}
+
+// summarizeEmbeddingFile opens p, checks its schema and reads its first row for the dimension.
+func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary, error) {
+	ef, err := openEmbeddingFile(ctx, p)
+	if err != nil {
+		return EmbeddingFileSummary{}, err
+	}
+	defer ef.Close()
+	s := EmbeddingFileSummary{Path: p, Rows: ef.pf.NumRows()}
+	for g, rg := range ef.pf.RowGroups() {
+		if rg.NumRows() == 0 {
+			continue
+		}
+		c := ef.cursor(g)
+		_, err := c.readRows(&EmbeddingBlock{}, 1, &s.Dim)
+		c.Close()
+		if err != nil {
+			return EmbeddingFileSummary{}, err
+		}
+		break
+	}
+	return s, nil
 }
 
 // isFile reports whether p is a file (locally: not a directory; on gs://: an object).
@@ -345,18 +385,11 @@ func (r *EmbeddingReader) Dim() int { return r.dim }
 // single file.
 func (r *EmbeddingReader) Meta() map[string]string { return r.meta }
 
-// Files returns the files read, in order.
-func (r *EmbeddingReader) Files() []string { return r.files }
+// Files returns the files read, in order, with their rows and dimensions.
+func (r *EmbeddingReader) Files() []EmbeddingFileSummary { return r.files }
 
 // Next returns the next block, or io.EOF after the last.
-func (r *EmbeddingReader) Next() (*EmbeddingBlock, error) {
-	if r.first != nil {
-		b := r.first
-		r.first = nil
-		return b, nil
-	}
-	return r.next()
-}
+func (r *EmbeddingReader) Next() (*EmbeddingBlock, error) { return r.next() }
 
 // Close closes the file being read.
 func (r *EmbeddingReader) Close() error {
@@ -408,7 +441,7 @@ func (r *EmbeddingReader) next() (*EmbeddingBlock, error) {
 func (r *EmbeddingReader) advance() (ok bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			name := r.files[max(0, r.fileIdx-1)]
+			name := r.files[max(0, r.fileIdx-1)].Path
 			ok, err = false, fmt.Errorf("%s row group %d: corrupt data: %v", name, r.group, p)
 		}
 	}()
@@ -417,7 +450,7 @@ func (r *EmbeddingReader) advance() (ok bool, err error) {
 			if r.fileIdx >= len(r.files) {
 				return false, nil
 			}
-			ef, err := openEmbeddingFile(r.ctx, r.files[r.fileIdx])
+			ef, err := openEmbeddingFile(r.ctx, r.files[r.fileIdx].Path)
 			if err != nil {
 				return false, err
 			}

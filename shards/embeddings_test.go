@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,8 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 )
 
 type embRow struct {
@@ -315,6 +317,11 @@ func TestShardedEmbeddingsOnGCS(t *testing.T) {
 	if len(rows) != 18 || r.Rows() != 18 || len(r.Files()) != 3 {
 		t.Fatalf("read %d rows from %d files", len(rows), len(r.Files()))
 	}
+	for part, f := range r.Files() {
+		if want := Join(dir, EmbeddingFileName(part, 3)); f.Path != want || f.Rows != int64(5+part) || f.Dim != 4 {
+			t.Errorf("file %d = %+v; want %s with %d rows of 4 values", part, f, want, 5+part)
+		}
+	}
 	for i, row := range rows {
 		if row.id != int64(i) || !slices.Equal(row.vec, testEmbedding(int64(i), 4)) {
 			t.Fatalf("row %d = %+v", i, row)
@@ -336,4 +343,51 @@ func TestEmbeddingWriterRefusesWrongDimension(t *testing.T) {
 		t.Error("Close after a failed Write succeeded")
 	}
 	assertNoFiles(t, dir)
+}
+
+// A directory whose files disagree on the dimension (say, written by hand from two runs) is
+// refused at open, naming both files; an empty file has no dimension and agrees with any.
+func TestEmbeddingDirectoryOfMixedDimensions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var infos []EmbeddingFileInfo
+	for part, dim := range []int{0, 3, 3, 5} {
+		p := Join(dir, EmbeddingFileName(part, 4))
+		w, err := NewEmbeddingWriter(ctx, p, max(dim, 1), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dim > 0 {
+			for id := range int64(2) {
+				if err := w.Write(id, 0, testEmbedding(id, dim)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		info, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	if _, err := CommitEmbeddings(ctx, dir, 3, infos, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenEmbeddings(ctx, dir, 0)
+	want := fmt.Sprintf("%s has 5-dimensional vectors, %s 3-dimensional", Join(dir, EmbeddingFileName(3, 4)), Join(dir, EmbeddingFileName(1, 4)))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("OpenEmbeddings = %v; want an error containing %q", err, want)
+	}
+	// Without the odd file the set opens, and the empty file has dimension 0.
+	if _, err := CommitEmbeddings(ctx, dir, 3, infos[:3], nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenEmbeddings(ctx, dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Dim() != 3 || r.Rows() != 4 || r.Files()[0].Dim != 0 || r.Files()[0].Rows != 0 {
+		t.Errorf("dim %d, rows %d, files %+v", r.Dim(), r.Rows(), r.Files())
+	}
 }
