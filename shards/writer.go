@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
 // Defaults of WriterOptions.
