@@ -13,11 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	gomlxctx "github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/dcl-beam/dcl-beam/shards"
 )
 
 // Checkpoint file format (version 1), little-endian:

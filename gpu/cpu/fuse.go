@@ -4,9 +4,10 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
+
+	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
 
 // Element-wise fusion: at Compile, chains of float32 element-wise operations of one size
