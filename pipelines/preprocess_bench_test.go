@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+
 	"github.com/dcl-beam/dcl-beam/pipelines/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -74,7 +76,7 @@ func BenchmarkPreprocessCIFAR(b *testing.B) {
 
 // datasetChecksum is a digest of every file of a dataset directory.
 func datasetChecksum(b *testing.B, dir string) string {
-	sums := pipelinetest.TreeChecksums(b, dir)
+	sums := testfiles.TreeChecksums(b, dir)
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range sums {
 			if !yield(k) {
@@ -212,7 +214,7 @@ func BenchmarkImageNetStages(b *testing.B) {
 	var paths []string
 	for i := range n {
 		p := filepath.Join(dir, "n01440764", fmt.Sprintf("n01440764_%d.JPEG", i))
-		pipelinetest.WriteFile(b, p, pipelinetest.PhotoJPEG(b, 500, 375, i))
+		testfiles.WriteFile(b, p, testfiles.PhotoJPEG(b, 500, 375, i))
 		paths = append(paths, p)
 	}
 	var total int

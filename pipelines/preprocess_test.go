@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+
 	"github.com/dcl-beam/dcl-beam/pipelines/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -103,12 +105,12 @@ func TestPreprocessCIFARWritesEveryRowAsAugmentDoes(t *testing.T) {
 func TestPreprocessRerunGivesTheSameBytes(t *testing.T) {
 	o := cifarOptions(t, 4)
 	mustPreprocess(t, o)
-	want := pipelinetest.TreeChecksums(t, o.Output)
+	want := testfiles.TreeChecksums(t, o.Output)
 
 	other := o
 	other.Output = filepath.Join(t.TempDir(), "again")
 	mustPreprocess(t, other)
-	sameFiles(t, pipelinetest.TreeChecksums(t, other.Output), want)
+	sameFiles(t, testfiles.TreeChecksums(t, other.Output), want)
 
 	// What a run killed part-way leaves: no manifest, a shard missing, temporaries.
 	for _, p := range []string{shards.ManifestName, "pass-001/part-00002-of-00003.parquet"} {
@@ -117,13 +119,13 @@ func TestPreprocessRerunGivesTheSameBytes(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"pass-000/part-00001-of-00003.parquet" + shards.TempMarker + "123", "manifest.json" + shards.TempMarker + "9"} {
-		pipelinetest.WriteFile(t, filepath.Join(o.Output, p), []byte("half a file"))
+		testfiles.WriteFile(t, filepath.Join(o.Output, p), []byte("half a file"))
 	}
 	if _, err := shards.NewReader(context.Background(), o.Output, shards.ReaderOptions{BatchSize: 4}); !errors.Is(err, shards.ErrNoManifest) {
 		t.Fatalf("a reader opened the interrupted run's directory: %v", err)
 	}
 	mustPreprocess(t, o)
-	sameFiles(t, pipelinetest.TreeChecksums(t, o.Output), want)
+	sameFiles(t, testfiles.TreeChecksums(t, o.Output), want)
 	mustVerify(t, o.Output)
 }
 
@@ -150,13 +152,13 @@ func TestPreprocessWorkerFailingPartWayLeavesNoData(t *testing.T) {
 	if _, err := shards.Verify(ctx, o.Output); !errors.Is(err, shards.ErrNoManifest) {
 		t.Errorf("Verify of the failed run's directory: %v, want ErrNoManifest", err)
 	}
-	for p := range pipelinetest.TreeChecksums(t, o.Output) {
+	for p := range testfiles.TreeChecksums(t, o.Output) {
 		if strings.Contains(p, shards.TempMarker) {
 			t.Errorf("the failed run left a temporary: %s", p)
 		}
 	}
 	mustPreprocess(t, o)
-	sameFiles(t, pipelinetest.TreeChecksums(t, o.Output), pipelinetest.TreeChecksums(t, clean.Output))
+	sameFiles(t, testfiles.TreeChecksums(t, o.Output), testfiles.TreeChecksums(t, clean.Output))
 }
 
 // badFolder writes an image folder of 3 classes × 4 images in which one file is not an
@@ -166,8 +168,8 @@ func badFolder(t testing.TB) (dir, notImage, truncated string) {
 	dir = t.TempDir()
 	files := pipelinetest.WriteFolder(t, dir, []string{"cat", "dog", "eel"}, 4, 40, 30)
 	notImage, truncated = files["cat"][1], files["dog"][2]
-	pipelinetest.WriteFile(t, notImage, []byte("this is not an image"))
-	pipelinetest.WriteFile(t, truncated, pipelinetest.CorruptJPEG(t))
+	testfiles.WriteFile(t, notImage, []byte("this is not an image"))
+	testfiles.WriteFile(t, truncated, testfiles.CorruptJPEG(t))
 	return dir, notImage, truncated
 }
 
@@ -231,7 +233,7 @@ func TestPreprocessDeadLetters(t *testing.T) {
 func TestPreprocessRefusesAnotherDataset(t *testing.T) {
 	o := cifarOptions(t, 4)
 	mustPreprocess(t, o)
-	before := pipelinetest.TreeChecksums(t, o.Output)
+	before := testfiles.TreeChecksums(t, o.Output)
 
 	reseeded := o
 	reseeded.Seed = 8
@@ -241,7 +243,7 @@ func TestPreprocessRefusesAnotherDataset(t *testing.T) {
 		t.Fatalf("another seed into the same directory: %v, want a DifferentDatasetError", err)
 	}
 	wantErrorMentions(t, err, "seed", "--overwrite")
-	sameFiles(t, pipelinetest.TreeChecksums(t, o.Output), before)
+	sameFiles(t, testfiles.TreeChecksums(t, o.Output), before)
 
 	// Same flags, other bytes: only the pipeline, which hashes the input, can tell.
 	f := filepath.Join(o.Spec.Input, "data_batch_3.bin")
@@ -250,10 +252,10 @@ func TestPreprocessRefusesAnotherDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 	data[100]++
-	pipelinetest.WriteFile(t, f, data)
+	testfiles.WriteFile(t, f, data)
 	_, err = runPreprocess(t, o)
 	wantErrorMentions(t, err, "different dataset", "source_checksum", "--overwrite")
-	sameFiles(t, pipelinetest.TreeChecksums(t, o.Output), before)
+	sameFiles(t, testfiles.TreeChecksums(t, o.Output), before)
 
 	reseeded.Overwrite = true
 	mustPreprocess(t, reseeded)
@@ -339,7 +341,7 @@ func TestPreprocessIDXGzippedOrNotGivesTheSameShards(t *testing.T) {
 		mustVerify(t, o.Output)
 		outs = append(outs, o.Output)
 	}
-	sameFiles(t, pipelinetest.TreeChecksums(t, outs[1]), pipelinetest.TreeChecksums(t, outs[0]))
+	sameFiles(t, testfiles.TreeChecksums(t, outs[1]), testfiles.TreeChecksums(t, outs[0]))
 }
 
 // TestPreprocessImageNetTars reads ImageNet-100 from per-class tars (members re-read by
@@ -349,15 +351,15 @@ func TestPreprocessImageNetTars(t *testing.T) {
 	synsets := datasets.ImageNet100Synsets()
 	var badTar string
 	for c, syn := range synsets {
-		members := []pipelinetest.TarMember{
-			{Name: syn + "_1.JPEG", Data: pipelinetest.JPEG(t, 20, 16, c)},
-			{Name: syn + "_2.JPEG", Data: pipelinetest.JPEG(t, 18, 22, c+500)},
+		members := []testfiles.TarMember{
+			{Name: syn + "_1.JPEG", Data: testfiles.JPEG(t, 20, 16, c)},
+			{Name: syn + "_2.JPEG", Data: testfiles.JPEG(t, 18, 22, c+500)},
 		}
 		if c == 7 {
-			members[1].Data = pipelinetest.CorruptJPEG(t)
+			members[1].Data = testfiles.CorruptJPEG(t)
 			badTar = filepath.Join(in, syn+".tar")
 		}
-		pipelinetest.WriteFile(t, filepath.Join(in, syn+".tar"), pipelinetest.Tar(t, members))
+		testfiles.WriteFile(t, filepath.Join(in, syn+".tar"), testfiles.Tar(t, members))
 	}
 	o := PreprocessOptions{
 		Spec:   datasets.Spec{Dataset: datasets.ImageNet100, Input: in},
@@ -384,16 +386,16 @@ func TestPreprocessImageNetTars(t *testing.T) {
 	// The same tars inside ILSVRC2012_img_train.tar, read in place: the same records, so
 	// the same shards; the dead letter names the outer tar, the member's offset in it and
 	// its key.
-	var members []pipelinetest.TarMember
+	var members []testfiles.TarMember
 	for _, syn := range synsets {
 		data, err := os.ReadFile(filepath.Join(in, syn+".tar"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		members = append(members, pipelinetest.TarMember{Name: syn + ".tar", Data: data})
+		members = append(members, testfiles.TarMember{Name: syn + ".tar", Data: data})
 	}
 	outer := filepath.Join(t.TempDir(), "ILSVRC2012_img_train.tar")
-	pipelinetest.WriteFile(t, outer, pipelinetest.Tar(t, members))
+	testfiles.WriteFile(t, outer, testfiles.Tar(t, members))
 	nested := o
 	nested.Spec.Input, nested.Output = outer, filepath.Join(t.TempDir(), "nested")
 	res = mustPreprocess(t, nested)
@@ -420,11 +422,11 @@ func TestPreprocessImageNetValFolder(t *testing.T) {
 	var labels strings.Builder
 	for i := range 6 {
 		name := fmt.Sprintf("ILSVRC2012_val_%08d.JPEG", i+1)
-		pipelinetest.WriteFile(t, filepath.Join(in, name), pipelinetest.JPEG(t, 30, 20, i))
+		testfiles.WriteFile(t, filepath.Join(in, name), testfiles.JPEG(t, 30, 20, i))
 		fmt.Fprintf(&labels, "%s %s\n", name, synsets[i*10])
 	}
 	labelsFile := filepath.Join(t.TempDir(), "val.txt")
-	pipelinetest.WriteFile(t, labelsFile, []byte(labels.String()))
+	testfiles.WriteFile(t, labelsFile, []byte(labels.String()))
 	o := PreprocessOptions{
 		Spec:   datasets.Spec{Dataset: datasets.ImageNet100, Input: in, Split: "val", LabelsFile: labelsFile, UnitRecords: 4},
 		Output: filepath.Join(t.TempDir(), "out"), Augment: preset(t, augment.None, 16),

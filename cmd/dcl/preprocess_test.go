@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
 	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
@@ -102,7 +104,7 @@ func TestPreprocessCommandLineErrorsExit2(t *testing.T) {
 func TestPreprocessCommandBadInput(t *testing.T) {
 	in := t.TempDir()
 	files := pipelinetest.WriteFolder(t, in, []string{"a", "b"}, 3, 20, 20)
-	pipelinetest.WriteFile(t, files["b"][1], pipelinetest.CorruptJPEG(t))
+	testfiles.WriteFile(t, files["b"][1], testfiles.CorruptJPEG(t))
 	out := filepath.Join(t.TempDir(), "out")
 	folder := []string{"--dataset=folder", "--input=" + in, "--output=" + out, "--size=16"}
 
@@ -233,7 +235,7 @@ func TestPreprocessRunners(t *testing.T) {
 			t.Fatal(err)
 		}
 		wrapper := filepath.Join(dir, "bootwrap.sh")
-		pipelinetest.WriteFile(t, wrapper, fmt.Appendf(nil, bootWrapper, starts, boot, staging, filepath.Join(dir, "boot.log")))
+		testfiles.WriteFile(t, wrapper, fmt.Appendf(nil, bootWrapper, starts, boot, staging, filepath.Join(dir, "boot.log")))
 		if err := os.Chmod(wrapper, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -259,9 +261,9 @@ func TestPreprocessRunners(t *testing.T) {
 	})
 
 	t.Run("same bytes everywhere", func(t *testing.T) {
-		want := pipelinetest.TreeChecksums(t, outputs["prism"])
+		want := testfiles.TreeChecksums(t, outputs["prism"])
 		for name, out := range outputs {
-			got := pipelinetest.TreeChecksums(t, out)
+			got := testfiles.TreeChecksums(t, out)
 			if !maps.Equal(got, want) {
 				t.Errorf("%s wrote other bytes than prism: %v, want %v", name, got, want)
 			}

@@ -1,28 +1,20 @@
 // Package pipelinetest writes small datasets in their published on-disk formats for the
 // tests and benchmarks of the pipelines and of the commands that run them: CIFAR-10 binary
-// batches, STL-10 binary files, MNIST-style IDX files, image folders of JPEG and PNG files,
-// and ImageNet class tars. Pixels are pseudo-random functions of the record's number, so a
-// test can recompute any source image (CIFAR10Image, STL10Image) and compare it with what a
-// pipeline wrote.
+// batches, STL-10 binary files, MNIST-style IDX files and image folders of JPEG and PNG
+// files (internal/testfiles makes the images and archives). Pixels are pseudo-random
+// functions of the record's number, so a test can recompute any source image (CIFAR10Image,
+// STL10Image) and compare it with what a pipeline wrote.
 package pipelinetest
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"image/png"
-	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -75,7 +67,7 @@ func WriteCIFAR10(t testing.TB, dir string, perFile int) {
 		for i := range perFile {
 			b.Write(CIFAR10Record(f*perFile + i))
 		}
-		WriteFile(t, filepath.Join(dir, name), b.Bytes())
+		testfiles.WriteFile(t, filepath.Join(dir, name), b.Bytes())
 	}
 }
 
@@ -119,9 +111,9 @@ func WriteSTL10(t testing.TB, dir string, train, test, unlabeled int) {
 			}
 			y[i] = byte(STL10Label(i) + 1)
 		}
-		WriteFile(t, filepath.Join(dir, p.name+"_X.bin"), x.Bytes())
+		testfiles.WriteFile(t, filepath.Join(dir, p.name+"_X.bin"), x.Bytes())
 		if p.name != "unlabeled" {
-			WriteFile(t, filepath.Join(dir, p.name+"_y.bin"), y)
+			testfiles.WriteFile(t, filepath.Join(dir, p.name+"_y.bin"), y)
 		}
 	}
 }
@@ -150,88 +142,10 @@ func WriteIDX(t testing.TB, dir, split string, n int, zipped bool) {
 	}
 	suffix := ""
 	if zipped {
-		images, labels, suffix = gz(t, images), gz(t, labels), ".gz"
+		images, labels, suffix = testfiles.Gzip(t, images), testfiles.Gzip(t, labels), ".gz"
 	}
-	WriteFile(t, filepath.Join(dir, prefix+"-images-idx3-ubyte"+suffix), images)
-	WriteFile(t, filepath.Join(dir, prefix+"-labels-idx1-ubyte"+suffix), labels)
-}
-
-func gz(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := gzip.NewWriter(&b)
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// Photo is a w×h RGB image that depends on seed: smooth gradients and noise.
-func Photo(w, h, seed int) *image.RGBA {
-	m := image.NewRGBA(image.Rect(0, 0, w, h))
-	r := rand.New(rand.NewPCG(uint64(seed), 0x9407))
-	a, b := r.IntN(5)+1, r.IntN(5)+1
-	for y := range h {
-		for x := range w {
-			m.Set(x, y, color.RGBA{uint8(x*a + seed), uint8(y*b + seed*3), uint8((x+y)*a/2 + r.IntN(24)), 255})
-		}
-	}
-	return m
-}
-
-// JPEG encodes Photo(w, h, seed) at quality 90.
-func JPEG(t testing.TB, w, h, seed int) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, Photo(w, h, seed), &jpeg.Options{Quality: 90}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// PhotoJPEG is a JPEG with the detail of a photograph: at 500×375 it is about as large as
-// an average ILSVRC-2012 training image (110 KB), so decoding it costs what decoding one
-// of those does.
-func PhotoJPEG(t testing.TB, w, h, seed int) []byte {
-	t.Helper()
-	m := Photo(w, h, seed)
-	r := rand.New(rand.NewPCG(uint64(seed), 0x1a9e))
-	for i := range m.Pix {
-		if i%4 != 3 {
-			m.Pix[i] = uint8(int(m.Pix[i]) + r.IntN(40) - 20)
-		}
-	}
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: 90}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// PNG encodes Photo(w, h, seed).
-func PNG(t testing.TB, w, h, seed int) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	if err := png.Encode(&b, Photo(w, h, seed)); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// CorruptJPEG is a JPEG whose headers are valid up to the scan, so a reader's header check
-// accepts it, and whose scan is cut short: decoding it fails.
-func CorruptJPEG(t testing.TB) []byte {
-	t.Helper()
-	good := JPEG(t, 24, 24, 1)
-	sos := bytes.Index(good, []byte{0xFF, 0xDA})
-	if sos < 0 {
-		t.Fatal("no SOS marker in the encoded JPEG")
-	}
-	keep := sos + 2 + int(binary.BigEndian.Uint16(good[sos+2:])) + 4
-	return append(good[:keep:keep], bytes.Repeat([]byte{0x55}, 20)...)
+	testfiles.WriteFile(t, filepath.Join(dir, prefix+"-images-idx3-ubyte"+suffix), images)
+	testfiles.WriteFile(t, filepath.Join(dir, prefix+"-labels-idx1-ubyte"+suffix), labels)
 }
 
 // WriteFolder writes an image folder: one subfolder per class, perClass images each,
@@ -242,73 +156,14 @@ func WriteFolder(t testing.TB, dir string, classes []string, perClass, w, h int)
 	for c, class := range classes {
 		for i := range perClass {
 			seed := c*1000 + i
-			name, data := fmt.Sprintf("img%04d.jpg", i), JPEG(t, w, h, seed)
+			name, data := fmt.Sprintf("img%04d.jpg", i), testfiles.JPEG(t, w, h, seed)
 			if i%2 == 1 {
-				name, data = fmt.Sprintf("img%04d.png", i), PNG(t, w, h, seed)
+				name, data = fmt.Sprintf("img%04d.png", i), testfiles.PNG(t, w, h, seed)
 			}
 			p := filepath.Join(dir, class, name)
-			WriteFile(t, p, data)
+			testfiles.WriteFile(t, p, data)
 			out[class] = append(out[class], p)
 		}
-	}
-	return out
-}
-
-// TarMember is a file inside a test tar.
-type TarMember struct {
-	Name string
-	Data []byte
-}
-
-// Tar returns a tar of the members, in order.
-func Tar(t testing.TB, members []TarMember) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := tar.NewWriter(&b)
-	for _, m := range members {
-		if err := w.WriteHeader(&tar.Header{Name: m.Name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(m.Data))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(m.Data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// WriteFile writes data to p, creating its folder.
-func WriteFile(t testing.TB, p string, data []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TreeChecksums returns the sha256 of every file under dir by relative path.
-func TreeChecksums(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		sum := sha256.Sum256(data)
-		out[filepath.ToSlash(rel)] = hex.EncodeToString(sum[:])
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

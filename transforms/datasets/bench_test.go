@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
 // BenchmarkReadCIFAR reads a CIFAR-10 file of 10,000 records (500 under -short): the
@@ -21,7 +23,7 @@ func BenchmarkReadCIFAR(b *testing.B) {
 		n = 500
 	}
 	dir := b.TempDir()
-	writeFile(b, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, repeatLabels(n, 10), nil))
+	testfiles.WriteFile(b, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, repeatLabels(n, 10), nil))
 	p := mustPlan(b, Spec{Dataset: CIFAR10, Input: dir, Split: "test"})
 	b.SetBytes(int64(n) * cifar10Record)
 	var records int64
@@ -63,7 +65,7 @@ func BenchmarkReadJPEGFolder(b *testing.B) {
 	for i := range n {
 		data := photoJPEG(b, w, h, uint64(i))
 		size += int64(len(data))
-		writeFile(b, filepath.Join(dir, fmt.Sprintf("c%d", i%2), fmt.Sprintf("%03d.JPEG", i)), data)
+		testfiles.WriteFile(b, filepath.Join(dir, fmt.Sprintf("c%d", i%2), fmt.Sprintf("%03d.JPEG", i)), data)
 	}
 	p := mustPlan(b, Spec{Dataset: Folder, Input: dir})
 	for _, decode := range []bool{false, true} {

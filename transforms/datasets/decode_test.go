@@ -9,6 +9,8 @@ import (
 	"image/png"
 	"runtime"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
 func TestDecode(t *testing.T) {
@@ -26,17 +28,17 @@ func TestDecode(t *testing.T) {
 		wantHWC [3]int
 		wantErr string
 	}{
-		{name: "jpeg", data: jpegBytes(t, 16, 12, 3), format: FormatJPEG, wantHWC: [3]int{12, 16, 3}},
-		{name: "png", data: pngBytes(t, 7, 9, 2), format: FormatPNG, wantHWC: [3]int{9, 7, 3}},
+		{name: "jpeg", data: testfiles.JPEG(t, 16, 12, 3), format: FormatJPEG, wantHWC: [3]int{12, 16, 3}},
+		{name: "png", data: testfiles.PNG(t, 7, 9, 2), format: FormatPNG, wantHWC: [3]int{9, 7, 3}},
 		{name: "grayscale png", data: gray.Bytes(), format: FormatPNG, wantHWC: [3]int{4, 5, 1}},
-		{name: "png named .JPEG (as ILSVRC-2012 has)", data: pngBytes(t, 4, 4, 1), format: FormatJPEG, wantHWC: [3]int{4, 4, 3}},
-		{name: "unknown format", data: pngBytes(t, 4, 4, 1), format: "", wantHWC: [3]int{4, 4, 3}},
+		{name: "png named .JPEG (as ILSVRC-2012 has)", data: testfiles.PNG(t, 4, 4, 1), format: FormatJPEG, wantHWC: [3]int{4, 4, 3}},
+		{name: "unknown format", data: testfiles.PNG(t, 4, 4, 1), format: "", wantHWC: [3]int{4, 4, 3}},
 		{name: "not an image", data: []byte("hello, world"), format: FormatJPEG, wantErr: "not a jpeg image: starts with 68 65 6c"},
 		{name: "empty", data: nil, wantErr: "empty file"},
-		{name: "corrupt scan", data: corruptJPEG(t), format: FormatJPEG, wantErr: "decoding 16x16 jpeg"},
+		{name: "corrupt scan", data: testfiles.CorruptJPEG(t), format: FormatJPEG, wantErr: "decoding 24x24 jpeg"},
 		{name: "bad header", data: []byte{0xFF, 0xD8, 0xFF, 0xC0, 0, 2}, wantErr: "reading jpeg header"},
-		{name: "over a custom limit", data: jpegBytes(t, 16, 16, 1), limits: Limits{MaxPixels: 255}, wantErr: "16x16 = 256 pixels, more than the limit of 255"},
-		{name: "at a custom limit", data: jpegBytes(t, 16, 16, 1), limits: Limits{MaxPixels: 256}, wantHWC: [3]int{16, 16, 3}},
+		{name: "over a custom limit", data: testfiles.JPEG(t, 16, 16, 1), limits: Limits{MaxPixels: 255}, wantErr: "16x16 = 256 pixels, more than the limit of 255"},
+		{name: "at a custom limit", data: testfiles.JPEG(t, 16, 16, 1), limits: Limits{MaxPixels: 256}, wantHWC: [3]int{16, 16, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,11 +58,11 @@ func TestDecode(t *testing.T) {
 }
 
 func TestDecodePixels(t *testing.T) {
-	m, err := Decode(pngBytes(t, 7, 9, 2), FormatPNG, Limits{})
+	m, err := Decode(testfiles.PNG(t, 7, 9, 2), FormatPNG, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := testImage(7, 9, 2)
+	src := testfiles.Photo(7, 9, 2)
 	for _, xy := range [][2]int{{0, 0}, {6, 8}, {3, 4}} {
 		x, y := xy[0], xy[1]
 		c := src.RGBAAt(x, y)
@@ -74,7 +76,7 @@ func TestDecodePixels(t *testing.T) {
 // hugeJPEG is a real JPEG whose frame header was patched to claim 65535×65535 pixels, the
 // most a JPEG can (its dimensions are 16-bit): 4.3 gigapixels.
 func hugeJPEG(t testing.TB) []byte {
-	data := jpegBytes(t, 16, 16, 1)
+	data := testfiles.JPEG(t, 16, 16, 1)
 	i := bytes.Index(data, []byte{0xFF, 0xC0})
 	if i < 0 {
 		t.Fatal("no SOF0 marker in the encoded JPEG")

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
 func TestCIFAR10(t *testing.T) {
@@ -63,7 +65,7 @@ func TestCIFAR100Labels(t *testing.T) {
 	dir := t.TempDir()
 	fine := []byte{0, 99, 42, 7}
 	coarse := []byte{0, 19, 3, 11}
-	writeFile(t, filepath.Join(dir, "train.bin"), cifarBytes(0, fine, coarse))
+	testfiles.WriteFile(t, filepath.Join(dir, "train.bin"), cifarBytes(0, fine, coarse))
 	for _, tt := range []struct {
 		coarse bool
 		want   []byte
@@ -138,11 +140,11 @@ func TestFixedSizeBadInput(t *testing.T) {
 		{name: "truncated CIFAR-10 file", setup: func(t *testing.T, dir string) Spec {
 			writeCIFAR10(t, dir, 3)
 			data := cifarBytes(0, repeatLabels(3, 10), nil)
-			writeFile(t, filepath.Join(dir, "data_batch_4.bin"), data[:len(data)-100])
+			testfiles.WriteFile(t, filepath.Join(dir, "data_batch_4.bin"), data[:len(data)-100])
 			return Spec{Dataset: CIFAR10, Input: dir}
 		}, planErr: []string{"data_batch_4.bin", "9119 bytes", "3073-byte records", "truncated"}},
 		{name: "CIFAR-100 file of CIFAR-10 records", setup: func(t *testing.T, dir string) Spec {
-			writeFile(t, filepath.Join(dir, "test.bin"), cifarBytes(0, repeatLabels(2, 10), nil))
+			testfiles.WriteFile(t, filepath.Join(dir, "test.bin"), cifarBytes(0, repeatLabels(2, 10), nil))
 			return Spec{Dataset: CIFAR100, Input: dir, Split: "test"}
 		}, planErr: []string{"test.bin", "6146 bytes", "3074-byte records"}},
 		{name: "missing batches", setup: func(t *testing.T, dir string) Spec {
@@ -155,7 +157,7 @@ func TestFixedSizeBadInput(t *testing.T) {
 			return Spec{Dataset: CIFAR10, Input: dir, Split: "test"}
 		}, planErr: []string{"lacks test_batch.bin"}},
 		{name: "empty file", setup: func(t *testing.T, dir string) Spec {
-			writeFile(t, filepath.Join(dir, "test_batch.bin"), nil)
+			testfiles.WriteFile(t, filepath.Join(dir, "test_batch.bin"), nil)
 			return Spec{Dataset: CIFAR10, Input: dir, Split: "test"}
 		}, planErr: []string{"test_batch.bin is empty"}},
 		{name: "glob matching nothing", setup: func(t *testing.T, dir string) Spec {
@@ -163,31 +165,31 @@ func TestFixedSizeBadInput(t *testing.T) {
 			return Spec{Dataset: CIFAR10, Input: filepath.Join(dir, "nothing_*.bin")}
 		}, planErr: []string{"nothing_*.bin matches no files"}},
 		{name: "CIFAR-10 label 12", setup: func(t *testing.T, dir string) Spec {
-			writeFile(t, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, []byte{1, 12, 3}, nil))
+			testfiles.WriteFile(t, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, []byte{1, 12, 3}, nil))
 			return Spec{Dataset: CIFAR10, Input: dir, Split: "test"}
 		}, bad: []string{"test_batch.bin", "byte 3073", "test/000001", "label 12 outside 0..9"}, good: 2},
 		{name: "CIFAR-100 coarse label 20", setup: func(t *testing.T, dir string) Spec {
-			writeFile(t, filepath.Join(dir, "train.bin"), cifarBytes(0, []byte{5, 6}, []byte{20, 1}))
+			testfiles.WriteFile(t, filepath.Join(dir, "train.bin"), cifarBytes(0, []byte{5, 6}, []byte{20, 1}))
 			return Spec{Dataset: CIFAR100, Input: dir}
 		}, bad: []string{"train.bin", "byte 0", "coarse label 20"}, good: 1},
 		{name: "STL-10 label 0", setup: func(t *testing.T, dir string) Spec {
 			writeSTL10(t, dir, 2, 1, 1)
-			writeFile(t, filepath.Join(dir, "train_y.bin"), []byte{1, 0})
+			testfiles.WriteFile(t, filepath.Join(dir, "train_y.bin"), []byte{1, 0})
 			return Spec{Dataset: STL10, Input: dir}
 		}, bad: []string{"train_y.bin", "byte 1", "train/000001", "label 0 outside 1..10"}, good: 1},
 		{name: "STL-10 label 11", setup: func(t *testing.T, dir string) Spec {
 			writeSTL10(t, dir, 2, 1, 1)
-			writeFile(t, filepath.Join(dir, "train_y.bin"), []byte{11, 10})
+			testfiles.WriteFile(t, filepath.Join(dir, "train_y.bin"), []byte{11, 10})
 			return Spec{Dataset: STL10, Input: dir}
 		}, bad: []string{"train_y.bin", "byte 0", "label 11"}, good: 1},
 		{name: "STL-10 labels and images disagree", setup: func(t *testing.T, dir string) Spec {
 			writeSTL10(t, dir, 3, 1, 1)
-			writeFile(t, filepath.Join(dir, "train_y.bin"), []byte{1, 2})
+			testfiles.WriteFile(t, filepath.Join(dir, "train_y.bin"), []byte{1, 2})
 			return Spec{Dataset: STL10, Input: dir}
 		}, planErr: []string{"train_X.bin holds 3 images", "train_y.bin holds 2 labels"}},
 		{name: "STL-10 truncated images", setup: func(t *testing.T, dir string) Spec {
 			writeSTL10(t, dir, 1, 1, 2)
-			writeFile(t, filepath.Join(dir, "unlabeled_X.bin"), stlBytes(0, 2)[:stl10Record+5])
+			testfiles.WriteFile(t, filepath.Join(dir, "unlabeled_X.bin"), stlBytes(0, 2)[:stl10Record+5])
 			return Spec{Dataset: STL10, Input: dir, Split: "train+unlabeled"}
 		}, planErr: []string{"unlabeled_X.bin", "27653 bytes", "27648-byte records"}},
 		{name: "STL-10 missing unlabeled", setup: func(t *testing.T, dir string) Spec {
@@ -230,9 +232,9 @@ func TestFixedSizeBadInput(t *testing.T) {
 // short must fail naming the file, not read less.
 func TestReadRefusesChangedFile(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, repeatLabels(4, 10), nil))
+	testfiles.WriteFile(t, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, repeatLabels(4, 10), nil))
 	p := mustPlan(t, Spec{Dataset: CIFAR10, Input: dir, Split: "test"})
-	writeFile(t, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, repeatLabels(3, 10), nil))
+	testfiles.WriteFile(t, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, repeatLabels(3, 10), nil))
 	_, err := Read(t.Context(), p.Units[0], func(Record) error { return nil }, func(BadRecord) error { return nil })
 	wantErrorMentions(t, err, "test_batch.bin", "9219 bytes", "truncated or changed")
 }

@@ -5,24 +5,26 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
 // writeFolder writes an image folder: files maps relative paths to contents.
 func writeFolder(t testing.TB, dir string, files map[string][]byte) {
 	t.Helper()
 	for rel, data := range files {
-		writeFile(t, filepath.Join(dir, filepath.FromSlash(rel)), data)
+		testfiles.WriteFile(t, filepath.Join(dir, filepath.FromSlash(rel)), data)
 	}
 }
 
 func TestFolder(t *testing.T) {
 	dir := t.TempDir()
 	writeFolder(t, dir, map[string][]byte{
-		"dog/b.JPG":        jpegBytes(t, 8, 6, 1),
-		"dog/a.png":        pngBytes(t, 5, 5, 2),
-		"dog/nested/c.jpg": jpegBytes(t, 4, 4, 3), // torchvision's ImageFolder walks class folders
+		"dog/b.JPG":        testfiles.JPEG(t, 8, 6, 1),
+		"dog/a.png":        testfiles.PNG(t, 5, 5, 2),
+		"dog/nested/c.jpg": testfiles.JPEG(t, 4, 4, 3), // torchvision's ImageFolder walks class folders
 		"dog/notes.txt":    []byte("not an image"),
-		"cat/x.jpeg":       jpegBytes(t, 3, 3, 4),
+		"cat/x.jpeg":       testfiles.JPEG(t, 3, 3, 4),
 		"cat/.DS_Store":    {0},
 		"README.md":        []byte("# my dataset"),
 	})
@@ -66,11 +68,11 @@ func TestFolder(t *testing.T) {
 // TestFolderFollowsLinks: ImageNet-100 is often a folder of links to ImageNet's class folders.
 func TestFolderFollowsLinks(t *testing.T) {
 	real, linked := t.TempDir(), t.TempDir()
-	writeFolder(t, real, map[string][]byte{"n01/a.jpg": jpegBytes(t, 4, 4, 1), "n02/b.jpg": jpegBytes(t, 4, 4, 2)})
+	writeFolder(t, real, map[string][]byte{"n01/a.jpg": testfiles.JPEG(t, 4, 4, 1), "n02/b.jpg": testfiles.JPEG(t, 4, 4, 2)})
 	if err := os.Symlink(filepath.Join(real, "n02"), filepath.Join(linked, "n02")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(linked, "n03", "c.png"), pngBytes(t, 2, 2, 1))
+	testfiles.WriteFile(t, filepath.Join(linked, "n03", "c.png"), testfiles.PNG(t, 2, 2, 1))
 	if err := os.Symlink(filepath.Join(real, "n01", "a.jpg"), filepath.Join(linked, "n03", "linked.jpg")); err != nil {
 		t.Fatal(err)
 	}
@@ -96,18 +98,18 @@ func TestFolderBadInput(t *testing.T) {
 	}{
 		{name: "empty folder", files: nil, planErr: []string{"holds no files"}},
 		{name: "missing folder", input: "nope", planErr: []string{"nope", "no such file"}},
-		{name: "no class folders", files: map[string][]byte{"a.jpg": jpegBytes(t, 2, 2, 1)},
+		{name: "no class folders", files: map[string][]byte{"a.jpg": testfiles.JPEG(t, 2, 2, 1)},
 			planErr: []string{"has no class folders"}},
-		{name: "class without images", files: map[string][]byte{"a/x.jpg": jpegBytes(t, 2, 2, 1), "b/readme.txt": nil},
+		{name: "class without images", files: map[string][]byte{"a/x.jpg": testfiles.JPEG(t, 2, 2, 1), "b/readme.txt": nil},
 			planErr: []string{"class folders without a JPEG or PNG file: b"}},
 		{name: "corrupt and absurd images", files: map[string][]byte{
-			"a/good.jpg":     jpegBytes(t, 4, 4, 1),
+			"a/good.jpg":     testfiles.JPEG(t, 4, 4, 1),
 			"a/garbage.jpg":  []byte("this is text, not a JPEG"),
 			"a/empty.png":    {},
 			"a/huge.jpg":     hugeJPEG(t),
 			"b/huge.png":     hugePNG(),
 			"b/truncated.jp": nil, // not an image name: ignored
-			"b/ok.png":       pngBytes(t, 3, 3, 1),
+			"b/ok.png":       testfiles.PNG(t, 3, 3, 1),
 		}, wantGood: 2, wantBad: map[string]string{
 			"train/a/garbage.jpg": "not a jpeg image: starts with 74 68 69 73",
 			"train/a/empty.png":   "empty file",
@@ -145,7 +147,7 @@ func TestFolderBadInput(t *testing.T) {
 // Read, fails to decode, and Bad turns it into a dead letter naming the file; the read goes on.
 func TestCorruptJPEGIsADeadLetter(t *testing.T) {
 	dir := t.TempDir()
-	writeFolder(t, dir, map[string][]byte{"a/1.jpg": jpegBytes(t, 4, 4, 1), "a/2.jpg": corruptJPEG(t), "a/3.jpg": jpegBytes(t, 4, 4, 2)})
+	writeFolder(t, dir, map[string][]byte{"a/1.jpg": testfiles.JPEG(t, 4, 4, 1), "a/2.jpg": testfiles.CorruptJPEG(t), "a/3.jpg": testfiles.JPEG(t, 4, 4, 2)})
 	r := readPlan(t, mustPlan(t, Spec{Dataset: Folder, Input: dir}))
 	var decoded int
 	var dead []BadRecord
@@ -160,14 +162,14 @@ func TestCorruptJPEGIsADeadLetter(t *testing.T) {
 		t.Fatalf("decoded %d, dead letters %v; want 2 and 1", decoded, dead)
 	}
 	d := dead[0]
-	if d.Key != "train/a/2.jpg" || d.Source != filepath.Join(dir, "a", "2.jpg") || !contains(d.Reason, "decoding 16x16 jpeg") {
+	if d.Key != "train/a/2.jpg" || d.Source != filepath.Join(dir, "a", "2.jpg") || !contains(d.Reason, "decoding 24x24 jpeg") {
 		t.Errorf("dead letter %+v", d)
 	}
 }
 
 func TestFolderChangedSincePlanning(t *testing.T) {
 	dir := t.TempDir()
-	writeFolder(t, dir, map[string][]byte{"a/1.jpg": jpegBytes(t, 4, 4, 1), "a/2.jpg": jpegBytes(t, 4, 4, 2)})
+	writeFolder(t, dir, map[string][]byte{"a/1.jpg": testfiles.JPEG(t, 4, 4, 1), "a/2.jpg": testfiles.JPEG(t, 4, 4, 2)})
 	p := mustPlan(t, Spec{Dataset: Folder, Input: dir})
 	os.Remove(filepath.Join(dir, "a", "1.jpg"))
 	_, err := Read(t.Context(), p.Units[0], func(Record) error { return nil }, func(BadRecord) error { return nil })
@@ -176,8 +178,8 @@ func TestFolderChangedSincePlanning(t *testing.T) {
 
 func TestMaxFileBytes(t *testing.T) {
 	dir := t.TempDir()
-	big := jpegBytes(t, 64, 64, 1)
-	writeFolder(t, dir, map[string][]byte{"a/big.jpg": big, "a/small.jpg": jpegBytes(t, 2, 2, 1)})
+	big := testfiles.JPEG(t, 64, 64, 1)
+	writeFolder(t, dir, map[string][]byte{"a/big.jpg": big, "a/small.jpg": testfiles.JPEG(t, 2, 2, 1)})
 	r := readPlan(t, mustPlan(t, Spec{Dataset: Folder, Input: dir, MaxFileBytes: int64(len(big) - 1)}))
 	if len(r.recs) != 1 || len(r.bads) != 1 || !contains(r.bads[0].Reason, "larger than the limit") {
 		t.Errorf("records %d, bad %v", len(r.recs), r.bads)

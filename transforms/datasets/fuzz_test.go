@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -40,7 +42,7 @@ func FuzzIDXFiles(f *testing.F) {
 		dir := "memfs://fuzz-idx"
 		suffix := ""
 		if zipped {
-			images, labels, suffix = gz(t, images), gz(t, labels), ".gz"
+			images, labels, suffix = testfiles.Gzip(t, images), testfiles.Gzip(t, labels), ".gz"
 		}
 		for _, n := range idxNames("train", "images") {
 			shards.Remove(ctx, shards.Join(dir, n))
@@ -109,12 +111,12 @@ type imageLike interface{ Validate() error }
 // FuzzTar streams arbitrary bytes as a per-class tar: errors are fine, panics are not, and
 // every record must have a safe key, its bytes, and an index inside the tar's span.
 func FuzzTar(f *testing.F) {
-	jpg := jpegBytes(f, 3, 3, 1)
-	good := tarBytes(f, []tarEntry{{name: "a.JPEG", data: jpg}, {name: "b.txt", data: []byte("x")}, {name: "c.png", data: pngBytes(f, 2, 2, 1)}})
+	jpg := testfiles.JPEG(f, 3, 3, 1)
+	good := testfiles.Tar(f, []testfiles.TarMember{{Name: "a.JPEG", Data: jpg}, {Name: "b.txt", Data: []byte("x")}, {Name: "c.png", Data: testfiles.PNG(f, 2, 2, 1)}})
 	f.Add(good)
 	f.Add(good[:700])
-	f.Add(tarBytes(f, []tarEntry{{name: "../x.JPEG", data: jpg}}))
-	f.Add(tarBytes(f, []tarEntry{{name: "d/", kind: '5'}, {name: "d/e.jpg", data: []byte("junk")}}))
+	f.Add(testfiles.Tar(f, []testfiles.TarMember{{Name: "../x.JPEG", Data: jpg}}))
+	f.Add(testfiles.Tar(f, []testfiles.TarMember{{Name: "d/", Type: '5'}, {Name: "d/e.jpg", Data: []byte("junk")}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		u := Unit{Kind: KindTar, Split: "train", Path: "fuzz.tar", Length: int64(len(data)), KeyDir: "n01440764",
 			Index: 1000, MaxFileBytes: 1 << 20, Limits: Limits{MaxPixels: 1 << 20}}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
@@ -40,7 +42,7 @@ func TestGCSInput(t *testing.T) {
 	writeCIFAR10(t, filepath.Join(local, "cifar", "cifar-10-batches-bin"), 4)
 	writeIDX(t, filepath.Join(local, "fashion"), 6, 2, true)
 	writeFolder(t, filepath.Join(local, "folder"), map[string][]byte{
-		"b/1.jpg": jpegBytes(t, 5, 4, 1), "b/2.png": pngBytes(t, 3, 3, 2), "a/x/3.JPEG": jpegBytes(t, 4, 4, 3),
+		"b/1.jpg": testfiles.JPEG(t, 5, 4, 1), "b/2.png": testfiles.PNG(t, 3, 3, 2), "a/x/3.JPEG": testfiles.JPEG(t, 4, 4, 3),
 		"a/bad.jpg": []byte("not a jpeg"), "notes.txt": []byte("hi"),
 	})
 	sub := ImageNet100Synsets()

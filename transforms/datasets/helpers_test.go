@@ -1,21 +1,16 @@
 package datasets
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"image/png"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
 // Fixture writers: tiny datasets in the published formats, made in the test.
@@ -56,9 +51,9 @@ func repeatLabels(n, classes int) []byte {
 func writeCIFAR10(t testing.TB, dir string, per int) {
 	t.Helper()
 	for i := 1; i <= 5; i++ {
-		writeFile(t, filepath.Join(dir, fmt.Sprintf("data_batch_%d.bin", i)), cifarBytes((i-1)*per, repeatLabels(per, 10), nil))
+		testfiles.WriteFile(t, filepath.Join(dir, fmt.Sprintf("data_batch_%d.bin", i)), cifarBytes((i-1)*per, repeatLabels(per, 10), nil))
 	}
-	writeFile(t, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, repeatLabels(per, 10), nil))
+	testfiles.WriteFile(t, filepath.Join(dir, "test_batch.bin"), cifarBytes(0, repeatLabels(per, 10), nil))
 }
 
 // stlPixel is the value of channel c at row y, column x of STL image i.
@@ -88,11 +83,11 @@ func writeSTL10(t testing.TB, dir string, train, test, unlabeled int) {
 		}
 		return out
 	}
-	writeFile(t, filepath.Join(dir, "train_X.bin"), stlBytes(0, train))
-	writeFile(t, filepath.Join(dir, "train_y.bin"), y(train))
-	writeFile(t, filepath.Join(dir, "test_X.bin"), stlBytes(0, test))
-	writeFile(t, filepath.Join(dir, "test_y.bin"), y(test))
-	writeFile(t, filepath.Join(dir, "unlabeled_X.bin"), stlBytes(0, unlabeled))
+	testfiles.WriteFile(t, filepath.Join(dir, "train_X.bin"), stlBytes(0, train))
+	testfiles.WriteFile(t, filepath.Join(dir, "train_y.bin"), y(train))
+	testfiles.WriteFile(t, filepath.Join(dir, "test_X.bin"), stlBytes(0, test))
+	testfiles.WriteFile(t, filepath.Join(dir, "test_y.bin"), y(test))
+	testfiles.WriteFile(t, filepath.Join(dir, "unlabeled_X.bin"), stlBytes(0, unlabeled))
 }
 
 // idxImages makes an IDX image file of n rows×cols images.
@@ -110,19 +105,6 @@ func idxLabels(labels []byte) []byte {
 	return append(binary.BigEndian.AppendUint32([]byte{0, 0, 8, 1}, uint32(len(labels))), labels...)
 }
 
-func gz(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := gzip.NewWriter(&b)
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // writeIDX writes a train and test IDX pair, gzipped when zipped.
 func writeIDX(t testing.TB, dir string, train, test int, zipped bool) {
 	t.Helper()
@@ -133,100 +115,11 @@ func writeIDX(t testing.TB, dir string, train, test int, zipped bool) {
 		images, labels := idxImages(s.n, 28, 28), idxLabels(repeatLabels(s.n, 10))
 		suffix := ""
 		if zipped {
-			images, labels, suffix = gz(t, images), gz(t, labels), ".gz"
+			images, labels, suffix = testfiles.Gzip(t, images), testfiles.Gzip(t, labels), ".gz"
 		}
-		writeFile(t, filepath.Join(dir, s.prefix+"-images-idx3-ubyte"+suffix), images)
-		writeFile(t, filepath.Join(dir, s.prefix+"-labels-idx1-ubyte"+suffix), labels)
+		testfiles.WriteFile(t, filepath.Join(dir, s.prefix+"-images-idx3-ubyte"+suffix), images)
+		testfiles.WriteFile(t, filepath.Join(dir, s.prefix+"-labels-idx1-ubyte"+suffix), labels)
 	}
-}
-
-// testImage is a w×h RGB pattern that depends on seed.
-func testImage(w, h, seed int) *image.RGBA {
-	m := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			m.Set(x, y, color.RGBA{uint8(x*5 + seed), uint8(y*7 + seed*3), uint8((x + y) * seed), 255})
-		}
-	}
-	return m
-}
-
-func jpegBytes(t testing.TB, w, h, seed int) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, testImage(w, h, seed), &jpeg.Options{Quality: 90}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-func pngBytes(t testing.TB, w, h, seed int) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	if err := png.Encode(&b, testImage(w, h, seed)); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// corruptJPEG has valid headers up to the scan (so Read's header check passes it), then a
-// few bytes of the scan and garbage, cut short.
-func corruptJPEG(t testing.TB) []byte {
-	good := jpegBytes(t, 16, 16, 1)
-	sos := bytes.Index(good, []byte{0xFF, 0xDA})
-	if sos < 0 {
-		t.Fatal("no SOS marker in the encoded JPEG")
-	}
-	keep := sos + 2 + int(binary.BigEndian.Uint16(good[sos+2:])) + 4
-	return append(good[:keep:keep], bytes.Repeat([]byte{0x55}, 20)...)
-}
-
-func writeFile(t testing.TB, p string, data []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// tarEntry is a member of a test tar.
-type tarEntry struct {
-	name string
-	data []byte
-	kind byte // tar.TypeReg when 0
-}
-
-func tarBytes(t testing.TB, entries []tarEntry) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := tar.NewWriter(&b)
-	for _, e := range entries {
-		kind := e.kind
-		if kind == 0 {
-			kind = tar.TypeReg
-		}
-		hdr := &tar.Header{Name: e.name, Typeflag: kind, Mode: 0o644, Size: int64(len(e.data))}
-		if kind != tar.TypeReg {
-			hdr.Size = 0
-			if kind == tar.TypeSymlink {
-				hdr.Linkname = "elsewhere.JPEG"
-			}
-		}
-		if err := w.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
-		}
-		if kind == tar.TypeReg {
-			if _, err := w.Write(e.data); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
 
 // result is everything a plan's units gave.

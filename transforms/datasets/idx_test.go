@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+
 	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 )
 
@@ -50,8 +52,8 @@ func fingerprintNoSource(r Record) string {
 
 func TestIDXGenericClasses(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "train-images-idx3-ubyte"), idxImages(4, 2, 3))
-	writeFile(t, filepath.Join(dir, "train-labels-idx1-ubyte"), idxLabels([]byte{0, 4, 2, 4}))
+	testfiles.WriteFile(t, filepath.Join(dir, "train-images-idx3-ubyte"), idxImages(4, 2, 3))
+	testfiles.WriteFile(t, filepath.Join(dir, "train-labels-idx1-ubyte"), idxLabels([]byte{0, 4, 2, 4}))
 	p := mustPlan(t, Spec{Dataset: IDX, Input: dir})
 	if want := []string{"0", "1", "2", "3", "4"}; !slices.Equal(p.Classes, want) {
 		t.Errorf("classes %q, want %q", p.Classes, want)
@@ -98,13 +100,13 @@ func TestIDXBadInput(t *testing.T) {
 			dir := t.TempDir()
 			im, lb, suffix := tt.images, tt.labels, ""
 			if tt.zip {
-				im, lb, suffix = gz(t, im), gz(t, lb), ".gz"
+				im, lb, suffix = testfiles.Gzip(t, im), testfiles.Gzip(t, lb), ".gz"
 				if tt.name == "cut gzip stream" {
 					im = im[:len(im)-30]
 				}
 			}
-			writeFile(t, filepath.Join(dir, "train-images-idx3-ubyte"+suffix), im)
-			writeFile(t, filepath.Join(dir, "train-labels-idx1-ubyte"+suffix), lb)
+			testfiles.WriteFile(t, filepath.Join(dir, "train-images-idx3-ubyte"+suffix), im)
+			testfiles.WriteFile(t, filepath.Join(dir, "train-labels-idx1-ubyte"+suffix), lb)
 			s := Spec{Dataset: FashionMNIST, Input: dir}
 			if tt.planErr != nil {
 				err := planErr(t, s)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
 func TestImageNetClassLists(t *testing.T) {
@@ -49,19 +51,19 @@ func TestImageNetClassLists(t *testing.T) {
 func imagenetImage(t testing.TB, synset string, i int) (name string, data []byte) {
 	var seed int
 	fmt.Sscanf(synset[1:], "%d", &seed)
-	return fmt.Sprintf("%s_%d.JPEG", synset, i), jpegBytes(t, 4+i, 3, seed+i)
+	return fmt.Sprintf("%s_%d.JPEG", synset, i), testfiles.JPEG(t, 4+i, 3, seed+i)
 }
 
 // imagenetTars returns a per-class tar of per images for each synset.
-func imagenetTars(t testing.TB, synsets []string, per int) []tarEntry {
-	var out []tarEntry
+func imagenetTars(t testing.TB, synsets []string, per int) []testfiles.TarMember {
+	var out []testfiles.TarMember
 	for _, s := range synsets {
-		var entries []tarEntry
+		var entries []testfiles.TarMember
 		for i := range per {
 			name, data := imagenetImage(t, s, i)
-			entries = append(entries, tarEntry{name: name, data: data})
+			entries = append(entries, testfiles.TarMember{Name: name, Data: data})
 		}
-		out = append(out, tarEntry{name: s + ".tar", data: tarBytes(t, entries)})
+		out = append(out, testfiles.TarMember{Name: s + ".tar", Data: testfiles.Tar(t, entries)})
 	}
 	return out
 }
@@ -72,22 +74,22 @@ func writeImageNetFolder(t testing.TB, dir string, synsets []string, per int) st
 	for _, s := range synsets {
 		for i := range per {
 			name, data := imagenetImage(t, s, i)
-			writeFile(t, filepath.Join(dir, s, name), data)
+			testfiles.WriteFile(t, filepath.Join(dir, s, name), data)
 		}
 	}
-	writeFile(t, filepath.Join(dir, "LOC_synset_mapping.txt"), []byte("not data"))
+	testfiles.WriteFile(t, filepath.Join(dir, "LOC_synset_mapping.txt"), []byte("not data"))
 	return dir
 }
 
 func writeImageNetTars(t testing.TB, dir string, synsets []string, per int) string {
 	for _, e := range imagenetTars(t, synsets, per) {
-		writeFile(t, filepath.Join(dir, e.name), e.data)
+		testfiles.WriteFile(t, filepath.Join(dir, e.Name), e.Data)
 	}
 	return dir
 }
 
 func writeOuterTar(t testing.TB, p string, synsets []string, per int) string {
-	writeFile(t, p, tarBytes(t, imagenetTars(t, synsets, per)))
+	testfiles.WriteFile(t, p, testfiles.Tar(t, imagenetTars(t, synsets, per)))
 	return p
 }
 
@@ -169,7 +171,7 @@ func TestImageNetBadInput(t *testing.T) {
 		return writeImageNetFolder(t, filepath.Join(dir, "train"), sub, 1)
 	}
 	tars := func(t *testing.T, dir string) string { return writeImageNetTars(t, filepath.Join(dir, "tars"), sub, 1) }
-	jpg := jpegBytes(t, 3, 3, 1)
+	jpg := testfiles.JPEG(t, 3, 3, 1)
 	tests := []struct {
 		name    string
 		setup   func(t *testing.T, dir string) string // returns the input
@@ -180,7 +182,7 @@ func TestImageNetBadInput(t *testing.T) {
 	}{
 		{name: "folder not a synset", setup: func(t *testing.T, dir string) string {
 			f := folder(t, dir)
-			writeFile(t, filepath.Join(f, "cats", "a.jpg"), jpg)
+			testfiles.WriteFile(t, filepath.Join(f, "cats", "a.jpg"), jpg)
 			return f
 		}, planErr: []string{"folders that are not ILSVRC-2012 synsets: cats"}},
 		{name: "missing synset folders", setup: func(t *testing.T, dir string) string {
@@ -196,12 +198,12 @@ func TestImageNetBadInput(t *testing.T) {
 		}, planErr: []string{"lacks 1 of the 100 classes: " + sub[7]}},
 		{name: "tar not a synset", setup: func(t *testing.T, dir string) string {
 			tars := tars(t, dir)
-			writeFile(t, filepath.Join(tars, "extra.tar"), tarBytes(t, nil))
+			testfiles.WriteFile(t, filepath.Join(tars, "extra.tar"), testfiles.Tar(t, nil))
 			return tars
 		}, planErr: []string{"not named after an ILSVRC-2012 synset: extra.tar"}},
 		{name: "mixed layouts", setup: func(t *testing.T, dir string) string {
 			f := folder(t, dir)
-			writeFile(t, filepath.Join(f, sub[0]+".tar"), tarBytes(t, nil))
+			testfiles.WriteFile(t, filepath.Join(f, sub[0]+".tar"), testfiles.Tar(t, nil))
 			return f
 		}, planErr: []string{"mixes 100 class folders, 1 .tar files"}},
 		{name: "glob of nothing", setup: func(t *testing.T, dir string) string {
@@ -209,35 +211,35 @@ func TestImageNetBadInput(t *testing.T) {
 		}, planErr: []string{"matches no files"}},
 		{name: "entry escaping the tar", setup: func(t *testing.T, dir string) string {
 			tars := tars(t, dir)
-			writeFile(t, filepath.Join(tars, sub[1]+".tar"), tarBytes(t, []tarEntry{{name: "ok.JPEG", data: jpg}, {name: "../../etc/x.JPEG", data: jpg}}))
+			testfiles.WriteFile(t, filepath.Join(tars, sub[1]+".tar"), testfiles.Tar(t, []testfiles.TarMember{{Name: "ok.JPEG", Data: jpg}, {Name: "../../etc/x.JPEG", Data: jpg}}))
 			return tars
 		}, readErr: []string{sub[1] + ".tar", `entry "../../etc/x.JPEG" escapes the archive`}},
 		{name: "absolute entry", setup: func(t *testing.T, dir string) string {
 			tars := tars(t, dir)
-			writeFile(t, filepath.Join(tars, sub[1]+".tar"), tarBytes(t, []tarEntry{{name: "/abs/x.JPEG", data: jpg}}))
+			testfiles.WriteFile(t, filepath.Join(tars, sub[1]+".tar"), testfiles.Tar(t, []testfiles.TarMember{{Name: "/abs/x.JPEG", Data: jpg}}))
 			return tars
 		}, readErr: []string{sub[1] + ".tar", `entry "/abs/x.JPEG" has an absolute path`}},
 		{name: "outer tar entry escaping", setup: func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "outer.tar")
-			writeFile(t, p, tarBytes(t, []tarEntry{{name: "../" + sub[0] + ".tar", data: tarBytes(t, nil)}}))
+			testfiles.WriteFile(t, p, testfiles.Tar(t, []testfiles.TarMember{{Name: "../" + sub[0] + ".tar", Data: testfiles.Tar(t, nil)}}))
 			return p
 		}, planErr: []string{"outer.tar", `entry "../` + sub[0] + `.tar" escapes the archive`}},
 		{name: "truncated tar", setup: func(t *testing.T, dir string) string {
 			tars := tars(t, dir)
-			b := jpegBytes(t, 40, 40, 2)
-			data := tarBytes(t, []tarEntry{{name: "a.JPEG", data: jpg}, {name: "b.JPEG", data: b}})
+			b := testfiles.JPEG(t, 40, 40, 2)
+			data := testfiles.Tar(t, []testfiles.TarMember{{Name: "a.JPEG", Data: jpg}, {Name: "b.JPEG", Data: b}})
 			cut := bytes.Index(data, b) + len(b)/2 // in the middle of b.JPEG's data
-			writeFile(t, filepath.Join(tars, sub[2]+".tar"), data[:cut])
+			testfiles.WriteFile(t, filepath.Join(tars, sub[2]+".tar"), data[:cut])
 			return tars
 		}, readErr: []string{sub[2] + ".tar", `reading "b.JPEG"`, "unexpected EOF"}},
 		{name: "corrupt members", setup: func(t *testing.T, dir string) string {
 			tars := tars(t, dir)
-			writeFile(t, filepath.Join(tars, sub[4]+".tar"), tarBytes(t, []tarEntry{
-				{name: "garbage.JPEG", data: []byte("GIF89a")},
-				{name: "link.JPEG", kind: tar.TypeSymlink},
-				{name: "README", data: []byte("hi")},
-				{name: "sub/", kind: tar.TypeDir},
-				{name: "sub/fine.JPEG", data: jpg},
+			testfiles.WriteFile(t, filepath.Join(tars, sub[4]+".tar"), testfiles.Tar(t, []testfiles.TarMember{
+				{Name: "garbage.JPEG", Data: []byte("GIF89a")},
+				{Name: "link.JPEG", Type: tar.TypeSymlink},
+				{Name: "README", Data: []byte("hi")},
+				{Name: "sub/", Type: tar.TypeDir},
+				{Name: "sub/fine.JPEG", Data: jpg},
 			}))
 			return tars
 		}, bad: map[string]string{
@@ -296,11 +298,11 @@ func TestImageNetVal(t *testing.T) {
 	csv.WriteString("ImageId,PredictionString\n")
 	for i, c := range classes {
 		name := fmt.Sprintf("ILSVRC2012_val_%08d", i+1)
-		writeFile(t, filepath.Join(val, name+".JPEG"), jpegBytes(t, 5, 5, i))
+		testfiles.WriteFile(t, filepath.Join(val, name+".JPEG"), testfiles.JPEG(t, 5, 5, i))
 		fmt.Fprintf(&csv, "%s,%s 1 2 3 4 %s 5 6 7 8\n", name, c, c)
 	}
-	writeFile(t, filepath.Join(val, "ILSVRC2012_val_00000009.JPEG"), jpegBytes(t, 5, 5, 9))
-	writeFile(t, filepath.Join(root, "LOC_val_solution.csv"), []byte(csv.String()))
+	testfiles.WriteFile(t, filepath.Join(val, "ILSVRC2012_val_00000009.JPEG"), testfiles.JPEG(t, 5, 5, 9))
+	testfiles.WriteFile(t, filepath.Join(root, "LOC_val_solution.csv"), []byte(csv.String()))
 
 	label := func(list []string, s string) int { i, _ := slices.BinarySearch(list, s); return i }
 	t.Run("imagenet100 with Kaggle's csv found beside", func(t *testing.T) {
@@ -319,7 +321,7 @@ func TestImageNetVal(t *testing.T) {
 	})
 	t.Run("imagenet with a plain labels file", func(t *testing.T) {
 		labels := filepath.Join(root, "val.txt")
-		writeFile(t, labels, fmt.Appendf(nil, "# name label\nILSVRC2012_val_00000001.JPEG %s\nILSVRC2012_val_00000002 %d\n"+
+		testfiles.WriteFile(t, labels, fmt.Appendf(nil, "# name label\nILSVRC2012_val_00000001.JPEG %s\nILSVRC2012_val_00000002 %d\n"+
 			"val/ILSVRC2012_val_00000003.JPEG\t%s\nILSVRC2012_val_00000004.JPEG %s\nILSVRC2012_val_00000009.JPEG 0\n",
 			sub[0], label(all, sub[99]), "n01440764", sub[5]))
 		p := mustPlan(t, Spec{Dataset: ImageNet, Input: val, Split: "val", LabelsFile: labels, UnitRecords: 2})
@@ -334,13 +336,13 @@ func TestImageNetVal(t *testing.T) {
 	})
 	t.Run("labels for missing images", func(t *testing.T) {
 		labels := filepath.Join(root, "more.txt")
-		writeFile(t, labels, fmt.Appendf(nil, "ILSVRC2012_val_00000001 %s\nILSVRC2012_val_00000042 %s\n", sub[0], sub[1]))
+		testfiles.WriteFile(t, labels, fmt.Appendf(nil, "ILSVRC2012_val_00000001 %s\nILSVRC2012_val_00000042 %s\n", sub[0], sub[1]))
 		wantErrorMentions(t, planErr(t, Spec{Dataset: ImageNet100, Input: val, Split: "val", LabelsFile: labels}),
 			"more.txt labels 1 images", "ILSVRC2012_val_00000042")
 	})
 	t.Run("no labels file", func(t *testing.T) {
 		other := filepath.Join(t.TempDir(), "val")
-		writeFile(t, filepath.Join(other, "a.JPEG"), jpegBytes(t, 2, 2, 1))
+		testfiles.WriteFile(t, filepath.Join(other, "a.JPEG"), testfiles.JPEG(t, 2, 2, 1))
 		wantErrorMentions(t, planErr(t, Spec{Dataset: ImageNet, Input: other, Split: "val"}), "needs a labels file", "LOC_val_solution.csv")
 	})
 	t.Run("flat train folder", func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
 // TestUnitSizeDoesNotChangeRecords: reading a split as many small units, as one big unit, or
@@ -19,11 +21,11 @@ func TestUnitSizeDoesNotChangeRecords(t *testing.T) {
 	}{
 		{"cifar10 with a bad label", func(t *testing.T, dir string) Spec {
 			writeCIFAR10(t, dir, 5)
-			writeFile(t, filepath.Join(dir, "data_batch_2.bin"), cifarBytes(5, []byte{1, 2, 30, 4, 5}, nil))
+			testfiles.WriteFile(t, filepath.Join(dir, "data_batch_2.bin"), cifarBytes(5, []byte{1, 2, 30, 4, 5}, nil))
 			return Spec{Dataset: CIFAR10, Input: dir}
 		}},
 		{"cifar100 coarse", func(t *testing.T, dir string) Spec {
-			writeFile(t, filepath.Join(dir, "test.bin"), cifarBytes(0, repeatLabels(9, 100), repeatLabels(9, 20)))
+			testfiles.WriteFile(t, filepath.Join(dir, "test.bin"), cifarBytes(0, repeatLabels(9, 100), repeatLabels(9, 20)))
 			return Spec{Dataset: CIFAR100, Input: dir, Split: "test", CoarseLabels: true}
 		}},
 		{"stl10 train+unlabeled", func(t *testing.T, dir string) Spec {
@@ -41,8 +43,8 @@ func TestUnitSizeDoesNotChangeRecords(t *testing.T) {
 		{"folder with a bad image", func(t *testing.T, dir string) Spec {
 			files := map[string][]byte{"b/bad.png": []byte("nope")}
 			for i := range 7 {
-				files[fmt.Sprintf("a/%d.jpg", i)] = jpegBytes(t, 3, 3, i)
-				files[fmt.Sprintf("b/%d.png", i)] = pngBytes(t, 2, 2, i)
+				files[fmt.Sprintf("a/%d.jpg", i)] = testfiles.JPEG(t, 3, 3, i)
+				files[fmt.Sprintf("b/%d.png", i)] = testfiles.PNG(t, 2, 2, i)
 			}
 			writeFolder(t, dir, files)
 			return Spec{Dataset: Folder, Input: dir}
@@ -52,11 +54,11 @@ func TestUnitSizeDoesNotChangeRecords(t *testing.T) {
 			var labels []byte
 			for i := range 6 {
 				name := fmt.Sprintf("ILSVRC2012_val_%08d.JPEG", i)
-				writeFile(t, filepath.Join(dir, name), jpegBytes(t, 4, 4, i))
+				testfiles.WriteFile(t, filepath.Join(dir, name), testfiles.JPEG(t, 4, 4, i))
 				labels = fmt.Appendf(labels, "%s %s\n", name, sub[i*7])
 			}
-			writeFile(t, filepath.Join(dir, "unlabelled.JPEG"), jpegBytes(t, 4, 4, 1))
-			writeFile(t, filepath.Join(dir, "labels.txt"), labels)
+			testfiles.WriteFile(t, filepath.Join(dir, "unlabelled.JPEG"), testfiles.JPEG(t, 4, 4, 1))
+			testfiles.WriteFile(t, filepath.Join(dir, "labels.txt"), labels)
 			return Spec{Dataset: ImageNet100, Input: dir, Split: "val", LabelsFile: filepath.Join(dir, "labels.txt")}
 		}},
 	}
