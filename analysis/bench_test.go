@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 )
 
 // knnBenchSizes is the kNN job: 10,000 queries against 50,000 training embeddings of
@@ -43,7 +44,7 @@ func benchKNNData(numClasses int) (train, test LabeledVectors) {
 // CPU-second (cpu-GFLOP/s): what one fully used core achieves, however busy the machine.
 func reportRates(b *testing.B, flops float64, cpuStart float64) {
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	if cpu := cpuSeconds() - cpuStart; cpuStart > 0 && cpu > 0 {
+	if cpu := cputime.Process().Seconds() - cpuStart; cpuStart > 0 && cpu > 0 {
 		b.ReportMetric(flops*float64(b.N)/cpu/1e9, "cpu-GFLOP/s")
 	}
 }
@@ -56,7 +57,7 @@ func BenchmarkKNN(b *testing.B) {
 	nq, nb, dim := knnBenchSizes()
 	for _, qb := range []int{256, 1024} {
 		b.Run(fmt.Sprintf("%dx%dx%d/queryblock=%d", nq, nb, dim, qb), func(b *testing.B) {
-			cpu := cpuSeconds()
+			cpu := cputime.Process().Seconds()
 			for b.Loop() {
 				if _, err := KNN(train, test, KNNConfig{NumClasses: 100, QueryBlock: qb}); err != nil {
 					b.Fatal(err)
@@ -77,14 +78,14 @@ func BenchmarkKNNOneMatMul(b *testing.B) {
 	sims := make([]float32, nq*nb)
 	pool := kernels.DefaultPool()
 	b.Run(fmt.Sprintf("%dx%dx%d/matmul", nq, nb, dim), func(b *testing.B) {
-		cpu := cpuSeconds()
+		cpu := cputime.Process().Seconds()
 		for b.Loop() {
 			sgemm(pool, false, true, nq, nb, dim, 1, q.Vectors.Data, dim, bank.Vectors.Data, dim, 0, sims, nb)
 		}
 		reportRates(b, 2*float64(nq)*float64(nb)*float64(dim), cpu)
 	})
 	b.Run(fmt.Sprintf("%dx%dx%d/matmul-with-topk", nq, nb, dim), func(b *testing.B) {
-		cpu := cpuSeconds()
+		cpu := cputime.Process().Seconds()
 		for b.Loop() {
 			sgemm(pool, false, true, nq, nb, dim, 1, q.Vectors.Data, dim, bank.Vectors.Data, dim, 0, sims, nb)
 			pool.ParallelRange(nq, 64, func(lo, hi int) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
@@ -103,7 +104,7 @@ func BenchmarkEmbed(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer enc.Close()
-		cpu := cpuSeconds()
+		cpu := cputime.Process().Seconds()
 		for b.Loop() {
 			r, err := shards.NewSequentialReader(ctx, data, trainstep.EncoderMaxBatch)
 			if err != nil {
@@ -130,7 +131,7 @@ func BenchmarkEmbed(b *testing.B) {
 		reportImageRates(b, n, cpu)
 	})
 	b.Run(fmt.Sprintf("beam-prism/%s", model), func(b *testing.B) {
-		cpu := cpuSeconds()
+		cpu := cputime.Process().Seconds()
 		for b.Loop() {
 			job, err := PlanEmbed(ctx, EmbedOptions{Checkpoint: ckpt, Data: data, Output: filepath.Join(b.TempDir(), "emb")})
 			if err != nil {
@@ -147,7 +148,7 @@ func BenchmarkEmbed(b *testing.B) {
 // reportImageRates reports images per second of wall time and per CPU-second.
 func reportImageRates(b *testing.B, n int, cpuStart float64) {
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "images/s")
-	if cpu := cpuSeconds() - cpuStart; cpuStart > 0 && cpu > 0 {
+	if cpu := cputime.Process().Seconds() - cpuStart; cpuStart > 0 && cpu > 0 {
 		b.ReportMetric(float64(n)*float64(b.N)/cpu, "images/cpu-s")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 
 	"github.com/dcl-beam/dcl-beam/pipelines/pipelinetest"
@@ -48,9 +49,9 @@ func BenchmarkPreprocessCIFAR(b *testing.B) {
 		var cpu time.Duration
 		for b.Loop() {
 			out := filepath.Join(b.TempDir(), "out")
-			c := cpuTime()
+			c := cputime.Process()
 			run(out)
-			cpu += cpuTime() - c
+			cpu += cputime.Process() - c
 			b.StopTimer()
 			*sum = datasetChecksum(b, out)
 			os.RemoveAll(out)

@@ -9,10 +9,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -81,16 +80,6 @@ func benchRows(k benchKind, n int) []Row {
 	return rows
 }
 
-// cpuTime is the process's user+system CPU time. On a shared, loaded machine wall time
-// says more about the neighbours than about the code; CPU time per row does not.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func rowBytes(rows []Row) int64 {
 	var n int64
 	for _, r := range rows {
@@ -124,11 +113,11 @@ func BenchmarkWriter(b *testing.B) {
 			rows := benchRows(k, k.n())
 			dir := b.TempDir()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for range b.N {
 				writeBenchShard(b, dir, k, rows)
 			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(b.N*len(rows)), "cpu-µs/row")
+			b.ReportMetric(float64(cputime.Process()-cpu0)/1e3/float64(b.N*len(rows)), "cpu-µs/row")
 			sec := b.Elapsed().Seconds()
 			b.ReportMetric(float64(b.N*len(rows))/sec, "rows/s")
 			b.ReportMetric(float64(int64(b.N)*rowBytes(rows))/sec/1e6, "MB/s")
@@ -152,7 +141,7 @@ func BenchmarkReader(b *testing.B) {
 				batch = 32
 			}
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for i := range b.N {
 				r, err := NewReader(context.Background(), dir, ReaderOptions{BatchSize: batch, Seed: 1, Epoch: i, KeepPartial: true})
 				if err != nil {
@@ -170,7 +159,7 @@ func BenchmarkReader(b *testing.B) {
 				}
 				r.Close()
 			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(b.N*len(rows)), "cpu-µs/row")
+			b.ReportMetric(float64(cputime.Process()-cpu0)/1e3/float64(b.N*len(rows)), "cpu-µs/row")
 			sec := b.Elapsed().Seconds()
 			b.ReportMetric(float64(b.N*len(rows))/sec, "rows/s")
 			b.ReportMetric(float64(int64(b.N)*rowBytes(rows))/sec/1e6, "MB/s")

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
+
 	. "github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
@@ -44,7 +46,7 @@ func benchmarkStep(b *testing.B, cfg StepConfig, batch, size int) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	cpu0 := cpuSeconds()
+	cpu0 := cputime.Process().Seconds()
 	for b.Loop() {
 		if _, err := s.Run(data, 0.01); err != nil {
 			b.Fatal(err)
@@ -54,7 +56,7 @@ func benchmarkStep(b *testing.B, cfg StepConfig, batch, size int) {
 	b.ReportMetric(b.Elapsed().Seconds()*1000/images, "ms/image")
 	// CPU time per image is what the step costs on a dedicated machine (divided by the cores
 	// it uses): other processes' turns do not inflate it.
-	b.ReportMetric((cpuSeconds()-cpu0)*1000/images, "cpu-ms/image")
+	b.ReportMetric((cputime.Process().Seconds()-cpu0)*1000/images, "cpu-ms/image")
 	b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
 }
 

@@ -5,9 +5,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
@@ -40,27 +40,18 @@ func benchTrainStep(b *testing.B, spec resnetSpec, batch, side int, bn bnKind) {
 	resetPeakRSS()
 	step()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for range b.N {
 		step()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*batch), "ms/image")
 	// CPU time per image is steadier than wall time on a shared machine.
-	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N*batch), "cpu-ms/image")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Milliseconds())/float64(b.N*batch), "cpu-ms/image")
 	b.ReportMetric(float64(peakRSS())/(1<<30), "peakGiB")
 	if st := benchBackend.OpStats(); st != nil {
 		b.Logf("operation times over %d steps:\n%s", b.N+1, FormatOpStats(st))
 	}
-}
-
-// cpuTime is the process's user plus system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchBackendFor returns a backend on GOMAXPROCS threads, finalized at the end.
@@ -121,13 +112,13 @@ func BenchmarkResNetInference(b *testing.B) {
 			}
 			run()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for range b.N {
 				run()
 			}
 			b.ReportMetric(float64(b.N*c.batch)/b.Elapsed().Seconds(), "images/s")
 			// Images per CPU-second, times the cores, is what free cores give.
-			b.ReportMetric(float64(b.N*c.batch)/(cpuTime()-cpu0).Seconds(), "images/cpu-s")
+			b.ReportMetric(float64(b.N*c.batch)/(cputime.Process()-cpu0).Seconds(), "images/cpu-s")
 		})
 	}
 }

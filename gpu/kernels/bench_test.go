@@ -3,9 +3,10 @@ package kernels
 import (
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 )
 
 // BenchmarkFMAPeak measures one core's float32 FMA peak with an assembly loop of independent
@@ -19,14 +20,14 @@ func BenchmarkFMAPeak(b *testing.B) {
 			}
 			pl.fn(iters / 16) // warm up the vector units
 			b.ResetTimer()
-			start, cpu0 := time.Now(), cpuTime()
+			start, cpu0 := time.Now(), cputime.Process()
 			for range b.N {
 				pl.fn(iters)
 			}
 			sec := time.Since(start).Seconds()
 			flops := float64(pl.flopsPerIter) * float64(iters) * float64(b.N)
 			b.ReportMetric(flops/sec/1e9, "GFLOP/s")
-			b.ReportMetric(flops/(cpuTime()-cpu0).Seconds()/1e9, "cpu-GFLOP/s")
+			b.ReportMetric(flops/(cputime.Process()-cpu0).Seconds()/1e9, "cpu-GFLOP/s")
 		})
 	}
 }
@@ -48,7 +49,7 @@ func BenchmarkSgemm(b *testing.B) {
 					a, bb, c := randSlice(r, n*n), randSlice(r, n*n), make([]float32, n*n)
 					pool.Sgemm(false, false, n, n, n, 1, a, n, bb, n, 0, c, n)
 					b.ResetTimer()
-					cpu0 := cpuTime()
+					cpu0 := cputime.Process()
 					for range b.N {
 						pool.Sgemm(false, false, n, n, n, 1, a, n, bb, n, 0, c, n)
 					}
@@ -56,18 +57,9 @@ func BenchmarkSgemm(b *testing.B) {
 					b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 					// Per CPU-second: steady on a shared machine; divide by the threads for
 					// the share of one core's peak.
-					b.ReportMetric(flops/(cpuTime()-cpu0).Seconds()/1e9, "cpu-GFLOP/s")
+					b.ReportMetric(flops/(cputime.Process()-cpu0).Seconds()/1e9, "cpu-GFLOP/s")
 				})
 			}
 		}
 	}
-}
-
-// cpuTime is the process's user plus system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

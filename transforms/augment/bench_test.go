@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -18,13 +19,13 @@ import (
 // to quote on a shared machine, where wall time includes waiting for a core).
 func rate(b *testing.B, n int, cpuStart time.Duration, unit string) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), unit+"/s")
-	if cpu := cpuTime() - cpuStart; cpu > 0 {
+	if cpu := cputime.Process() - cpuStart; cpu > 0 {
 		b.ReportMetric(float64(n)/cpu.Seconds(), unit+"/cpu-s")
 	}
 }
 
 func cpuPerOp(b *testing.B, cpuStart time.Duration) {
-	if cpu := cpuTime() - cpuStart; cpu > 0 {
+	if cpu := cputime.Process() - cpuStart; cpu > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 	}
 }
@@ -43,7 +44,7 @@ func BenchmarkSimCLRCIFARPair(b *testing.B) {
 		keys[i] = fmt.Sprintf("cifar10/data_batch_1.bin#%d", i)
 	}
 	i := 0
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		key := keys[i%len(keys)]
 		for view := range 2 {
@@ -114,7 +115,7 @@ func BenchmarkImageNet(b *testing.B) {
 	var dst transforms.Image
 	b.Run("decode", func(b *testing.B) {
 		i := 0
-		cpu0 := cpuTime()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			decodeJPEG(b, files[i%len(files)])
 			i++
@@ -134,7 +135,7 @@ func BenchmarkImageNet(b *testing.B) {
 	}
 	b.Run("jpeg-only", func(b *testing.B) {
 		i := 0
-		cpu0 := cpuTime()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			if _, err := jpeg.Decode(bytes.NewReader(files[i%len(files)])); err != nil {
 				b.Fatal(err)
@@ -145,7 +146,7 @@ func BenchmarkImageNet(b *testing.B) {
 	})
 	b.Run("fromstd-only", func(b *testing.B) {
 		i := 0
-		cpu0 := cpuTime()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			transforms.FromStd(ycc[i%len(files)])
 			i++
@@ -158,7 +159,7 @@ func BenchmarkImageNet(b *testing.B) {
 	}
 	b.Run("views", func(b *testing.B) {
 		i := 0
-		cpu0 := cpuTime()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			for view := range 2 {
 				if err := a.ViewInto(&dst, decoded[i%len(files)], 1, fmt.Sprint(i), 0, view); err != nil {
@@ -172,7 +173,7 @@ func BenchmarkImageNet(b *testing.B) {
 	b.Run("pipeline", func(b *testing.B) {
 		var decoding time.Duration
 		i := 0
-		cpu0 := cpuTime()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			t0 := time.Now()
 			img := decodeJPEG(b, files[i%len(files)])
@@ -209,7 +210,7 @@ func BenchmarkSteps(b *testing.B) {
 	}
 	for _, s := range steps {
 		b.Run(s.name, func(b *testing.B) {
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if err := a.Apply(&dst, src, s.p); err != nil {
 					b.Fatal(err)
@@ -233,7 +234,7 @@ func BenchmarkSteps(b *testing.B) {
 		{"blur-sigma-2", func() { a.blur(pix, size, size, 3, a.blurKernel(a.cfg.BlurKernelSize(), 2)) }},
 	} {
 		b.Run(s.name, func(b *testing.B) {
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				copy(pix, view.Pix)
 				s.f()

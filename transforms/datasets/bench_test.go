@@ -8,10 +8,9 @@ import (
 	"image/jpeg"
 	"math/rand/v2"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
@@ -27,11 +26,11 @@ func BenchmarkReadCIFAR(b *testing.B) {
 	p := mustPlan(b, Spec{Dataset: CIFAR10, Input: dir, Split: "test"})
 	b.SetBytes(int64(n) * cifar10Record)
 	var records int64
-	cpu := cpuSeconds(b)
+	cpu := cputime.Process().Seconds()
 	for b.Loop() {
 		records += readAllRecords(b, p, false)
 	}
-	reportRates(b, records, cpuSeconds(b)-cpu)
+	reportRates(b, records, cputime.Process().Seconds()-cpu)
 }
 
 // photoJPEG encodes a w×h image with smooth colour and noise, so that at quality 90 it is
@@ -76,24 +75,14 @@ func BenchmarkReadJPEGFolder(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(size)
 			var records int64
-			cpu := cpuSeconds(b)
+			cpu := cputime.Process().Seconds()
 			for b.Loop() {
 				records += readAllRecords(b, p, decode)
 			}
-			reportRates(b, records, cpuSeconds(b)-cpu)
+			reportRates(b, records, cputime.Process().Seconds()-cpu)
 			b.ReportMetric(float64(size)/float64(n)/1000, "kB/image")
 		})
 	}
-}
-
-// cpuSeconds is the CPU time the process has used. On a shared machine, records per
-// CPU-second (with -cpu 1) say what a free core would do better than wall time does.
-func cpuSeconds(b *testing.B) float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func reportRates(b *testing.B, records int64, cpu float64) {

@@ -1,15 +1,14 @@
 //go:build unix
 
-package pipelines
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the CPU time (user + system) this process has used: on a shared machine it
-// measures a benchmark's own work better than wall time does.
-func cpuTime() time.Duration {
+// Process returns the user plus system CPU time of this process (0 if it cannot be read).
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
