@@ -315,24 +315,18 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 	}
 	// Check every file's schema and dimension now, so a bad file fails before any work is
 	// done; each file is opened once here and once more when it is read.
+	var dimFrom string // the first file with rows, which set r.dim
 	for _, p := range paths {
 		f, err := summarizeEmbeddingFile(ctx, p)
 		if err != nil {
 			return nil, err
 		}
-		if f.Dim != 0 {
-			if r.dim == 0 {
-				r.dim = f.Dim
-			} else if f.Dim != r.dim {
-				first := r.files[0].Path
-				for _, g := range r.files {
-					if g.Dim != 0 {
-						first = g.Path
-						break
-					}
-				}
-				return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional (vectors of mixed length)", p, f.Dim, first, r.dim)
-			}
+		switch {
+		case f.Dim == 0 || f.Dim == r.dim:
+		case r.dim == 0:
+			r.dim, dimFrom = f.Dim, p
+		default:
+			return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional (vectors of mixed length)", p, f.Dim, dimFrom, r.dim)
 		}
 		r.files = append(r.files, f)
 		r.rows += f.Rows
@@ -352,8 +346,11 @@ func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary
 		if rg.NumRows() == 0 {
 			continue
 		}
-		c := ef.cursor(g)
-		_, err := c.readRows(&EmbeddingBlock{}, 1, &s.Dim)
+		c, err := ef.cursor(g)
+		if err != nil {
+			return EmbeddingFileSummary{}, err
+		}
+		_, err = c.readRows(&EmbeddingBlock{}, 1, &s.Dim)
 		c.Close()
 		if err != nil {
 			return EmbeddingFileSummary{}, err
@@ -438,13 +435,7 @@ func (r *EmbeddingReader) next() (*EmbeddingBlock, error) {
 }
 
 // advance moves to the next row group, opening the next file when needed; false at the end.
-func (r *EmbeddingReader) advance() (ok bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			name := r.files[max(0, r.fileIdx-1)].Path
-			ok, err = false, fmt.Errorf("%s row group %d: corrupt data: %v", name, r.group, p)
-		}
-	}()
+func (r *EmbeddingReader) advance() (bool, error) {
 	for {
 		if r.cur == nil {
 			if r.fileIdx >= len(r.files) {
@@ -458,7 +449,11 @@ func (r *EmbeddingReader) advance() (ok bool, err error) {
 			r.fileIdx++
 		}
 		if r.group < len(r.cur.pf.RowGroups()) {
-			r.cursor = r.cur.cursor(r.group)
+			c, err := r.cur.cursor(r.group)
+			if err != nil {
+				return false, err
+			}
+			r.cursor = c
 			return true, nil
 		}
 		r.cur.Close()
@@ -574,7 +569,13 @@ func (ef *embeddingFile) checkSchema() error {
 }
 
 // cursor starts reading row group g column by column.
-func (ef *embeddingFile) cursor(g int) *groupCursor {
+func (ef *embeddingFile) cursor(g int) (c *groupCursor, err error) {
+	// parquet-go panics on some corrupt column chunks; that is bad input, not a bug.
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("%s row group %d: corrupt data: %v", ef.path, g, p)
+		}
+	}()
 	chunks := ef.pf.RowGroups()[g].ColumnChunks()
 	return &groupCursor{
 		ef: ef, group: g,
@@ -582,7 +583,7 @@ func (ef *embeddingFile) cursor(g int) *groupCursor {
 		label: newValueCursor(chunks[ef.label.Index()]),
 		emb:   newValueCursor(chunks[ef.emb.Index()]),
 		rows:  ef.pf.RowGroups()[g].NumRows(),
-	}
+	}, nil
 }
 
 // groupCursor reads the rows of one row group, a page at a time per column.
