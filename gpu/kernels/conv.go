@@ -341,10 +341,10 @@ func (a *im2col) packRowRuns(dst []float32, r0, rows, p0, kc, w int, scale float
 	xs := s.XStrides
 	rowLen := s.Kernel[2] * a.c
 	if a.c > 8 || xs.Minor != 1 || xs.Spatial[2] != a.c || a.c != s.Channels || s.KernelDilation[2] != 1 ||
-		s.InputDilation != [3]int{1, 1, 1} || p0%rowLen != 0 || (kc%rowLen != 0 && p0+kc != s.Kernel[0]*s.Kernel[1]*rowLen) {
+		s.InputDilation != [3]int{1, 1, 1} || p0%rowLen != 0 || kc%rowLen != 0 {
 		return false
 	}
-	nRows := (kc + rowLen - 1) / rowLen // kernel rows (k0, k1) in this depth block
+	nRows := kc / rowLen // kernel rows (k0, k1) in this depth block
 	pixels := s.Out[0] * s.Out[1] * s.Out[2]
 	panels := (rows + w - 1) / w
 	for pi := range panels {
@@ -373,7 +373,8 @@ func (a *im2col) packRowRuns(dst []float32, r0, rows, p0, kc, w int, scale float
 					continue
 				}
 				// Taps k2 in [lo, hi) land inside the row.
-				lo, hi := max(0, -base[2]), min(s.Kernel[2], s.In[2]-base[2])
+				// (Padding wider than the kernel can put every tap before the row.)
+				lo, hi := min(s.Kernel[2], max(0, -base[2])), min(s.Kernel[2], s.In[2]-base[2])
 				for j := range lo * a.c {
 					out[j*w] = 0
 				}

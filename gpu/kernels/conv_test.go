@@ -95,6 +95,10 @@ func TestConvMatchesDirectLoop(t *testing.T) {
 		{1, 4, 4, 20, 70, 1, 1, 1, 0, 1, 1, 1},
 		{3, 5, 4, 16, 9, 3, 3, 1, 1, 2, 1, 1}, // input dilation, odd padding: every phase has taps
 		{2, 4, 4, 16, 8, 1, 1, 1, 0, 2, 1, 1}, // 1×1 over a dilated input: three phases read nothing
+		// Padding wider than the kernel: whole kernel rows and taps fall outside the input.
+		{2, 3, 3, 3, 4, 1, 1, 1, 2, 1, 1, 1},
+		{1, 4, 5, 3, 2, 3, 3, 1, 4, 1, 1, 1},
+		{2, 3, 3, 16, 4, 1, 1, 1, 2, 1, 1, 1},
 	}
 	// Layouts: storage order of (major, minor, s0, s1, s2) for x, w and y.
 	layouts := []struct {
