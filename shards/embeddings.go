@@ -26,6 +26,10 @@ type EmbeddingRow struct {
 // manifest.json, so that neither kind of directory is mistaken for the other.
 const EmbeddingsManifestName = "embeddings.json"
 
+// embeddingDimKey is the footer key under which this project's embedding files record their
+// dimension, so that opening one needs no data page.
+const embeddingDimKey = "dcl.embedding_dim"
+
 // embeddingGroupBytes bounds the float bytes of one row group of an embedding file.
 const embeddingGroupBytes = 8 << 20
 
@@ -77,7 +81,7 @@ func NewEmbeddingWriter(ctx context.Context, p string, dim int, meta map[string]
 	options := []parquet.WriterOption{
 		parquet.CreatedBy("dcl-beam", strconv.Itoa(FormatVersion), ""),
 		parquet.SkipPageStatistics("embedding", "list", "element"),
-		parquet.KeyValueMetadata("dcl.embedding_dim", strconv.Itoa(dim)),
+		parquet.KeyValueMetadata(embeddingDimKey, strconv.Itoa(dim)),
 	}
 	for k, v := range meta {
 		options = append(options, parquet.KeyValueMetadata(k, v))
@@ -334,7 +338,9 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 	return r, nil
 }
 
-// summarizeEmbeddingFile opens p, checks its schema and reads its first row for the dimension.
+// summarizeEmbeddingFile opens p, checks its schema and learns the dimension: from the
+// footer for this project's files (every row is checked against it when read), from the
+// first row for other tools' files.
 func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary, error) {
 	ef, err := openEmbeddingFile(ctx, p)
 	if err != nil {
@@ -342,6 +348,15 @@ func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary
 	}
 	defer ef.Close()
 	s := EmbeddingFileSummary{Path: p, Rows: ef.pf.NumRows()}
+	if s.Rows == 0 {
+		return s, nil
+	}
+	if v, ok := ef.pf.Lookup(embeddingDimKey); ok {
+		if d, err := strconv.Atoi(v); err == nil && d > 0 {
+			s.Dim = d
+			return s, nil
+		}
+	}
 	for g, rg := range ef.pf.RowGroups() {
 		if rg.NumRows() == 0 {
 			continue
