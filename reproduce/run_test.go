@@ -56,13 +56,20 @@ func parseTiny(t *testing.T, input string, edit func(string) string) *Config {
 // class 1 vertical ones, each with its own offset and noise.
 func writeBarsIDX(t *testing.T, dir string) {
 	t.Helper()
+	writeBarsIDXLabelled(t, dir, func(_ string, i int) int { return i % 2 })
+}
+
+// writeBarsIDXLabelled is writeBarsIDX with the labels of labelOf(prefix, i): label 0 has
+// horizontal bars, any other vertical ones.
+func writeBarsIDXLabelled(t *testing.T, dir string, labelOf func(prefix string, i int) int) {
+	t.Helper()
 	r := rand.New(rand.NewPCG(3, 4))
 	write := func(prefix string, n int) {
 		const side = 16
 		images := make([]byte, n*side*side)
 		labels := make([]byte, n)
 		for i := range n {
-			label := i % 2
+			label := labelOf(prefix, i)
 			labels[i] = byte(label)
 			offset := r.IntN(4)
 			img := images[i*side*side : (i+1)*side*side]
@@ -265,5 +272,33 @@ func TestPartialDatasetOfAnotherBuildIsRedone(t *testing.T) {
 	m, err := shards.ReadManifest(ctx, filepath.Join(out, DataDir, "pretrain"))
 	if err != nil || m.Config.CodeVersion != "v2" {
 		t.Errorf("manifest %v, %v: want one written by v2", m, err)
+	}
+}
+
+// A dataset without a class list (idx) whose evaluation training rows lack a class the
+// test rows have: the evaluations count the classes from both sets' labels, not from the
+// labels present in training (which gave 2 classes for labels {0, 2} and refused label 2).
+func TestClassCountOfADatasetWithoutAClassList(t *testing.T) {
+	input, out := t.TempDir(), t.TempDir()
+	writeBarsIDXLabelled(t, input, func(prefix string, i int) int {
+		if prefix == "train" {
+			return 2 * (i % 2)
+		}
+		return i % 3
+	})
+	cfg := parseTiny(t, input, func(s string) string {
+		s = strings.Replace(s, "    - {name: dcl, loss: dcl}\n", "", 1)
+		return strings.Replace(s, "baselines: [raw-pixels, random-init]", "baselines: [raw-pixels]", 1)
+	})
+	if len(cfg.Runs) != 1 || len(cfg.Evaluate.Baselines) != 1 {
+		t.Fatalf("the edited config has %d runs and baselines %v, want 1 run and raw-pixels", len(cfg.Runs), cfg.Evaluate.Baselines)
+	}
+	res, err := Run(context.Background(), cfg, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl := res.Baselines[0]
+	if bl.KNN == nil || bl.KNN.NumClasses != 3 || bl.Linear == nil {
+		t.Fatalf("raw-pixel baseline = %+v, want kNN and linear results over 3 classes", bl)
 	}
 }
