@@ -220,12 +220,23 @@ func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
 			ran.eval = ran.eval || did
 		}
 	}
-	// A dataset without a fixed class list (idx, folder) leaves 0: the evaluations then count
-	// one more than the largest label of train and test, which a class absent from the
-	// evaluation's training rows cannot shrink.
 	if classes, err := datasets.ClassNames(d.Name, false); err == nil {
 		r.numClasses = len(classes)
+		return ran, nil
 	}
+	// A dataset without a fixed class list (idx, folder): one more than the largest label of
+	// either evaluation split, which a class absent from one split cannot shrink.
+	n := 0
+	for _, dir := range []string{r.evalTrainDir(), r.evalTestDir()} {
+		m, err := shards.ReadManifest(ctx, dir)
+		if err != nil {
+			return dataRan{}, err
+		}
+		for label := range m.Labels {
+			n = max(n, int(label)+1)
+		}
+	}
+	r.numClasses = n
 	return ran, nil
 }
 

@@ -276,7 +276,7 @@ func TestPartialDatasetOfAnotherBuildIsRedone(t *testing.T) {
 }
 
 // A dataset without a class list (idx) whose evaluation training rows lack a class the
-// test rows have: the evaluations count the classes from both sets' labels, not from the
+// test rows have: the class count comes from both splits' labels, not from the
 // labels present in training (which gave 2 classes for labels {0, 2} and refused label 2).
 func TestClassCountOfADatasetWithoutAClassList(t *testing.T) {
 	input, out := t.TempDir(), t.TempDir()
