@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -394,8 +393,7 @@ func fetchUnits(units []datasets.Unit) []datasets.Unit {
 // pipeline checks again, with the source checksum, before it writes anything).
 func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, error) {
 	start := time.Now()
-	submitOnly := dryRun() || *jobopts.Async
-	if !submitOnly {
+	if !submitOnly() {
 		if err := checkOutput(ctx, job); err != nil {
 			return nil, err
 		}
@@ -413,7 +411,7 @@ func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, 
 	if pr != nil {
 		res.Metrics = preprocessMetrics(pr.Metrics().AllMetrics())
 	}
-	if submitOnly {
+	if submitOnly() {
 		return res, nil
 	}
 	m, err := shards.ReadManifest(ctx, job.Output)

@@ -566,11 +566,8 @@ func loadIfExists(ctx context.Context, p string, v any) (bool, error) {
 // removeTree deletes an earlier output folder (or file) before a stage rewrites it, so no
 // stale part file survives into the new result.
 func removeTree(ctx context.Context, dir string) error {
-	files, err := shards.ListTree(ctx, dir)
+	files, err := shards.ListTree(ctx, dir) // empty, not an error, when dir is not there
 	if err != nil {
-		if ok, _ := shards.Exists(ctx, dir); !ok {
-			return nil
-		}
 		return err
 	}
 	for _, f := range files {
