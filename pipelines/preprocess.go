@@ -80,7 +80,7 @@ type PreprocessOptions struct {
 	Parts int
 	// Encoding of the views; "" means DefaultEncoding.
 	Encoding shards.Encoding
-	// Channels of the views, 1 or 3; 0 means DefaultChannels. Sources with the other
+	// Channels of the views, 1 or 3; 0 means the dataset's (datasets.Descriptor.Channels). Sources with the other
 	// count are converted (grey to RGB by copying, RGB to grey by ITU-R 601-2 luma).
 	Channels int
 	// Limit, when positive, keeps only the first Limit records of the split: the records
@@ -116,29 +116,6 @@ type PreprocessJob struct {
 	// failAfterRows, in tests, makes WriteParts fail after writing that many rows of a
 	// shard: a worker dying part-way.
 	failAfterRows int
-}
-
-// DefaultSize is the view side a dataset's images are usually trained at.
-func DefaultSize(dataset string) int {
-	switch dataset {
-	case datasets.CIFAR10, datasets.CIFAR100:
-		return 32
-	case datasets.STL10:
-		return 96
-	case datasets.IDX, datasets.MNIST, datasets.FashionMNIST:
-		return 28
-	}
-	return 224 // ImageNet, ImageNet-100 and image folders
-}
-
-// DefaultChannels is the channel count of a dataset's images: 1 for the IDX datasets
-// (MNIST, Fashion-MNIST), 3 for the others (an image folder's grey images become RGB).
-func DefaultChannels(dataset string) int {
-	switch dataset {
-	case datasets.IDX, datasets.MNIST, datasets.FashionMNIST:
-		return 1
-	}
-	return 3
 }
 
 // DefaultEncoding stores views of up to 96 pixels raw (small, and decoding costs nothing)
@@ -194,7 +171,11 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 	}
 	channels := o.Channels
 	if channels == 0 {
-		channels = DefaultChannels(o.Spec.Dataset)
+		d, err := datasets.Lookup(o.Spec.Dataset)
+		if err != nil {
+			return nil, err
+		}
+		channels = d.Channels
 	}
 	if channels != 1 && channels != 3 {
 		return nil, fmt.Errorf("channels = %d: want 1 or 3", channels)

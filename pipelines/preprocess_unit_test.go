@@ -102,10 +102,13 @@ func TestDefaults(t *testing.T) {
 		{datasets.ImageNet, 224, 3, shards.JPEG}, {datasets.ImageNet100, 224, 3, shards.JPEG},
 		{datasets.Folder, 224, 3, shards.JPEG}, {datasets.IDX, 28, 1, shards.Raw}, {datasets.FashionMNIST, 28, 1, shards.Raw},
 	} {
-		size := DefaultSize(tt.dataset)
-		if size != tt.size || DefaultChannels(tt.dataset) != tt.ch || DefaultEncoding(size) != tt.enc {
+		d, err := datasets.Lookup(tt.dataset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.ViewSize != tt.size || d.Channels != tt.ch || DefaultEncoding(d.ViewSize) != tt.enc {
 			t.Errorf("%s: size %d, channels %d, encoding %s; want %d, %d, %s",
-				tt.dataset, size, DefaultChannels(tt.dataset), DefaultEncoding(size), tt.size, tt.ch, tt.enc)
+				tt.dataset, d.ViewSize, d.Channels, DefaultEncoding(d.ViewSize), tt.size, tt.ch, tt.enc)
 		}
 	}
 	for _, tt := range []struct {

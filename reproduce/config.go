@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
 // Config is one experiment. Unknown keys anywhere are an error, so a misspelt option never
@@ -152,10 +154,9 @@ type NPCConfig struct {
 }
 
 var (
-	knownDatasets = []string{"cifar10", "cifar100", "stl10", "imagenet", "imagenet100", "folder", "idx"}
-	knownLosses   = []string{"infonce", "dcl", "dclw"}
-	knownAugment  = []string{"simclr-cifar", "simclr-imagenet", "byol"}
-	validName     = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
+	knownLosses  = []string{"infonce", "dcl", "dclw"}
+	knownAugment = []string{"simclr-cifar", "simclr-imagenet", "byol"}
+	validName    = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
 )
 
 // Parse reads a config, rejects unknown keys, expands the runs and validates everything.
@@ -280,7 +281,9 @@ func (c *Config) validate() error {
 		}
 	}
 	check(validName.MatchString(c.Name), "name %q: want letters, digits, '.', '_' or '-'", c.Name)
-	check(slices.Contains(knownDatasets, c.Dataset.Name), "dataset.name %q: want one of %s", c.Dataset.Name, strings.Join(knownDatasets, ", "))
+	if _, err := datasets.Lookup(c.Dataset.Name); err != nil {
+		errs = append(errs, fmt.Errorf("dataset.name %q: want one of %s", c.Dataset.Name, strings.Join(datasets.Names(), ", ")))
+	}
 	check(c.Dataset.Input != "", "dataset.input is required")
 	check(c.Dataset.Limit >= 0, "dataset.limit %d: must not be negative", c.Dataset.Limit)
 	check(c.Dataset.EvalLimit >= 0, "dataset.eval_limit %d: must not be negative", c.Dataset.EvalLimit)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
 const minimal = `
@@ -45,6 +46,17 @@ func TestParseExpandsRunsFromDefaults(t *testing.T) {
 	}
 	if got := c.PaperTable(); len(got) != 1 || got[0].Name != "dcl-b32" {
 		t.Errorf("PaperTable = %v", got)
+	}
+}
+
+// TestParseAcceptsEveryRegisteredDataset: the config reads the dataset registry, so a dataset
+// preprocess accepts (mnist and fashion-mnist were refused here once) is accepted here too.
+func TestParseAcceptsEveryRegisteredDataset(t *testing.T) {
+	for _, name := range datasets.Names() {
+		cfg := strings.Replace(minimal, "name: idx", "name: "+name, 1)
+		if _, err := Parse(strings.NewReader(cfg), "tiny.yaml"); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 

@@ -245,10 +245,11 @@ func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
 func (r *runner) augmentConfig(preset string, overrides bool) (augment.Config, error) {
 	size := r.cfg.Dataset.ImageSize
 	if size == 0 {
-		size = pipelines.DefaultSize(r.cfg.Dataset.Name)
-	}
-	if size == 0 {
-		return augment.Config{}, fmt.Errorf("dataset %s has no default image size: set dataset.image_size", r.cfg.Dataset.Name)
+		d, err := datasets.Lookup(r.cfg.Dataset.Name)
+		if err != nil {
+			return augment.Config{}, err
+		}
+		size = d.ViewSize
 	}
 	c, err := augment.Preset(preset, size)
 	if err != nil {

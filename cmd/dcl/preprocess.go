@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,20 +28,23 @@ func preprocessCommand() *command {
 }
 
 func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-	dataset := fs.String("dataset", "", "dataset format: "+strings.Join(datasets.Names(), ", "))
+	dataset := fs.String("dataset", "", "dataset: "+strings.Join(datasets.Names(), ", "))
 	input := fs.String("input", "", "where the dataset lies (local or gs://): the folder of the published files, a glob of\n"+
 		"CIFAR .bin files or ImageNet class tars, ImageNet's outer train tar, or a folder of class folders")
 	output := fs.String("output", "", "dataset directory to write (local or gs://): shards, manifest.json, dead-letters.jsonl")
 	split := fs.String("split", "train", "split: train or test (CIFAR, IDX), train, test, unlabeled or train+unlabeled (STL-10),\n"+
 		"train or val (ImageNet); for folder, any name (it prefixes the keys)")
 	preset := fs.String("augment", "", "augmentation preset: "+strings.Join(augment.Presets(), ", ")+
-		"; none writes evaluation shards\n(one centred view per image); empty: simclr-imagenet for views of 128 px or more, else simclr-cifar")
+		"; none writes evaluation shards\n(one centred view per image); empty: the dataset's ("+
+		datasets.Describe(func(d datasets.Descriptor) string { return d.Augment })+")")
 	epochs := fs.Int("epochs", 1, "augmented passes E: each writes one row (two views) per image; training epoch e reads pass e mod E")
 	seed := fs.Uint64("seed", 1, "seed of the augmentations and of the rows' order in the shards")
 	parts := fs.Int("shards", 0, fmt.Sprintf("shards per pass (0: about one per %d MiB of output)", pipelines.DefaultShardBytes>>20))
 	encoding := fs.String("encoding", "", "view encoding: raw, png or jpeg; empty: raw up to 96 px, jpeg above")
-	size := fs.Int("size", 0, "view side in pixels; 0: the dataset's (32 CIFAR, 96 STL-10, 224 ImageNet and folder, 28 IDX);\nthe same as --view-size")
-	channels := fs.Int("channels", 0, "view channels, 1 or 3; 0: 1 for IDX, else 3 (sources with the other count are converted)")
+	size := fs.Int("size", 0, "view side in pixels; 0: the dataset's ("+
+		datasets.Describe(func(d datasets.Descriptor) string { return strconv.Itoa(d.ViewSize) })+");\nthe same as --view-size")
+	channels := fs.Int("channels", 0, "view channels, 1 or 3; 0: the dataset's ("+
+		datasets.Describe(func(d datasets.Descriptor) string { return strconv.Itoa(d.Channels) })+"; sources with the other count are converted)")
 	limit := fs.Int64("limit", 0, "keep only the first N records of the split, in the dataset's order (files as published,\n"+
 		"folders by class then file name); 0 keeps all. Not for ImageNet tars")
 	maxBad := fs.Float64("max-bad-fraction", 0, "largest share of unusable records (dead letters) a run accepts; above it the run fails\nafter writing dead-letters.jsonl, without a manifest")
@@ -60,19 +63,17 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		if *dataset == "" || *input == "" || *output == "" {
 			return usagef("--dataset, --input and --output are required")
 		}
-		if !slices.Contains(datasets.Names(), *dataset) {
+		desc, err := datasets.Lookup(*dataset)
+		if err != nil {
 			return usagef("--dataset=%q: want one of %s", *dataset, strings.Join(datasets.Names(), ", "))
 		}
 		viewSize := *size
 		if viewSize == 0 {
-			viewSize = pipelines.DefaultSize(*dataset)
+			viewSize = desc.ViewSize
 		}
 		name := *preset
 		if name == "" {
-			name = augment.SimCLRCIFAR
-			if viewSize >= 128 {
-				name = augment.SimCLRImageNet
-			}
+			name = desc.Augment
 		}
 		aug, err := augment.Preset(name, viewSize)
 		if err != nil {

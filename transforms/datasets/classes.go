@@ -64,32 +64,6 @@ func synsetLines(text string) []string {
 	return out
 }
 
-// ClassNames returns the class names of a dataset with a fixed class list (labels index it);
-// coarse selects CIFAR-100's 20 superclasses. Folder and IDX datasets take their classes from
-// the input: MakePlan returns them.
-func ClassNames(dataset string, coarse bool) ([]string, error) {
-	switch dataset {
-	case CIFAR10:
-		return slices.Clone(cifar10Classes), nil
-	case CIFAR100:
-		if coarse {
-			return slices.Clone(cifar100Coarse), nil
-		}
-		return slices.Clone(cifar100Fine), nil
-	case STL10:
-		return slices.Clone(stl10Classes), nil
-	case MNIST:
-		return numberedClasses(10), nil
-	case FashionMNIST:
-		return slices.Clone(fashionMNISTClasses), nil
-	case ImageNet:
-		return ImageNetSynsets(), nil
-	case ImageNet100:
-		return ImageNet100Synsets(), nil
-	}
-	return nil, fmt.Errorf("dataset %q has no fixed class list", dataset)
-}
-
 func numberedClasses(n int) []string {
 	out := make([]string, n)
 	for i := range out {

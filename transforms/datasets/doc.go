@@ -22,6 +22,24 @@
 //		}, writeDeadLetter)
 //	}
 //
+// # The dataset registry
+//
+// Every dataset is one Descriptor (registry.go): its name, splits, class names, published
+// record counts, default view size, channels, per-channel mean and standard deviation and
+// augmentation preset, and the function that plans its units. Preprocessing, the trainer's
+// input normalisation, reproduce's config checks and the command line's help read it; a
+// name missing from it is an error everywhere. Adding a dataset is one file:
+//
+//	func init() {
+//		datasets.Register(datasets.Descriptor{
+//			Name: "svhn", Summary: "SVHN cropped digits (.mat)", Splits: []string{"train", "test"},
+//			Classes: ..., Published: map[string]int64{"train": 73257, "test": 26032},
+//			ViewSize: 32, Channels: 3, Mean: ..., Std: ..., Augment: "simclr-cifar",
+//			Plan: planSVHN, // units of an existing Kind, or of a kind of its own:
+//		})
+//		datasets.RegisterKind("svhn-mat", readSVHNUnit) // … which Read then streams
+//	}
+//
 // Nothing is dropped silently: every record a unit holds is emitted or reported as a
 // BadRecord (with its file, position and reason), so records in = records out + bad
 // records. Input that cannot be read as a whole (a missing or truncated file, files that

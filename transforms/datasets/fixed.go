@@ -4,11 +4,51 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
+
+func init() {
+	for _, kind := range []string{KindCIFAR10, KindCIFAR100, KindSTL10} {
+		RegisterKind(kind, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+			return 0, readFixed(ctx, u, emit, bad)
+		})
+	}
+	cifarSplits := []string{"train", "test"}
+	Register(Descriptor{
+		Name: CIFAR10, Summary: "CIFAR-10 binary version (cifar-10-batches-bin)",
+		Splits: cifarSplits, Classes: fixedClasses(cifar10Classes),
+		Published: map[string]int64{"train": 50000, "test": 10000},
+		ViewSize:  32, Channels: 3,
+		Mean: []float64{0.4914, 0.4822, 0.4465}, Std: []float64{0.2470, 0.2435, 0.2616},
+		Augment: "simclr-cifar", Plan: planCIFAR,
+	})
+	Register(Descriptor{
+		Name: CIFAR100, Summary: "CIFAR-100 binary version (cifar-100-binary)",
+		Splits: cifarSplits,
+		Classes: func(coarse bool) []string {
+			if coarse {
+				return slices.Clone(cifar100Coarse)
+			}
+			return slices.Clone(cifar100Fine)
+		},
+		Published: map[string]int64{"train": 50000, "test": 10000},
+		ViewSize:  32, Channels: 3,
+		Mean: []float64{0.5071, 0.4865, 0.4409}, Std: []float64{0.2673, 0.2564, 0.2762},
+		Augment: "simclr-cifar", Plan: planCIFAR,
+	})
+	Register(Descriptor{
+		Name: STL10, Summary: "STL-10 binary version (stl10_binary)",
+		Splits: []string{"train", "test", "unlabeled", "train+unlabeled"}, Classes: fixedClasses(stl10Classes),
+		Published: map[string]int64{"train": 5000, "test": 8000, "unlabeled": 100000, "train+unlabeled": 105000},
+		ViewSize:  96, Channels: 3,
+		Mean: []float64{0.4467, 0.4398, 0.4066}, Std: []float64{0.2603, 0.2566, 0.2713},
+		Augment: "simclr-cifar", Plan: planSTL10,
+	})
+}
 
 // Record layouts of the fixed-size binary formats.
 const (

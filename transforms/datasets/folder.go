@@ -9,6 +9,20 @@ import (
 	"strings"
 )
 
+func init() {
+	RegisterKind(KindClassFolder, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+		return 0, readClassFolder(ctx, u, emit, bad)
+	})
+	RegisterKind(KindFiles, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+		return 0, readFiles(ctx, u, u.Files, u.Labels, emit, bad)
+	})
+	Register(Descriptor{
+		Name: Folder, Summary: "a folder of class subfolders of JPEG and PNG files (labels: sorted folder names)",
+		ViewSize: 224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
+		Augment: "simclr-imagenet", Plan: planFolder,
+	})
+}
+
 // classListing is an image folder's files grouped by class folder.
 type classListing struct {
 	classes []string            // sorted class folder names

@@ -13,6 +13,34 @@ import (
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
+func init() {
+	RegisterKind(KindIDX, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+		return 0, readIDX(ctx, u, emit, bad)
+	})
+	idxSplits := []string{"train", "test"}
+	Register(Descriptor{
+		Name: IDX, Summary: "MNIST-style IDX files with numeric class names (0 to the largest label)",
+		Splits: idxSplits, ViewSize: 28, Channels: 1,
+		// Unknown grey images: mid-grey with a typical spread.
+		Mean: []float64{0.5}, Std: []float64{0.25},
+		Augment: "simclr-cifar", Plan: planIDX,
+	})
+	Register(Descriptor{
+		Name: MNIST, Summary: "MNIST's IDX files",
+		Splits: idxSplits, Classes: func(bool) []string { return numberedClasses(10) },
+		Published: map[string]int64{"train": 60000, "test": 10000},
+		ViewSize:  28, Channels: 1, Mean: []float64{0.1307}, Std: []float64{0.3081},
+		Augment: "simclr-cifar", Plan: planIDX,
+	})
+	Register(Descriptor{
+		Name: FashionMNIST, Summary: "Fashion-MNIST's IDX files",
+		Splits: idxSplits, Classes: fixedClasses(fashionMNISTClasses),
+		Published: map[string]int64{"train": 60000, "test": 10000},
+		ViewSize:  28, Channels: 1, Mean: []float64{0.2860}, Std: []float64{0.3530},
+		Augment: "simclr-cifar", Plan: planIDX,
+	})
+}
+
 // IDX files (http://yann.lecun.com/exdb/mnist/): a 4-byte magic number (two zero bytes, the
 // element type, the number of dimensions), one big-endian uint32 per dimension, then the
 // elements. MNIST and Fashion-MNIST images are unsigned bytes in 3 dimensions (count, rows,

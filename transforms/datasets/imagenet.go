@@ -15,6 +15,25 @@ import (
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
+func init() {
+	RegisterKind(KindTar, readTarUnit)
+	splits := []string{"train", "val"}
+	Register(Descriptor{
+		Name: ImageNet, Summary: "ILSVRC-2012 (train folder or tars, val folder with its labels file)",
+		Splits: splits, Classes: func(bool) []string { return ImageNetSynsets() },
+		Published: map[string]int64{"train": 1281167, "val": 50000},
+		ViewSize:  224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
+		Augment: "simclr-imagenet", Plan: planImageNet,
+	})
+	Register(Descriptor{
+		Name: ImageNet100, Summary: "the 100-class ImageNet subset of CMC (Tian et al. 2019), read from ILSVRC-2012",
+		Splits: splits, Classes: func(bool) []string { return ImageNet100Synsets() },
+		Published: map[string]int64{"val": 5000},
+		ViewSize:  224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
+		Augment: "simclr-imagenet", Plan: planImageNet,
+	})
+}
+
 var synsetPattern = regexp.MustCompile(`^n[0-9]{8}$`)
 
 // valLabelsFile is the name of Kaggle's ImageNet validation labels, looked for when

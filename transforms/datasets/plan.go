@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// Dataset names, as --dataset takes them.
+// Dataset names, as --dataset takes them: each is registered (Register) by the file that
+// reads its format.
 const (
 	CIFAR10      = "cifar10"
 	CIFAR100     = "cifar100"
@@ -19,25 +20,6 @@ const (
 	MNIST        = "mnist"
 	FashionMNIST = "fashion-mnist"
 )
-
-// Names returns the dataset names MakePlan accepts.
-func Names() []string {
-	return []string{CIFAR10, CIFAR100, STL10, ImageNet, ImageNet100, Folder, IDX, MNIST, FashionMNIST}
-}
-
-// Splits returns the splits a dataset has; nil for Folder, whose split is any name (it only
-// prefixes the keys).
-func Splits(dataset string) []string {
-	switch dataset {
-	case CIFAR10, CIFAR100, IDX, MNIST, FashionMNIST:
-		return []string{"train", "test"}
-	case STL10:
-		return []string{"train", "test", "unlabeled", "train+unlabeled"}
-	case ImageNet, ImageNet100:
-		return []string{"train", "val"}
-	}
-	return nil
-}
 
 // DefaultUnitRecords is the records (fixed-size formats) or files (folders) a unit holds
 // when Spec.UnitRecords is zero: small enough to spread a dataset over many workers, large
@@ -227,28 +209,17 @@ func (p *Plan) ignore(name string) {
 // the archive, and folders that do not match the dataset's classes.
 func MakePlan(ctx context.Context, spec Spec) (Plan, error) {
 	spec = spec.withDefaults()
+	d, err := Lookup(spec.Dataset)
+	if err != nil {
+		return Plan{}, err
+	}
 	if spec.Input == "" {
 		return Plan{}, fmt.Errorf("%s: no input given", spec.Dataset)
 	}
-	if splits := Splits(spec.Dataset); splits != nil && !slices.Contains(splits, spec.Split) {
-		return Plan{}, fmt.Errorf("%s has no split %q: want one of %s", spec.Dataset, spec.Split, strings.Join(splits, ", "))
+	if d.Splits != nil && !slices.Contains(d.Splits, spec.Split) {
+		return Plan{}, fmt.Errorf("%s has no split %q: want one of %s", spec.Dataset, spec.Split, strings.Join(d.Splits, ", "))
 	}
-	var p Plan
-	var err error
-	switch spec.Dataset {
-	case CIFAR10, CIFAR100:
-		p, err = planCIFAR(ctx, spec)
-	case STL10:
-		p, err = planSTL10(ctx, spec)
-	case IDX, MNIST, FashionMNIST:
-		p, err = planIDX(ctx, spec)
-	case Folder:
-		p, err = planFolder(ctx, spec)
-	case ImageNet, ImageNet100:
-		p, err = planImageNet(ctx, spec)
-	default:
-		return Plan{}, fmt.Errorf("unknown dataset %q: want one of %s", spec.Dataset, strings.Join(Names(), ", "))
-	}
+	p, err := d.Plan(ctx, spec)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -263,25 +234,11 @@ func MakePlan(ctx context.Context, spec Spec) (Plan, error) {
 	if len(p.Units) == 0 || p.Records == 0 {
 		return Plan{}, fmt.Errorf("%s %s: %s holds no records", spec.Dataset, spec.Split, spec.Input)
 	}
-	if want := publishedRecords(spec); want > 0 && p.Exact && p.Records != want {
+	if want := d.Published[spec.Split]; want > 0 && p.Exact && p.Records != want {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%s %s has %d records; the published dataset has %d",
 			spec.Dataset, spec.Split, p.Records, want))
 	}
 	return p, nil
-}
-
-// publishedRecords is the size of the published split, 0 when there is none to compare with.
-func publishedRecords(s Spec) int64 {
-	type ds struct{ dataset, split string }
-	return map[ds]int64{
-		{CIFAR10, "train"}: 50000, {CIFAR10, "test"}: 10000,
-		{CIFAR100, "train"}: 50000, {CIFAR100, "test"}: 10000,
-		{STL10, "train"}: 5000, {STL10, "test"}: 8000, {STL10, "unlabeled"}: 100000, {STL10, "train+unlabeled"}: 105000,
-		{MNIST, "train"}: 60000, {MNIST, "test"}: 10000,
-		{FashionMNIST, "train"}: 60000, {FashionMNIST, "test"}: 10000,
-		{ImageNet, "train"}: 1281167, {ImageNet, "val"}: 50000,
-		{ImageNet100, "val"}: 5000,
-	}[ds{s.Dataset, s.Split}]
 }
 
 // chunks splits n items into ranges of at most size.

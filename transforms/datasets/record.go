@@ -116,21 +116,12 @@ func Read(ctx context.Context, u Unit, emit func(Record) error, bad func(BadReco
 	var st Stats
 	counted := func(r Record) error { st.Records++; return emit(r) }
 	reported := func(b BadRecord) error { st.Bad++; return bad(b) }
-	var err error
-	switch u.Kind {
-	case KindCIFAR10, KindCIFAR100, KindSTL10:
-		err = readFixed(ctx, u, counted, reported)
-	case KindIDX:
-		err = readIDX(ctx, u, counted, reported)
-	case KindClassFolder:
-		err = readClassFolder(ctx, u, counted, reported)
-	case KindFiles:
-		err = readFiles(ctx, u, u.Files, u.Labels, counted, reported)
-	case KindTar:
-		st.Ignored, err = readTarUnit(ctx, u, counted, reported)
-	default:
-		err = fmt.Errorf("unit of unknown kind %q", u.Kind)
+	read, ok := unitReader(u.Kind)
+	if !ok {
+		return st, fmt.Errorf("unit of unknown kind %q", u.Kind)
 	}
+	var err error
+	st.Ignored, err = read(ctx, u, counted, reported)
 	if err != nil {
 		return st, err
 	}
