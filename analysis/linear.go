@@ -85,6 +85,22 @@ func LARSLinearConfig() LinearConfig {
 	}
 }
 
+// WithEpochs returns the protocol run for a different number of epochs, its step schedule's
+// decays kept at the same fractions of the run (60 and 80 of 100 epochs become 18 and 24 of
+// 30): the one place where a shorter or longer probe rescales its milestones.
+func (c LinearConfig) WithEpochs(epochs int) LinearConfig {
+	if epochs == c.Epochs || c.Epochs < 1 || epochs < 1 {
+		c.Epochs = epochs
+		return c
+	}
+	ms := make([]int, len(c.Milestones))
+	for i, m := range c.Milestones {
+		ms[i] = max(1, m*epochs/c.Epochs)
+	}
+	c.Epochs, c.Milestones = epochs, ms
+	return c
+}
+
 // ParseOptimizer reads an optimiser as the --optimizer flag spells it.
 func ParseOptimizer(s string) (Optimizer, error) {
 	switch o := Optimizer(strings.ToLower(s)); o {
@@ -163,10 +179,19 @@ type LinearResult struct {
 	Epochs     int       `json:"epochs"`
 	BatchSize  int       `json:"batch_size"`
 	LR         float64   `json:"lr"`
-	Seed       uint64    `json:"seed"`
+	// Milestones are the epochs at which the step schedule decayed the rate (none for cosine).
+	Milestones []int  `json:"milestones,omitempty"`
+	Seed       uint64 `json:"seed"`
 	// TrainLoss is the mean cross-entropy over each epoch's batches.
 	TrainLoss []float64       `json:"train_loss"`
 	PerClass  []ClassAccuracy `json:"per_class,omitempty"`
+}
+
+func stepMilestones(c LinearConfig) []int {
+	if c.Schedule != StepSchedule {
+		return nil
+	}
+	return c.Milestones
 }
 
 // LinearProbe trains a linear classifier on train's frozen features and reports its top-1
@@ -196,7 +221,7 @@ func LinearProbe(train, test LabeledVectors, cfg LinearConfig) (*LinearResult, *
 	return &LinearResult{
 		Top1: acc.Top1, Top5: acc.Top5, NTrain: train.Vectors.Len(), NTest: test.Vectors.Len(),
 		NumClasses: cfg.NumClasses, Optimizer: cfg.Optimizer, Epochs: cfg.Epochs, BatchSize: cfg.BatchSize,
-		LR: cfg.LR, Seed: cfg.Seed, TrainLoss: losses, PerClass: acc.PerClass,
+		LR: cfg.LR, Milestones: stepMilestones(cfg), Seed: cfg.Seed, TrainLoss: losses, PerClass: acc.PerClass,
 	}, model, nil
 }
 

@@ -276,3 +276,19 @@ func TestLinearProbeErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestLinearWithEpochsScalesMilestones(t *testing.T) {
+	tests := []struct {
+		epochs int
+		want   []int
+	}{{100, []int{60, 80}}, {30, []int{18, 24}}, {200, []int{120, 160}}, {1, []int{1, 1}}}
+	for _, tt := range tests {
+		got := DefaultLinearConfig().WithEpochs(tt.epochs)
+		if got.Epochs != tt.epochs || !slices.Equal(got.Milestones, tt.want) {
+			t.Errorf("WithEpochs(%d) = %d epochs, milestones %v; want %v", tt.epochs, got.Epochs, got.Milestones, tt.want)
+		}
+	}
+	if lars := LARSLinearConfig().WithEpochs(30); lars.Epochs != 30 || len(lars.Milestones) != 0 {
+		t.Errorf("LARS WithEpochs(30) = %+v", lars)
+	}
+}

@@ -71,9 +71,10 @@ func knnCommand() *command {
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			train := fs.String("train", "", "training embeddings (the bank): a .parquet file or a 'dcl embed' folder")
 			test := fs.String("test", "", "test embeddings (the queries)")
-			k := fs.Int("k", 200, "neighbours that vote")
-			temperature := fs.Float64("temperature", 0.1, "vote weight exp(similarity/T)")
-			metric := fs.String("metric", "cosine", "similarity: cosine, dot or euclidean (-|a-b|²)")
+			def := analysis.DefaultKNNConfig()
+			k := fs.Int("k", def.K, "neighbours that vote")
+			temperature := fs.Float64("temperature", def.Temperature, "vote weight exp(similarity/T)")
+			metric := fs.String("metric", def.Metric.String(), "similarity: cosine, dot or euclidean (-|a-b|²)")
 			classes := fs.Int("num-classes", 0, "class count (0: from the embeddings' dataset, else the largest label + 1)")
 			perClass := fs.Bool("per-class", false, "include per-class accuracies in the result")
 			queryBlock := fs.Int("query-block", 4096, "test queries per work item (each reads its bank group once, with every core of its worker)")
@@ -127,7 +128,7 @@ func linearCommand() *command {
 			momentum := fs.Float64("momentum", def.Momentum, "momentum")
 			wd := fs.Float64("weight-decay", def.WeightDecay, "weight decay (weights only)")
 			schedule := fs.String("schedule", string(def.Schedule), "step (×gamma at each milestone) or cosine (lars: cosine)")
-			milestones := fs.String("milestones", "60,80", "epochs of the step schedule's decays")
+			milestones := fs.String("milestones", "60,80", "epochs of the step schedule's decays (with --epochs alone: scaled to the same fractions)")
 			gamma := fs.Float64("gamma", def.Gamma, "the step schedule's factor")
 			trust := fs.Float64("trust", lars.TrustCoefficient, "LARS trust coefficient η")
 			standardize := fs.Bool("standardize", false, "scale features to zero mean and unit variance with the training set's statistics (not the protocol's default)")
@@ -155,7 +156,7 @@ func linearCommand() *command {
 				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 				// Flags given on the command line override the protocol's defaults.
 				if set["epochs"] {
-					cfg.Epochs = *epochs
+					cfg = cfg.WithEpochs(*epochs)
 				}
 				if set["batch-size"] {
 					cfg.BatchSize = *batch

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -63,6 +64,10 @@ func TestEvaluationCommands(t *testing.T) {
 	}
 	if lin["epochs"].(float64) != 3 || lin["optimizer"] != "sgd" || lin["n_test"].(float64) != 12 {
 		t.Errorf("dcl linear: %s", stdout)
+	}
+	// --epochs alone keeps the decays at 60% and 80% of the run, as reproduce does.
+	if ms := fmt.Sprint(lin["milestones"]); ms != "[1 2]" {
+		t.Errorf("dcl linear --epochs=3: milestones %s, want [1 2] (60 and 80 of 100 epochs, scaled)", ms)
 	}
 	code, stdout, stderr = runDCL("linear", "--train", trainEmb, "--test", testEmb, "--optimizer", "lars", "--epochs", "2")
 	if code != exitOK || !strings.Contains(stdout, `"optimizer":"lars"`) || !strings.Contains(stdout, `"batch_size":4096`) {
