@@ -3,6 +3,8 @@ package gpu
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/gpu/cuda"
 )
 
 // Backend names a compute backend as the --backend flag spells it.
@@ -21,7 +23,7 @@ const (
 
 // Compiled lists the backends compiled into this binary, CPU first.
 func Compiled() []Backend {
-	if cudaCompiled {
+	if cuda.Compiled {
 		return []Backend{CPU, CUDA}
 	}
 	return []Backend{CPU}

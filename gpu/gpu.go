@@ -2,13 +2,13 @@ package gpu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu/cpu"
+	"github.com/dcl-beam/dcl-beam/gpu/cuda"
 )
 
 // Options chooses and configures a backend.
@@ -17,8 +17,14 @@ type Options struct {
 	Backend Backend
 	// Plugin is the path of a CUDA PJRT plugin (a .so); empty means search: $DCL_PJRT_PLUGIN,
 	// $GOMLX_BACKEND=xla:/absolute/path, $PJRT_PLUGIN_LIBRARY_PATH, then the CUDA plugin that
-	// JAX ships (jax_plugins/xla_cuda*/xla_cuda_plugin.so in the Python site-packages).
+	// JAX ships (jax_plugins/xla_cuda*/xla_cuda_plugin.so in the Python site-packages); see
+	// cuda.FindPlugin.
 	Plugin string
+	// NoTF32 keeps float32 matrix products on CUDA in full float32 (go-xla lets them use TF32
+	// tensor cores by default). Convolutions run in cuDNN, which follows the environment
+	// variable NVIDIA_TF32_OVERRIDE=0 instead: set it before the process starts for float32
+	// everywhere.
+	NoTF32 bool
 	// Threads is the number of goroutines the CPU kernels use (0: GOMAXPROCS).
 	Threads int
 	// Logger receives one line saying which backend was chosen and why; nil: slog.Default().
@@ -27,13 +33,13 @@ type Options struct {
 
 // ErrCUDAUnavailable is wrapped by the errors New returns when CUDA was asked for and cannot
 // be used; the message says what is missing.
-var ErrCUDAUnavailable = errors.New("CUDA backend unavailable")
+var ErrCUDAUnavailable = cuda.ErrUnavailable
 
 // New returns the GoMLX backend opts asks for. CPU always works. CUDA fails with an error
 // wrapping ErrCUDAUnavailable that says what is missing: a binary built without the cuda tag,
 // no plugin found (listing where it looked), a plugin that does not load, or no GPU. Auto
 // uses CUDA when all of that is there, CPU otherwise, and logs why.
-func New(ctx context.Context, opts Options) (backends.Backend, error) {
+func New(ctx context.Context, opts Options) (compute.Backend, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -46,14 +52,14 @@ func New(ctx context.Context, opts Options) (backends.Backend, error) {
 	case CPU:
 		return newCPU(opts, log, "asked for")
 	case CUDA:
-		be, err := newCUDA(ctx, opts)
+		be, err := cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: !opts.NoTF32})
 		if err != nil {
 			return nil, err
 		}
 		log.Info("compute backend", "backend", CUDA, "description", be.Description())
 		return be, nil
 	case Auto:
-		be, err := newCUDA(ctx, opts)
+		be, err := cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: !opts.NoTF32})
 		if err == nil {
 			log.Info("compute backend", "backend", CUDA, "description", be.Description(), "reason", "auto: GPU found")
 			return be, nil
@@ -67,7 +73,7 @@ func New(ctx context.Context, opts Options) (backends.Backend, error) {
 	}
 }
 
-func newCPU(opts Options, log *slog.Logger, reason string) (backends.Backend, error) {
+func newCPU(opts Options, log *slog.Logger, reason string) (compute.Backend, error) {
 	be, err := cpu.New(cpu.Config{Threads: opts.Threads})
 	if err != nil {
 		return nil, fmt.Errorf("creating the CPU backend: %w", err)

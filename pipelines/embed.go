@@ -13,7 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -246,7 +246,7 @@ type embedRangeFn struct {
 	Meta       map[string]string
 	Threads    int
 
-	backend backends.Backend
+	backend compute.Backend
 	enc     *trainstep.Encoder
 }
 

@@ -74,7 +74,7 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 	defer backend.Finalize()
 	step := trainstep.StepConfig{
 		Model:     trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: m.Config.Channels, Dataset: m.Config.Dataset},
-		Loss:      trainstep.LossConfig{Kind: trainstep.LossKind(run.Loss), Temperature: run.Temperature, Sigma: orDefaultF(run.Sigma, 0.5), Reduction: trainstep.Mean},
+		Loss:      trainstep.LossConfig{Kind: trainstep.LossKind(run.Loss), Temperature: run.Temperature, Sigma: orDefaultF(run.Sigma, trainstep.PaperDefaults().Sigma), Reduction: trainstep.Mean},
 		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
 		InitSeed:  orDefaultU(run.Seed, 1),
 	}
@@ -83,7 +83,7 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 		return err
 	}
 	defer s.Finalize()
-	cfg := trainstep.RunConfig{Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs, BaseLR: orDefaultF(run.LR, 0.03), Seed: orDefaultU(run.Seed, 1), Backend: backend.Name()}
+	cfg := trainstep.RunConfig{Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs, BaseLR: orDefaultF(run.LR, trainstep.PaperDefaults().BaseLR), Seed: orDefaultU(run.Seed, 1), Backend: backend.Name()}
 	state := trainstep.TrainState{Seed: cfg.Seed, Data: cfg.Data, ImageHeight: m.Config.Height, ImageWidth: m.Config.Width}
 	return trainstep.SaveCheckpoint(ctx, shards.Join(dir, trainstep.CheckpointDir, trainstep.CheckpointName(0)), s, &cfg, state)
 }

@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
@@ -154,7 +155,6 @@ type NPCConfig struct {
 }
 
 var (
-	knownLosses  = []string{"infonce", "dcl", "dclw"}
 	knownAugment = []string{"simclr-cifar", "simclr-imagenet", "byol"}
 	validName    = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
 )
@@ -300,7 +300,7 @@ func (c *Config) validate() error {
 		check(validName.MatchString(r.Name), "%s: the name must be letters, digits, '.', '_' or '-'", where)
 		check(!seen[r.Name], "%s: two runs have this name", where)
 		seen[r.Name] = true
-		check(slices.Contains(knownLosses, r.Loss), "%s: loss %q: want one of %s", where, r.Loss, strings.Join(knownLosses, ", "))
+		check(slices.Contains(trainstep.LossNames(), r.Loss), "%s: loss %q: want one of %s", where, r.Loss, strings.Join(trainstep.LossNames(), ", "))
 		check(r.Model != "", "%s: model is required", where)
 		check(r.BatchSize >= 2, "%s: batch_size %d: contrastive learning needs at least 2 images per batch", where, r.BatchSize)
 		check(r.Epochs >= 1, "%s: epochs %d: must be at least 1", where, r.Epochs)

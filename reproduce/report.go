@@ -9,6 +9,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // Plot files under plots/.
@@ -20,12 +21,10 @@ const (
 	plotWidth, plotRows = 900, 600
 )
 
-// lossNames are the losses as the paper's tables name them.
-var lossNames = map[string]string{"infonce": "SimCLR (InfoNCE)", "dcl": "DCL", "dclw": "DCLW"}
-
+// lossName is a loss as the paper's tables name it (its registry entry's display name).
 func lossName(l string) string {
-	if n, ok := lossNames[l]; ok {
-		return n
+	if spec, ok := trainstep.LookupLoss(trainstep.LossKind(l)); ok {
+		return spec.Display
 	}
 	return l
 }

@@ -375,12 +375,13 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 	if err != nil {
 		return nil, err
 	}
+	paper := trainstep.PaperDefaults()
 	step := trainstep.StepConfig{
 		Model: trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: 3},
 		Loss: trainstep.LossConfig{Kind: trainstep.LossKind(run.Loss), Temperature: run.Temperature,
-			Sigma: orDefaultF(run.Sigma, 0.5), Reduction: trainstep.Mean},
-		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(orDefault(run.Optimizer, "sgd")),
-			Momentum: deref(run.Momentum, 0.9), WeightDecay: deref(run.WeightDecay, 5e-4)},
+			Sigma: orDefaultF(run.Sigma, paper.Sigma), Reduction: trainstep.Mean},
+		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(orDefault(run.Optimizer, string(paper.Optimizer))),
+			Momentum: deref(run.Momentum, paper.Momentum), WeightDecay: deref(run.WeightDecay, paper.WeightDecay)},
 		InitSeed: orDefaultU(run.Seed, 1),
 	}
 	if err := step.Validate(); err != nil {
@@ -388,8 +389,8 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 	}
 	train := trainstep.RunConfig{
 		Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs,
-		BaseLR: orDefaultF(run.LR, 0.03), WarmupEpochs: float64(run.WarmupEpochs), Seed: orDefaultU(run.Seed, 1),
-		CheckpointEvery: orDefaultI(run.CheckpointEvery, 500), KeepCheckpoints: 2, MonitorEvery: r.cfg.Evaluate.KNNEvery,
+		BaseLR: orDefaultF(run.LR, paper.BaseLR), WarmupEpochs: float64(run.WarmupEpochs), Seed: orDefaultU(run.Seed, 1),
+		CheckpointEvery: orDefaultI(run.CheckpointEvery, paper.CheckpointEvery), KeepCheckpoints: 2, MonitorEvery: r.cfg.Evaluate.KNNEvery,
 	}
 	if err := train.Validate(); err != nil {
 		return nil, err
@@ -490,8 +491,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 					cfg = analysis.LARSLinearConfig()
 				}
 				if l.Epochs > 0 {
-					cfg.Epochs = l.Epochs
-					cfg.Milestones = scaleMilestones(analysis.DefaultLinearConfig().Milestones, 100, l.Epochs)
+					cfg = cfg.WithEpochs(l.Epochs)
 				}
 				if l.LR > 0 {
 					cfg.LR = l.LR
@@ -540,16 +540,6 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 		}
 	}
 	return nil
-}
-
-// scaleMilestones keeps the protocol's decay points at the same fractions of a shorter or
-// longer schedule (60 and 80 of 100 epochs).
-func scaleMilestones(ms []int, from, to int) []int {
-	out := make([]int, len(ms))
-	for i, m := range ms {
-		out[i] = max(1, m*to/from)
-	}
-	return out
 }
 
 // loadIfExists reads the JSON at p into v and reports whether it was there.

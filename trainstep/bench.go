@@ -10,10 +10,11 @@ import "math/rand/v2"
 //	b := trainstep.RandomBatch(1, 64, 32, 32, 3)
 //	_, err := s.Run(b, 0.01) // one step: forward and backward of 128 images, update
 func BenchStepConfig(model string, channels int) StepConfig {
+	paper := PaperDefaults()
 	return StepConfig{
 		Model:     ModelConfig{Name: model, Channels: channels},
-		Loss:      LossConfig{Kind: DCL, Temperature: 0.07, Sigma: 0.5},
-		Optimizer: OptimizerConfig{Kind: SGDMomentum, Momentum: 0.9, WeightDecay: 5e-4},
+		Loss:      paper.LossConfig(),
+		Optimizer: paper.OptimizerConfig(),
 		InitSeed:  1,
 	}
 }

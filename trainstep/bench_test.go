@@ -10,8 +10,8 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // peakRSSMiB is the process's peak resident memory (VmHWM): meaningful when one benchmark runs
@@ -116,7 +116,7 @@ func BenchmarkLossDCL(b *testing.B) {
 	}
 	zt := tensors.FromFlatDataAndDimensions(z, 2*n, d)
 	run := func() {
-		out, err := exec.Exec(zt)
+		out, err := exec.Call(zt)
 		if err != nil {
 			b.Fatal(err)
 		}

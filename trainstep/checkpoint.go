@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	gomlxctx "github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/dcl-beam/dcl-beam/shards"
 )
@@ -100,12 +100,12 @@ func SaveCheckpoint(ctx context.Context, path string, s *Step, run *RunConfig, s
 	header := CheckpointHeader{FormatVersion: checkpointVersion, Created: time.Now().UTC(), Step: s.cfg, Run: run, State: state}
 	var blobs []*tensors.Tensor
 	var offset int64
-	for v := range s.ctx.IterVariables() {
+	for v := range s.store.IterVariables() {
 		t, err := v.Value()
 		if err != nil {
-			return fmt.Errorf("checkpoint %s: reading variable %s: %w", path, v.ScopeAndName(), err)
+			return fmt.Errorf("checkpoint %s: reading variable %s: %w", path, v.Path(), err)
 		}
-		size := int64(t.Shape().Memory())
+		size := t.Shape().ByteSize()
 		header.Variables = append(header.Variables, VariableEntry{
 			Scope: v.Scope(), Name: v.Name(), DType: t.DType().String(), Dims: slices.Clone(t.Shape().Dimensions),
 			Trainable: v.Trainable, Offset: offset, Bytes: size,
@@ -182,7 +182,7 @@ func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 				return nil, bad("variable %s/%s has negative dimension in %v", v.Scope, v.Name, v.Dims)
 			}
 		}
-		want := int64(shapes.Make(dt, v.Dims...).Memory())
+		want := shapes.Make(dt, v.Dims...).ByteSize()
 		if v.Bytes != want || v.Offset < 0 || v.Offset+v.Bytes > int64(len(c.data)) {
 			return nil, bad("variable %s/%s (%s %v) at bytes %d+%d does not fit the %d bytes of tensor data",
 				v.Scope, v.Name, v.DType, v.Dims, v.Offset, v.Bytes, len(c.data))
@@ -241,28 +241,34 @@ func (c *Checkpoint) Restore(s *Step) error {
 	if err := s.model.SameVariables(c.Header.Step.Model); err != nil {
 		return fmt.Errorf("checkpoint %s does not fit: %w", c.Path, err)
 	}
-	return c.restoreInto(s.ctx, s.cfg.Model.Name, false)
+	return c.restoreInto(s.store, s.cfg.Model.Name, false)
 }
 
-// restoreInto sets the variables of ctx from the checkpoint; with modelOnly it skips the
-// optimiser state. Every model variable of ctx must be in the checkpoint and vice versa.
-func (c *Checkpoint) restoreInto(ctx *gomlxctx.Context, modelName string, modelOnly bool) error {
+// restoreInto sets the variables of store from the checkpoint; with modelOnly it skips the
+// optimiser state. Every model variable of store must be in the checkpoint and vice versa.
+// Entries are (scope, name) pairs, the scope "/"-separated from the root "/" (GoMLX v0.26's
+// context wrote them so; model.Store paths are the same strings joined).
+func (c *Checkpoint) restoreInto(store *model.Store, modelName string, modelOnly bool) error {
 	stored := make(map[string]bool, len(c.Header.Variables))
 	for _, e := range c.Header.Variables {
 		if modelOnly && !isModelScope(e.Scope) {
 			continue
 		}
-		stored[gomlxctx.JoinScope(e.Scope, e.Name)] = true
+		stored[variablePath(e.Scope, e.Name)] = true
 		t, err := c.tensor(e)
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: variable %s/%s: %w", c.Path, e.Scope, e.Name, err)
 		}
-		v := ctx.GetVariableByScopeAndName(e.Scope, e.Name)
+		v := store.GetVariable(variablePath(e.Scope, e.Name))
 		if v == nil {
 			if isModelScope(e.Scope) {
 				return fmt.Errorf("checkpoint %s holds model variable %s/%s that this %s does not have", c.Path, e.Scope, e.Name, modelName)
 			}
-			ctx.Checked(false).InAbsPath(e.Scope).VariableWithValue(e.Name, t).SetTrainable(e.Trainable)
+			created, err := store.CreateVariable(variablePath(e.Scope, e.Name), t)
+			if err != nil {
+				return fmt.Errorf("checkpoint %s: creating %s/%s: %w", c.Path, e.Scope, e.Name, err)
+			}
+			created.SetTrainable(e.Trainable)
 			continue
 		}
 		if !v.Shape().Equal(t.Shape()) {
@@ -272,16 +278,24 @@ func (c *Checkpoint) restoreInto(ctx *gomlxctx.Context, modelName string, modelO
 			return fmt.Errorf("checkpoint %s: setting %s/%s: %w", c.Path, e.Scope, e.Name, err)
 		}
 	}
-	for v := range ctx.IterVariables() {
-		if isModelScope(v.Scope()) && !stored[v.ScopeAndName()] {
-			return fmt.Errorf("checkpoint %s lacks model variable %s", c.Path, v.ScopeAndName())
+	for v := range store.IterVariables() {
+		if isModelScope(v.Scope()) && !stored[v.Path()] {
+			return fmt.Errorf("checkpoint %s lacks model variable %s", c.Path, v.Path())
 		}
 	}
 	return nil
 }
 
+// variablePath joins a checkpoint entry's scope and name into a model.Store path.
+func variablePath(scope, name string) string {
+	if scope == model.RootScopePath {
+		return scope + name
+	}
+	return scope + model.ScopeSeparator + name
+}
+
 func isModelScope(scope string) bool {
-	return scope == gomlxctx.RootScope+modelScope || strings.HasPrefix(scope, gomlxctx.RootScope+modelScope+gomlxctx.ScopeSeparator)
+	return scope == model.RootScopePath+modelScope || strings.HasPrefix(scope, model.RootScopePath+modelScope+model.ScopeSeparator)
 }
 
 // CheckpointName is the file name of the checkpoint after steps steps.

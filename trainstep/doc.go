@@ -18,20 +18,35 @@
 // Training (`dcl train`): OpenShards opens a shard directory as a BatchSource (MemorySource
 // holds pairs in memory), CheckRun checks a run's settings against its data and checkpoint
 // before a backend exists, and Train runs it. NewStep, BenchStepConfig and RandomBatch build
-// one training step on any backend, for benchmarks of the kernels under it.
+// one training step on any backend, for benchmarks of the kernels under it; (*Step).Gradients
+// reports the loss and gradient checksums of a step without taking it, to compare backends
+// and precisions.
+//
+// # Adding a loss or a training method
+//
+// A loss of the in-batch form is one LossSpec and one RegisterLoss call (losses.go): its
+// name and aliases, its display name, its parameters (UsesSigma) and the function that builds
+// each anchor's loss from the terms every such loss shares (AnchorTerms). ParseLossKind,
+// LossConfig.Validate, the graph builders, `dcl loss`, the command line's help and
+// reproduce's checks and report read the registry.
+//
+// A training method is one type implementing Method and one RegisterMethod call (method.go):
+// the variables it keeps between steps (created in CreateVariables, so checkpoints save them
+// and resume restores them bit for bit), the loss of a batch (TrainGraph, which Gradients
+// also evaluates) and what it does after each optimiser update (AfterUpdate). The loop, the
+// checkpoints and resume do not change; StepConfig.Method selects it ("simclr" by default).
 //
 // # Conventions
 //
 // Per-anchor values come in 2N entries: the view-1 anchors of images 0..N-1, then the view-2
 // anchors. Images are uint8, height × width × channels (transforms.Image's layout), 1 or 3
 // channels; they are scaled and normalised per dataset inside the model graph. Both views of a
-// batch go through the encoder as one batch of 2N. Variables live in a GoMLX context under
-// "model/backbone", "model/projector" and "optimizer"; weight decay applies to variables named
-// "weights" (convolution kernels and dense weights) only, unless configured otherwise.
+// batch go through the in-batch method's encoder as one batch of 2N. Variables live in a GoMLX
+// model.Store under "/model/backbone", "/model/projector", "/optimizer" and, for methods
+// with state, their own scope; weight decay applies to variables
+// named "weights" (convolution kernels and dense weights) only, unless configured otherwise.
+// StepConfig.Precision selects float32 or bfloat16 mixed precision (float32 master weights).
 //
 // Checkpoints are single files (see SaveCheckpoint for the layout): a JSON header with the
 // configuration and TrainState, every variable's raw little-endian values, and a CRC-32C.
-//
-// Importing the package registers a matrix-product gradient for GoMLX's Dot op (dotgrad.go):
-// GoMLX v0.26's own builds an i·j·k temporary.
 package trainstep

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	gomlxctx "github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -56,13 +56,13 @@ type EncoderInfo struct {
 type Encoder struct {
 	info  EncoderInfo
 	model *Model
-	ctx   *gomlxctx.Context
-	exec  *gomlxctx.Exec
+	store *model.Store
+	exec  *model.Exec
 }
 
 // LoadEncoder reads the model weights of a checkpoint written by Train (a checkpoint file, or a
 // run's output folder for its newest checkpoint; local or gs://) onto backend.
-func LoadEncoder(ctx context.Context, backend backends.Backend, path string) (*Encoder, error) {
+func LoadEncoder(ctx context.Context, backend compute.Backend, path string) (*Encoder, error) {
 	path, err := ResolveCheckpoint(ctx, path)
 	if err != nil {
 		return nil, err
@@ -72,27 +72,29 @@ func LoadEncoder(ctx context.Context, backend backends.Backend, path string) (*E
 		return nil, err
 	}
 	h := ckpt.Header
-	model, err := NewModel(h.Step.Model)
+	m, err := NewModel(h.Step.Model)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	e := &Encoder{
 		info: EncoderInfo{
-			Checkpoint: path, Model: model.Config(), FeatureDim: model.FeatureDim(), ProjectionDim: model.Config().ProjectionDim,
+			Checkpoint: path, Model: m.Config(), FeatureDim: m.FeatureDim(), ProjectionDim: m.Config().ProjectionDim,
 			ImageHeight: h.State.ImageHeight, ImageWidth: h.State.ImageWidth, StepsDone: h.State.StepsDone, Loss: h.Step.Loss,
 		},
-		model: model,
-		ctx:   gomlxctx.New(),
+		model: m,
+		store: model.NewStore(),
 	}
 	if err := e.createVariables(backend); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	if err := ckpt.restoreInto(e.ctx, model.Config().Name, true); err != nil {
+	if err := ckpt.restoreInto(e.store, m.Config().Name, true); err != nil {
 		return nil, err
 	}
-	e.exec, err = gomlxctx.NewExec(backend, e.ctx, func(ctx *gomlxctx.Context, images *Node) (features, projection *Node) {
-		feats := model.Backbone(ctx, images, false, 0)
-		return feats, model.Project(ctx, feats, false, 0)
+	// Inference runs in float32 whatever precision the encoder was trained at: its weights
+	// are float32 master weights, and evaluation is cheap next to training.
+	e.exec, err = model.NewExec(backend, e.store, func(scope *model.Scope, images *Node) (features, projection *Node) {
+		feats := m.Backbone(scope, images, false, 0)
+		return feats, m.Project(scope, feats, false, 0)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("preparing the encoder of %s: %w", path, err)
@@ -101,7 +103,7 @@ func LoadEncoder(ctx context.Context, backend backends.Backend, path string) (*E
 	return e, nil
 }
 
-func (e *Encoder) createVariables(backend backends.Backend) (err error) {
+func (e *Encoder) createVariables(backend compute.Backend) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("building model %s: %v", e.model.Config().Name, r)
@@ -111,7 +113,8 @@ func (e *Encoder) createVariables(backend backends.Backend) (err error) {
 	defer g.Finalize()
 	h, w := max(e.info.ImageHeight, 1), max(e.info.ImageWidth, 1)
 	images := Parameter(g, "images", shapes.Make(dtypes.Uint8, 2, h, w, e.model.Config().Channels))
-	e.model.Project(e.ctx, e.model.Backbone(e.ctx, images, false, 0), false, 0)
+	scope := e.store.RootScope()
+	e.model.Project(scope, e.model.Backbone(scope, images, false, 0), false, 0)
 	return nil
 }
 
@@ -165,7 +168,7 @@ func (e *Encoder) embedChunk(images []transforms.Image, feature Feature, h, w, c
 	}
 	t := tensors.FromFlatDataAndDimensions(data, padded, h, w, c)
 	defer t.FinalizeAll()
-	out, err := e.exec.Exec(t)
+	out, err := e.exec.Call(t)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %d %dx%dx%d images: %w", n, h, w, c, err)
 	}
@@ -184,5 +187,5 @@ func (e *Encoder) embedChunk(images []transforms.Image, feature Feature, h, w, c
 // Close releases the compiled graphs and the weights.
 func (e *Encoder) Close() {
 	e.exec.Finalize()
-	e.ctx.Finalize()
+	e.store.Finalize()
 }

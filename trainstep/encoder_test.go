@@ -42,6 +42,7 @@ func TestEncoderEmbedsLikeTheTrainedStep(t *testing.T) {
 	}
 	cfg := testStepConfig(MLP)
 	cfg.Model.Channels = 3
+	cfg.Model.Dataset = info.Model.Dataset // the checkpoint's normalisation
 	s3, err := NewStep(backend, cfg, 6, 6)
 	if err != nil {
 		t.Fatal(err)

@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 )
 
 // newTestBackend returns the project's CPU backend, released when the test ends.
-func newTestBackend(t testing.TB) backends.Backend {
+func newTestBackend(t testing.TB) compute.Backend {
 	t.Helper()
 	b, err := gpu.New(context.Background(), gpu.Options{Backend: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -5,9 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute/dtypes"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 )
 
 // Variable names. Weight decay applies to variables named weightsName only: convolution kernels
@@ -31,24 +32,45 @@ const (
 )
 
 // net carries what every layer of one model graph needs: whether it is a training graph
-// (batch statistics, running averages updated) and the seed that initial weights derive from.
+// (batch statistics) and whether it updates the running averages (a training step does, a
+// gradient check does not), the seed that initial weights derive from, and the dtype that
+// convolutions, matrix products and activations run in (Precision.dtype).
 type net struct {
-	train bool
-	seed  uint64
+	train       bool
+	updateStats bool
+	seed        uint64
+	dtype       dtypes.DType
 }
 
-// variable returns the variable name in ctx's scope, creating it with init's value if it does
+// compute casts x to the net's compute dtype: where a layer reads its weights and inputs.
+// In float32 it adds nothing to the graph.
+func (n *net) compute(x *Node) *Node {
+	if x.DType() == n.dtype {
+		return x
+	}
+	return ConvertDType(x, n.dtype)
+}
+
+// toFloat32 casts x to float32 (nothing when it is): for what stays in float32 in mixed
+// precision, batch-norm statistics, the pool, the loss.
+func toFloat32(x *Node) *Node {
+	if x.DType() == dtypes.Float32 {
+		return x
+	}
+	return ConvertDType(x, dtypes.Float32)
+}
+
+// variable returns the variable name in scope, creating it with init's value if it does
 // not exist yet. Initial values are drawn from a generator seeded by (seed, scope, name), so a
 // model's initial weights depend only on the seed, not on the order layers are built in.
-func (n *net) variable(ctx *context.Context, name string, trainable bool, init func(r *rand.Rand) *tensors.Tensor) *context.Variable {
-	ctx = ctx.Checked(false)
-	if v := ctx.GetVariableByScopeAndName(ctx.Scope(), name); v != nil {
+func (n *net) variable(scope *model.Scope, name string, trainable bool, init func(r *rand.Rand) *tensors.Tensor) *model.Variable {
+	if v := scope.GetVariable(name); v != nil {
 		return v
 	}
 	h := fnv.New64a()
-	h.Write([]byte(ctx.Scope() + "/" + name))
+	h.Write([]byte(scope.Scope() + "/" + name))
 	r := rand.New(rand.NewPCG(n.seed, h.Sum64()))
-	return ctx.VariableWithValue(name, init(r)).SetTrainable(trainable)
+	return scope.VariableWithValue(name, init(r)).SetTrainable(trainable)
 }
 
 func constTensor(value float32, dims ...int) func(*rand.Rand) *tensors.Tensor {
@@ -83,25 +105,26 @@ func randomTensor(dims []int, draw func(*rand.Rand) float64) func(*rand.Rand) *t
 // conv is a k×k convolution without bias (batch norm follows every one), "same"-style padding
 // k/2 as torchvision's ResNets use, channels last. Kernels start as Kaiming normal with
 // fan-out mode (torchvision's ResNet initialisation).
-func (n *net) conv(ctx *context.Context, x *Node, outChannels, k, stride int) *Node {
+func (n *net) conv(scope *model.Scope, x *Node, outChannels, k, stride int) *Node {
 	inChannels := x.Shape().Dim(-1)
 	std := math.Sqrt(2 / float64(outChannels*k*k))
-	w := n.variable(ctx, weightsName, true, normalTensor(std, k, k, inChannels, outChannels)).ValueGraph(x.Graph())
+	w := n.compute(n.variable(scope, weightsName, true, normalTensor(std, k, k, inChannels, outChannels)).NodeValue(x.Graph()))
+	x = n.compute(x)
 	pad := k / 2
-	// Strides and padding are always given: GoMLX v0.26's pure-Go backend reads empty stride
-	// settings as stride 0.
 	return Convolve(x, w).StridePerAxis(stride, stride).PaddingPerDim([][2]int{{pad, pad}, {pad, pad}}).Done()
 }
 
 // dense is a fully connected layer with PyTorch's default initialisation, U(±1/√fan_in).
-func (n *net) dense(ctx *context.Context, x *Node, out int, bias bool) *Node {
+func (n *net) dense(scope *model.Scope, x *Node, out int, bias bool) *Node {
 	in := x.Shape().Dim(-1)
 	bound := 1 / math.Sqrt(float64(in))
 	g := x.Graph()
-	w := n.variable(ctx, weightsName, true, uniformTensor(bound, in, out)).ValueGraph(g)
-	y := Dot(x, w)
+	w := n.compute(n.variable(scope, weightsName, true, uniformTensor(bound, in, out)).NodeValue(g))
+	// Dot of bfloat16 operands accumulates in float32; its output dtype is the backend's
+	// choice, so it is cast to the compute dtype (a no-op in float32).
+	y := n.compute(Dot(n.compute(x), w).Product())
 	if bias {
-		b := n.variable(ctx, biasName, true, uniformTensor(bound, out)).ValueGraph(g)
+		b := n.compute(n.variable(scope, biasName, true, uniformTensor(bound, out)).NodeValue(g))
 		y = Add(y, ExpandLeftToRank(b, y.Rank()))
 	}
 	return y
@@ -109,58 +132,50 @@ func (n *net) dense(ctx *context.Context, x *Node, out int, bias bool) *Node {
 
 // batchNorm normalises over every axis but the last. In a training graph it uses the batch's
 // statistics, lets the gradient flow through them (as PyTorch does; GoMLX's own batch-norm layer
-// stops it) and updates the running averages; otherwise it uses the running averages.
-func (n *net) batchNorm(ctx *context.Context, x *Node) *Node {
+// stops it) and, if n.updateStats, updates the running averages; otherwise it uses the running
+// averages. It runs in float32 whatever the precision (bfloat16 statistics of a large batch
+// lose too many digits) and returns the compute dtype.
+func (n *net) batchNorm(scope *model.Scope, x *Node) *Node {
 	g := x.Graph()
+	x = toFloat32(x)
 	c := x.Shape().Dim(-1)
-	scale := n.variable(ctx, bnScaleName, true, constTensor(1, c)).ValueGraph(g)
-	offset := n.variable(ctx, bnOffsetName, true, constTensor(0, c)).ValueGraph(g)
-	meanVar := n.variable(ctx, bnMeanName, false, constTensor(0, c))
-	varVar := n.variable(ctx, bnVarianceName, false, constTensor(1, c))
+	scale := n.variable(scope, bnScaleName, true, constTensor(1, c)).NodeValue(g)
+	offset := n.variable(scope, bnOffsetName, true, constTensor(0, c)).NodeValue(g)
+	meanVar := n.variable(scope, bnMeanName, false, constTensor(0, c))
+	varVar := n.variable(scope, bnVarianceName, false, constTensor(1, c))
 
 	// The fused operations: one pass for the statistics and the output, and a gradient that
 	// keeps no broadcast temporaries (about 20% of a ResNet-18 step and 1.6 GiB at 256
 	// images on the CPU backend, which implements them natively, as XLA does).
 	axis := x.Rank() - 1
 	if !n.train {
-		return InternalBatchNormForInference(x, scale, offset, meanVar.ValueGraph(g), varVar.ValueGraph(g), bnEpsilon, axis)
+		return n.compute(InternalBatchNormForInference(x, scale, offset, meanVar.NodeValue(g), varVar.NodeValue(g), bnEpsilon, axis))
+	}
+	normalised, mean, variance := InternalBatchNormForTraining(x, scale, offset, bnEpsilon, axis)
+	if !n.updateStats {
+		return n.compute(normalised)
 	}
 	count := x.Shape().Size() / c
-	normalised, mean, variance := InternalBatchNormForTraining(x, scale, offset, bnEpsilon, axis)
 	unbiased := StopGradient(variance)
 	if count > 1 {
 		unbiased = MulScalar(unbiased, float64(count)/float64(count-1))
 	}
-	meanVar.SetValueGraph(Add(MulScalar(meanVar.ValueGraph(g), 1-bnMomentum), MulScalar(StopGradient(mean), bnMomentum)))
-	varVar.SetValueGraph(Add(MulScalar(varVar.ValueGraph(g), 1-bnMomentum), MulScalar(unbiased, bnMomentum)))
-	return normalised
+	meanVar.SetNodeValue(Add(MulScalar(meanVar.NodeValue(g), 1-bnMomentum), MulScalar(StopGradient(mean), bnMomentum)))
+	varVar.SetNodeValue(Add(MulScalar(varVar.NodeValue(g), 1-bnMomentum), MulScalar(unbiased, bnMomentum)))
+	return n.compute(normalised)
 }
 
 func relu(x *Node) *Node { return Max(x, ZerosLike(x)) }
 
-// maxPool3x3s2 is a 3×3 max-pool with stride 2 and padding 1 (ResNet's ImageNet stem), written
-// as the maximum of nine strided slices of the input padded with -Inf: GoMLX v0.26's pure-Go
-// backend has neither select-and-scatter (for its max-pool's gradient) nor Pad.
+// maxPool3x3s2 is a 3×3 max-pool with stride 2 and padding 1 (ResNet's ImageNet stem), the
+// padding never chosen (PyTorch's MaxPool2d(3, 2, padding=1)). Its gradient goes to the
+// largest value of each window (select-and-scatter). GoMLX v0.26's pure-Go backend had
+// neither select-and-scatter nor Pad, and this was the maximum of nine strided slices;
+// TestMaxPoolMatchesLoops checks values and gradient on GoMLX v0.28's pure-Go backend too.
 func maxPool3x3s2(x *Node) *Node {
-	g := x.Graph()
-	b, h, w, c := x.Shape().Dim(0), x.Shape().Dim(1), x.Shape().Dim(2), x.Shape().Dim(3)
-	lowest := Scalar(g, x.DType(), math.Inf(-1))
-	padded := Concatenate([]*Node{BroadcastToDims(lowest, b, 1, w, c), x, BroadcastToDims(lowest, b, 1, w, c)}, 1)
-	padded = Concatenate([]*Node{BroadcastToDims(lowest, b, h+2, 1, c), padded, BroadcastToDims(lowest, b, h+2, 1, c)}, 2)
-	outH, outW := (h-1)/2+1, (w-1)/2+1
-	var out *Node
-	for dy := 0; dy < 3; dy++ {
-		for dx := 0; dx < 3; dx++ {
-			s := Slice(padded, AxisRange(), AxisRange(dy, dy+2*outH-1).Stride(2), AxisRange(dx, dx+2*outW-1).Stride(2), AxisRange())
-			if out == nil {
-				out = s
-			} else {
-				out = Max(out, s)
-			}
-		}
-	}
-	return out
+	return MaxPool(x).Window(3).Strides(2).PaddingPerDim([][2]int{{1, 1}, {1, 1}}).Done()
 }
 
-// globalAvgPool averages over the spatial axes: [B, H, W, C] → [B, C].
-func globalAvgPool(x *Node) *Node { return ReduceMean(x, 1, 2) }
+// globalAvgPool averages over the spatial axes: [B, H, W, C] → [B, C], in float32 (a
+// reduction over many positions).
+func globalAvgPool(x *Node) *Node { return ReduceMean(toFloat32(x), 1, 2) }

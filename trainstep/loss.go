@@ -1,13 +1,15 @@
 package trainstep
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph"
 )
 
 // LossKind names a contrastive loss as the --loss flag spells it.
@@ -32,50 +34,63 @@ const (
 	Sum Reduction = "sum"
 )
 
-// LossConfig selects and parameterises a contrastive loss.
+// LossConfig selects and parameterises a contrastive loss. Checkpoints store it (JSON).
 type LossConfig struct {
-	Kind LossKind
+	Kind LossKind `json:"kind"`
 	// Temperature is τ > 0 (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet).
-	Temperature float64
-	// Sigma is DCLW's σ > 0 (paper: 0.5); ignored by the other losses.
-	Sigma float64
+	Temperature float64 `json:"temperature"`
+	// Sigma is DCLW's σ > 0 (paper: 0.5); ignored by the losses that do not use it.
+	Sigma float64 `json:"sigma"`
 	// Reduction defaults to Mean when empty.
-	Reduction Reduction
+	Reduction Reduction `json:"reduction"`
 	// WeightGrad lets the gradient flow through DCLW's weights w_i; by default they are
 	// treated as constants in the backward pass.
-	WeightGrad bool
+	WeightGrad bool `json:"weight_grad"`
 }
 
-// DefaultLossConfig is DCL with the paper's CIFAR temperature.
-func DefaultLossConfig() LossConfig {
-	return LossConfig{Kind: DCL, Temperature: 0.07, Sigma: 0.5, Reduction: Mean}
-}
-
-// ParseLossKind accepts "infonce" (or "simclr", "nt-xent"), "dcl" and "dclw", in any case.
-func ParseLossKind(s string) (LossKind, error) {
-	switch strings.ToLower(s) {
-	case "infonce", "simclr", "nt-xent", "ntxent":
-		return InfoNCE, nil
-	case "dcl":
-		return DCL, nil
-	case "dclw":
-		return DCLW, nil
+// UnmarshalJSON reads a LossConfig, also as checkpoints from before the JSON names spelt it
+// (Go field names: only "WeightGrad" differs beyond letter case).
+func (c *LossConfig) UnmarshalJSON(data []byte) error {
+	type plain LossConfig
+	var v struct {
+		plain
+		LegacyWeightGrad *bool `json:"WeightGrad"`
 	}
-	return "", fmt.Errorf("unknown loss %q: want infonce, dcl or dclw", s)
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*c = LossConfig(v.plain)
+	if v.LegacyWeightGrad != nil {
+		c.WeightGrad = *v.LegacyWeightGrad
+	}
+	return nil
+}
+
+// DefaultLossConfig is DCL with the paper's CIFAR temperature (PaperDefaults).
+func DefaultLossConfig() LossConfig { return PaperDefaults().LossConfig() }
+
+// ParseLossKind accepts a loss's name or one of its aliases (LossSpec), in any case.
+func ParseLossKind(s string) (LossKind, error) {
+	key := strings.ToLower(strings.TrimSpace(s))
+	for _, spec := range Losses() {
+		if string(spec.Kind) == key || slices.Contains(spec.Aliases, key) {
+			return spec.Kind, nil
+		}
+	}
+	return "", fmt.Errorf("unknown loss %q: want %s", s, lossNameList())
 }
 
 // Validate reports a configuration that cannot be computed.
 func (c LossConfig) Validate() error {
-	switch c.Kind {
-	case InfoNCE, DCL, DCLW:
-	default:
-		return fmt.Errorf("unknown loss %q: want infonce, dcl or dclw", c.Kind)
+	spec, ok := LookupLoss(c.Kind)
+	if !ok {
+		return fmt.Errorf("unknown loss %q: want %s", c.Kind, lossNameList())
 	}
 	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
 		return fmt.Errorf("temperature %v: must be a positive number", c.Temperature)
 	}
-	if c.Kind == DCLW && (!(c.Sigma > 0) || math.IsInf(c.Sigma, 0)) {
-		return fmt.Errorf("sigma %v: DCLW needs a positive number", c.Sigma)
+	if spec.UsesSigma && (!(c.Sigma > 0) || math.IsInf(c.Sigma, 0)) {
+		return fmt.Errorf("sigma %v: %s needs a positive number", c.Sigma, spec.Display)
 	}
 	switch c.Reduction {
 	case "", Mean, Sum:
@@ -117,8 +132,7 @@ func LossGraph(z1, z2 *Node, cfg LossConfig) LossNodes {
 }
 
 // StackedLossGraph is LossGraph on z = [z1; z2], [2N, D], view-1 rows first: the layout of a
-// model run on both views as one batch. It takes no slices of z, whose gradient needs an op
-// (Pad) that GoMLX v0.26's pure-Go backend lacks.
+// model run on both views as one batch; it takes no slices of z.
 func StackedLossGraph(z *Node, cfg LossConfig) LossNodes {
 	if z.Rank() != 2 || z.Shape().Dim(0)%2 != 0 {
 		panic(fmt.Sprintf("StackedLossGraph: z %s must be [2N, D]", z.Shape()))
@@ -129,7 +143,7 @@ func StackedLossGraph(z *Node, cfg LossConfig) LossNodes {
 	invTau := 1 / cfg.Temperature
 
 	z = l2Normalize(z)
-	cos := Dot(z, Transpose(z, 0, 1)) // [2N, 2N] cosine similarities (Dot: see dotgrad.go)
+	cos := Dot(z, Transpose(z, 0, 1)).Product() // [2N, 2N] cosine similarities
 	logits := MulScalar(cos, invTau)
 
 	// Anchor a is a view of image a mod N; its positive is view (a+N) mod 2N.
@@ -147,25 +161,11 @@ func StackedLossGraph(z *Node, cfg LossConfig) LossNodes {
 	expNeg := Where(negative, Exp(Sub(logits, rowMax)), zero)
 	logU := Add(Log(ReduceSum(expNeg, 1)), Reshape(rowMax, 2*n)) // [2N]
 
-	var perAnchor, weights *Node
-	switch cfg.Kind {
-	case InfoNCE:
-		perAnchor = Sub(LogAddExp(pos, logU), pos)
-	case DCL:
-		perAnchor = Sub(logU, pos)
-	case DCLW:
-		// w_i = 2 - N·softmax_i(<z1_i, z2_i>/σ): mean 1, larger for harder (less similar)
-		// positives. Each image's similarity appears twice in posCos, so the softmax over its
-		// 2N entries is half the one over N and N·softmax_N = 2N·softmax_2N.
-		w2 := AddScalar(MulScalar(Softmax(MulScalar(posCos, 1/cfg.Sigma), 0), -float64(2*n)), 2)
-		if !cfg.WeightGrad {
-			w2 = StopGradient(w2)
-		}
-		perAnchor = Sub(logU, Mul(w2, pos))
-		weights = StopGradient(Slice(w2, AxisRange(0, n)))
-	default:
+	spec, ok := LookupLoss(cfg.Kind)
+	if !ok {
 		panic(fmt.Sprintf("LossGraph: unknown loss %q", cfg.Kind))
 	}
+	perAnchor, weights := spec.PerAnchor(AnchorTerms{Pos: pos, PosCos: posCos, LogU: logU, N: n}, cfg)
 
 	// q = 1 - exp(s)/(exp(s)+U) = sigmoid(log U - s).
 	q := StopGradient(Sigmoid(Sub(logU, pos)))
@@ -182,6 +182,7 @@ func StackedLossGraph(z *Node, cfg LossConfig) LossNodes {
 func l2Normalize(x *Node) *Node {
 	sq := ReduceAndKeep(Square(x), ReduceSum, -1)
 	sq = MaxScalar(sq, 1e-24)
-	return Div(x, Sqrt(sq)) // GoMLX v0.26 has no gradient for Rsqrt
-
+	// Div and Sqrt rather than Mul and Rsqrt: GoMLX v0.28 still has no gradient for Rsqrt
+	// (TestRsqrtHasNoGradient).
+	return Div(x, Sqrt(sq))
 }

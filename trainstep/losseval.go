@@ -5,9 +5,9 @@ import (
 	"math"
 	"sync"
 
-	"github.com/gomlx/gomlx/backends"
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // LossResult is one evaluation of a contrastive loss on a batch of N view pairs, in float64.
@@ -38,7 +38,7 @@ type LossEvaluator struct {
 
 // NewLossEvaluator prepares cfg's loss on backend (a CPU backend from package gpu is the usual
 // choice; the evaluation runs in float64).
-func NewLossEvaluator(backend backends.Backend, cfg LossConfig) (*LossEvaluator, error) {
+func NewLossEvaluator(backend compute.Backend, cfg LossConfig) (*LossEvaluator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (e *LossEvaluator) Eval(z1, z2 [][]float64) (*LossResult, error) {
 	t1 := tensors.FromFlatDataAndDimensions(flatten(z1, d), n, d)
 	t2 := tensors.FromFlatDataAndDimensions(flatten(z2, d), n, d)
 	e.mu.Lock()
-	out, err := e.exec.Exec(t1, t2)
+	out, err := e.exec.Call(t1, t2)
 	e.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("evaluating the %s loss: %w", e.cfg.Kind, err)
@@ -85,7 +85,7 @@ func (e *LossEvaluator) Eval(z1, z2 [][]float64) (*LossResult, error) {
 		Grad1:     unflatten(tensors.MustCopyFlatData[float64](out[4]), d),
 		Grad2:     unflatten(tensors.MustCopyFlatData[float64](out[5]), d),
 	}
-	if e.cfg.Kind == DCLW {
+	if spec, _ := LookupLoss(e.cfg.Kind); spec.HasWeights {
 		res.Weights = tensors.MustCopyFlatData[float64](out[3])
 	}
 	for _, q := range res.Q {
@@ -100,7 +100,7 @@ func (e *LossEvaluator) Finalize() { e.exec.Finalize() }
 
 // LossAndGrad is a one-off LossEvaluator on backend: the loss of cfg on z1, z2 with its NPC
 // multipliers and gradients. Use a LossEvaluator to evaluate many batches.
-func LossAndGrad(backend backends.Backend, z1, z2 [][]float64, cfg LossConfig) (*LossResult, error) {
+func LossAndGrad(backend compute.Backend, z1, z2 [][]float64, cfg LossConfig) (*LossResult, error) {
 	e, err := NewLossEvaluator(backend, cfg)
 	if err != nil {
 		return nil, err

@@ -5,9 +5,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute/dtypes"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/ml/model"
+
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
 // Model names, as the --model flag spells them.
@@ -46,11 +48,12 @@ type ModelConfig struct {
 	ProjectionDim int `json:"projection_dim"`
 	// Channels is the input's channel count, 1 (grayscale) or 3.
 	Channels int `json:"channels"`
-	// Mean and Std normalise the input per channel after scaling it to [0, 1]; empty: the
-	// defaults of Normalization for Dataset.
+	// Mean and Std normalise the input per channel after scaling it to [0, 1]; empty:
+	// Normalization(Dataset, Channels).
 	Mean []float64 `json:"mean"`
 	Std  []float64 `json:"std"`
-	// Dataset names the data the normalisation came from (informational).
+	// Dataset names the data the normalisation comes from: a name of the dataset registry
+	// (package transforms/datasets), or empty for none.
 	Dataset string `json:"dataset,omitempty"`
 }
 
@@ -59,7 +62,7 @@ type architecture struct {
 	defaultWidth     int
 	minSize, maxSize int
 	features         func(width int) int
-	backbone         func(n *net, ctx *context.Context, x *Node, width int) *Node
+	backbone         func(n *net, scope *model.Scope, x *Node, width int) *Node
 }
 
 var architectures = []architecture{
@@ -80,7 +83,7 @@ func ModelNames() []string {
 }
 
 // Model is an encoder (backbone and projector) that builds GoMLX graphs. It holds no weights:
-// they live in a context.Context, under the scope "model".
+// they live in a GoMLX model.Store, under the scope "model".
 type Model struct {
 	cfg  ModelConfig
 	arch architecture
@@ -108,7 +111,10 @@ func NewModel(cfg ModelConfig) (*Model, error) {
 		return nil, fmt.Errorf("model %s: %d input channels, want 1 or 3", cfg.Name, cfg.Channels)
 	}
 	if len(cfg.Mean) == 0 && len(cfg.Std) == 0 {
-		cfg.Mean, cfg.Std = Normalization(cfg.Dataset, cfg.Channels)
+		var err error
+		if cfg.Mean, cfg.Std, err = Normalization(cfg.Dataset, cfg.Channels); err != nil {
+			return nil, fmt.Errorf("model %s: input normalisation: %w", cfg.Name, err)
+		}
 	}
 	if len(cfg.Mean) != cfg.Channels || len(cfg.Std) != cfg.Channels {
 		return nil, fmt.Errorf("model %s: normalisation has %d means and %d standard deviations for %d channels",
@@ -155,29 +161,18 @@ func (m *Model) CheckImageSize(h, w, c int) error {
 	return nil
 }
 
-// Normalization returns the per-channel mean and standard deviation of a dataset's pixels
-// (scaled to [0, 1]) for the names the readers use; ImageNet's for unknown RGB data and 0.5,
-// 0.25 for unknown grayscale data.
-func Normalization(dataset string, channels int) (mean, std []float64) {
-	key := strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(dataset))
+// Normalization returns the per-channel mean and standard deviation a model normalises its
+// input with: the dataset's, from its descriptor in the dataset registry (an unknown dataset
+// is an error). A model with no dataset named (random benchmark batches) uses ImageNet's
+// statistics for RGB images and mid-grey with a typical spread (0.5, 0.25) for grey ones.
+func Normalization(dataset string, channels int) (mean, std []float64, err error) {
+	if dataset != "" {
+		return datasets.Normalization(dataset, channels)
+	}
 	if channels == 1 {
-		switch {
-		case strings.HasPrefix(key, "fashionmnist"):
-			return []float64{0.2860}, []float64{0.3530}
-		case strings.HasPrefix(key, "mnist"):
-			return []float64{0.1307}, []float64{0.3081}
-		}
-		return []float64{0.5}, []float64{0.25}
+		return []float64{0.5}, []float64{0.25}, nil
 	}
-	switch {
-	case strings.HasPrefix(key, "cifar100"):
-		return []float64{0.5071, 0.4865, 0.4409}, []float64{0.2673, 0.2564, 0.2762}
-	case strings.HasPrefix(key, "cifar10"):
-		return []float64{0.4914, 0.4822, 0.4465}, []float64{0.2470, 0.2435, 0.2616}
-	case strings.HasPrefix(key, "stl10"):
-		return []float64{0.4467, 0.4398, 0.4066}, []float64{0.2603, 0.2566, 0.2713}
-	}
-	return []float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225}
+	return []float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225}, nil
 }
 
 // normalizeImages turns uint8 [B, H, W, C] images into normalised float32.
@@ -193,72 +188,84 @@ func (m *Model) normalizeImages(images *Node) *Node {
 	return Mul(x, ExpandLeftToRank(Const(g, invStd), 4))
 }
 
-// Backbone maps uint8 images [B, H, W, C] to features [B, FeatureDim]. train selects batch
-// statistics (and running-average updates) in batch norm; seed is where new weights come from.
-func (m *Model) Backbone(ctx *context.Context, images *Node, train bool, seed uint64) *Node {
+// Backbone maps uint8 images [B, H, W, C] to float32 features [B, FeatureDim], in float32
+// arithmetic. train selects batch statistics (and running-average updates) in batch norm;
+// seed is where new weights come from.
+func (m *Model) Backbone(scope *model.Scope, images *Node, train bool, seed uint64) *Node {
+	return m.backbone(&net{train: train, updateStats: train, seed: seed, dtype: dtypes.Float32}, scope, images)
+}
+
+// Project maps backbone features to the float32 projection [B, ProjectionDim], in float32
+// arithmetic: Linear (no bias) → BN → ReLU → Linear, as the paper's CIFAR code (SimCLR's
+// projector with batch norm).
+func (m *Model) Project(scope *model.Scope, features *Node, train bool, seed uint64) *Node {
+	return m.project(&net{train: train, updateStats: train, seed: seed, dtype: dtypes.Float32}, scope, features)
+}
+
+// backbone is Backbone with n's settings (precision included); the features are float32
+// whatever n's precision, as Step.Features and the projector expect.
+func (m *Model) backbone(n *net, scope *model.Scope, images *Node) *Node {
 	if images.Rank() != 4 || images.Shape().Dim(3) != m.cfg.Channels {
 		panic(fmt.Sprintf("model %s: images %s, want [batch, height, width, %d]", m.cfg.Name, images.Shape(), m.cfg.Channels))
 	}
-	n := &net{train: train, seed: seed}
 	x := m.normalizeImages(images)
-	return m.arch.backbone(n, ctx.In(modelScope).In(backboneScope), x, m.cfg.BaseWidth)
+	return toFloat32(m.arch.backbone(n, scope.At(modelScope).At(backboneScope), x, m.cfg.BaseWidth))
 }
 
-// Project maps backbone features to the projection [B, ProjectionDim]: Linear (no bias) →
-// BN → ReLU → Linear, as the paper's CIFAR code (SimCLR's projector with batch norm).
-func (m *Model) Project(ctx *context.Context, features *Node, train bool, seed uint64) *Node {
-	n := &net{train: train, seed: seed}
-	ctx = ctx.In(modelScope).In(projectorScope)
-	h := n.dense(ctx.In("fc1"), features, m.FeatureDim(), false)
-	h = relu(n.batchNorm(ctx.In("bn1"), h))
-	return n.dense(ctx.In("fc2"), h, m.cfg.ProjectionDim, true)
+// project is Project with n's settings; the projection is float32 whatever n's precision, so
+// the loss (its normalisation and reductions included) runs in float32.
+func (m *Model) project(n *net, scope *model.Scope, features *Node) *Node {
+	scope = scope.At(modelScope).At(projectorScope)
+	h := n.dense(scope.In("fc1"), features, m.FeatureDim(), false)
+	h = relu(n.batchNorm(scope.In("bn1"), h))
+	return toFloat32(n.dense(scope.In("fc2"), h, m.cfg.ProjectionDim, true))
 }
 
-func mlp(n *net, ctx *context.Context, x *Node, w int) *Node {
+func mlp(n *net, scope *model.Scope, x *Node, w int) *Node {
 	x = Reshape(x, x.Shape().Dim(0), -1)
-	x = relu(n.batchNorm(ctx.In("bn1"), n.dense(ctx.In("fc1"), x, 4*w, false)))
-	return relu(n.batchNorm(ctx.In("bn2"), n.dense(ctx.In("fc2"), x, 4*w, false)))
+	x = relu(n.batchNorm(scope.In("bn1"), n.dense(scope.In("fc1"), x, 4*w, false)))
+	return relu(n.batchNorm(scope.In("bn2"), n.dense(scope.In("fc2"), x, 4*w, false)))
 }
 
-func convBNReLU(n *net, ctx *context.Context, x *Node, out, k, stride int) *Node {
-	return relu(n.batchNorm(ctx.In("bn"), n.conv(ctx.In("conv"), x, out, k, stride)))
+func convBNReLU(n *net, scope *model.Scope, x *Node, out, k, stride int) *Node {
+	return relu(n.batchNorm(scope.In("bn"), n.conv(scope.In("conv"), x, out, k, stride)))
 }
 
-func smallCNN(n *net, ctx *context.Context, x *Node, w int) *Node {
-	x = convBNReLU(n, ctx.In("layer1"), x, w, 3, 1)
-	x = convBNReLU(n, ctx.In("layer2"), x, 2*w, 3, 2)
-	x = convBNReLU(n, ctx.In("layer3"), x, 4*w, 3, 2)
-	x = convBNReLU(n, ctx.In("layer4"), x, 4*w, 3, 1)
+func smallCNN(n *net, scope *model.Scope, x *Node, w int) *Node {
+	x = convBNReLU(n, scope.In("layer1"), x, w, 3, 1)
+	x = convBNReLU(n, scope.In("layer2"), x, 2*w, 3, 2)
+	x = convBNReLU(n, scope.In("layer3"), x, 4*w, 3, 2)
+	x = convBNReLU(n, scope.In("layer4"), x, 4*w, 3, 1)
 	return globalAvgPool(x)
 }
 
 // basicBlock is ResNet-18's residual block: two 3×3 convolutions, a 1×1 projection shortcut
 // when the shape changes.
-func basicBlock(n *net, ctx *context.Context, x *Node, out, stride int) *Node {
+func basicBlock(n *net, scope *model.Scope, x *Node, out, stride int) *Node {
 	shortcut := x
 	if stride != 1 || x.Shape().Dim(-1) != out {
-		shortcut = n.batchNorm(ctx.In("shortcut_bn"), n.conv(ctx.In("shortcut_conv"), x, out, 1, stride))
+		shortcut = n.batchNorm(scope.In("shortcut_bn"), n.conv(scope.In("shortcut_conv"), x, out, 1, stride))
 	}
-	y := relu(n.batchNorm(ctx.In("bn1"), n.conv(ctx.In("conv1"), x, out, 3, stride)))
-	y = n.batchNorm(ctx.In("bn2"), n.conv(ctx.In("conv2"), y, out, 3, 1))
+	y := relu(n.batchNorm(scope.In("bn1"), n.conv(scope.In("conv1"), x, out, 3, stride)))
+	y = n.batchNorm(scope.In("bn2"), n.conv(scope.In("conv2"), y, out, 3, 1))
 	return relu(Add(y, shortcut))
 }
 
 // bottleneck is ResNet-50's block (v1.5: the stride is on the 3×3 convolution).
-func bottleneck(n *net, ctx *context.Context, x *Node, mid, stride int) *Node {
+func bottleneck(n *net, scope *model.Scope, x *Node, mid, stride int) *Node {
 	out := 4 * mid
 	shortcut := x
 	if stride != 1 || x.Shape().Dim(-1) != out {
-		shortcut = n.batchNorm(ctx.In("shortcut_bn"), n.conv(ctx.In("shortcut_conv"), x, out, 1, stride))
+		shortcut = n.batchNorm(scope.In("shortcut_bn"), n.conv(scope.In("shortcut_conv"), x, out, 1, stride))
 	}
-	y := relu(n.batchNorm(ctx.In("bn1"), n.conv(ctx.In("conv1"), x, mid, 1, 1)))
-	y = relu(n.batchNorm(ctx.In("bn2"), n.conv(ctx.In("conv2"), y, mid, 3, stride)))
-	y = n.batchNorm(ctx.In("bn3"), n.conv(ctx.In("conv3"), y, out, 1, 1))
+	y := relu(n.batchNorm(scope.In("bn1"), n.conv(scope.In("conv1"), x, mid, 1, 1)))
+	y = relu(n.batchNorm(scope.In("bn2"), n.conv(scope.In("conv2"), y, mid, 3, stride)))
+	y = n.batchNorm(scope.In("bn3"), n.conv(scope.In("conv3"), y, out, 1, 1))
 	return relu(Add(y, shortcut))
 }
 
-func resnet18CIFAR(n *net, ctx *context.Context, x *Node, w int) *Node {
-	x = convBNReLU(n, ctx.In("stem"), x, w, 3, 1)
+func resnet18CIFAR(n *net, scope *model.Scope, x *Node, w int) *Node {
+	x = convBNReLU(n, scope.In("stem"), x, w, 3, 1)
 	for stage, blocks := range []int{2, 2, 2, 2} {
 		width := w << stage
 		for b := 0; b < blocks; b++ {
@@ -266,24 +273,24 @@ func resnet18CIFAR(n *net, ctx *context.Context, x *Node, w int) *Node {
 			if b == 0 && stage > 0 {
 				stride = 2
 			}
-			x = basicBlock(n, ctx.Inf("layer%d", stage+1).Inf("block%d", b), x, width, stride)
+			x = basicBlock(n, scope.At("layer%d", stage+1).In("block%d", b), x, width, stride)
 		}
 	}
 	return globalAvgPool(x)
 }
 
-func resnet50(n *net, ctx *context.Context, x *Node, w int) *Node {
-	x = convBNReLU(n, ctx.In("stem"), x, w, 7, 2)
-	return bottleneckStages(n, ctx, maxPool3x3s2(x), w)
+func resnet50(n *net, scope *model.Scope, x *Node, w int) *Node {
+	x = convBNReLU(n, scope.In("stem"), x, w, 7, 2)
+	return bottleneckStages(n, scope, maxPool3x3s2(x), w)
 }
 
-func resnet50CIFAR(n *net, ctx *context.Context, x *Node, w int) *Node {
-	x = convBNReLU(n, ctx.In("stem"), x, w, 3, 1)
-	return bottleneckStages(n, ctx, x, w)
+func resnet50CIFAR(n *net, scope *model.Scope, x *Node, w int) *Node {
+	x = convBNReLU(n, scope.In("stem"), x, w, 3, 1)
+	return bottleneckStages(n, scope, x, w)
 }
 
 // bottleneckStages is ResNet-50 after its stem: 3, 4, 6 and 3 bottleneck blocks.
-func bottleneckStages(n *net, ctx *context.Context, x *Node, w int) *Node {
+func bottleneckStages(n *net, scope *model.Scope, x *Node, w int) *Node {
 	for stage, blocks := range []int{3, 4, 6, 3} {
 		mid := w << stage
 		for b := 0; b < blocks; b++ {
@@ -291,7 +298,7 @@ func bottleneckStages(n *net, ctx *context.Context, x *Node, w int) *Node {
 			if b == 0 && stage > 0 {
 				stride = 2
 			}
-			x = bottleneck(n, ctx.Inf("layer%d", stage+1).Inf("block%d", b), x, mid, stride)
+			x = bottleneck(n, scope.At("layer%d", stage+1).In("block%d", b), x, mid, stride)
 		}
 	}
 	return globalAvgPool(x)

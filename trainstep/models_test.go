@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // TestModelShapes runs each model forward in inference mode at a tiny size and checks the
@@ -78,7 +79,7 @@ func TestResNetParameterCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		backbone := 0
-		for v := range s.Context().IterVariables() {
+		for v := range s.Store().IterVariables() {
 			if v.Trainable && strings.HasPrefix(v.Scope(), "/model/backbone") {
 				backbone += v.Shape().Size()
 			}
@@ -90,44 +91,75 @@ func TestResNetParameterCounts(t *testing.T) {
 	}
 }
 
-// TestMaxPoolMatchesLoops checks the slice-based 3×3/2 max-pool against loops, on odd and
-// even sizes (PyTorch's MaxPool2d(3, 2, padding=1)).
+// TestMaxPoolMatchesLoops checks the 3×3/2 max-pool against loops, on odd and even sizes
+// (PyTorch's MaxPool2d(3, 2, padding=1)), values and gradient: the gradient of Σ c·pool(x)
+// sends each window's c to its largest input. The inputs are negative and positive normal
+// draws, so a zero padding would show, and have no ties.
+// It runs on GoMLX's pure-Go backend too: v0.26's had neither select-and-scatter nor Pad
+// (README, Engine, bug 6), and this pool was a maximum of nine strided slices.
 func TestMaxPoolMatchesLoops(t *testing.T) {
-	backend := newTestBackend(t)
+	for _, tc := range []struct {
+		name    string
+		backend func(testing.TB) compute.Backend
+	}{
+		{"cpu", newTestBackend},
+		{"go", newGoBackend},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkMaxPool(t, tc.backend(t)) })
+	}
+}
+
+func checkMaxPool(t *testing.T, backend compute.Backend) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, size := range [][2]int{{5, 5}, {6, 7}, {8, 8}, {1, 2}} {
 		h, w := size[0], size[1]
+		outH, outW := (h-1)/2+1, (w-1)/2+1
 		x := make([]float32, 2*h*w*3)
 		for i := range x {
 			x[i] = float32(r.NormFloat64())
 		}
-		got, err := graph.ExecOnce(backend, maxPool3x3s2, tensors.FromFlatDataAndDimensions(x, 2, h, w, 3))
+		c := make([]float32, 2*outH*outW*3)
+		for i := range c {
+			c[i] = float32(r.NormFloat64())
+		}
+		out, err := graph.CallOnceN(backend, func(x, c *graph.Node) []*graph.Node {
+			pooled := maxPool3x3s2(x)
+			return []*graph.Node{pooled, graph.Gradient(graph.ReduceAllSum(graph.Mul(pooled, c)), x)[0]}
+		}, tensors.FromFlatDataAndDimensions(x, 2, h, w, 3), tensors.FromFlatDataAndDimensions(c, 2, outH, outW, 3))
 		if err != nil {
 			t.Fatal(err)
 		}
-		outH, outW := (h-1)/2+1, (w-1)/2+1
-		if dims := got.Shape().Dimensions; dims[1] != outH || dims[2] != outW {
+		if dims := out[0].Shape().Dimensions; dims[1] != outH || dims[2] != outW {
 			t.Fatalf("%dx%d: output %v, want %dx%d", h, w, dims, outH, outW)
 		}
-		flat := tensors.MustCopyFlatData[float32](got)
+		flat := tensors.MustCopyFlatData[float32](out[0])
+		grad := tensors.MustCopyFlatData[float32](out[1])
+		wantGrad := make([]float32, len(x))
 		for b := 0; b < 2; b++ {
 			for oy := 0; oy < outH; oy++ {
 				for ox := 0; ox < outW; ox++ {
-					for c := 0; c < 3; c++ {
-						want := float32(math.Inf(-1))
+					for ch := 0; ch < 3; ch++ {
+						want, arg := float32(math.Inf(-1)), -1
 						for dy := -1; dy <= 1; dy++ {
 							for dx := -1; dx <= 1; dx++ {
 								y, xx := 2*oy+dy, 2*ox+dx
-								if y >= 0 && y < h && xx >= 0 && xx < w {
-									want = max(want, x[((b*h+y)*w+xx)*3+c])
+								if i := ((b*h+y)*w+xx)*3 + ch; y >= 0 && y < h && xx >= 0 && xx < w && x[i] > want {
+									want, arg = x[i], i
 								}
 							}
 						}
-						if g := flat[((b*outH+oy)*outW+ox)*3+c]; g != want {
-							t.Fatalf("%dx%d: pool[%d,%d,%d,%d] = %v, want %v", h, w, b, oy, ox, c, g, want)
+						o := ((b*outH+oy)*outW+ox)*3 + ch
+						if g := flat[o]; g != want {
+							t.Fatalf("%dx%d: pool[%d,%d,%d,%d] = %v, want %v", h, w, b, oy, ox, ch, g, want)
 						}
+						wantGrad[arg] += c[o]
 					}
 				}
+			}
+		}
+		for i := range grad {
+			if math.Abs(float64(grad[i]-wantGrad[i])) > 1e-6 {
+				t.Fatalf("%dx%d: gradient[%d] = %v, want %v", h, w, i, grad[i], wantGrad[i])
 			}
 		}
 	}
@@ -166,12 +198,22 @@ func TestNormalization(t *testing.T) {
 		channels int
 		mean0    float64
 	}{
-		{"cifar10", 3, 0.4914}, {"CIFAR-100", 3, 0.5071}, {"stl10", 3, 0.4467}, {"imagenet", 3, 0.485},
-		{"fashion-mnist", 1, 0.2860}, {"mnist", 1, 0.1307}, {"folder", 1, 0.5}, {"folder", 3, 0.485},
+		{"cifar10", 3, 0.4914}, {"cifar100", 3, 0.5071}, {"stl10", 3, 0.4467}, {"imagenet", 3, 0.485},
+		{"fashion-mnist", 1, 0.2860}, {"mnist", 1, 0.1307}, {"idx", 1, 0.5}, {"folder", 3, 0.485},
+		{"", 1, 0.5}, {"", 3, 0.485}, // no dataset named: random batches
 	} {
-		mean, std := Normalization(tc.dataset, tc.channels)
-		if len(mean) != tc.channels || len(std) != tc.channels || mean[0] != tc.mean0 {
-			t.Errorf("Normalization(%q, %d) = %v, %v; want mean[0] %v", tc.dataset, tc.channels, mean, std, tc.mean0)
+		mean, std, err := Normalization(tc.dataset, tc.channels)
+		if err != nil || len(mean) != tc.channels || len(std) != tc.channels || mean[0] != tc.mean0 {
+			t.Errorf("Normalization(%q, %d) = %v, %v, %v; want mean[0] %v", tc.dataset, tc.channels, mean, std, err, tc.mean0)
+		}
+	}
+	// A dataset missing from the registry is an error, not ImageNet's statistics.
+	for _, name := range []string{"CIFAR-100", "svhn"} {
+		if _, _, err := Normalization(name, 3); err == nil {
+			t.Errorf("Normalization(%q): no error", name)
+		}
+		if _, err := NewModel(ModelConfig{Name: SmallCNN, Channels: 3, Dataset: name}); err == nil || !strings.Contains(err.Error(), "unknown dataset") {
+			t.Errorf("NewModel with dataset %q: %v, want an unknown-dataset error", name, err)
 		}
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
+	"github.com/gomlx/gomlx/ml/train/optimizer"
 )
 
 // OptimizerKind names an optimiser as the --optimizer flag spells it.
@@ -52,7 +52,7 @@ func (c OptimizerConfig) Validate() error {
 	return nil
 }
 
-// Optimizer implements GoMLX's optimizers.Interface for SGD with momentum and LARS (GoMLX
+// Optimizer implements GoMLX's optimizer.Interface for SGD with momentum and LARS (GoMLX
 // v0.26 has neither). For each trainable variable w with gradient g, decay λ and momentum μ:
 //
 //	g' = g + λw                 (λ = 0 for biases and batch-norm parameters unless DecayAll)
@@ -66,7 +66,7 @@ type Optimizer struct {
 	cfg OptimizerConfig
 }
 
-var _ optimizers.Interface = (*Optimizer)(nil)
+var _ optimizer.Interface = (*Optimizer)(nil)
 
 // NewOptimizer checks cfg and returns the optimiser.
 func NewOptimizer(cfg OptimizerConfig) (*Optimizer, error) {
@@ -79,27 +79,27 @@ func NewOptimizer(cfg OptimizerConfig) (*Optimizer, error) {
 	return &Optimizer{cfg: cfg}, nil
 }
 
-func isDecayed(v *context.Variable) bool { return v.Name() == weightsName }
+func isDecayed(v *model.Variable) bool { return v.Name() == weightsName }
 
 // UpdateGraph adds one optimisation step of loss to the graph. It panics on graph errors, as
 // GoMLX graph builders do.
-func (o *Optimizer) UpdateGraph(ctx *context.Context, g *Graph, loss *Node) {
+func (o *Optimizer) UpdateGraph(scope *model.Scope, g *Graph, loss *Node) {
 	if !loss.Shape().IsScalar() {
 		panic(fmt.Sprintf("optimizer: loss must be a scalar, got %s", loss.Shape()))
 	}
-	var vars []*context.Variable
-	for v := range ctx.IterVariables() {
+	var vars []*model.Variable
+	for v := range scope.IterVariables() {
 		if v.Trainable && v.InUseByGraph(g) {
 			vars = append(vars, v)
 		}
 	}
-	grads := ctx.BuildTrainableVariablesGradientsGraph(loss)
+	grads := scope.BuildTrainableVariablesGradientsGraph(loss)
 	if len(grads) != len(vars) {
 		panic(fmt.Sprintf("optimizer: %d gradients for %d trainable variables", len(grads), len(vars)))
 	}
-	lr := learningRateVariable(ctx).ValueGraph(g)
+	lr := learningRateVariable(scope.Store()).NodeValue(g)
 	for i, v := range vars {
-		w := v.ValueGraph(g)
+		w := v.NodeValue(g)
 		grad := grads[i]
 		if grad.DType() != w.DType() {
 			grad = ConvertDType(grad, w.DType())
@@ -121,40 +121,47 @@ func (o *Optimizer) UpdateGraph(ctx *context.Context, g *Graph, loss *Node) {
 			trust = Where(Or(IsZero(wNorm), IsZero(gNorm)), OnesLike(trust), trust)
 			step = Mul(step, trust)
 		}
-		buf := momentumVariable(ctx, v)
-		b := Add(MulScalar(buf.ValueGraph(g), o.cfg.Momentum), step)
-		buf.SetValueGraph(b)
+		buf := momentumVariable(scope.Store(), v)
+		b := Add(MulScalar(buf.NodeValue(g), o.cfg.Momentum), step)
+		buf.SetNodeValue(b)
 		lrCast := lr
 		if lrCast.DType() != w.DType() {
 			lrCast = ConvertDType(lr, w.DType())
 		}
-		v.SetValueGraph(Sub(w, Mul(lrCast, b)))
+		v.SetNodeValue(Sub(w, Mul(lrCast, b)))
 	}
 }
 
 // Clear deletes the momentum buffers.
-func (o *Optimizer) Clear(ctx *context.Context) error {
-	return ctx.InAbsPath(context.RootScope + optimizerScope).DeleteVariablesInScope()
+func (o *Optimizer) Clear(scope *model.Scope) error {
+	return scope.Store().DeleteVariablesInScope(optimizerPath)
 }
 
-func learningRateVariable(ctx *context.Context) *context.Variable {
-	ctx = ctx.Checked(false).InAbsPath(context.RootScope + optimizerScope)
-	if v := ctx.GetVariableByScopeAndName(ctx.Scope(), learningRateVar); v != nil {
+// optimizerPath is the scope of the optimiser's variables. The paths of the variables below
+// are those of GoMLX v0.26's context (the same "/"-separated scopes), so checkpoints written
+// before the move to model.Store load unchanged.
+const optimizerPath = model.RootScopePath + optimizerScope
+
+func learningRateVariable(store *model.Store) *model.Variable {
+	scope := store.Scope(optimizerPath)
+	if v := scope.GetVariable(learningRateVar); v != nil {
 		return v
 	}
-	return ctx.VariableWithValue(learningRateVar, float32(0)).SetTrainable(false)
+	return scope.VariableWithValue(learningRateVar, float32(0)).SetTrainable(false)
 }
 
 // SetLearningRate sets the learning rate the next step uses.
-func SetLearningRate(ctx *context.Context, lr float64) error {
-	return learningRateVariable(ctx).SetValue(tensors.FromScalar(float32(lr)))
+func SetLearningRate(store *model.Store, lr float64) error {
+	return learningRateVariable(store).SetValue(tensors.FromScalar(float32(lr)))
 }
 
-func momentumVariable(ctx *context.Context, v *context.Variable) *context.Variable {
-	ctx = ctx.Checked(false).InAbsPath(context.RootScope + optimizerScope + "/" + momentumScope + v.Scope())
-	if b := ctx.GetVariableByScopeAndName(ctx.Scope(), v.Name()); b != nil {
+// momentumVariable returns the momentum buffer of v, "/optimizer/momentum" followed by v's
+// own path.
+func momentumVariable(store *model.Store, v *model.Variable) *model.Variable {
+	scope := store.Scope(optimizerPath + "/" + momentumScope + v.Scope())
+	if b := scope.GetVariable(v.Name()); b != nil {
 		return b
 	}
 	zeros := tensors.FromShape(v.Shape())
-	return ctx.VariableWithValue(v.Name(), zeros).SetTrainable(false)
+	return scope.VariableWithValue(v.Name(), zeros).SetTrainable(false)
 }

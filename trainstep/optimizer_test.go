@@ -4,9 +4,9 @@ import (
 	"math"
 	"testing"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 )
 
 // refOptimizer is the update rule written out with loops, in float64.
@@ -59,17 +59,17 @@ func TestOptimizerMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx := context.New()
+			store := model.NewStore()
 			initW := []float32{0.5, -1, 2}
 			initB := []float32{0.25, -0.75}
 			target := []float32{1, 1, 1}
-			ctx.In("m").VariableWithValue(weightsName, initW)
-			ctx.In("m").VariableWithValue(biasName, initB)
-			exec, err := context.NewExec(backend, ctx, func(ctx *context.Context, g *Graph) *Node {
-				w := ctx.In("m").GetVariableByScopeAndName("/m", weightsName).ValueGraph(g)
-				b := ctx.In("m").GetVariableByScopeAndName("/m", biasName).ValueGraph(g)
+			store.Scope("/m").VariableWithValue(weightsName, initW)
+			store.Scope("/m").VariableWithValue(biasName, initB)
+			exec, err := model.NewExec(backend, store, func(scope *model.Scope, g *Graph) *Node {
+				w := store.GetVariable("/m/" + weightsName).NodeValue(g)
+				b := store.GetVariable("/m/" + biasName).NodeValue(g)
 				loss := Add(ReduceAllSum(Square(Sub(w, Const(g, target)))), MulScalar(ReduceAllSum(Square(b)), 3))
-				opt.UpdateGraph(ctx, g, loss)
+				opt.UpdateGraph(scope, g, loss)
 				return loss
 			})
 			if err != nil {
@@ -80,10 +80,10 @@ func TestOptimizerMatchesReference(t *testing.T) {
 			b := []float64{0.25, -0.75}
 			for step := 0; step < 4; step++ {
 				lr := 0.1 * float64(step+1)
-				if err := SetLearningRate(ctx, lr); err != nil {
+				if err := SetLearningRate(store, lr); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := exec.Exec(); err != nil {
+				if _, err := exec.Call(); err != nil {
 					t.Fatal(err)
 				}
 				gw := make([]float64, 3)
@@ -94,8 +94,8 @@ func TestOptimizerMatchesReference(t *testing.T) {
 				ref.update("w", w, gw, lr, true)
 				ref.update("b", b, gb, lr, cfg.DecayAll)
 			}
-			gotW := tensors.MustCopyFlatData[float32](ctx.GetVariableByScopeAndName("/m", weightsName).MustValue())
-			gotB := tensors.MustCopyFlatData[float32](ctx.GetVariableByScopeAndName("/m", biasName).MustValue())
+			gotW := tensors.MustCopyFlatData[float32](store.GetVariable("/m/" + weightsName).MustValue())
+			gotB := tensors.MustCopyFlatData[float32](store.GetVariable("/m/" + biasName).MustValue())
 			for i := range w {
 				if math.Abs(float64(gotW[i])-w[i]) > 1e-5 {
 					t.Errorf("weights[%d] = %v, want %v", i, gotW[i], w[i])

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
 // writeShards writes passes of pairs as a shard dataset (views: 2 for training, 1 for
@@ -17,7 +18,7 @@ func writeShards(t testing.TB, dir string, views int, passes ...[]Pair) {
 	ctx := context.Background()
 	ref := passes[0][0].View1
 	cfg := shards.Config{
-		Dataset: "synthetic", Split: "train", Preset: "test", Augment: json.RawMessage(`{}`), Seed: 1,
+		Dataset: datasets.IDX, Split: "train", Preset: "test", Augment: json.RawMessage(`{}`), Seed: 1,
 		Passes: len(passes), Parts: 2, Views: views, Encoding: shards.Raw,
 		Height: ref.H, Width: ref.W, Channels: ref.C, CodeVersion: "test", SourceChecksum: "sha256:00",
 	}
@@ -59,7 +60,7 @@ func TestShardSourceTrainsAndResumesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := src.Info()
-	if info.Examples != 26 || info.Passes != 2 || info.Height != 6 || info.Channels != 1 || info.Dataset != "synthetic" {
+	if info.Examples != 26 || info.Passes != 2 || info.Height != 6 || info.Channels != 1 || info.Dataset != datasets.IDX {
 		t.Fatalf("info = %+v", info)
 	}
 	// Every example appears once per epoch.

@@ -2,15 +2,17 @@ package trainstep
 
 import (
 	"fmt"
+	"math"
 	"runtime"
+	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 )
 
 // StepConfig is what one training step needs.
@@ -20,9 +22,15 @@ type StepConfig struct {
 	Optimizer OptimizerConfig `json:"optimizer"`
 	// InitSeed seeds the initial weights.
 	InitSeed uint64 `json:"init_seed"`
+	// Precision is the arithmetic of the forward and backward passes ("": Float32). It is
+	// stored in checkpoints (one without it was trained in float32) and kept on resume.
+	Precision Precision `json:"precision,omitempty"`
+	// Method is the training method, a name of the method registry ("": SimCLRMethod, as
+	// checkpoints from before methods existed were trained).
+	Method string `json:"method,omitempty"`
 }
 
-// Validate checks the model, loss and optimiser settings.
+// Validate checks the model, loss, optimiser, precision and method settings.
 func (c StepConfig) Validate() error {
 	if _, err := NewModel(c.Model); err != nil {
 		return err
@@ -30,7 +38,66 @@ func (c StepConfig) Validate() error {
 	if err := c.Loss.Validate(); err != nil {
 		return err
 	}
+	if err := c.Precision.Validate(); err != nil {
+		return err
+	}
+	if _, err := newMethod(c); err != nil {
+		return err
+	}
 	return c.Optimizer.Validate()
+}
+
+// Precision selects the arithmetic of a training step.
+type Precision string
+
+const (
+	// Float32 runs everything in float32 (the default).
+	Float32 Precision = "float32"
+	// BFloat16 is mixed precision with float32 master weights: variables and optimiser state
+	// stay float32; convolutions, matrix products and the activations between them run in
+	// bfloat16 (weights are cast where the model reads them, and gradients come back to the
+	// float32 variables through those casts); batch-norm statistics, the global average pool,
+	// the projector's output normalisation, the loss and its reductions stay float32. bfloat16
+	// has float32's exponent range, so no loss scaling is needed.
+	BFloat16 Precision = "bf16"
+)
+
+// ParsePrecision accepts "float32" (or "fp32", "f32", "") and "bf16" (or "bfloat16"), in
+// any case.
+func ParsePrecision(s string) (Precision, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "float32", "fp32", "f32":
+		return Float32, nil
+	case "bf16", "bfloat16":
+		return BFloat16, nil
+	}
+	return "", fmt.Errorf("precision %q: want float32 or bf16", s)
+}
+
+// Validate reports a precision this package does not implement.
+func (p Precision) Validate() error {
+	switch p {
+	case "", Float32, BFloat16:
+		return nil
+	}
+	return fmt.Errorf("precision %q: want float32 or bf16", string(p))
+}
+
+// orDefault turns the empty precision (configurations and checkpoints from before precisions
+// existed) into Float32.
+func (p Precision) orDefault() Precision {
+	if p == "" {
+		return Float32
+	}
+	return p
+}
+
+// dtype is the dtype convolutions, matrix products and activations run in.
+func (p Precision) dtype() dtypes.DType {
+	if p == BFloat16 {
+		return dtypes.BFloat16
+	}
+	return dtypes.Float32
 }
 
 // StepResult is what one training step reports.
@@ -39,44 +106,75 @@ type StepResult struct {
 	MeanQ float64
 }
 
-// Step holds a model's variables and optimiser state (in a GoMLX context) and runs training
-// steps and feature extraction on one backend.
+// GradientReport is the loss and gradient of one training step, without the update
+// (Step.Gradients): checksums of each trainable model variable's gradient, computed in
+// float64 on the host from the float32 gradients, so that two backends or precisions can be
+// compared without moving whole gradients around.
+type GradientReport struct {
+	Loss      float64            `json:"loss"`
+	MeanQ     float64            `json:"mean_q"`
+	Gradients []VariableGradient `json:"gradients"`
+}
+
+// VariableGradient summarises the gradient of one variable.
+type VariableGradient struct {
+	// Name is the variable's path in the model, e.g. "/model/backbone/layer1/conv/weights".
+	Name       string  `json:"name"`
+	Size       int     `json:"size"`
+	Sum        float64 `json:"sum"`
+	SumSquares float64 `json:"sum_squares"`
+	MaxAbs     float64 `json:"max_abs"`
+}
+
+// Step holds a model's variables and optimiser state (in a GoMLX model.Store) and runs
+// training steps and feature extraction on one backend.
 type Step struct {
-	backend backends.Backend
-	cfg     StepConfig
-	model   *Model
-	opt     *Optimizer
-	ctx     *context.Context
-	train   *context.Exec
-	embed   *context.Exec
+	backend   compute.Backend
+	cfg       StepConfig
+	method    Method
+	model     *Model
+	opt       *Optimizer
+	store     *model.Store
+	train     *model.Exec
+	embed     *model.Exec
+	gradients *model.Exec // built on the first call to Gradients
 }
 
 // NewStep builds the model, its optimiser and the training graph (compiled on first use for
 // each batch shape). Variables are created with their initial values right away for images of
 // h×w, so a checkpoint can be restored into them before the first step.
-func NewStep(backend backends.Backend, cfg StepConfig, h, w int) (*Step, error) {
-	model, err := NewModel(cfg.Model)
+func NewStep(backend compute.Backend, cfg StepConfig, h, w int) (*Step, error) {
+	m, err := NewModel(cfg.Model)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Model = model.Config()
+	cfg.Model = m.Config()
 	if err := cfg.Loss.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Precision.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Precision = cfg.Precision.orDefault()
+	cfg.Method = methodName(cfg.Method)
+	method, err := newMethod(cfg)
+	if err != nil {
 		return nil, err
 	}
 	opt, err := NewOptimizer(cfg.Optimizer)
 	if err != nil {
 		return nil, err
 	}
-	s := &Step{backend: backend, cfg: cfg, model: model, opt: opt, ctx: context.New()}
+	s := &Step{backend: backend, cfg: cfg, method: method, model: m, opt: opt, store: model.NewStore()}
 	if err := s.createVariables(h, w); err != nil {
 		return nil, err
 	}
-	s.train, err = context.NewExec(backend, s.ctx, s.trainGraph)
+	s.train, err = model.NewExec(backend, s.store, s.trainGraph)
 	if err != nil {
 		return nil, fmt.Errorf("preparing the training step: %w", err)
 	}
 	s.train.SetMaxCache(4)
-	s.embed, err = context.NewExec(backend, s.ctx, s.embedGraph)
+	s.embed, err = model.NewExec(backend, s.store, s.embedGraph)
 	if err != nil {
 		return nil, fmt.Errorf("preparing feature extraction: %w", err)
 	}
@@ -90,14 +188,25 @@ func (s *Step) Model() *Model { return s.model }
 // Config returns the configuration with defaults filled in.
 func (s *Step) Config() StepConfig { return s.cfg }
 
-// Context returns the GoMLX context that holds the variables.
-func (s *Step) Context() *context.Context { return s.ctx }
+// Store returns the GoMLX store that holds the variables.
+func (s *Step) Store() *model.Store { return s.store }
 
 // Backend returns the backend the step runs on.
-func (s *Step) Backend() backends.Backend { return s.backend }
+func (s *Step) Backend() compute.Backend { return s.backend }
+
+// net returns the layer settings of one graph of this step.
+func (s *Step) net(train, updateStats bool) *net {
+	return &net{train: train, updateStats: updateStats, seed: s.cfg.InitSeed, dtype: s.cfg.Precision.dtype()}
+}
+
+// methodGraph is what the method builds one graph of this step with.
+func (s *Step) methodGraph(scope *model.Scope, train, updateStats bool) *MethodGraph {
+	return &MethodGraph{Scope: scope, Model: s.model, Loss: s.cfg.Loss, net: s.net(train, updateStats)}
+}
 
 // createVariables builds the model once in a graph that is never run, which creates every
-// model variable with its initial value, and the optimiser's momentum buffers.
+// model variable with its initial value, the method's variables, and the optimiser's momentum
+// buffers.
 func (s *Step) createVariables(h, w int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -107,76 +216,185 @@ func (s *Step) createVariables(h, w int) (err error) {
 	g := NewGraph(s.backend, "create_variables")
 	defer g.Finalize()
 	images := Parameter(g, "images", shapes.Make(dtypes.Uint8, 2, h, w, s.cfg.Model.Channels))
-	feats := s.model.Backbone(s.ctx, images, false, s.cfg.InitSeed)
-	s.model.Project(s.ctx, feats, false, s.cfg.InitSeed)
-	for v := range s.ctx.IterVariables() {
+	n := s.net(false, false)
+	scope := s.store.RootScope()
+	s.model.project(n, scope, s.model.backbone(n, scope, images))
+	s.method.CreateVariables(s.methodGraph(scope, false, false))
+	for v := range s.store.IterVariables() {
 		if v.Trainable {
-			momentumVariable(s.ctx, v)
+			momentumVariable(s.store, v)
 		}
 	}
-	learningRateVariable(s.ctx)
+	learningRateVariable(s.store)
 	return nil
 }
 
-func (s *Step) trainGraph(ctx *context.Context, view1, view2 *Node) (loss, meanQ *Node) {
-	images := Concatenate([]*Node{view1, view2}, 0)
-	feats := s.model.Backbone(ctx, images, true, s.cfg.InitSeed)
-	z := s.model.Project(ctx, feats, true, s.cfg.InitSeed)
-	nodes := StackedLossGraph(z, s.cfg.Loss)
-	s.opt.UpdateGraph(ctx, view1.Graph(), nodes.Loss)
-	return nodes.Loss, ReduceAllMean(nodes.Q)
+// lossGraph is the method's forward pass and loss of a training step. updateStats says
+// whether batch norm updates its running averages.
+func (s *Step) lossGraph(mg *MethodGraph, view1, view2 *Node) TrainNodes {
+	// Marked as training for GoMLX: a backend that prefers constants for variables (its
+	// Capabilities) would otherwise bake the running averages into the compiled graph.
+	mg.Scope.Store().SetTraining(view1.Graph(), true)
+	return s.method.TrainGraph(mg, view1, view2)
 }
 
-func (s *Step) embedGraph(ctx *context.Context, images *Node) (features, projection *Node) {
-	feats := s.model.Backbone(ctx, images, false, s.cfg.InitSeed)
-	return feats, s.model.Project(ctx, feats, false, s.cfg.InitSeed)
+// meanQ is the mean NPC multiplier of a step's anchors, NaN when the method has none.
+func meanQ(nodes TrainNodes) *Node {
+	if nodes.Q == nil {
+		return Scalar(nodes.Loss.Graph(), dtypes.Float32, math.NaN())
+	}
+	return ReduceAllMean(nodes.Q)
+}
+
+func (s *Step) trainGraph(scope *model.Scope, view1, view2 *Node) (loss, q *Node) {
+	mg := s.methodGraph(scope, true, true)
+	nodes := s.lossGraph(mg, view1, view2)
+	s.opt.UpdateGraph(scope, view1.Graph(), nodes.Loss)
+	s.method.AfterUpdate(mg, nodes)
+	return nodes.Loss, meanQ(nodes)
+}
+
+// gradientVariables are the trainable model variables, sorted by path: the order of
+// GradientReport.Gradients.
+func (s *Step) gradientVariables() []*model.Variable {
+	var vars []*model.Variable
+	for v := range s.store.IterVariables() {
+		if v.Trainable && isModelScope(v.Scope()) {
+			vars = append(vars, v)
+		}
+	}
+	slices.SortFunc(vars, func(a, b *model.Variable) int { return strings.Compare(a.Path(), b.Path()) })
+	return vars
+}
+
+// gradientGraph is trainGraph without the optimiser and without the running-average updates:
+// it returns the loss, the mean q and the gradient of every gradientVariables entry, in
+// float32, and changes no variable.
+func (s *Step) gradientGraph(scope *model.Scope, view1, view2 *Node) []*Node {
+	nodes := s.lossGraph(s.methodGraph(scope, true, false), view1, view2)
+	g := view1.Graph()
+	vars := s.gradientVariables()
+	wrt := make([]*Node, len(vars))
+	for i, v := range vars {
+		wrt[i] = v.NodeValue(g)
+	}
+	out := []*Node{nodes.Loss, meanQ(nodes)}
+	for _, grad := range Gradient(nodes.Loss, wrt...) {
+		out = append(out, ConvertDType(grad, dtypes.Float32))
+	}
+	return out
+}
+
+func (s *Step) embedGraph(scope *model.Scope, images *Node) (features, projection *Node) {
+	n := s.net(false, false)
+	feats := s.model.backbone(n, scope, images)
+	return feats, s.model.project(n, scope, feats)
+}
+
+// checkBatch reports a batch a training step cannot use.
+func checkBatch(b *Batch) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	if b.N < 2 {
+		return fmt.Errorf("a batch of %d view pair has no negatives: a contrastive step needs at least 2", b.N)
+	}
+	return nil
 }
 
 // Run does one training step on b at learning rate lr: forward both views as one batch of 2N,
 // loss, backward, optimiser update. Batch-norm statistics are those of the 2N views.
 func (s *Step) Run(b *Batch, lr float64) (StepResult, error) {
-	if err := b.Validate(); err != nil {
+	if err := checkBatch(b); err != nil {
 		return StepResult{}, err
 	}
-	if b.N < 2 {
-		return StepResult{}, fmt.Errorf("a batch of %d view pair has no negatives: a contrastive step needs at least 2", b.N)
-	}
-	if err := SetLearningRate(s.ctx, lr); err != nil {
+	if err := SetLearningRate(s.store, lr); err != nil {
 		return StepResult{}, fmt.Errorf("setting the learning rate: %w", err)
 	}
-	v1 := tensors.FromFlatDataAndDimensions(b.View1, b.N, b.H, b.W, b.C)
-	v2 := tensors.FromFlatDataAndDimensions(b.View2, b.N, b.H, b.W, b.C)
-	out, err := s.train.Exec(v1, v2)
-	v1.FinalizeAll()
-	v2.FinalizeAll()
+	out, err := s.call(s.train, b)
 	if err != nil {
 		return StepResult{}, fmt.Errorf("training step on a batch of %d %dx%dx%d view pairs: %w", b.N, b.H, b.W, b.C, err)
 	}
-	res := StepResult{Loss: float64(tensors.ToScalar[float32](out[0])), MeanQ: float64(tensors.ToScalar[float32](out[1]))}
-	for _, t := range out {
-		t.FinalizeAll()
-	}
-	return res, nil
+	defer finalizeAll(out)
+	return StepResult{Loss: float64(tensors.ToScalar[float32](out[0])), MeanQ: float64(tensors.ToScalar[float32](out[1]))}, nil
 }
 
-// Features runs the encoder in inference mode (batch-norm running averages) on n images
-// (uint8 HWC, n·h·w·c bytes) and returns backbone features [n][FeatureDim] and projections
-// [n][ProjectionDim], both as the model outputs them (not normalised).
+// Gradients computes the loss and the gradient of one training step on b, in training mode
+// (batch statistics) and at the step's precision, without changing anything: no optimiser
+// update, batch-norm running averages untouched. A GPU check compares its report across
+// backends and precisions.
+func (s *Step) Gradients(b *Batch) (GradientReport, error) {
+	if err := checkBatch(b); err != nil {
+		return GradientReport{}, err
+	}
+	if s.gradients == nil {
+		e, err := model.NewExec(s.backend, s.store, s.gradientGraph)
+		if err != nil {
+			return GradientReport{}, fmt.Errorf("preparing the gradient graph: %w", err)
+		}
+		s.gradients = e.SetMaxCache(2)
+	}
+	out, err := s.call(s.gradients, b)
+	if err != nil {
+		return GradientReport{}, fmt.Errorf("gradients on a batch of %d %dx%dx%d view pairs: %w", b.N, b.H, b.W, b.C, err)
+	}
+	defer finalizeAll(out)
+	vars := s.gradientVariables()
+	if len(out) != 2+len(vars) {
+		return GradientReport{}, fmt.Errorf("gradient graph returned %d values for %d variables", len(out), len(vars))
+	}
+	rep := GradientReport{
+		Loss:      float64(tensors.ToScalar[float32](out[0])),
+		MeanQ:     float64(tensors.ToScalar[float32](out[1])),
+		Gradients: make([]VariableGradient, len(vars)),
+	}
+	for i, v := range vars {
+		flat, err := tensors.CopyFlatData[float32](out[2+i])
+		if err != nil {
+			return GradientReport{}, fmt.Errorf("reading the gradient of %s: %w", v.Path(), err)
+		}
+		vg := VariableGradient{Name: v.Path(), Size: len(flat)}
+		for _, x := range flat {
+			f := float64(x)
+			vg.Sum += f
+			vg.SumSquares += f * f
+			vg.MaxAbs = max(vg.MaxAbs, math.Abs(f))
+		}
+		rep.Gradients[i] = vg
+	}
+	return rep, nil
+}
+
+// call runs a training-step graph (train or gradients) on b's two views.
+func (s *Step) call(e *model.Exec, b *Batch) ([]*tensors.Tensor, error) {
+	v1 := tensors.FromFlatDataAndDimensions(b.View1, b.N, b.H, b.W, b.C)
+	v2 := tensors.FromFlatDataAndDimensions(b.View2, b.N, b.H, b.W, b.C)
+	defer v1.FinalizeAll()
+	defer v2.FinalizeAll()
+	return e.Call(v1, v2)
+}
+
+func finalizeAll(ts []*tensors.Tensor) {
+	for _, t := range ts {
+		_ = t.FinalizeAll()
+	}
+}
+
+// Features runs the encoder in inference mode (batch-norm running averages), at the step's
+// precision, on n images (uint8 HWC, n·h·w·c bytes) and returns backbone features
+// [n][FeatureDim] and projections [n][ProjectionDim], both as the model outputs them (not
+// normalised).
 func (s *Step) Features(images []uint8, n, h, w, c int) (features, projection [][]float32, err error) {
 	if n < 1 || len(images) != n*h*w*c {
 		return nil, nil, fmt.Errorf("%d images %dx%dx%d need %d bytes, got %d", n, h, w, c, n*h*w*c, len(images))
 	}
 	t := tensors.FromFlatDataAndDimensions(images, n, h, w, c)
 	defer t.FinalizeAll()
-	out, err := s.embed.Exec(t)
+	out, err := s.embed.Call(t)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding %d %dx%dx%d images: %w", n, h, w, c, err)
 	}
-	defer func() {
-		for _, t := range out {
-			t.FinalizeAll()
-		}
-	}()
+	defer finalizeAll(out)
 	return rows(tensors.MustCopyFlatData[float32](out[0]), n), rows(tensors.MustCopyFlatData[float32](out[1]), n), nil
 }
 
@@ -193,7 +411,10 @@ func rows(flat []float32, n int) [][]float32 {
 func (s *Step) Finalize() {
 	s.train.Finalize()
 	s.embed.Finalize()
-	s.ctx.Finalize()
+	if s.gradients != nil {
+		s.gradients.Finalize()
+	}
+	s.store.Finalize()
 	// The step's buffers are garbage now, but the collector would next run only once the heap
 	// doubled from its last (peak-time) size: a second Step built in this process (dcl reproduce
 	// trains several) would then peak at twice one step's memory (4.2 GiB instead of 2.2 at
@@ -204,8 +425,8 @@ func (s *Step) Finalize() {
 // NumParameters counts the model's weights (not optimiser state nor running averages).
 func (s *Step) NumParameters() int {
 	total := 0
-	for v := range s.ctx.IterVariables() {
-		if v.Trainable && strings.HasPrefix(v.Scope(), context.RootScope+modelScope) {
+	for v := range s.store.IterVariables() {
+		if v.Trainable && strings.HasPrefix(v.Scope(), model.RootScopePath+modelScope) {
 			total += v.Shape().Size()
 		}
 	}

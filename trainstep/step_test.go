@@ -29,9 +29,9 @@ func TestEveryModelTrainsOneStep(t *testing.T) {
 			}
 			defer s.Finalize()
 			before := map[string][]byte{}
-			for v := range s.Context().IterVariables() {
+			for v := range s.Store().IterVariables() {
 				if v.Trainable {
-					v.MustValue().ConstBytes(func(b []byte) { before[v.ScopeAndName()] = append([]byte(nil), b...) })
+					v.MustValue().ConstBytes(func(b []byte) { before[v.Path()] = append([]byte(nil), b...) })
 				}
 			}
 			res, err := s.Run(RandomBatch(2, 4, tc.size, tc.size, tc.c), 0.1)
@@ -41,14 +41,14 @@ func TestEveryModelTrainsOneStep(t *testing.T) {
 			if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) || !(res.MeanQ > 0 && res.MeanQ < 1) {
 				t.Errorf("step: %+v", res)
 			}
-			for v := range s.Context().IterVariables() {
+			for v := range s.Store().IterVariables() {
 				if !v.Trainable {
 					continue
 				}
 				var same bool
-				v.MustValue().ConstBytes(func(b []byte) { same = string(b) == string(before[v.ScopeAndName()]) })
+				v.MustValue().ConstBytes(func(b []byte) { same = string(b) == string(before[v.Path()]) })
 				if same {
-					t.Errorf("variable %s did not change in a step", v.ScopeAndName())
+					t.Errorf("variable %s did not change in a step", v.Path())
 				}
 			}
 		})

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -47,7 +47,7 @@ type RunConfig struct {
 
 // TrainOptions are the parts of a run that are not settings.
 type TrainOptions struct {
-	Backend backends.Backend
+	Backend compute.Backend
 	Source  BatchSource
 	// Resume is a checkpoint file or a run's output folder to continue from ("": start fresh).
 	Resume string
@@ -143,9 +143,9 @@ type runPlan struct {
 
 // CheckRun checks that a run can start, before any compute backend exists: the settings, the
 // data (its SourceInfo) and, when resuming, the checkpoint's header (same model, batch size,
-// seed, data and image size). Train does the same checks; a command line calls CheckRun
-// first so that a wrong one fails at once and alone. Errors are SetupErrors, except failures
-// to read.
+// seed, data, image size and precision; an empty cfg.Precision takes the checkpoint's).
+// Train does the same checks; a command line calls CheckRun first so that a wrong one fails
+// at once and alone. Errors are SetupErrors, except failures to read.
 func CheckRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo, resumeFrom string) error {
 	_, err := planRun(ctx, cfg, run, info, resumeFrom)
 	return err
@@ -203,6 +203,18 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	}
 	if err := checkResume(p.checkpoint, h, model, run, p.fresh); err != nil {
 		return nil, setupErr(err)
+	}
+	if trained, asked := methodName(h.Step.Method), methodName(cfg.Method); trained != asked {
+		return nil, setupErr(fmt.Errorf("checkpoint %s was trained with method %s, not %s: its variables are another method's", p.checkpoint, trained, asked))
+	}
+	// A resumed run keeps its precision (a checkpoint without one was trained in float32):
+	// the other would not continue the same run, nor bit for bit.
+	trained := h.Step.Precision.orDefault()
+	switch {
+	case cfg.Precision == "":
+		p.cfg.Precision = trained
+	case cfg.Precision.orDefault() != trained:
+		return nil, setupErr(fmt.Errorf("checkpoint %s was trained at precision %s, not %s: resume it at %s", p.checkpoint, trained, cfg.Precision, trained))
 	}
 	return p, nil
 }
@@ -269,7 +281,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		logger.Info("the shards hold fewer augmented passes than epochs: epoch e reads pass e mod passes, so views repeat",
 			"passes", info.Passes, "epochs", run.Epochs)
 	}
-	logger.Info("training", "model", cfg.Model.Name, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
+	logger.Info("training", "model", cfg.Model.Name, "precision", cfg.Precision, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
 		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
 		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
 

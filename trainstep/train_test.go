@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
 // syntheticPairs makes n view pairs of h×w×c images in `classes` classes: each example is its
@@ -68,7 +70,7 @@ func testRunConfig(t *testing.T, out string) RunConfig {
 
 func mustMemorySource(t *testing.T, passes ...[]Pair) *MemorySource {
 	t.Helper()
-	src, err := NewMemorySource("synthetic", passes...)
+	src, err := NewMemorySource(datasets.IDX, passes...) // grey images: the registry's unnamed-IDX statistics
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,10 +379,10 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if err := c.Restore(other); err != nil {
 		t.Fatal(err)
 	}
-	for v := range s.Context().IterVariables() {
-		o := other.Context().GetVariableByScopeAndName(v.Scope(), v.Name())
+	for v := range s.Store().IterVariables() {
+		o := other.Store().GetVariable(v.Path())
 		if o == nil || o.Trainable != v.Trainable || !o.MustValue().Equal(v.MustValue()) {
-			t.Errorf("variable %s did not come back", v.ScopeAndName())
+			t.Errorf("variable %s did not come back", v.Path())
 		}
 	}
 }
@@ -459,5 +461,74 @@ func TestResumeAfterCrashKeepsTheLogExact(t *testing.T) {
 	}
 	if want := []int{1, 2, 3, 4, 5, 6}; !slices.Equal(steps, want) {
 		t.Errorf("logged steps %v, want %v", steps, want)
+	}
+}
+
+// TestLoadsGoMLXv026Checkpoint: a checkpoint written by this package on GoMLX v0.26
+// (testdata: resnet18-cifar at width 1, 8×8 RGB, after two steps of RandomBatch(10) and
+// RandomBatch(11) at lr 0.01) restores every variable, optimiser state included, into a step
+// built on the current GoMLX: no variable is left over or created, and a third step
+// (RandomBatch(12), lr 0.01, which reads the momentum buffers) gives the loss and features
+// the v0.26 code gave.
+func TestLoadsGoMLXv026Checkpoint(t *testing.T) {
+	const path = "testdata/gomlx-v0.26-resnet18-cifar.dclckpt"
+	c, err := ReadCheckpoint(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Header.Step.Precision != "" {
+		t.Fatalf("a v0.26 checkpoint has precision %q, want none (float32)", c.Header.Step.Precision)
+	}
+	s, err := NewStep(newTestBackend(t), c.Header.Step, c.Header.State.ImageHeight, c.Header.State.ImageWidth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Finalize()
+	if s.Config().Precision != Float32 {
+		t.Errorf("precision %q, want %q", s.Config().Precision, Float32)
+	}
+	before := s.Store().NumVariables()
+	if len(c.Header.Variables) != before {
+		t.Errorf("checkpoint has %d variables, the step %d", len(c.Header.Variables), before)
+	}
+	if err := c.Restore(s); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.Store().NumVariables(); after != before {
+		t.Errorf("restoring created %d variables the step does not have: their paths changed", after-before)
+	}
+	res, err := s.Run(RandomBatch(12, 3, 8, 8, 3), 0.01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Printed by the v0.26 code (float32 values, shortest representation).
+	const wantLoss = 1.633339762687683
+	wantFeatures := [][]float32{
+		{0, 0.059511248, 0.7548839, 0, 0, 0.6746236, 0.008341268, 0.52941746},
+		{0, 0.04268024, 0.5765617, 0, 0, 0.68751055, 0.0058354884, 0.7653162},
+	}
+	wantProjection := [][]float32{
+		{0.021943595, 0.763327, 0.52243006, -0.095736854},
+		{-0.008178398, 0.7909602, 0.536929, -0.111503206},
+	}
+	if math.Abs(res.Loss-wantLoss) > 1e-5 {
+		t.Errorf("third step's loss %v, v0.26 gave %v", res.Loss, wantLoss)
+	}
+	imgs := RandomBatch(13, 2, 8, 8, 3)
+	feats, proj, err := s.Features(imgs.View1, 2, 8, 8, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want [][]float32
+	}{{"feature", feats, wantFeatures}, {"projection", proj, wantProjection}} {
+		for i := range tc.want {
+			for j := range tc.want[i] {
+				if d := math.Abs(float64(tc.got[i][j] - tc.want[i][j])); d > 1e-5 {
+					t.Errorf("%s[%d][%d] = %v, v0.26 gave %v", tc.name, i, j, tc.got[i][j], tc.want[i][j])
+				}
+			}
+		}
 	}
 }

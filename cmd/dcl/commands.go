@@ -14,5 +14,7 @@ func commands() []*command {
 		reproduceCommand(),
 		demoCommand(),
 		versionCommand(),
+		doctorCommand(),
+		gpuCheckCommand(),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -38,8 +39,9 @@ type lossOutput struct {
 
 func setupLoss(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 	input := fs.String("input", "", `batch file {"z1": [[…]], "z2": [[…]]} (local, gs:// or "-" for stdin)`)
-	loss := fs.String("loss", string(trainstep.DCL), "loss: infonce, dcl or dclw")
-	temperature := fs.Float64("temperature", 0.07, "temperature τ")
+	def := trainstep.DefaultLossConfig()
+	loss := fs.String("loss", string(def.Kind), "loss: "+strings.Join(trainstep.LossNames(), ", "))
+	temperature := fs.Float64("temperature", def.Temperature, "temperature τ")
 	sigma := fs.Float64("sigma", 0.5, "DCLW's σ")
 	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
 	weightGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (default: constants, as in training)")

@@ -42,22 +42,25 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	model := fs.String("model", trainstep.ResNet18CIFAR, "encoder: "+strings.Join(trainstep.ModelNames(), ", "))
 	width := fs.Int("width", 0, "base channel width of the encoder (0: the model's default, 64 for the ResNets, 32 for small-cnn)")
 	projDim := fs.Int("projection-dim", trainstep.DefaultProjectionDim, "projector output dimension")
-	loss := fs.String("loss", string(trainstep.DCL), "loss: infonce, dcl or dclw")
-	temperature := fs.Float64("temperature", 0.07, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
-	sigma := fs.Float64("sigma", 0.5, "DCLW's σ")
+	paper := trainstep.PaperDefaults()
+	method := fs.String("method", trainstep.SimCLRMethod, "training method: "+strings.Join(trainstep.MethodNames(), ", "))
+	precision := fs.String("precision", "", "arithmetic: float32, or bf16 (mixed precision, float32 master weights; for GPUs);\nempty: float32, or the checkpoint's when resuming")
+	loss := fs.String("loss", string(paper.Loss), "loss: "+strings.Join(trainstep.LossNames(), ", "))
+	temperature := fs.Float64("temperature", paper.Temperature, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
+	sigma := fs.Float64("sigma", paper.Sigma, "DCLW's σ")
 	dclwGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (otherwise they are constants in the backward pass)")
 	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
-	batch := fs.Int("batch-size", 256, "view pairs per step (2× as many images through the network)")
-	epochs := fs.Int("epochs", 200, "epochs; epoch e reads the shards' augmented pass e mod E")
-	lr := fs.Float64("lr", 0.03, "base learning rate per 256 view pairs: the peak is lr·batch/256")
-	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
-	wd := fs.Float64("weight-decay", 5e-4, "weight decay (convolution and dense weights only, unless --decay-all)")
+	batch := fs.Int("batch-size", paper.BatchSize, "view pairs per step (2× as many images through the network)")
+	epochs := fs.Int("epochs", paper.Epochs, "epochs; epoch e reads the shards' augmented pass e mod E")
+	lr := fs.Float64("lr", paper.BaseLR, "base learning rate per 256 view pairs: the peak is lr·batch/256")
+	momentum := fs.Float64("momentum", paper.Momentum, "SGD momentum")
+	wd := fs.Float64("weight-decay", paper.WeightDecay, "weight decay (convolution and dense weights only, unless --decay-all)")
 	decayAll := fs.Bool("decay-all", false, "apply weight decay (and LARS scaling) to biases and batch-norm parameters too")
 	warmup := fs.Float64("warmup-epochs", 0, "linear learning-rate warm-up, in epochs (may be fractional); cosine annealing after")
-	optimizer := fs.String("optimizer", string(trainstep.SGDMomentum), "sgd (with momentum) or lars (for large batches)")
+	optimizer := fs.String("optimizer", string(paper.Optimizer), "sgd (with momentum) or lars (for large batches)")
 	backendName := fs.String("backend", "auto", "compute backend: cpu, cuda, or auto (cuda when this build has it and a GPU is found)")
 	plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto (empty: $DCL_PJRT_PLUGIN, $PJRT_PLUGIN_LIBRARY_PATH, then JAX's plugin)")
-	ckptEvery := fs.Int("checkpoint-every", 500, "write a checkpoint every N steps (0: only at the end and when interrupted)")
+	ckptEvery := fs.Int("checkpoint-every", paper.CheckpointEvery, "write a checkpoint every N steps (0: only at the end and when interrupted)")
 	keep := fs.Int("keep-checkpoints", 3, "checkpoints to keep, newest first (0: all)")
 	var resume resumeFlag
 	fs.Var(&resume, "resume", "continue a run: bare, from the newest checkpoint in --out; =PATH, from that checkpoint file or run folder")
@@ -90,7 +93,14 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if *initSeed == 0 {
 			*initSeed = *seed
 		}
+		var prec trainstep.Precision
+		if *precision != "" {
+			if prec, err = trainstep.ParsePrecision(*precision); err != nil {
+				return usagef("--precision: %v", err)
+			}
+		}
 		cfg := trainstep.StepConfig{
+			Method: *method, Precision: prec,
 			Model: trainstep.ModelConfig{Name: *model, BaseWidth: *width, ProjectionDim: *projDim, Channels: 3},
 			Loss: trainstep.LossConfig{Kind: lossKind, Temperature: *temperature, Sigma: *sigma,
 				Reduction: trainstep.Reduction(*reduction), WeightGrad: *dclwGrad},

@@ -89,6 +89,8 @@ func TestTrainRejectsBadCommandLines(t *testing.T) {
 		{[]string{"--temperature", "0"}, "temperature 0"},
 		{[]string{"--temperature", "-0.5"}, "temperature -0.5"},
 		{[]string{"--loss", "triplet"}, `unknown loss "triplet"`},
+		{[]string{"--method", "byol"}, `unknown training method "byol"`},
+		{[]string{"--precision", "fp8"}, `precision "fp8"`},
 		{[]string{"--model", "vgg"}, `unknown model "vgg"`},
 		{[]string{"--optimizer", "adam"}, `unknown optimizer "adam"`},
 		{[]string{"--reduction", "max"}, `unknown reduction "max"`},

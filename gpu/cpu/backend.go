@@ -9,20 +9,21 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/simplego"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/gobackend"
+	"github.com/gomlx/compute/notimplemented"
+	"github.com/gomlx/compute/shapes"
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
 
 // BackendName is the name under which the backend registers with GoMLX:
-// GOMLX_BACKEND=dclcpu (or dclcpu:threads=N) selects it in backends.New.
+// GOMLX_BACKEND=dclcpu (or dclcpu:threads=N) selects it in compute.New.
 const BackendName = "dclcpu"
 
 func init() {
-	backends.Register(BackendName, func(config string) (backends.Backend, error) {
+	compute.Register(BackendName, func(config string) (compute.Backend, error) {
 		cfg, err := ParseConfig(config)
 		if err != nil {
 			return nil, err
@@ -67,13 +68,14 @@ func ParseConfig(config string) (Config, error) {
 	return cfg, nil
 }
 
-// Backend implements backends.Backend. Buffers are SimpleGo's, so tensors move between the
-// two without copies; its DataInterface methods are SimpleGo's.
+// Backend implements compute.Backend. Its buffers (type Buffer) hold the pure-Go backend's, so
+// values pass between the two without copies.
 type Backend struct {
-	backends.DataInterface
-	sg    backends.Backend
-	pool  *kernels.Pool
-	stats *opStats // nil unless Config.ProfileOps
+	// goBackend is GoMLX's pure-Go backend ("go"), which runs the operations this one does not
+	// implement itself and owns the memory of every buffer.
+	goBackend compute.Backend
+	pool      *kernels.Pool
+	stats     *opStats // nil unless Config.ProfileOps
 	// noFusion turns off element-wise fusion (Config.NoFusion).
 	noFusion bool
 	// noRemat turns off rematerialisation (Config.NoRemat).
@@ -91,73 +93,88 @@ type Backend struct {
 	finalized bool
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var _ compute.Backend = (*Backend)(nil)
 
 // New returns a backend whose kernels run on cfg.Threads goroutines.
 func New(cfg Config) (*Backend, error) {
-	// One operation at a time in SimpleGo: its parallel scheduler deadlocked on 2-core machines,
-	// and our executor already runs one operation at a time with the cores inside it.
-	sg, err := simplego.New("ops_sequential")
+	// One operation at a time in the pure-Go backend: our executor already runs one operation
+	// at a time with the cores inside it.
+	goBackend, err := gobackend.New("ops_sequential")
 	if err != nil {
-		return nil, fmt.Errorf("creating the SimpleGo backend: %w", err)
+		return nil, fmt.Errorf("creating GoMLX's pure-Go backend: %w", err)
 	}
 	threads := cfg.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	be := &Backend{DataInterface: sg, sg: sg, pool: kernels.NewPool(threads), noFusion: cfg.NoFusion, noRemat: cfg.NoRemat}
+	be := &Backend{goBackend: goBackend, pool: kernels.NewPool(threads), noFusion: cfg.NoFusion, noRemat: cfg.NoRemat}
 	if cfg.ProfileOps {
 		be.stats = &opStats{}
 	}
 	return be, nil
 }
 
-// Name implements backends.Backend.
+// Name implements compute.Backend.
 func (be *Backend) Name() string { return BackendName }
 
-// String implements backends.Backend.
+// String implements compute.Backend.
 func (be *Backend) String() string { return BackendName }
 
-// Description implements backends.Backend.
+// Description implements compute.Backend.
 func (be *Backend) Description() string {
-	return fmt.Sprintf("dcl-beam CPU backend: SimpleGo with packed %s kernels on %d threads", kernels.KernelName(), be.pool.Threads())
+	return fmt.Sprintf("dcl-beam CPU backend: packed %s kernels on %d threads, GoMLX's pure-Go backend for the rest", kernels.KernelName(), be.pool.Threads())
 }
 
 // Threads is the number of goroutines the kernels use.
 func (be *Backend) Threads() int { return be.pool.Threads() }
 
-// NumDevices implements backends.Backend: one CPU device.
+// NumDevices implements compute.Backend: one CPU device.
 func (be *Backend) NumDevices() int { return 1 }
 
-// DeviceDescription implements backends.Backend.
-func (be *Backend) DeviceDescription(backends.DeviceNum) string {
+// DeviceDescription implements compute.Backend.
+func (be *Backend) DeviceDescription(compute.DeviceNum) string {
 	return fmt.Sprintf("cpu (%d threads, %s)", be.pool.Threads(), kernels.KernelName())
 }
 
 // nativeOps are the operations this backend implements itself (for float32; other dtypes go
-// to SimpleGo where it has them).
-var nativeOps = []backends.OpType{
-	backends.OpTypeConvGeneral, backends.OpTypeDotGeneral, backends.OpTypeDot,
-	backends.OpTypeReverse, backends.OpTypePad,
-	backends.OpTypeSelectAndScatterMax, backends.OpTypeSelectAndScatterMin,
-	backends.OpTypeBatchNormForInference, backends.OpTypeBatchNormForTraining, backends.OpTypeBatchNormGradient,
+// to the pure-Go backend where it has them).
+var nativeOps = []compute.OpType{
+	compute.OpTypeConvGeneral, compute.OpTypeDotGeneral,
+	compute.OpTypeReverse, compute.OpTypePad,
+	compute.OpTypeSelectAndScatterMax, compute.OpTypeSelectAndScatterMin,
+	compute.OpTypeBatchNormForInference, compute.OpTypeBatchNormForTraining, compute.OpTypeBatchNormGradient,
 }
 
-// Capabilities implements backends.Backend: SimpleGo's, plus the operations added here.
-func (be *Backend) Capabilities() backends.Capabilities {
-	c := be.sg.Capabilities().Clone()
+// Capabilities implements compute.Backend: the pure-Go backend's standard operations, plus
+// those added here; main functions only, static shapes, no fused operations (GoMLX builds
+// those from standard ones, which keeps this backend's fusion and rematerialisation in charge).
+func (be *Backend) Capabilities() compute.Capabilities {
+	c := be.goBackend.Capabilities().Clone()
+	for op := range c.Operations {
+		if isFusedOrDynamic(op) {
+			delete(c.Operations, op)
+		}
+	}
 	for _, op := range nativeOps {
 		c.Operations[op] = true
 	}
+	c.Functions = false
+	c.DynamicShapes = compute.DynamicShapesNone
 	return c
 }
 
-// Builder implements backends.Backend.
-func (be *Backend) Builder(name string) backends.Builder {
-	return &Builder{backend: be, name: name}
+// isFusedOrDynamic reports the operations the backend leaves to notimplemented.Function.
+func isFusedOrDynamic(op compute.OpType) bool {
+	name := op.String()
+	return strings.HasPrefix(name, "Fused") || strings.HasPrefix(name, "Dynamic")
 }
 
-// Finalize implements backends.Backend: it stops the worker pool and releases SimpleGo's.
+// Builder implements compute.Backend.
+func (be *Backend) Builder(name string) compute.Builder {
+	return &Builder{Function: notimplemented.Function{ErrFn: errNotImplemented}, backend: be, name: name}
+}
+
+// Finalize implements compute.Backend: it stops the worker pool and the pure-Go backend.
 func (be *Backend) Finalize() {
 	be.mu.Lock()
 	defer be.mu.Unlock()
@@ -166,19 +183,83 @@ func (be *Backend) Finalize() {
 	}
 	be.finalized = true
 	be.pool.Close()
-	be.releaseToSimpleGo(be.bufs.drain())
-	be.sg.Finalize()
+	be.releaseToGo(be.bufs.drain())
+	be.goBackend.Finalize()
 }
 
-// IsFinalized implements backends.Backend.
+// IsFinalized implements compute.Backend.
 func (be *Backend) IsFinalized() bool {
 	be.mu.Lock()
 	defer be.mu.Unlock()
 	return be.finalized
 }
 
+// Buffer implements compute.Buffer for the backend: a buffer of the pure-Go backend that
+// answers as this backend's (GoMLX's tensors refuse to pass a buffer between backend instances)
+// and whose Finalize returns it to this backend's pool of large buffers.
+type Buffer struct {
+	be    *Backend
+	inner compute.Buffer // the pure-Go backend's buffer, which owns the memory
+	shape shapes.Shape
+	flat  any // inner's data: a slice of shape's dtype
+}
+
+var _ compute.Buffer = (*Buffer)(nil)
+
+// Backend implements compute.Buffer.
+func (b *Buffer) Backend() compute.Backend { return b.be }
+
+// Finalize implements compute.Buffer: the buffer goes back to the backend's pool (large ones)
+// or the pure-Go backend's.
+func (b *Buffer) Finalize() error { return b.be.finalizeBuffer(b) }
+
+// Shape implements compute.Buffer.
+func (b *Buffer) Shape() (shapes.Shape, error) { return b.shape, nil }
+
+// DeviceNum implements compute.Buffer: the one CPU device.
+func (b *Buffer) DeviceNum() (compute.DeviceNum, error) { return 0, nil }
+
+// ToFlatData implements compute.Buffer.
+func (b *Buffer) ToFlatData(flat any) error { return b.inner.ToFlatData(flat) }
+
+// Data implements compute.Buffer: the buffer's own memory, shared with the caller.
+func (b *Buffer) Data() (any, error) { return b.flat, nil }
+
+// CopyToDevice implements compute.Buffer: a copy, on the one device there is.
+func (b *Buffer) CopyToDevice(deviceNum compute.DeviceNum) (compute.Buffer, error) {
+	if deviceNum != 0 {
+		return nil, fmt.Errorf("backend %s has only device 0, not %d", BackendName, deviceNum)
+	}
+	return b.be.clone(b)
+}
+
+// wrap makes a buffer of the pure-Go backend this backend's.
+func (be *Backend) wrap(inner compute.Buffer) (*Buffer, error) {
+	shape, err := inner.Shape()
+	if err != nil {
+		return nil, err
+	}
+	flat, err := inner.Data()
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer{be: be, inner: inner, shape: shape, flat: flat}, nil
+}
+
+// own returns buf as a buffer of this backend, or why it is not one.
+func (be *Backend) own(buf compute.Buffer) (*Buffer, error) {
+	b, ok := buf.(*Buffer)
+	if !ok || b == nil {
+		return nil, fmt.Errorf("buffer %T is not one of backend %s", buf, BackendName)
+	}
+	if b.be != be {
+		return nil, fmt.Errorf("buffer belongs to another instance of backend %s", BackendName)
+	}
+	return b, nil
+}
+
 // newF32 returns a new float32 buffer of the shape and its data (not zeroed).
-func (be *Backend) newF32(shape shapes.Shape) (backends.Buffer, []float32, error) {
+func (be *Backend) newF32(shape shapes.Shape) (compute.Buffer, []float32, error) {
 	buf, flat, err := be.newBuffer(shape)
 	if err != nil {
 		return nil, nil, err
@@ -187,28 +268,25 @@ func (be *Backend) newF32(shape shapes.Shape) (backends.Buffer, []float32, error
 }
 
 // f32 returns a float32 buffer's data.
-func (be *Backend) f32(buf backends.Buffer) []float32 {
-	flat, err := be.sg.BufferData(buf)
-	if err != nil {
-		panic(fmt.Sprintf("dclcpu: reading a buffer: %v", err))
-	}
-	return flat.([]float32)
+func (be *Backend) f32(buf compute.Buffer) []float32 {
+	return buf.(*Buffer).flat.([]float32)
 }
 
 // newBuffer returns a new buffer of any dtype and its flat data slice (not zeroed): a kept one
 // of the shape when the pool has one.
-func (be *Backend) newBuffer(shape shapes.Shape) (backends.Buffer, any, error) {
+func (be *Backend) newBuffer(shape shapes.Shape) (compute.Buffer, any, error) {
 	if buf := be.bufs.get(shape); buf != nil {
-		flat, err := be.sg.BufferData(buf)
-		if err != nil {
-			return nil, nil, err
-		}
+		flat := buf.(*Buffer).flat
 		if be.poisonReused {
 			poison(flat)
 		}
 		return buf, flat, nil
 	}
-	return be.sg.NewSharedBuffer(0, shape)
+	inner, flat, err := be.goBackend.NewSharedBuffer(0, shape)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Buffer{be: be, inner: inner, shape: shape, flat: flat}, flat, nil
 }
 
 // poison fills float32 data with NaNs (tests: a reused buffer's stale contents must not matter).
@@ -222,87 +300,92 @@ func poison(flat any) {
 }
 
 // clone copies a buffer into a new one.
-func (be *Backend) clone(buf backends.Buffer) (backends.Buffer, error) {
-	shape, err := be.sg.BufferShape(buf)
+func (be *Backend) clone(buf compute.Buffer) (compute.Buffer, error) {
+	src, err := be.own(buf)
 	if err != nil {
 		return nil, err
 	}
-	out, flat, err := be.newBuffer(shape)
+	out, flat, err := be.newBuffer(src.shape)
 	if err != nil {
 		return nil, err
 	}
-	if err := be.sg.BufferToFlatData(buf, flat); err != nil {
-		return nil, err
-	}
+	reflect.Copy(reflect.ValueOf(flat), reflect.ValueOf(src.flat))
 	return out, nil
 }
 
 // release gives a buffer back: large ones to the backend's pool, the others (and those the pool
-// has no room for) to SimpleGo's.
-func (be *Backend) release(buf backends.Buffer) {
+// has no room for) to the pure-Go backend's.
+func (be *Backend) release(buf compute.Buffer) {
 	if buf != nil {
 		_ = be.finalizeBuffer(buf)
 	}
 }
 
-func (be *Backend) finalizeBuffer(buf backends.Buffer) error {
+func (be *Backend) finalizeBuffer(buf compute.Buffer) error {
+	b, err := be.own(buf)
+	if err != nil {
+		return fmt.Errorf("finalizing a buffer: %w", err)
+	}
 	if be.IsFinalized() {
-		return be.sg.BufferFinalize(buf)
+		return b.inner.Finalize()
 	}
-	shape, err := be.sg.BufferShape(buf)
+	kept, evicted, err := be.bufs.put(b, b.shape)
 	if err != nil {
-		return err
-	}
-	kept, evicted, err := be.bufs.put(buf, shape)
-	if err != nil {
-		return fmt.Errorf("BufferFinalize: %w", err)
+		return fmt.Errorf("finalizing a buffer: %w", err)
 	}
 	if !kept {
-		evicted = append(evicted, buf)
+		evicted = append(evicted, b)
 	}
-	for _, b := range evicted {
-		// SimpleGo refuses a buffer it holds already: that error is this release's.
-		if err := be.sg.BufferFinalize(b); err != nil && b == buf {
+	for _, e := range evicted {
+		// The pure-Go backend refuses a buffer it holds already: that error is this release's.
+		if err := e.(*Buffer).inner.Finalize(); err != nil && e == buf {
 			return err
 		}
 	}
 	return nil
 }
 
-func (be *Backend) releaseToSimpleGo(bufs []backends.Buffer) {
+// releaseToGo hands buffers back to the pure-Go backend's pools.
+func (be *Backend) releaseToGo(bufs []compute.Buffer) {
 	for _, b := range bufs {
-		_ = be.sg.BufferFinalize(b)
+		_ = b.(*Buffer).inner.Finalize()
 	}
 }
 
-// BufferFinalize implements backends.DataInterface: the buffer goes back to the backend's pool
-// (large ones) or SimpleGo's.
-func (be *Backend) BufferFinalize(buf backends.Buffer) error { return be.finalizeBuffer(buf) }
+// HasSharedBuffers implements compute.DataInterface: buffers share memory with the caller.
+func (be *Backend) HasSharedBuffers() bool { return true }
 
-// NewSharedBuffer implements backends.DataInterface, with a kept buffer when the pool has one.
-func (be *Backend) NewSharedBuffer(deviceNum backends.DeviceNum, shape shapes.Shape) (backends.Buffer, any, error) {
-	if deviceNum != 0 || be.IsFinalized() {
-		return be.sg.NewSharedBuffer(deviceNum, shape)
+// NewSharedBuffer implements compute.DataInterface, with a kept buffer when the pool has one.
+func (be *Backend) NewSharedBuffer(deviceNum compute.DeviceNum, shape shapes.Shape) (compute.Buffer, any, error) {
+	if deviceNum != 0 {
+		return nil, nil, fmt.Errorf("backend %s has only device 0, not %d", BackendName, deviceNum)
+	}
+	if be.IsFinalized() {
+		return nil, nil, fmt.Errorf("backend %s is finalized", BackendName)
 	}
 	return be.newBuffer(shape)
 }
 
-// BufferFromFlatData implements backends.DataInterface, into a kept buffer when the pool has one.
-func (be *Backend) BufferFromFlatData(deviceNum backends.DeviceNum, flat any, shape shapes.Shape) (backends.Buffer, error) {
+// BufferFromFlatData implements compute.DataInterface, into a kept buffer when the pool has one.
+func (be *Backend) BufferFromFlatData(deviceNum compute.DeviceNum, flat any, shape shapes.Shape) (compute.Buffer, error) {
+	if deviceNum != 0 {
+		return nil, fmt.Errorf("backend %s has only device 0, not %d", BackendName, deviceNum)
+	}
+	if be.IsFinalized() {
+		return nil, fmt.Errorf("backend %s is finalized", BackendName)
+	}
 	fv := reflect.ValueOf(flat)
-	if deviceNum != 0 || be.IsFinalized() || fv.Kind() != reflect.Slice || dtypes.FromGoType(fv.Type().Elem()) != shape.DType || fv.Len() != shape.Size() {
-		return be.sg.BufferFromFlatData(deviceNum, flat, shape)
+	if fv.Kind() == reflect.Slice && dtypes.FromGoType(fv.Type().Elem()) == shape.DType && fv.Len() == shape.Size() {
+		if buf := be.bufs.get(shape); buf != nil {
+			reflect.Copy(reflect.ValueOf(buf.(*Buffer).flat), fv)
+			return buf, nil
+		}
 	}
-	buf := be.bufs.get(shape)
-	if buf == nil {
-		return be.sg.BufferFromFlatData(deviceNum, flat, shape)
-	}
-	dst, err := be.sg.BufferData(buf)
+	inner, err := be.goBackend.BufferFromFlatData(deviceNum, flat, shape)
 	if err != nil {
 		return nil, err
 	}
-	reflect.Copy(reflect.ValueOf(dst), fv)
-	return buf, nil
+	return be.wrap(inner)
 }
 
 // PoolStats reports what the backend's pool of large buffers has done and holds.

@@ -7,9 +7,9 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )

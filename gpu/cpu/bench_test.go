@@ -9,25 +9,25 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
 
-	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
+	"github.com/gomlx/gomlx/ml/model"
+	"github.com/gomlx/gomlx/ml/model/initializer"
 )
 
 // benchTrainStep times one SGD step of spec at the batch size, after a warm-up step (which
 // compiles the graph), and reports ms/image and the peak resident memory of the process.
 func benchTrainStep(b *testing.B, spec resnetSpec, batch, side int, bn bnKind) {
 	benchBackend := benchBackendFor(b)
-	ctx := context.New()
-	ctx.SetParam(initializers.ParamInitialSeed, int64(1))
+	store := model.NewStore()
+	store.RootScope().SetParam(initializer.ParamInitialSeed, int64(1))
 	rb := &resnetBuilder{spec: spec, train: true, bn: bn}
-	exec, err := context.NewExec(benchBackend, ctx, rb.sgdStep)
+	exec, err := model.NewExec(benchBackend, store, rb.sgdStep)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer exec.Finalize()
 	images := randomImages(rand.New(rand.NewPCG(1, 2)), batch, side)
 	step := func() {
-		out, err := exec.Exec(images)
+		out, err := exec.Call(images)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -94,17 +94,17 @@ func BenchmarkResNetInference(b *testing.B) {
 		}
 		b.Run(c.spec.name, func(b *testing.B) {
 			be := benchBackendFor(b)
-			ctx := context.New()
-			ctx.SetParam(initializers.ParamInitialSeed, int64(1))
+			store := model.NewStore()
+			store.RootScope().SetParam(initializer.ParamInitialSeed, int64(1))
 			rb := &resnetBuilder{spec: c.spec, train: false, bn: bnFused}
-			exec, err := context.NewExec(be, ctx, rb.features)
+			exec, err := model.NewExec(be, store, rb.features)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer exec.Finalize()
 			images := randomImages(rand.New(rand.NewPCG(3, 4)), c.batch, c.side)
 			run := func() {
-				out, err := exec.Exec(images)
+				out, err := exec.Call(images)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // newPoolingBackend returns a backend whose pool keeps buffers from 1 KiB (the test graphs are
@@ -40,7 +40,7 @@ func execFlat(t testing.TB, exec *Exec, inputs []*tensors.Tensor) [][]float32 {
 	for i, in := range inputs {
 		args[i] = in
 	}
-	outs, err := exec.Exec(args...)
+	outs, err := exec.Call(args...)
 	if err != nil {
 		t.Error(err)
 		return nil
@@ -67,7 +67,7 @@ func TestPoolRecyclesExactly(t *testing.T) {
 	}
 
 	be := newPoolingBackend(t)
-	exec, err := NewExecAny(be, residualStep)
+	exec, err := NewExec(be, residualStep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestPoolGivesBack(t *testing.T) {
 	big, _ := randTensor(r, 64, 64)
 	other, _ := randTensor(r, 32, 128) // as many values, another shape
 	graph := func(in []*Node) []*Node { return []*Node{ReduceAllSum(Mul(Exp(in[0]), in[0]))} }
-	execBig, err := NewExecAny(be, graph)
+	execBig, err := NewExec(be, graph)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestPoolGivesBack(t *testing.T) {
 	if s := be.PoolStats(); s.HeldBytes < 64*64*4 {
 		t.Fatalf("after a 64×64 graph the pool holds %d bytes, want its temporaries", s.HeldBytes)
 	}
-	execOther, err := NewExecAny(be, graph)
+	execOther, err := NewExec(be, graph)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestPoolGivesBack(t *testing.T) {
 	}
 
 	// Double release, with an executable alive so that the pool keeps buffers.
-	exec, err := NewExecAny(be, graph)
+	exec, err := NewExec(be, graph)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,10 +149,10 @@ func TestPoolGivesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := be.BufferFinalize(buf); err != nil {
+	if err := buf.Finalize(); err != nil {
 		t.Fatal(err)
 	}
-	if err := be.BufferFinalize(buf); !errors.Is(err, errReleasedTwice) {
+	if err := buf.Finalize(); !errors.Is(err, errReleasedTwice) {
 		t.Fatalf("second release: %v, want %v", err, errReleasedTwice)
 	}
 }

@@ -1,30 +1,47 @@
 package cpu
 
-//go:generate go run ./internal/gendelegate -native=ConvGeneral,DotGeneral,Dot,Reverse,Pad,SelectAndScatterMax,SelectAndScatterMin,BatchNormForInference,BatchNormForTraining,BatchNormGradient,Add,Sub,Mul,Div,Max,Min,Neg,Abs,Sign,Sqrt,Rsqrt,Exp,Log,Transpose,BroadcastInDim,ReduceSum,ReduceMax,ReduceMin,ReduceWindow -out=gen_delegate.go
+//go:generate go run ./internal/gendelegate -native=ConvGeneral,DotGeneral,Reverse,Pad,SelectAndScatterMax,SelectAndScatterMin,BatchNormForInference,BatchNormForTraining,BatchNormGradient,Add,Sub,Mul,Div,Max,Min,Neg,Abs,Sign,Sqrt,Rsqrt,Exp,Log,Transpose,BroadcastInDim,ReduceSum,ReduceMax,ReduceMin,ReduceWindow -out=gen_delegate.go
 
 import (
 	"fmt"
 	"reflect"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/notimplemented"
+	"github.com/gomlx/compute/shapes"
 )
 
-// Builder implements backends.Builder: it records a graph of nodes, each either a kernel of
-// this package or a one-operation SimpleGo executable, compiled when the operation is added.
+// Builder implements compute.Builder and is its own main compute.Function: it records a graph
+// of nodes, each either a kernel of this package or a one-operation executable of GoMLX's
+// pure-Go backend, compiled when the operation is added. The backend builds main functions
+// only (Capabilities().Functions is false, so GoMLX asks for no closures); the collective,
+// dynamic-shape and fused operations come from notimplemented.Function, and GoMLX replaces a
+// fused operation a backend lacks by the standard operations it is made of.
 type Builder struct {
+	notimplemented.Function
+
 	backend  *Backend
 	name     string
 	nodes    []*node
 	params   []*node
+	outputs  []*value // set by Return
+	returned bool
 	nValues  int
 	compiled bool
 }
 
-var _ backends.Builder = (*Builder)(nil)
+var (
+	_ compute.Builder  = (*Builder)(nil)
+	_ compute.Function = (*Builder)(nil)
+)
 
-// value is one output of a node: the backends.Op handed to GoMLX.
+// errNotImplemented is the error of the operations the backend does not have.
+func errNotImplemented(op compute.OpType) error {
+	return fmt.Errorf("backend %s: operation %s: %w", BackendName, op, compute.ErrNotImplemented)
+}
+
+// value is one output of a node: the compute.Value handed to GoMLX.
 type value struct {
 	id    int
 	node  *node
@@ -41,7 +58,7 @@ type node struct {
 
 	paramIdx  int // index among the parameters, or -1
 	paramName string
-	constant  backends.Buffer // the value of a constant node
+	constant  compute.Buffer // the value of a constant node
 
 	ew *ewOp // set for float32 element-wise operations that can be fused
 	// broadcastAxes is set for native BroadcastInDim nodes: where each source axis goes.
@@ -52,18 +69,56 @@ type node struct {
 // consume it (reuse its memory or release it); it returns the output buffers, newly made or
 // consumed inputs.
 type executor interface {
-	execute(be *Backend, inputs []backends.Buffer, donate []bool) ([]backends.Buffer, error)
+	execute(be *Backend, inputs []compute.Buffer, donate []bool) ([]compute.Buffer, error)
 }
 
 // execFunc adapts a function to executor.
-type execFunc func(be *Backend, inputs []backends.Buffer, donate []bool) ([]backends.Buffer, error)
+type execFunc func(be *Backend, inputs []compute.Buffer, donate []bool) ([]compute.Buffer, error)
 
-func (f execFunc) execute(be *Backend, inputs []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+func (f execFunc) execute(be *Backend, inputs []compute.Buffer, donate []bool) ([]compute.Buffer, error) {
 	return f(be, inputs, donate)
 }
 
-// Name implements backends.Builder.
+// Name implements compute.Builder and compute.Function.
 func (b *Builder) Name() string { return b.name }
+
+// Main implements compute.Builder: the builder is its own main function.
+func (b *Builder) Main() compute.Function { return b }
+
+// NewFunction implements compute.Builder: the backend has main functions only.
+func (b *Builder) NewFunction(name string) (compute.Function, error) {
+	return nil, fmt.Errorf("NewFunction %q: %w", name, errNotImplemented(compute.OpTypeInvalid))
+}
+
+// Builder implements compute.Function.
+func (b *Builder) Builder() compute.Builder { return b }
+
+// Parent implements compute.Function: a main function has none.
+func (b *Builder) Parent() compute.Function { return nil }
+
+// Closure implements compute.Function: the backend has main functions only.
+func (b *Builder) Closure() (compute.Function, error) {
+	return nil, fmt.Errorf("Closure: %w", errNotImplemented(compute.OpTypeInvalid))
+}
+
+// Shape implements compute.Function.
+func (b *Builder) Shape(v compute.Value) (shapes.Shape, error) { return b.OpShape(v) }
+
+// Return implements compute.Function: the outputs of the computation Compile compiles.
+func (b *Builder) Return(outputs []compute.Value, shardings []*compute.ShardingSpec) error {
+	if len(shardings) != 0 {
+		return fmt.Errorf("Return: backend %s has one device and no sharding", BackendName)
+	}
+	if b.returned {
+		return fmt.Errorf("Return: builder %q has returned already", b.name)
+	}
+	outs, err := b.checkOps("Return", outputs...)
+	if err != nil {
+		return err
+	}
+	b.outputs, b.returned = outs, true
+	return nil
+}
 
 // addNode appends a node with the given inputs and output shapes and returns its outputs.
 func (b *Builder) addNode(name string, run executor, inputs []*value, outShapes ...shapes.Shape) *node {
@@ -77,7 +132,7 @@ func (b *Builder) addNode(name string, run executor, inputs []*value, outShapes 
 }
 
 // checkOps converts GoMLX ops into this builder's values.
-func (b *Builder) checkOps(opName string, ops ...backends.Op) ([]*value, error) {
+func (b *Builder) checkOps(opName string, ops ...compute.Value) ([]*value, error) {
 	if b.compiled {
 		return nil, fmt.Errorf("%s: builder %q is already compiled", opName, b.name)
 	}
@@ -95,8 +150,8 @@ func (b *Builder) checkOps(opName string, ops ...backends.Op) ([]*value, error) 
 	return vs, nil
 }
 
-// OpShape implements backends.Builder.
-func (b *Builder) OpShape(op backends.Op) (shapes.Shape, error) {
+// OpShape implements compute.Builder.
+func (b *Builder) OpShape(op compute.Value) (shapes.Shape, error) {
 	v, ok := op.(*value)
 	if !ok || v == nil {
 		return shapes.Invalid(), fmt.Errorf("OpShape: %T is not an op of backend %s", op, BackendName)
@@ -104,8 +159,8 @@ func (b *Builder) OpShape(op backends.Op) (shapes.Shape, error) {
 	return v.shape, nil
 }
 
-// Parameter implements backends.Builder.
-func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *backends.ShardingSpec) (backends.Op, error) {
+// Parameter implements compute.Function.
+func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *compute.ShardingSpec) (compute.Value, error) {
 	if b.compiled {
 		return nil, fmt.Errorf("Parameter %q: builder %q is already compiled", name, b.name)
 	}
@@ -122,8 +177,8 @@ func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *backends.
 	return n.outputs[0], nil
 }
 
-// Constant implements backends.Builder: the value is copied into a buffer held by the graph.
-func (b *Builder) Constant(flat any, dims ...int) (backends.Op, error) {
+// Constant implements compute.Function: the value is copied into a buffer held by the graph.
+func (b *Builder) Constant(flat any, dims ...int) (compute.Value, error) {
 	if b.compiled {
 		return nil, fmt.Errorf("Constant: builder %q is already compiled", b.name)
 	}
@@ -139,7 +194,7 @@ func (b *Builder) Constant(flat any, dims ...int) (backends.Op, error) {
 	if n := reflect.ValueOf(flat).Len(); n != shape.Size() {
 		return nil, fmt.Errorf("Constant: %d values for shape %s (%d values)", n, shape, shape.Size())
 	}
-	buf, err := b.backend.sg.BufferFromFlatData(0, flat, shape)
+	buf, err := b.backend.BufferFromFlatData(0, flat, shape)
 	if err != nil {
 		return nil, fmt.Errorf("Constant %s: %w", shape, err)
 	}
@@ -148,7 +203,7 @@ func (b *Builder) Constant(flat any, dims ...int) (backends.Op, error) {
 	return n.outputs[0], nil
 }
 
-// DistributedSPMD implements backends.Builder: only one device.
+// DistributedSPMD implements compute.Builder: only one device.
 func (b *Builder) DistributedSPMD(numDevices int) error {
 	if numDevices == 1 {
 		return nil
@@ -156,35 +211,37 @@ func (b *Builder) DistributedSPMD(numDevices int) error {
 	return fmt.Errorf("backend %s has one device, cannot run on %d", BackendName, numDevices)
 }
 
-// DistributedAutoSharding implements backends.Builder: not supported.
-func (b *Builder) DistributedAutoSharding(meshes ...backends.Mesh) error {
+// DistributedAutoSharding implements compute.Builder: not supported.
+func (b *Builder) DistributedAutoSharding(meshes ...compute.Mesh) error {
 	return fmt.Errorf("backend %s has one device and no auto-sharding", BackendName)
 }
 
-// DeviceAssignment implements backends.Builder: device 0 only.
-func (b *Builder) DeviceAssignment(devices ...backends.DeviceNum) error {
+// DeviceAssignment implements compute.Builder: device 0 only.
+func (b *Builder) DeviceAssignment(devices ...compute.DeviceNum) error {
 	if len(devices) == 1 && devices[0] == 0 {
 		return nil
 	}
 	return fmt.Errorf("backend %s has only device 0, cannot assign %v", BackendName, devices)
 }
 
-// delegate adds a node that runs SimpleGo's implementation of one operation: call builds it on
-// a fresh SimpleGo builder whose parameters stand for the inputs, and the result is compiled
-// at once, so shape errors surface while the graph is built, as with SimpleGo itself.
-func (b *Builder) delegate(opName string, ops []backends.Op, call func(sb backends.Builder, in []backends.Op) ([]backends.Op, error)) ([]backends.Op, error) {
+// delegate adds a node that runs the pure-Go backend's implementation of one operation: call
+// builds it in a fresh main function of that backend whose parameters stand for the inputs,
+// and the result is compiled at once, so shape errors surface while the graph is built, as
+// with that backend itself.
+func (b *Builder) delegate(opName string, ops []compute.Value, call func(sf compute.Function, in []compute.Value) ([]compute.Value, error)) ([]compute.Value, error) {
 	inputs, err := b.checkOps(opName, ops...)
 	if err != nil {
 		return nil, err
 	}
-	sb := b.backend.sg.Builder(b.name + "/" + opName)
-	params := make([]backends.Op, len(inputs))
+	sb := b.backend.goBackend.Builder(b.name + "/" + opName)
+	sf := sb.Main()
+	params := make([]compute.Value, len(inputs))
 	for i, v := range inputs {
-		if params[i], err = sb.Parameter(fmt.Sprintf("x%d", i), v.shape, nil); err != nil {
+		if params[i], err = sf.Parameter(fmt.Sprintf("x%d", i), v.shape, nil); err != nil {
 			return nil, fmt.Errorf("%s: %w", opName, err)
 		}
 	}
-	outs, err := call(sb, params)
+	outs, err := call(sf, params)
 	if err != nil {
 		return nil, err
 	}
@@ -192,54 +249,75 @@ func (b *Builder) delegate(opName string, ops []backends.Op, call func(sb backen
 	if len(outs) == 1 {
 		for i, p := range params {
 			if outs[0] == p {
-				return []backends.Op{inputs[i]}, nil
+				return []compute.Value{inputs[i]}, nil
 			}
 		}
 	}
 	outShapes := make([]shapes.Shape, len(outs))
 	for i, o := range outs {
-		if outShapes[i], err = sb.OpShape(o); err != nil {
+		if outShapes[i], err = sf.Shape(o); err != nil {
 			return nil, fmt.Errorf("%s: %w", opName, err)
 		}
 	}
-	exe, err := sb.Compile(outs, nil)
+	if err := sf.Return(outs, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", opName, err)
+	}
+	exe, err := sb.Compile()
 	if err != nil {
-		return nil, fmt.Errorf("%s: compiling with SimpleGo: %w", opName, err)
+		return nil, fmt.Errorf("%s: compiling with the pure-Go backend: %w", opName, err)
 	}
 	n := b.addNode(opName, delegated{exe}, inputs, outShapes...)
-	res := make([]backends.Op, len(n.outputs))
+	res := make([]compute.Value, len(n.outputs))
 	for i, v := range n.outputs {
 		res[i] = v
 	}
 	return res, nil
 }
 
-// delegated runs a one-operation SimpleGo executable.
-type delegated struct{ exe backends.Executable }
+// delegated runs a one-operation executable of the pure-Go backend on the buffers inside this
+// backend's: the inputs it is given to consume are its to release or reuse.
+type delegated struct{ exe compute.Executable }
 
-func (d delegated) execute(_ *Backend, inputs []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
-	return d.exe.Execute(inputs, donate, 0)
+func (d delegated) execute(be *Backend, inputs []compute.Buffer, donate []bool) ([]compute.Buffer, error) {
+	inner := make([]compute.Buffer, len(inputs))
+	for i, in := range inputs {
+		buf, err := be.own(in)
+		if err != nil {
+			return nil, fmt.Errorf("input #%d: %w", i, err)
+		}
+		inner[i] = buf.inner
+	}
+	outs, err := d.exe.Execute(inner, donate, 0)
+	if err != nil {
+		return nil, err
+	}
+	for i, o := range outs {
+		if outs[i], err = be.wrap(o); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
 }
 
 // concatOps joins lists of ops (used by the generated delegating methods).
-func concatOps(lists ...[]backends.Op) []backends.Op {
-	var all []backends.Op
+func concatOps(lists ...[]compute.Value) []compute.Value {
+	var all []compute.Value
 	for _, l := range lists {
 		all = append(all, l...)
 	}
 	return all
 }
 
-func ops1(a backends.Op, err error) ([]backends.Op, error) {
+func ops1(a compute.Value, err error) ([]compute.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []backends.Op{a}, nil
+	return []compute.Value{a}, nil
 }
 
-func ops2(a, b backends.Op, err error) ([]backends.Op, error) {
+func ops2(a, b compute.Value, err error) ([]compute.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []backends.Op{a, b}, nil
+	return []compute.Value{a, b}, nil
 }

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // TestConcurrentExecutions runs one compiled graph (convolution, batch norm, fused chains,
@@ -19,18 +19,18 @@ func TestConcurrentExecutions(t *testing.T) {
 	kt, _ := randTensor(r, 3, 3, 16, 16)
 	wt, _ := randTensor(r, 16, 10)
 	st, _ := randTensor(r, 16)
-	exec, err := NewExecAny(be, func(in []*Node) []*Node {
+	exec, err := NewExec(be, func(in []*Node) []*Node {
 		y := Convolve(in[0], in[1]).StridePerAxis(1, 1).PadSame().Done()
 		y, _, _ = InternalBatchNormForTraining(y, in[3], in[3], 1e-3, -1)
 		y = Max(y, ZerosLike(y))
-		return []*Node{Dot(ReduceMean(y, 1, 2), in[2])}
+		return []*Node{DotProduct(ReduceMean(y, 1, 2), in[2])}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer exec.Finalize()
 	run := func() []float32 {
-		outs, err := exec.Exec(xt, kt, wt, st)
+		outs, err := exec.Call(xt, kt, wt, st)
 		if err != nil {
 			t.Error(err)
 			return nil

@@ -1,15 +1,18 @@
-// Package cpu is the project's GoMLX backend for CPUs ("dclcpu"): SimpleGo, GoMLX's pure-Go
-// backend, with the operations that dominate a convnet replaced by our own kernels and the
-// operations SimpleGo lacks (or gets wrong) added.
+// Package cpu is the project's GoMLX backend for CPUs ("dclcpu"): GoMLX's pure-Go backend
+// ("go", package github.com/gomlx/compute/gobackend) with the operations that dominate a
+// convnet replaced by our own kernels, and the batch-norm operations it lacks added.
 //
 // It keeps its own graph and executor. Each operation it implements itself runs a kernel from
 // package kernels: convolutions (any axes layout, strides, padding, input and kernel dilation,
 // channel groups) as one packed matrix multiply that reads the image directly (implicit im2col),
 // DotGeneral as batched packed matrix multiplies, fused batch normalisation (training,
 // inference, gradient), Reverse, Pad and SelectAndScatter (max-pool gradients). Every other
-// operation is compiled, when the graph is built, into a one-operation SimpleGo executable and
-// run on SimpleGo's buffers, so values pass between the two without copies. Operations run one
-// after another, each using every core through one worker pool.
+// operation is compiled, when the graph is built, into a one-operation executable of the pure-Go
+// backend and run on its buffers (which this backend's Buffer wraps), so values pass between the
+// two without copies. Operations run one after another, each using every core through one
+// worker pool. Fused operations (FusedDense, FusedSoftmax, …) are left unimplemented on purpose:
+// GoMLX then builds them from standard operations, which this backend fuses and rematerialises
+// itself.
 //
 // Memory: at Compile, chains of element-wise operations fuse into single passes, and cheap
 // element-wise values that the backward pass would read long after they were made (batch

@@ -5,11 +5,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 )
 
-// Executable implements backends.Executable: the nodes needed for the outputs, in the order
+// Executable implements compute.Executable: the nodes needed for the outputs, in the order
 // they were built (an order in which every input comes first).
 type Executable struct {
 	backend *Backend
@@ -22,15 +22,15 @@ type Executable struct {
 	peak    int64 // planned peak of the values held at once (livePeak), in bytes
 }
 
-// Compile implements backends.Builder.
-func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingSpec) (backends.Executable, error) {
-	if len(shardings) != 0 {
-		return nil, fmt.Errorf("Compile: backend %s has one device and no sharding", BackendName)
+// Compile implements compute.Builder: it compiles the outputs given to Return.
+func (b *Builder) Compile() (compute.Executable, error) {
+	if b.compiled {
+		return nil, fmt.Errorf("Compile: builder %q is already compiled", b.name)
 	}
-	outs, err := b.checkOps("Compile", outputs...)
-	if err != nil {
-		return nil, err
+	if !b.returned {
+		return nil, fmt.Errorf("Compile: builder %q: Return was not called", b.name)
 	}
+	outs := b.outputs
 	b.compiled = true
 	e := &Executable{backend: b.backend, name: b.name, params: b.params, outputs: outs}
 	needed := make(map[*node]bool)
@@ -73,14 +73,14 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 		}
 	}
 	e.peak, _, _ = e.livePeak()
-	b.backend.releaseToSimpleGo(b.backend.bufs.setLimit(e, e.peak))
+	b.backend.releaseToGo(b.backend.bufs.setLimit(e, e.peak))
 	if b.backend.onCompile != nil {
 		b.backend.onCompile(e)
 	}
 	return e, nil
 }
 
-// Inputs implements backends.Executable.
+// Inputs implements compute.Executable.
 func (e *Executable) Inputs() (names []string, inputShapes []shapes.Shape) {
 	for _, p := range e.params {
 		names = append(names, p.paramName)
@@ -89,7 +89,7 @@ func (e *Executable) Inputs() (names []string, inputShapes []shapes.Shape) {
 	return names, inputShapes
 }
 
-// Outputs implements backends.Executable.
+// Outputs implements compute.Executable.
 func (e *Executable) Outputs() []shapes.Shape {
 	out := make([]shapes.Shape, len(e.outputs))
 	for i, v := range e.outputs {
@@ -98,7 +98,8 @@ func (e *Executable) Outputs() []shapes.Shape {
 	return out
 }
 
-// Finalize implements backends.Executable: it frees the constants and the SimpleGo executables.
+// Finalize implements compute.Executable: it frees the constants and the pure-Go backend's
+// executables.
 func (e *Executable) Finalize() {
 	for _, n := range e.order {
 		if n.constant != nil {
@@ -110,12 +111,12 @@ func (e *Executable) Finalize() {
 		}
 	}
 	e.order = nil
-	e.backend.releaseToSimpleGo(e.backend.bufs.setLimit(e, 0))
+	e.backend.releaseToGo(e.backend.bufs.setLimit(e, 0))
 }
 
-// Execute implements backends.Executable. Donated inputs are consumed (their memory may be
+// Execute implements compute.Executable. Donated inputs are consumed (their memory may be
 // reused) and must not be used afterwards.
-func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends.DeviceNum) (outputs []backends.Buffer, err error) {
+func (e *Executable) Execute(inputs []compute.Buffer, donate []bool, _ compute.DeviceNum) (outputs []compute.Buffer, err error) {
 	be := e.backend
 	if e.order == nil && len(e.outputs) > 0 {
 		return nil, fmt.Errorf("executing %q: the executable was finalized", e.name)
@@ -127,29 +128,29 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 		donate = make([]bool, len(inputs))
 	}
 	for i, in := range inputs {
-		shape, err := be.sg.BufferShape(in)
+		buf, err := be.own(in)
 		if err != nil {
 			return nil, fmt.Errorf("executing %q: input #%d (%s): %w", e.name, i, e.params[i].paramName, err)
 		}
-		if want := e.params[i].outputs[0].shape; !shape.Equal(want) {
-			return nil, fmt.Errorf("executing %q: input #%d (%s) has shape %s, want %s", e.name, i, e.params[i].paramName, shape, want)
+		if want := e.params[i].outputs[0].shape; !buf.shape.Equal(want) {
+			return nil, fmt.Errorf("executing %q: input #%d (%s) has shape %s, want %s", e.name, i, e.params[i].paramName, buf.shape, want)
 		}
 	}
-	results := make([]backends.Buffer, e.nValues)
+	results := make([]compute.Buffer, e.nValues)
 	owned := make([]bool, e.nValues)
 	remaining := slices.Clone(e.uses)
-	// Results of SimpleGo's operations go back to its pools, where its next ones look: kept
-	// in this backend's pool they would be found only by operations implemented here.
-	fromSimpleGo := make([]bool, e.nValues)
-	free := func(id int, buf backends.Buffer) {
-		if fromSimpleGo[id] {
-			be.releaseToSimpleGo([]backends.Buffer{buf})
+	// Results of the pure-Go backend's operations go back to its pools, where its next ones
+	// look: kept in this backend's pool they would be found only by operations implemented here.
+	fromGo := make([]bool, e.nValues)
+	free := func(id int, buf compute.Buffer) {
+		if fromGo[id] {
+			be.releaseToGo([]compute.Buffer{buf})
 			return
 		}
 		be.release(buf)
 	}
 	defer func() {
-		be.releaseToSimpleGo(be.bufs.advance(e.peak))
+		be.releaseToGo(be.bufs.advance(e.peak))
 		if err == nil {
 			return
 		}
@@ -159,7 +160,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			}
 		}
 	}()
-	var inBufs []backends.Buffer
+	var inBufs []compute.Buffer
 	var inDonate []bool
 	for _, n := range e.order {
 		switch {
@@ -197,14 +198,14 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 		if len(outs) != len(n.outputs) {
 			return nil, fmt.Errorf("executing %q, operation %s: %d outputs, want %d", e.name, n.name, len(outs), len(n.outputs))
 		}
-		_, simpleGo := n.run.(delegated)
+		_, fromGoBackend := n.run.(delegated)
 		for slot, in := range n.inputs {
 			remaining[in.id]--
 			switch {
 			case inDonate[slot]:
 				// A consumed input the operation did not write its result into is released here
-				// (SimpleGo releases those it is given itself).
-				if !simpleGo && !slices.Contains(outs, inBufs[slot]) {
+				// (the pure-Go backend releases those it is given itself).
+				if !fromGoBackend && !slices.Contains(outs, inBufs[slot]) {
 					free(in.id, inBufs[slot])
 				}
 				results[in.id], owned[in.id] = nil, false
@@ -214,7 +215,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			}
 		}
 		for i, v := range n.outputs {
-			fromSimpleGo[v.id] = simpleGo
+			fromGo[v.id] = fromGoBackend
 			if e.uses[v.id] == 0 {
 				free(v.id, outs[i])
 				continue
@@ -222,7 +223,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, _ backends
 			results[v.id], owned[v.id] = outs[i], true
 		}
 	}
-	outputs = make([]backends.Buffer, len(e.outputs))
+	outputs = make([]compute.Buffer, len(e.outputs))
 	for i, v := range e.outputs {
 		buf := results[v.id]
 		if buf == nil {
@@ -255,8 +256,8 @@ func countValue(vs []*value, v *value) int {
 	return n
 }
 
-// statName is the node's name for OpStats: the operation, "/go" when SimpleGo runs it, and the
-// output shape's size class.
+// statName is the node's name for OpStats: the operation, and "/go" when the pure-Go backend
+// runs it.
 func (n *node) statName() string {
 	name := n.name
 	if _, ok := n.run.(delegated); ok {

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
@@ -252,12 +252,12 @@ func buildFused(b *Builder, g *fuseGroup, external map[*value]bool) *node {
 	return f
 }
 
-func (c *fusedChain) execute(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+func (c *fusedChain) execute(be *Backend, ins []compute.Buffer, donate []bool) ([]compute.Buffer, error) {
 	inData := make([][]float32, len(ins))
 	for i, in := range ins {
 		inData[i] = be.f32(in)
 	}
-	outs := make([]backends.Buffer, len(c.outputs))
+	outs := make([]compute.Buffer, len(c.outputs))
 	outData := make([][]float32, len(c.outputs))
 	taken := make([]bool, len(ins))
 	for i, s := range c.outputs {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // TestFusionMatchesUnfused runs graphs with element-wise chains (batch norm and the ReLU

@@ -3,9 +3,9 @@
 package cpu
 
 import (
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 )
 
 var (
@@ -13,10 +13,10 @@ var (
 	_ shapes.Shape
 )
 
-// ArgMinMax implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ArgMinMax(x backends.Op, axis int, outputDType dtypes.DType, isMin bool) (backends.Op, error) {
-	outs, err := b.delegate("ArgMinMax", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ArgMinMax(in[0], axis, outputDType, isMin))
+// Atan2 implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Atan2(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Atan2", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Atan2(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -24,10 +24,10 @@ func (b *Builder) ArgMinMax(x backends.Op, axis int, outputDType dtypes.DType, i
 	return outs[0], nil
 }
 
-// Bitcast implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Bitcast(x backends.Op, targetDType dtypes.DType) (backends.Op, error) {
-	outs, err := b.delegate("Bitcast", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Bitcast(in[0], targetDType))
+// ArgMinMax implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ArgMinMax(x compute.Value, axis int, outputDType dtypes.DType, isMin bool) (compute.Value, error) {
+	outs, err := b.delegate("ArgMinMax", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ArgMinMax(in[0], axis, outputDType, isMin))
 	})
 	if err != nil {
 		return nil, err
@@ -35,10 +35,10 @@ func (b *Builder) Bitcast(x backends.Op, targetDType dtypes.DType) (backends.Op,
 	return outs[0], nil
 }
 
-// BitCount implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) BitCount(operand backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("BitCount", concatOps([]backends.Op{operand}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.BitCount(in[0]))
+// Bitcast implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Bitcast(operand compute.Value, targetDType dtypes.DType) (compute.Value, error) {
+	outs, err := b.delegate("Bitcast", concatOps([]compute.Value{operand}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Bitcast(in[0], targetDType))
 	})
 	if err != nil {
 		return nil, err
@@ -46,10 +46,10 @@ func (b *Builder) BitCount(operand backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// BitwiseAnd implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) BitwiseAnd(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("BitwiseAnd", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.BitwiseAnd(in[0], in[1]))
+// BitCount implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) BitCount(operand compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("BitCount", concatOps([]compute.Value{operand}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.BitCount(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -57,10 +57,10 @@ func (b *Builder) BitwiseAnd(lhs backends.Op, rhs backends.Op) (backends.Op, err
 	return outs[0], nil
 }
 
-// BitwiseNot implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) BitwiseNot(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("BitwiseNot", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.BitwiseNot(in[0]))
+// BitwiseAnd implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) BitwiseAnd(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("BitwiseAnd", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.BitwiseAnd(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -68,10 +68,10 @@ func (b *Builder) BitwiseNot(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// BitwiseOr implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) BitwiseOr(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("BitwiseOr", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.BitwiseOr(in[0], in[1]))
+// BitwiseNot implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) BitwiseNot(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("BitwiseNot", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.BitwiseNot(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -79,10 +79,10 @@ func (b *Builder) BitwiseOr(lhs backends.Op, rhs backends.Op) (backends.Op, erro
 	return outs[0], nil
 }
 
-// BitwiseXor implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) BitwiseXor(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("BitwiseXor", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.BitwiseXor(in[0], in[1]))
+// BitwiseOr implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) BitwiseOr(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("BitwiseOr", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.BitwiseOr(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -90,10 +90,10 @@ func (b *Builder) BitwiseXor(lhs backends.Op, rhs backends.Op) (backends.Op, err
 	return outs[0], nil
 }
 
-// Ceil implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Ceil(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Ceil", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Ceil(in[0]))
+// BitwiseXor implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) BitwiseXor(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("BitwiseXor", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.BitwiseXor(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -101,10 +101,10 @@ func (b *Builder) Ceil(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Clamp implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Clamp(min backends.Op, x backends.Op, max backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Clamp", concatOps([]backends.Op{min}, []backends.Op{x}, []backends.Op{max}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Clamp(in[0], in[1], in[2]))
+// Ceil implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Ceil(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Ceil", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Ceil(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -112,10 +112,10 @@ func (b *Builder) Clamp(min backends.Op, x backends.Op, max backends.Op) (backen
 	return outs[0], nil
 }
 
-// Clz implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Clz(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Clz", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Clz(in[0]))
+// Clamp implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Clamp(min compute.Value, x compute.Value, max compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Clamp", concatOps([]compute.Value{min}, []compute.Value{x}, []compute.Value{max}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Clamp(in[0], in[1], in[2]))
 	})
 	if err != nil {
 		return nil, err
@@ -123,10 +123,10 @@ func (b *Builder) Clz(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Complex implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Complex(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Complex", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Complex(in[0], in[1]))
+// Clz implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Clz(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Clz", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Clz(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -134,11 +134,22 @@ func (b *Builder) Complex(lhs backends.Op, rhs backends.Op) (backends.Op, error)
 	return outs[0], nil
 }
 
-// Concatenate implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Concatenate", concatOps(operands), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
+// Complex implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Complex(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Complex", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Complex(in[0], in[1]))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
+// Concatenate implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Concatenate(axis int, operands ...compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Concatenate", concatOps(operands), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
 		operandsIn := in[0:len(operands)]
-		return ops1(sb.Concatenate(axis, operandsIn...))
+		return ops1(sf.Concatenate(axis, operandsIn...))
 	})
 	if err != nil {
 		return nil, err
@@ -146,10 +157,10 @@ func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, e
 	return outs[0], nil
 }
 
-// Conj implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Conj(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Conj", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Conj(in[0]))
+// Conj implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Conj(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Conj", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Conj(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -157,10 +168,10 @@ func (b *Builder) Conj(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// ConvertDType implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ConvertDType(x backends.Op, dtype dtypes.DType) (backends.Op, error) {
-	outs, err := b.delegate("ConvertDType", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ConvertDType(in[0], dtype))
+// ConvertDType implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ConvertDType(x compute.Value, dtype dtypes.DType) (compute.Value, error) {
+	outs, err := b.delegate("ConvertDType", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ConvertDType(in[0], dtype))
 	})
 	if err != nil {
 		return nil, err
@@ -168,10 +179,10 @@ func (b *Builder) ConvertDType(x backends.Op, dtype dtypes.DType) (backends.Op, 
 	return outs[0], nil
 }
 
-// Cos implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Cos(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Cos", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Cos(in[0]))
+// Cos implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Cos(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Cos", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Cos(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -179,11 +190,33 @@ func (b *Builder) Cos(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// DynamicSlice implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) DynamicSlice(operand backends.Op, startIndices []backends.Op, sliceDims []int) (backends.Op, error) {
-	outs, err := b.delegate("DynamicSlice", concatOps([]backends.Op{operand}, startIndices), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
+// CumSum implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) CumSum(operand compute.Value, axis int, options compute.CumSumOptions) (compute.Value, error) {
+	outs, err := b.delegate("CumSum", concatOps([]compute.Value{operand}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.CumSum(in[0], axis, options))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
+// DynamicShape implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) DynamicShape(operand compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("DynamicShape", concatOps([]compute.Value{operand}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.DynamicShape(in[0]))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
+// DynamicSlice implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) DynamicSlice(operand compute.Value, startIndices []compute.Value, sliceDims []int) (compute.Value, error) {
+	outs, err := b.delegate("DynamicSlice", concatOps([]compute.Value{operand}, startIndices), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
 		startIndicesIn := in[1 : len(startIndices)+1]
-		return ops1(sb.DynamicSlice(in[0], startIndicesIn, sliceDims))
+		return ops1(sf.DynamicSlice(in[0], startIndicesIn, sliceDims))
 	})
 	if err != nil {
 		return nil, err
@@ -191,11 +224,11 @@ func (b *Builder) DynamicSlice(operand backends.Op, startIndices []backends.Op, 
 	return outs[0], nil
 }
 
-// DynamicUpdateSlice implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) DynamicUpdateSlice(operand backends.Op, update backends.Op, startIndices []backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("DynamicUpdateSlice", concatOps([]backends.Op{operand}, []backends.Op{update}, startIndices), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
+// DynamicUpdateSlice implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) DynamicUpdateSlice(operand compute.Value, update compute.Value, startIndices []compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("DynamicUpdateSlice", concatOps([]compute.Value{operand}, []compute.Value{update}, startIndices), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
 		startIndicesIn := in[2 : len(startIndices)+2]
-		return ops1(sb.DynamicUpdateSlice(in[0], in[1], startIndicesIn))
+		return ops1(sf.DynamicUpdateSlice(in[0], in[1], startIndicesIn))
 	})
 	if err != nil {
 		return nil, err
@@ -203,10 +236,10 @@ func (b *Builder) DynamicUpdateSlice(operand backends.Op, update backends.Op, st
 	return outs[0], nil
 }
 
-// Equal implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Equal(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Equal", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Equal(in[0], in[1]))
+// Equal implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Equal(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Equal", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Equal(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -214,10 +247,10 @@ func (b *Builder) Equal(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// EqualTotalOrder implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) EqualTotalOrder(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("EqualTotalOrder", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.EqualTotalOrder(in[0], in[1]))
+// EqualTotalOrder implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) EqualTotalOrder(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("EqualTotalOrder", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.EqualTotalOrder(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -225,10 +258,10 @@ func (b *Builder) EqualTotalOrder(lhs backends.Op, rhs backends.Op) (backends.Op
 	return outs[0], nil
 }
 
-// Erf implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Erf(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Erf", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Erf(in[0]))
+// Erf implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Erf(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Erf", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Erf(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -236,10 +269,10 @@ func (b *Builder) Erf(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Expm1 implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Expm1(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Expm1", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Expm1(in[0]))
+// Expm1 implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Expm1(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Expm1", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Expm1(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -247,10 +280,10 @@ func (b *Builder) Expm1(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// FFT implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) FFT(operand backends.Op, fftType backends.FFTType, fftLength []int) (backends.Op, error) {
-	outs, err := b.delegate("FFT", concatOps([]backends.Op{operand}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.FFT(in[0], fftType, fftLength))
+// FFT implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) FFT(operand compute.Value, fftType compute.FFTType, fftLength []int) (compute.Value, error) {
+	outs, err := b.delegate("FFT", concatOps([]compute.Value{operand}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.FFT(in[0], fftType, fftLength))
 	})
 	if err != nil {
 		return nil, err
@@ -258,10 +291,10 @@ func (b *Builder) FFT(operand backends.Op, fftType backends.FFTType, fftLength [
 	return outs[0], nil
 }
 
-// Floor implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Floor(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Floor", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Floor(in[0]))
+// Floor implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Floor(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Floor", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Floor(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -269,10 +302,10 @@ func (b *Builder) Floor(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Gather implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Gather(operand backends.Op, startIndices backends.Op, indexVectorAxis int, offsetOutputAxes []int, collapsedSliceAxes []int, startIndexMap []int, sliceSizes []int, indicesAreSorted bool) (backends.Op, error) {
-	outs, err := b.delegate("Gather", concatOps([]backends.Op{operand}, []backends.Op{startIndices}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Gather(in[0], in[1], indexVectorAxis, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes, indicesAreSorted))
+// Gather implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Gather(operand compute.Value, startIndices compute.Value, indexVectorAxis int, offsetOutputAxes []int, collapsedSliceAxes []int, startIndexMap []int, sliceSizes []int, indicesAreSorted bool) (compute.Value, error) {
+	outs, err := b.delegate("Gather", concatOps([]compute.Value{operand}, []compute.Value{startIndices}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Gather(in[0], in[1], indexVectorAxis, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes, indicesAreSorted))
 	})
 	if err != nil {
 		return nil, err
@@ -280,10 +313,10 @@ func (b *Builder) Gather(operand backends.Op, startIndices backends.Op, indexVec
 	return outs[0], nil
 }
 
-// GreaterOrEqual implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) GreaterOrEqual(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("GreaterOrEqual", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.GreaterOrEqual(in[0], in[1]))
+// GreaterOrEqual implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) GreaterOrEqual(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("GreaterOrEqual", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.GreaterOrEqual(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -291,10 +324,10 @@ func (b *Builder) GreaterOrEqual(lhs backends.Op, rhs backends.Op) (backends.Op,
 	return outs[0], nil
 }
 
-// GreaterOrEqualTotalOrder implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) GreaterOrEqualTotalOrder(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("GreaterOrEqualTotalOrder", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.GreaterOrEqualTotalOrder(in[0], in[1]))
+// GreaterOrEqualTotalOrder implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) GreaterOrEqualTotalOrder(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("GreaterOrEqualTotalOrder", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.GreaterOrEqualTotalOrder(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -302,10 +335,10 @@ func (b *Builder) GreaterOrEqualTotalOrder(lhs backends.Op, rhs backends.Op) (ba
 	return outs[0], nil
 }
 
-// GreaterThan implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) GreaterThan(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("GreaterThan", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.GreaterThan(in[0], in[1]))
+// GreaterThan implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) GreaterThan(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("GreaterThan", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.GreaterThan(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -313,10 +346,10 @@ func (b *Builder) GreaterThan(lhs backends.Op, rhs backends.Op) (backends.Op, er
 	return outs[0], nil
 }
 
-// GreaterThanTotalOrder implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) GreaterThanTotalOrder(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("GreaterThanTotalOrder", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.GreaterThanTotalOrder(in[0], in[1]))
+// GreaterThanTotalOrder implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) GreaterThanTotalOrder(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("GreaterThanTotalOrder", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.GreaterThanTotalOrder(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -324,10 +357,10 @@ func (b *Builder) GreaterThanTotalOrder(lhs backends.Op, rhs backends.Op) (backe
 	return outs[0], nil
 }
 
-// Identity implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Identity", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Identity(in[0]))
+// Identity implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Identity(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Identity", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Identity(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -335,10 +368,10 @@ func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Imag implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Imag(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Imag", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Imag(in[0]))
+// Imag implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Imag(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Imag", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Imag(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -346,10 +379,10 @@ func (b *Builder) Imag(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Iota implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Iota(shape shapes.Shape, iotaAxis int) (backends.Op, error) {
-	outs, err := b.delegate("Iota", concatOps(), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Iota(shape, iotaAxis))
+// Iota implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Iota(shape shapes.Shape, iotaAxis int) (compute.Value, error) {
+	outs, err := b.delegate("Iota", concatOps(), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Iota(shape, iotaAxis))
 	})
 	if err != nil {
 		return nil, err
@@ -357,10 +390,10 @@ func (b *Builder) Iota(shape shapes.Shape, iotaAxis int) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// IsFinite implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) IsFinite(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("IsFinite", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.IsFinite(in[0]))
+// IsFinite implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) IsFinite(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("IsFinite", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.IsFinite(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -368,10 +401,10 @@ func (b *Builder) IsFinite(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// IsNaN implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) IsNaN(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("IsNaN", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.IsNaN(in[0]))
+// IsNaN implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) IsNaN(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("IsNaN", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.IsNaN(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -379,10 +412,10 @@ func (b *Builder) IsNaN(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// LessOrEqual implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) LessOrEqual(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("LessOrEqual", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.LessOrEqual(in[0], in[1]))
+// LessOrEqual implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) LessOrEqual(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("LessOrEqual", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.LessOrEqual(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -390,10 +423,10 @@ func (b *Builder) LessOrEqual(lhs backends.Op, rhs backends.Op) (backends.Op, er
 	return outs[0], nil
 }
 
-// LessOrEqualTotalOrder implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) LessOrEqualTotalOrder(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("LessOrEqualTotalOrder", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.LessOrEqualTotalOrder(in[0], in[1]))
+// LessOrEqualTotalOrder implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) LessOrEqualTotalOrder(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("LessOrEqualTotalOrder", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.LessOrEqualTotalOrder(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -401,10 +434,10 @@ func (b *Builder) LessOrEqualTotalOrder(lhs backends.Op, rhs backends.Op) (backe
 	return outs[0], nil
 }
 
-// LessThan implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) LessThan(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("LessThan", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.LessThan(in[0], in[1]))
+// LessThan implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) LessThan(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("LessThan", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.LessThan(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -412,10 +445,10 @@ func (b *Builder) LessThan(lhs backends.Op, rhs backends.Op) (backends.Op, error
 	return outs[0], nil
 }
 
-// LessThanTotalOrder implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) LessThanTotalOrder(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("LessThanTotalOrder", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.LessThanTotalOrder(in[0], in[1]))
+// LessThanTotalOrder implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) LessThanTotalOrder(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("LessThanTotalOrder", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.LessThanTotalOrder(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -423,10 +456,10 @@ func (b *Builder) LessThanTotalOrder(lhs backends.Op, rhs backends.Op) (backends
 	return outs[0], nil
 }
 
-// Log1p implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Log1p(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Log1p", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Log1p(in[0]))
+// Log1p implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Log1p(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Log1p", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Log1p(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -434,10 +467,10 @@ func (b *Builder) Log1p(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// LogicalAnd implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) LogicalAnd(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("LogicalAnd", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.LogicalAnd(in[0], in[1]))
+// LogicalAnd implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) LogicalAnd(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("LogicalAnd", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.LogicalAnd(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -445,10 +478,10 @@ func (b *Builder) LogicalAnd(lhs backends.Op, rhs backends.Op) (backends.Op, err
 	return outs[0], nil
 }
 
-// LogicalNot implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) LogicalNot(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("LogicalNot", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.LogicalNot(in[0]))
+// LogicalNot implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) LogicalNot(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("LogicalNot", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.LogicalNot(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -456,10 +489,10 @@ func (b *Builder) LogicalNot(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// LogicalOr implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) LogicalOr(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("LogicalOr", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.LogicalOr(in[0], in[1]))
+// LogicalOr implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) LogicalOr(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("LogicalOr", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.LogicalOr(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -467,10 +500,10 @@ func (b *Builder) LogicalOr(lhs backends.Op, rhs backends.Op) (backends.Op, erro
 	return outs[0], nil
 }
 
-// LogicalXor implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) LogicalXor(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("LogicalXor", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.LogicalXor(in[0], in[1]))
+// LogicalXor implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) LogicalXor(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("LogicalXor", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.LogicalXor(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -478,10 +511,10 @@ func (b *Builder) LogicalXor(lhs backends.Op, rhs backends.Op) (backends.Op, err
 	return outs[0], nil
 }
 
-// Logistic implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Logistic(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Logistic", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Logistic(in[0]))
+// Logistic implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Logistic(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Logistic", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Logistic(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -489,10 +522,10 @@ func (b *Builder) Logistic(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// NotEqual implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) NotEqual(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("NotEqual", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.NotEqual(in[0], in[1]))
+// NotEqual implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) NotEqual(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("NotEqual", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.NotEqual(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -500,10 +533,10 @@ func (b *Builder) NotEqual(lhs backends.Op, rhs backends.Op) (backends.Op, error
 	return outs[0], nil
 }
 
-// NotEqualTotalOrder implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) NotEqualTotalOrder(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("NotEqualTotalOrder", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.NotEqualTotalOrder(in[0], in[1]))
+// NotEqualTotalOrder implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) NotEqualTotalOrder(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("NotEqualTotalOrder", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.NotEqualTotalOrder(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -511,10 +544,10 @@ func (b *Builder) NotEqualTotalOrder(lhs backends.Op, rhs backends.Op) (backends
 	return outs[0], nil
 }
 
-// Pow implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Pow(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Pow", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Pow(in[0], in[1]))
+// Pow implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Pow(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Pow", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Pow(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -522,10 +555,10 @@ func (b *Builder) Pow(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Real implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Real(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Real", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Real(in[0]))
+// Real implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Real(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Real", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Real(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -533,10 +566,10 @@ func (b *Builder) Real(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// ReduceBitwiseAnd implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceBitwiseAnd(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceBitwiseAnd", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceBitwiseAnd(in[0], axes...))
+// ReduceBitwiseAnd implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ReduceBitwiseAnd(x compute.Value, axes ...int) (compute.Value, error) {
+	outs, err := b.delegate("ReduceBitwiseAnd", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceBitwiseAnd(in[0], axes...))
 	})
 	if err != nil {
 		return nil, err
@@ -544,10 +577,10 @@ func (b *Builder) ReduceBitwiseAnd(x backends.Op, axes ...int) (backends.Op, err
 	return outs[0], nil
 }
 
-// ReduceBitwiseOr implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceBitwiseOr(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceBitwiseOr", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceBitwiseOr(in[0], axes...))
+// ReduceBitwiseOr implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ReduceBitwiseOr(x compute.Value, axes ...int) (compute.Value, error) {
+	outs, err := b.delegate("ReduceBitwiseOr", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceBitwiseOr(in[0], axes...))
 	})
 	if err != nil {
 		return nil, err
@@ -555,10 +588,10 @@ func (b *Builder) ReduceBitwiseOr(x backends.Op, axes ...int) (backends.Op, erro
 	return outs[0], nil
 }
 
-// ReduceBitwiseXor implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceBitwiseXor(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceBitwiseXor", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceBitwiseXor(in[0], axes...))
+// ReduceBitwiseXor implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ReduceBitwiseXor(x compute.Value, axes ...int) (compute.Value, error) {
+	outs, err := b.delegate("ReduceBitwiseXor", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceBitwiseXor(in[0], axes...))
 	})
 	if err != nil {
 		return nil, err
@@ -566,10 +599,10 @@ func (b *Builder) ReduceBitwiseXor(x backends.Op, axes ...int) (backends.Op, err
 	return outs[0], nil
 }
 
-// ReduceLogicalAnd implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceLogicalAnd(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceLogicalAnd", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceLogicalAnd(in[0], axes...))
+// ReduceLogicalAnd implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ReduceLogicalAnd(x compute.Value, axes ...int) (compute.Value, error) {
+	outs, err := b.delegate("ReduceLogicalAnd", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceLogicalAnd(in[0], axes...))
 	})
 	if err != nil {
 		return nil, err
@@ -577,10 +610,10 @@ func (b *Builder) ReduceLogicalAnd(x backends.Op, axes ...int) (backends.Op, err
 	return outs[0], nil
 }
 
-// ReduceLogicalOr implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceLogicalOr(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceLogicalOr", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceLogicalOr(in[0], axes...))
+// ReduceLogicalOr implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ReduceLogicalOr(x compute.Value, axes ...int) (compute.Value, error) {
+	outs, err := b.delegate("ReduceLogicalOr", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceLogicalOr(in[0], axes...))
 	})
 	if err != nil {
 		return nil, err
@@ -588,10 +621,10 @@ func (b *Builder) ReduceLogicalOr(x backends.Op, axes ...int) (backends.Op, erro
 	return outs[0], nil
 }
 
-// ReduceLogicalXor implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceLogicalXor(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceLogicalXor", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceLogicalXor(in[0], axes...))
+// ReduceLogicalXor implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ReduceLogicalXor(x compute.Value, axes ...int) (compute.Value, error) {
+	outs, err := b.delegate("ReduceLogicalXor", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceLogicalXor(in[0], axes...))
 	})
 	if err != nil {
 		return nil, err
@@ -599,10 +632,10 @@ func (b *Builder) ReduceLogicalXor(x backends.Op, axes ...int) (backends.Op, err
 	return outs[0], nil
 }
 
-// ReduceProduct implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ReduceProduct(x backends.Op, axes ...int) (backends.Op, error) {
-	outs, err := b.delegate("ReduceProduct", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceProduct(in[0], axes...))
+// ReduceProduct implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ReduceProduct(x compute.Value, axes ...int) (compute.Value, error) {
+	outs, err := b.delegate("ReduceProduct", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceProduct(in[0], axes...))
 	})
 	if err != nil {
 		return nil, err
@@ -610,10 +643,10 @@ func (b *Builder) ReduceProduct(x backends.Op, axes ...int) (backends.Op, error)
 	return outs[0], nil
 }
 
-// Rem implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Rem(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Rem", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Rem(in[0], in[1]))
+// Rem implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Rem(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Rem", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Rem(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -621,10 +654,10 @@ func (b *Builder) Rem(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Reshape implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Reshape(x backends.Op, dimensions ...int) (backends.Op, error) {
-	outs, err := b.delegate("Reshape", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Reshape(in[0], dimensions...))
+// Reshape implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Reshape(x compute.Value, dimensions ...int) (compute.Value, error) {
+	outs, err := b.delegate("Reshape", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Reshape(in[0], dimensions...))
 	})
 	if err != nil {
 		return nil, err
@@ -632,10 +665,10 @@ func (b *Builder) Reshape(x backends.Op, dimensions ...int) (backends.Op, error)
 	return outs[0], nil
 }
 
-// RNGBitGenerator implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) RNGBitGenerator(state backends.Op, shape shapes.Shape) (backends.Op, backends.Op, error) {
-	outs, err := b.delegate("RNGBitGenerator", concatOps([]backends.Op{state}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops2(sb.RNGBitGenerator(in[0], shape))
+// RNGBitGenerator implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) RNGBitGenerator(state compute.Value, shape shapes.Shape) (compute.Value, compute.Value, error) {
+	outs, err := b.delegate("RNGBitGenerator", concatOps([]compute.Value{state}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops2(sf.RNGBitGenerator(in[0], shape))
 	})
 	if err != nil {
 		return nil, nil, err
@@ -643,10 +676,10 @@ func (b *Builder) RNGBitGenerator(state backends.Op, shape shapes.Shape) (backen
 	return outs[0], outs[1], nil
 }
 
-// Round implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Round(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Round", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Round(in[0]))
+// Round implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Round(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Round", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Round(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -654,10 +687,10 @@ func (b *Builder) Round(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// ScatterMax implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ScatterMax(operand backends.Op, scatterIndices backends.Op, updates backends.Op, indexVectorAxis int, updateWindowAxes []int, insertedWindowAxes []int, scatterAxesToOperandAxes []int, indicesAreSorted bool, uniqueIndices bool) (backends.Op, error) {
-	outs, err := b.delegate("ScatterMax", concatOps([]backends.Op{operand}, []backends.Op{scatterIndices}, []backends.Op{updates}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ScatterMax(in[0], in[1], in[2], indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes, indicesAreSorted, uniqueIndices))
+// ScatterMax implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ScatterMax(operand compute.Value, scatterIndices compute.Value, updates compute.Value, indexVectorAxis int, updateWindowAxes []int, insertedWindowAxes []int, scatterAxesToOperandAxes []int, indicesAreSorted bool, uniqueIndices bool) (compute.Value, error) {
+	outs, err := b.delegate("ScatterMax", concatOps([]compute.Value{operand}, []compute.Value{scatterIndices}, []compute.Value{updates}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ScatterMax(in[0], in[1], in[2], indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes, indicesAreSorted, uniqueIndices))
 	})
 	if err != nil {
 		return nil, err
@@ -665,10 +698,10 @@ func (b *Builder) ScatterMax(operand backends.Op, scatterIndices backends.Op, up
 	return outs[0], nil
 }
 
-// ScatterMin implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ScatterMin(operand backends.Op, scatterIndices backends.Op, updates backends.Op, indexVectorAxis int, updateWindowAxes []int, insertedWindowAxes []int, scatterAxesToOperandAxes []int, indicesAreSorted bool, uniqueIndices bool) (backends.Op, error) {
-	outs, err := b.delegate("ScatterMin", concatOps([]backends.Op{operand}, []backends.Op{scatterIndices}, []backends.Op{updates}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ScatterMin(in[0], in[1], in[2], indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes, indicesAreSorted, uniqueIndices))
+// ScatterMin implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ScatterMin(operand compute.Value, scatterIndices compute.Value, updates compute.Value, indexVectorAxis int, updateWindowAxes []int, insertedWindowAxes []int, scatterAxesToOperandAxes []int, indicesAreSorted bool, uniqueIndices bool) (compute.Value, error) {
+	outs, err := b.delegate("ScatterMin", concatOps([]compute.Value{operand}, []compute.Value{scatterIndices}, []compute.Value{updates}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ScatterMin(in[0], in[1], in[2], indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes, indicesAreSorted, uniqueIndices))
 	})
 	if err != nil {
 		return nil, err
@@ -676,10 +709,10 @@ func (b *Builder) ScatterMin(operand backends.Op, scatterIndices backends.Op, up
 	return outs[0], nil
 }
 
-// ScatterSum implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ScatterSum(operand backends.Op, scatterIndices backends.Op, updates backends.Op, indexVectorAxis int, updateWindowAxes []int, insertedWindowAxes []int, scatterAxesToOperandAxes []int, indicesAreSorted bool, uniqueIndices bool) (backends.Op, error) {
-	outs, err := b.delegate("ScatterSum", concatOps([]backends.Op{operand}, []backends.Op{scatterIndices}, []backends.Op{updates}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ScatterSum(in[0], in[1], in[2], indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes, indicesAreSorted, uniqueIndices))
+// ScatterSum implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ScatterSum(operand compute.Value, scatterIndices compute.Value, updates compute.Value, indexVectorAxis int, updateWindowAxes []int, insertedWindowAxes []int, scatterAxesToOperandAxes []int, indicesAreSorted bool, uniqueIndices bool) (compute.Value, error) {
+	outs, err := b.delegate("ScatterSum", concatOps([]compute.Value{operand}, []compute.Value{scatterIndices}, []compute.Value{updates}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ScatterSum(in[0], in[1], in[2], indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes, indicesAreSorted, uniqueIndices))
 	})
 	if err != nil {
 		return nil, err
@@ -687,10 +720,10 @@ func (b *Builder) ScatterSum(operand backends.Op, scatterIndices backends.Op, up
 	return outs[0], nil
 }
 
-// ShiftLeft implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ShiftLeft(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("ShiftLeft", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ShiftLeft(in[0], in[1]))
+// ShiftLeft implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ShiftLeft(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("ShiftLeft", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ShiftLeft(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -698,10 +731,10 @@ func (b *Builder) ShiftLeft(lhs backends.Op, rhs backends.Op) (backends.Op, erro
 	return outs[0], nil
 }
 
-// ShiftRightArithmetic implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ShiftRightArithmetic(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("ShiftRightArithmetic", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ShiftRightArithmetic(in[0], in[1]))
+// ShiftRightArithmetic implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ShiftRightArithmetic(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("ShiftRightArithmetic", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ShiftRightArithmetic(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -709,10 +742,10 @@ func (b *Builder) ShiftRightArithmetic(lhs backends.Op, rhs backends.Op) (backen
 	return outs[0], nil
 }
 
-// ShiftRightLogical implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) ShiftRightLogical(lhs backends.Op, rhs backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("ShiftRightLogical", concatOps([]backends.Op{lhs}, []backends.Op{rhs}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ShiftRightLogical(in[0], in[1]))
+// ShiftRightLogical implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) ShiftRightLogical(lhs compute.Value, rhs compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("ShiftRightLogical", concatOps([]compute.Value{lhs}, []compute.Value{rhs}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ShiftRightLogical(in[0], in[1]))
 	})
 	if err != nil {
 		return nil, err
@@ -720,10 +753,10 @@ func (b *Builder) ShiftRightLogical(lhs backends.Op, rhs backends.Op) (backends.
 	return outs[0], nil
 }
 
-// Sin implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Sin", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Sin(in[0]))
+// Sin implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Sin(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Sin", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Sin(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -731,10 +764,10 @@ func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Slice implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Slice(x backends.Op, starts []int, limits []int, strides []int) (backends.Op, error) {
-	outs, err := b.delegate("Slice", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Slice(in[0], starts, limits, strides))
+// Slice implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Slice(x compute.Value, starts []int, limits []int, strides []int) (compute.Value, error) {
+	outs, err := b.delegate("Slice", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Slice(in[0], starts, limits, strides))
 	})
 	if err != nil {
 		return nil, err
@@ -742,10 +775,10 @@ func (b *Builder) Slice(x backends.Op, starts []int, limits []int, strides []int
 	return outs[0], nil
 }
 
-// Tanh implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Tanh(x backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Tanh", concatOps([]backends.Op{x}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Tanh(in[0]))
+// Tanh implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Tanh(x compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Tanh", concatOps([]compute.Value{x}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Tanh(in[0]))
 	})
 	if err != nil {
 		return nil, err
@@ -753,10 +786,10 @@ func (b *Builder) Tanh(x backends.Op) (backends.Op, error) {
 	return outs[0], nil
 }
 
-// Where implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) Where(condition backends.Op, onTrue backends.Op, onFalse backends.Op) (backends.Op, error) {
-	outs, err := b.delegate("Where", concatOps([]backends.Op{condition}, []backends.Op{onTrue}, []backends.Op{onFalse}), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.Where(in[0], in[1], in[2]))
+// Where implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) Where(condition compute.Value, onTrue compute.Value, onFalse compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("Where", concatOps([]compute.Value{condition}, []compute.Value{onTrue}, []compute.Value{onFalse}), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Where(in[0], in[1], in[2]))
 	})
 	if err != nil {
 		return nil, err
@@ -764,11 +797,23 @@ func (b *Builder) Where(condition backends.Op, onTrue backends.Op, onFalse backe
 	return outs[0], nil
 }
 
-// AllReduce implements backends.Builder with SimpleGo's implementation.
-func (b *Builder) AllReduce(operands []backends.Op, reductionType backends.ReduceOpType, replicaGroups [][]int) ([]backends.Op, error) {
-	outs, err := b.delegate("AllReduce", concatOps(operands), func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
+// OptimizationBarrier implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) OptimizationBarrier(operands ...compute.Value) ([]compute.Value, error) {
+	outs, err := b.delegate("OptimizationBarrier", concatOps(operands), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
 		operandsIn := in[0:len(operands)]
-		return sb.AllReduce(operandsIn, reductionType, replicaGroups)
+		return sf.OptimizationBarrier(operandsIn...)
 	})
 	return outs, err
+}
+
+// SchedulingBarrier implements compute.Function with the pure-Go backend's implementation.
+func (b *Builder) SchedulingBarrier(operand compute.Value, dependencies ...compute.Value) (compute.Value, error) {
+	outs, err := b.delegate("SchedulingBarrier", concatOps([]compute.Value{operand}, dependencies), func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		dependenciesIn := in[1 : len(dependencies)+1]
+		return ops1(sf.SchedulingBarrier(in[0], dependenciesIn...))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
 }

@@ -5,10 +5,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/simplego"
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/gobackend"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // newTestBackend returns a backend on 2 threads (so the parallel paths run), finalized at the
@@ -23,22 +23,22 @@ func newTestBackend(t testing.TB) *Backend {
 	return be
 }
 
-// newSimpleGo returns GoMLX's own pure-Go backend, the reference for the operations it runs
+// newGoBackend returns GoMLX's own pure-Go backend ("go"), the reference for the operations it runs
 // correctly.
-func newSimpleGo(t testing.TB) backends.Backend {
+func newGoBackend(t testing.TB) compute.Backend {
 	t.Helper()
-	sg, err := simplego.New("ops_sequential")
+	goBackend, err := gobackend.New("ops_sequential")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(sg.Finalize)
-	return sg
+	t.Cleanup(goBackend.Finalize)
+	return goBackend
 }
 
 // runGraph builds fn on be, runs it on the inputs and returns every output as float32 data.
-func runGraph(t testing.TB, be backends.Backend, fn func(in []*Node) []*Node, inputs ...*tensors.Tensor) [][]float32 {
+func runGraph(t testing.TB, be compute.Backend, fn func(in []*Node) []*Node, inputs ...*tensors.Tensor) [][]float32 {
 	t.Helper()
-	exec, err := NewExecAny(be, fn)
+	exec, err := NewExec(be, fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func runGraph(t testing.TB, be backends.Backend, fn func(in []*Node) []*Node, in
 		}
 		args[i] = c
 	}
-	outs, err := exec.Exec(args...)
+	outs, err := exec.Call(args...)
 	if err != nil {
 		t.Fatal(err)
 	}

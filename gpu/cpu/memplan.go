@@ -11,12 +11,12 @@ func (e *Executable) livePeak() (peak int64, at int, held []*value) {
 	var cur int64
 	hold := func(v *value) {
 		alive[v] = true
-		cur += int64(v.shape.Memory())
+		cur += int64(v.shape.ByteSize())
 	}
 	drop := func(v *value) {
 		if alive[v] {
 			delete(alive, v)
-			cur -= int64(v.shape.Memory())
+			cur -= int64(v.shape.ByteSize())
 		}
 	}
 	isOutput := make(map[*value]bool, len(e.outputs))

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
@@ -145,9 +145,9 @@ func bnCheck(op string, operand shapes.Shape, axis int, perChannel ...shapes.Sha
 	return l, nil
 }
 
-// BatchNormForInference implements backends.Builder: (x - mean)/sqrt(variance + epsilon)·scale +
+// BatchNormForInference implements compute.Function: (x - mean)/sqrt(variance + epsilon)·scale +
 // offset per feature, as one fused pass.
-func (b *Builder) BatchNormForInference(operand, scale, offset, mean, variance backends.Op, epsilon float32, featureAxis int) (backends.Op, error) {
+func (b *Builder) BatchNormForInference(operand, scale, offset, mean, variance compute.Value, epsilon float32, featureAxis int) (compute.Value, error) {
 	in, err := b.checkOps("BatchNormForInference", operand, scale, offset, mean, variance)
 	if err != nil {
 		return nil, err
@@ -160,7 +160,7 @@ func (b *Builder) BatchNormForInference(operand, scale, offset, mean, variance b
 	if err != nil {
 		return nil, err
 	}
-	n := b.addNode("BatchNormForInference", execFunc(func(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+	n := b.addNode("BatchNormForInference", execFunc(func(be *Backend, ins []compute.Buffer, donate []bool) ([]compute.Buffer, error) {
 		x := be.f32(ins[0])
 		a, c := inferenceAffine(l.channels, epsilon, be.f32(ins[1]), be.f32(ins[2]), be.f32(ins[3]), be.f32(ins[4]))
 		out, y, err := be.outputLike(xs, ins[:1], donate[:1])
@@ -168,19 +168,19 @@ func (b *Builder) BatchNormForInference(operand, scale, offset, mean, variance b
 			return nil, err
 		}
 		l.affine(be.pool, y, x, a, c)
-		return []backends.Buffer{out}, nil
+		return []compute.Buffer{out}, nil
 	}), in, xs)
 	n.ew = &ewOp{kind: ewAffine, size: xs.Size(), affine: &affineSpec{channels: l.channels, inner: l.inner, epsilon: epsilon},
 		inputs: []ewInput{{bcastFull, 0}, {bcastParam, 0}, {bcastParam, 0}, {bcastParam, 0}, {bcastParam, 0}}}
 	return n.outputs[0], nil
 }
 
-// BatchNormForTraining implements backends.Builder: the batch's mean and (biased) variance per
+// BatchNormForTraining implements compute.Function: the batch's mean and (biased) variance per
 // feature, in float64, and the normalised operand. It is two nodes: the statistics (one pass
 // over the data, also folding scale and offset into y = x·a[c] + b[c]) and that affine map, an
 // element-wise operation that fuses with what follows (the ReLU) and that a chain reading the
 // normalised value long afterwards (the ReLU's gradient) can recompute from x rather than keep.
-func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsilon float32, featureAxis int) (normalized, batchMean, batchVariance backends.Op, err error) {
+func (b *Builder) BatchNormForTraining(operand, scale, offset compute.Value, epsilon float32, featureAxis int) (normalized, batchMean, batchVariance compute.Value, err error) {
 	in, err := b.checkOps("BatchNormForTraining", operand, scale, offset)
 	if err != nil {
 		return nil, nil, nil, err
@@ -194,11 +194,11 @@ func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsil
 		return nil, nil, nil, err
 	}
 	cs := shapes.Make(xs.DType, l.channels)
-	stats := b.addNode("BatchNormForTraining/stats", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	stats := b.addNode("BatchNormForTraining/stats", execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		x, sc, off := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2])
 		sum, sumSq := l.channelSums(be.pool, x, nil, nil)
 		count := float64(max(1, l.count()))
-		outs := make([]backends.Buffer, 4)
+		outs := make([]compute.Buffer, 4)
 		flats := make([][]float32, 4)
 		for i := range outs {
 			buf, flat, err := be.newF32(cs)
@@ -221,24 +221,24 @@ func (b *Builder) BatchNormForTraining(operand, scale, offset backends.Op, epsil
 		}
 		return outs, nil
 	}), in, cs, cs, cs, cs)
-	apply := b.addNode("BatchNormForTraining", execFunc(func(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+	apply := b.addNode("BatchNormForTraining", execFunc(func(be *Backend, ins []compute.Buffer, donate []bool) ([]compute.Buffer, error) {
 		x := be.f32(ins[0])
 		out, y, err := be.outputLike(xs, ins[:1], donate[:1])
 		if err != nil {
 			return nil, err
 		}
 		l.affine(be.pool, y, x, be.f32(ins[1]), be.f32(ins[2]))
-		return []backends.Buffer{out}, nil
+		return []compute.Buffer{out}, nil
 	}), []*value{in[0], stats.outputs[2], stats.outputs[3]}, xs)
 	apply.ew = &ewOp{kind: ewScaleShift, size: xs.Size(), affine: &affineSpec{channels: l.channels, inner: l.inner},
 		inputs: []ewInput{{bcastFull, 0}, {bcastParam, 0}, {bcastParam, 0}}}
 	return apply.outputs[0], stats.outputs[0], stats.outputs[1], nil
 }
 
-// BatchNormGradient implements backends.Builder, as XLA defines it: with x̂ = (x-mean)·r,
+// BatchNormGradient implements compute.Function, as XLA defines it: with x̂ = (x-mean)·r,
 // r = 1/sqrt(variance+epsilon) and N values per feature, gradOffset = Σ dy,
 // gradScale = Σ dy·x̂, gradOperand = scale·r·(dy - gradOffset/N - x̂·gradScale/N).
-func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput backends.Op, epsilon float32, featureAxis int) (gradOperand, gradScale, gradOffset backends.Op, err error) {
+func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput compute.Value, epsilon float32, featureAxis int) (gradOperand, gradScale, gradOffset compute.Value, err error) {
 	in, err := b.checkOps("BatchNormGradient", operand, scale, mean, variance, gradOutput)
 	if err != nil {
 		return nil, nil, nil, err
@@ -255,11 +255,11 @@ func (b *Builder) BatchNormGradient(operand, scale, mean, variance, gradOutput b
 		return nil, nil, nil, err
 	}
 	cs := shapes.Make(xs.DType, l.channels)
-	n := b.addNode("BatchNormGradient", execFunc(func(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+	n := b.addNode("BatchNormGradient", execFunc(func(be *Backend, ins []compute.Buffer, donate []bool) ([]compute.Buffer, error) {
 		x, sc, mu, v, dy := be.f32(ins[0]), be.f32(ins[1]), be.f32(ins[2]), be.f32(ins[3]), be.f32(ins[4])
 		sumDys, sumDyXmus := l.channelSums(be.pool, x, dy, mu)
 		count := float64(max(1, l.count()))
-		outs := make([]backends.Buffer, 3)
+		outs := make([]compute.Buffer, 3)
 		flats := make([][]float32, 3)
 		// The operand's gradient goes into the output gradient's or the operand's buffer when
 		// one is consumed: each element of dx reads only its own dy and x.

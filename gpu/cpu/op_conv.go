@@ -4,22 +4,21 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/shapeinference"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapeinference"
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
 
-// ConvGeneral implements backends.Builder. For float32 with up to 3 spatial axes and no batch
+// ConvGeneral implements compute.Function. For float32 with up to 3 spatial axes and no batch
 // grouping it runs kernels.Conv, which reads every operand in place through its strides (any
 // axes layout) and computes one packed matrix multiply per channel group, the image packed
 // directly (no im2col matrix). GoMLX
 // expresses both gradients of a convolution as ConvGeneral again (with swapped axes, input
 // dilation for strides, and a Reversed kernel), so they take the same path. Other cases go to
-// SimpleGo, with nil strides and dilations made explicit (SimpleGo's shape inference reads nil
-// strides as 0).
-func (b *Builder) ConvGeneral(input, kernel backends.Op, axes backends.ConvolveAxesConfig, strides []int, paddings [][2]int,
-	inputDilations, kernelDilations []int, channelGroupCount, batchGroupCount int) (backends.Op, error) {
+// the pure-Go backend. Nil strides and dilations (what graph.Convolve passes by default) mean 1s.
+func (b *Builder) ConvGeneral(input, kernel compute.Value, axes compute.ConvolveAxesConfig, strides []int, paddings [][2]int,
+	inputDilations, kernelDilations []int, channelGroupCount, batchGroupCount int) (compute.Value, error) {
 	in, err := b.checkOps("ConvGeneral", input, kernel)
 	if err != nil {
 		return nil, err
@@ -36,13 +35,13 @@ func (b *Builder) ConvGeneral(input, kernel backends.Op, axes backends.ConvolveA
 		paddings = make([][2]int, n)
 	}
 	channelGroupCount, batchGroupCount = max(channelGroupCount, 1), max(batchGroupCount, 1)
-	outShape, err := shapeinference.ConvGeneralOp(xs, ks, axes, strides, paddings, inputDilations, kernelDilations, channelGroupCount, batchGroupCount)
+	outShape, err := shapeinference.ConvGeneral(xs, ks, axes, strides, paddings, inputDilations, kernelDilations, channelGroupCount, batchGroupCount)
 	if err != nil {
 		return nil, err
 	}
 	if !isFloat32(xs, ks) || batchGroupCount > 1 || n > 3 {
-		outs, err := b.delegate("ConvGeneral", []backends.Op{input, kernel}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-			return ops1(sb.ConvGeneral(in[0], in[1], axes, strides, paddings, inputDilations, kernelDilations, channelGroupCount, batchGroupCount))
+		outs, err := b.delegate("ConvGeneral", []compute.Value{input, kernel}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+			return ops1(sf.ConvGeneral(in[0], in[1], axes, strides, paddings, inputDilations, kernelDilations, channelGroupCount, batchGroupCount))
 		})
 		if err != nil {
 			return nil, err
@@ -82,7 +81,7 @@ func (b *Builder) ConvGeneral(input, kernel backends.Op, axes backends.ConvolveA
 	if b.backend.onConv != nil {
 		b.backend.onConv(cs)
 	}
-	node := b.addNode("ConvGeneral", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	node := b.addNode("ConvGeneral", execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		out, y, err := be.newF32(outShape)
 		if err != nil {
 			return nil, err
@@ -91,7 +90,7 @@ func (b *Builder) ConvGeneral(input, kernel backends.Op, axes backends.ConvolveA
 			be.release(out)
 			return nil, err
 		}
-		return []backends.Buffer{out}, nil
+		return []compute.Buffer{out}, nil
 	}), in, outShape)
 	return node.outputs[0], nil
 }

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/tensors/images"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors/images"
 )
 
 // convCase is a 2-D convolution in NHWC with kernel [kh, kw, c, o], symmetric padding.
@@ -116,10 +116,10 @@ func TestConvForwardAndGradients(t *testing.T) {
 	}
 }
 
-// TestConvMatchesSimpleGo checks ConvGeneral forward against SimpleGo's own (direct, slow)
+// TestConvMatchesGoBackend checks ConvGeneral forward against the pure-Go backend's own (direct, slow)
 // convolution, with kernel dilation and channel groups too.
-func TestConvMatchesSimpleGo(t *testing.T) {
-	be, sg := newTestBackend(t), newSimpleGo(t)
+func TestConvMatchesGoBackend(t *testing.T) {
+	be, ref := newTestBackend(t), newGoBackend(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	cases := []struct {
 		name              string
@@ -143,14 +143,14 @@ func TestConvMatchesSimpleGo(t *testing.T) {
 				return []*Node{conv.Done()}
 			}
 			got := runGraph(t, be, fn, xt, kt)[0]
-			want := runGraph(t, sg, fn, xt, kt)[0]
+			want := runGraph(t, ref, fn, xt, kt)[0]
 			assertClose(t, c.name, got, want, 1e-5)
 		})
 	}
 }
 
 // TestConvChannelGroups checks a grouped convolution against the concatenation of one
-// convolution per group (SimpleGo's grouped convolution panics, see the README's GoMLX bug list).
+// convolution per group (before GoMLX v0.28 the pure-Go backend's grouped convolution panicked).
 func TestConvChannelGroups(t *testing.T) {
 	be := newTestBackend(t)
 	r := rand.New(rand.NewPCG(15, 16))

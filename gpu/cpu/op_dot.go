@@ -4,38 +4,27 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
 
-// Dot implements backends.Builder as DotGeneral contracting lhs's last axis with rhs's first.
-func (b *Builder) Dot(lhs, rhs backends.Op) (backends.Op, error) {
-	in, err := b.checkOps("Dot", lhs, rhs)
-	if err != nil {
-		return nil, err
-	}
-	l, r := in[0].shape, in[1].shape
-	if l.Rank() < 1 || l.Rank() > 2 || r.Rank() < 1 || r.Rank() > 2 {
-		return nil, fmt.Errorf("Dot: operands of rank 1 or 2 only, got %s and %s", l, r)
-	}
-	return b.DotGeneral(lhs, []int{l.Rank() - 1}, nil, rhs, []int{0}, nil)
-}
-
-// DotGeneral implements backends.Builder: for float32, batched packed matrix multiplies
-// (kernels.Pool.GemmBatch), reading each operand in place when its batch, free and contracting
-// axes each form one strided run, otherwise after one transpose. Output axes: batch, lhs free,
-// rhs free.
-func (b *Builder) DotGeneral(lhsOp backends.Op, lhsContractingAxes, lhsBatchAxes []int, rhsOp backends.Op, rhsContractingAxes, rhsBatchAxes []int) (backends.Op, error) {
+// DotGeneral implements compute.Function: for float32 (accumulated and returned in float32),
+// batched packed matrix multiplies (kernels.Pool.GemmBatch), reading each operand in place
+// when its batch, free and contracting axes each form one strided run, otherwise after one
+// transpose. Output axes: batch, lhs free, rhs free. Other dtypes go to the pure-Go backend.
+func (b *Builder) DotGeneral(lhsOp compute.Value, lhsContractingAxes, lhsBatchAxes []int, rhsOp compute.Value, rhsContractingAxes, rhsBatchAxes []int, config compute.DotGeneralConfig) (compute.Value, error) {
 	in, err := b.checkOps("DotGeneral", lhsOp, rhsOp)
 	if err != nil {
 		return nil, err
 	}
 	ls, rs := in[0].shape, in[1].shape
-	if !isFloat32(ls, rs) {
-		outs, err := b.delegate("DotGeneral", []backends.Op{lhsOp, rhsOp}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-			return ops1(sb.DotGeneral(in[0], lhsContractingAxes, lhsBatchAxes, in[1], rhsContractingAxes, rhsBatchAxes))
+	float32Only := func(dt dtypes.DType) bool { return dt == dtypes.InvalidDType || dt == dtypes.Float32 }
+	if !isFloat32(ls, rs) || !float32Only(config.AccumulatorDType) || !float32Only(config.OutputDType) {
+		outs, err := b.delegate("DotGeneral", []compute.Value{lhsOp, rhsOp}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+			return ops1(sf.DotGeneral(in[0], lhsContractingAxes, lhsBatchAxes, in[1], rhsContractingAxes, rhsBatchAxes, config))
 		})
 		if err != nil {
 			return nil, err
@@ -173,14 +162,14 @@ type dotPlan struct {
 	outShape       shapes.Shape
 }
 
-func (p *dotPlan) execute(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
-	var temps []backends.Buffer
+func (p *dotPlan) execute(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
+	var temps []compute.Buffer
 	defer func() {
 		for _, t := range temps {
 			be.release(t)
 		}
 	}()
-	data := func(buf backends.Buffer, v operandView) ([]float32, error) {
+	data := func(buf compute.Buffer, v operandView) ([]float32, error) {
 		src := be.f32(buf)
 		if v.perm == nil {
 			return src, nil
@@ -207,7 +196,7 @@ func (p *dotPlan) execute(be *Backend, ins []backends.Buffer, _ []bool) ([]backe
 	}
 	if p.k == 0 || len(c) == 0 {
 		clear(c)
-		return []backends.Buffer{out}, nil
+		return []compute.Buffer{out}, nil
 	}
 	be.pool.GemmBatch(p.batch, p.m, p.n, p.k, 1,
 		func(i int) kernels.PanelSource {
@@ -217,5 +206,5 @@ func (p *dotPlan) execute(be *Backend, ins []backends.Buffer, _ []bool) ([]backe
 			return kernels.Strided{Data: r, Off: i * p.rhs.bStride, RowStride: p.rhs.rStride, DepthStride: p.rhs.dStr}
 		},
 		0, c, p.n, p.m*p.n)
-	return []backends.Buffer{out}, nil
+	return []compute.Buffer{out}, nil
 }

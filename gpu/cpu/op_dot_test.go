@@ -4,14 +4,14 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/compute"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
 )
 
-// TestDotGeneralMatchesSimpleGo runs DotGeneral over layouts that read in place (row- and
-// column-major operands, batches) and layouts that need a transpose, against SimpleGo.
-func TestDotGeneralMatchesSimpleGo(t *testing.T) {
-	be, sg := newTestBackend(t), newSimpleGo(t)
+// TestDotGeneralMatchesGoBackend runs DotGeneral over layouts that read in place (row- and
+// column-major operands, batches) and layouts that need a transpose, against the pure-Go backend.
+func TestDotGeneralMatchesGoBackend(t *testing.T) {
+	be, ref := newTestBackend(t), newGoBackend(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	cases := []struct {
 		name              string
@@ -38,45 +38,49 @@ func TestDotGeneralMatchesSimpleGo(t *testing.T) {
 				return []*Node{DotGeneral(in[0], c.lContract, c.lBatch, in[1], c.rContract, c.rBatch)}
 			}
 			got := runGraph(t, be, fn, lt, rt)[0]
-			want := runGraph(t, sg, fn, lt, rt)[0]
+			want := runGraph(t, ref, fn, lt, rt)[0]
 			assertClose(t, c.name, got, want, 1e-5)
 		})
 	}
 }
 
 // TestDotAndDenseGradient checks Dot and the gradients of a dense layer (DotGeneral with
-// transposed operands) against SimpleGo, whose DotGeneral and its gradients are correct.
+// transposed operands) against the pure-Go backend, whose DotGeneral and its gradients are correct.
 func TestDotAndDenseGradient(t *testing.T) {
-	be, sg := newTestBackend(t), newSimpleGo(t)
+	be, ref := newTestBackend(t), newGoBackend(t)
 	r := rand.New(rand.NewPCG(23, 24))
 	xt, _ := randTensor(r, 16, 12)
 	wt, _ := randTensor(r, 12, 10)
 	fn := func(in []*Node) []*Node {
-		y := Dot(in[0], in[1])
+		y := DotProduct(in[0], in[1])
 		loss := ReduceAllSum(Mul(y, y))
 		g := Gradient(loss, in[0], in[1])
 		return []*Node{y, g[0], g[1]}
 	}
 	got := runGraph(t, be, fn, xt, wt)
-	want := runGraph(t, sg, fn, xt, wt)
+	want := runGraph(t, ref, fn, xt, wt)
 	for i, name := range []string{"product", "gradient wrt x", "gradient wrt w"} {
 		assertClose(t, name, got[i], want[i], 1e-5)
 	}
 }
 
-// TestDotGeneralIntegersGoToSimpleGo checks a non-float32 DotGeneral still runs (on SimpleGo).
-func TestDotGeneralIntegersGoToSimpleGo(t *testing.T) {
+// TestDotGeneralIntegersGoToGoBackend checks a non-float32 DotGeneral still runs (on the pure-Go backend).
+func TestDotGeneralIntegersGoToGoBackend(t *testing.T) {
 	be := newTestBackend(t)
 	b := be.Builder("ints")
-	x, err := b.Constant([]int32{1, 2, 3, 4}, 2, 2)
+	f := b.Main()
+	x, err := f.Constant([]int32{1, 2, 3, 4}, 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := b.DotGeneral(x, []int{1}, nil, x, []int{0}, nil)
+	y, err := f.DotGeneral(x, []int{1}, nil, x, []int{0}, nil, compute.DotGeneralConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe, err := b.Compile([]backends.Op{y}, nil)
+	if err := f.Return([]compute.Value{y}, nil); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := b.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +89,7 @@ func TestDotGeneralIntegersGoToSimpleGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make([]int32, 4)
-	if err := be.BufferToFlatData(outs[0], got); err != nil {
+	if err := outs[0].ToFlatData(got); err != nil {
 		t.Fatal(err)
 	}
 	if want := []int32{7, 10, 15, 22}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
@@ -95,9 +99,9 @@ func TestDotGeneralIntegersGoToSimpleGo(t *testing.T) {
 
 // TestDotGradientRunsAsMatrixProducts checks the gradients GoMLX builds for DotGeneral (a
 // broadcast product summed over the contracted axes) are computed as matrix products, with
-// the values SimpleGo gets by materialising the product.
+// the values the pure-Go backend gets by materialising the product.
 func TestDotGradientRunsAsMatrixProducts(t *testing.T) {
-	sg := newSimpleGo(t)
+	ref := newGoBackend(t)
 	be, err := New(Config{Threads: 2, ProfileOps: true})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +129,7 @@ func TestDotGradientRunsAsMatrixProducts(t *testing.T) {
 			}
 			be.ResetOpStats()
 			got := runGraph(t, be, fn, lt, rt)
-			want := runGraph(t, sg, fn, lt, rt)
+			want := runGraph(t, ref, fn, lt, rt)
 			assertClose(t, "gradient wrt lhs", got[0], want[0], 1e-5)
 			assertClose(t, "gradient wrt rhs", got[1], want[1], 1e-5)
 			calls := map[string]int{}

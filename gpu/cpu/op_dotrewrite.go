@@ -3,8 +3,8 @@ package cpu
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 )
 
 // GoMLX v0.26 differentiates DotGeneral (and Dot) by broadcasting both operands to the full
@@ -35,7 +35,7 @@ func factor(v *value) productOperand {
 
 // dotFromProductSum returns the DotGeneral equivalent of ReduceSum(x, axes) when x is such a
 // product, and false otherwise.
-func (b *Builder) dotFromProductSum(x *value, axes []int, out shapes.Shape) (backends.Op, bool) {
+func (b *Builder) dotFromProductSum(x *value, axes []int, out shapes.Shape) (compute.Value, bool) {
 	mul := x.node
 	if mul.name != "Mul" || len(mul.inputs) != 2 || len(axes) == 0 || mul.outputs[0].shape.Rank() != x.shape.Rank() {
 		return nil, false
@@ -113,7 +113,7 @@ func (b *Builder) dotFromProductSum(x *value, axes []int, out shapes.Shape) (bac
 			}
 		}
 	}
-	dot, err := b.DotGeneral(f[0].src, contract[0], batch[0], f[1].src, contract[1], batch[1])
+	dot, err := b.DotGeneral(f[0].src, contract[0], batch[0], f[1].src, contract[1], batch[1], compute.DotGeneralConfig{})
 	if err != nil {
 		return nil, false
 	}

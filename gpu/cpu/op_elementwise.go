@@ -3,15 +3,15 @@ package cpu
 import (
 	"math"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/shapeinference"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapeinference"
+	"github.com/gomlx/compute/shapes"
 
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
 
 // Element-wise float32 operations, parallel over the pool, writing into a consumed input's
-// buffer when one can be reused. SimpleGo's versions run on one goroutine through a
+// buffer when one can be reused. The pure-Go backend's versions run on one goroutine through a
 // general broadcasting iterator; other dtypes and broadcast patterns still go to it.
 
 // elementGrain is the number of elements under which a loop runs on one goroutine.
@@ -88,38 +88,38 @@ func classify(operand, out shapes.Shape) (bcastKind, int) {
 	return bcastOther, 0
 }
 
-func (b *Builder) binary(name string, op binOp, lhs, rhs backends.Op, fallback func(sb backends.Builder, in []backends.Op) ([]backends.Op, error)) (backends.Op, error) {
+func (b *Builder) binary(name string, op binOp, lhs, rhs compute.Value, fallback func(sf compute.Function, in []compute.Value) ([]compute.Value, error)) (compute.Value, error) {
 	in, err := b.checkOps(name, lhs, rhs)
 	if err != nil {
 		return nil, err
 	}
 	ls, rs := in[0].shape, in[1].shape
-	var opType backends.OpType
+	var opType compute.OpType
 	switch op {
 	case opAdd:
-		opType = backends.OpTypeAdd
+		opType = compute.OpTypeAdd
 	case opSub:
-		opType = backends.OpTypeSub
+		opType = compute.OpTypeSub
 	case opMul:
-		opType = backends.OpTypeMul
+		opType = compute.OpTypeMul
 	case opDiv:
-		opType = backends.OpTypeDiv
+		opType = compute.OpTypeDiv
 	case opMax:
-		opType = backends.OpTypeMax
+		opType = compute.OpTypeMax
 	case opMin:
-		opType = backends.OpTypeMin
+		opType = compute.OpTypeMin
 	}
 	out, err := shapeinference.BinaryOp(opType, ls, rs)
 	lk, lsz := classify(ls, out)
 	rk, rsz := classify(rs, out)
 	if err != nil || !isFloat32(ls) || (lk != bcastFull && rk != bcastFull) || lk == bcastOther || rk == bcastOther {
-		outs, err := b.delegate(name, []backends.Op{lhs, rhs}, fallback)
+		outs, err := b.delegate(name, []compute.Value{lhs, rhs}, fallback)
 		if err != nil {
 			return nil, err
 		}
 		return outs[0], nil
 	}
-	n := b.addNode(name, execFunc(func(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+	n := b.addNode(name, execFunc(func(be *Backend, ins []compute.Buffer, donate []bool) ([]compute.Buffer, error) {
 		a, c := be.f32(ins[0]), be.f32(ins[1])
 		buf, dst, err := be.outputLike(out, ins, donate)
 		if err != nil {
@@ -159,7 +159,7 @@ func (b *Builder) binary(name string, op binOp, lhs, rhs backends.Op, fallback f
 				}
 			})
 		}
-		return []backends.Buffer{buf}, nil
+		return []compute.Buffer{buf}, nil
 	}), in, out)
 	n.ew = &ewOp{kind: ewBinary, bin: op, size: out.Size(), inputs: []ewInput{{lk, lsz}, {rk, rsz}}}
 	return n.outputs[0], nil
@@ -167,147 +167,159 @@ func (b *Builder) binary(name string, op binOp, lhs, rhs backends.Op, fallback f
 
 // outputLike returns a buffer for an element-wise result of shape out: a consumed float32
 // input of that shape when there is one, otherwise a new buffer.
-func (be *Backend) outputLike(out shapes.Shape, ins []backends.Buffer, donate []bool) (backends.Buffer, []float32, error) {
+func (be *Backend) outputLike(out shapes.Shape, ins []compute.Buffer, donate []bool) (compute.Buffer, []float32, error) {
 	for i, buf := range ins {
 		if !donate[i] {
 			continue
 		}
-		if s, err := be.sg.BufferShape(buf); err == nil && s.Equal(out) {
+		if buf.(*Buffer).shape.Equal(out) {
 			return buf, be.f32(buf), nil
 		}
 	}
 	return be.newF32(out)
 }
 
-// Add implements backends.Builder.
-func (b *Builder) Add(lhs, rhs backends.Op) (backends.Op, error) {
-	return b.binary("Add", opAdd, lhs, rhs, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Add(in[0], in[1])) })
+// Add implements compute.Function.
+func (b *Builder) Add(lhs, rhs compute.Value) (compute.Value, error) {
+	return b.binary("Add", opAdd, lhs, rhs, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Add(in[0], in[1]))
+	})
 }
 
-// Sub implements backends.Builder.
-func (b *Builder) Sub(lhs, rhs backends.Op) (backends.Op, error) {
-	return b.binary("Sub", opSub, lhs, rhs, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Sub(in[0], in[1])) })
+// Sub implements compute.Function.
+func (b *Builder) Sub(lhs, rhs compute.Value) (compute.Value, error) {
+	return b.binary("Sub", opSub, lhs, rhs, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Sub(in[0], in[1]))
+	})
 }
 
-// Mul implements backends.Builder.
-func (b *Builder) Mul(lhs, rhs backends.Op) (backends.Op, error) {
-	return b.binary("Mul", opMul, lhs, rhs, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Mul(in[0], in[1])) })
+// Mul implements compute.Function.
+func (b *Builder) Mul(lhs, rhs compute.Value) (compute.Value, error) {
+	return b.binary("Mul", opMul, lhs, rhs, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Mul(in[0], in[1]))
+	})
 }
 
-// Div implements backends.Builder.
-func (b *Builder) Div(lhs, rhs backends.Op) (backends.Op, error) {
-	return b.binary("Div", opDiv, lhs, rhs, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Div(in[0], in[1])) })
+// Div implements compute.Function.
+func (b *Builder) Div(lhs, rhs compute.Value) (compute.Value, error) {
+	return b.binary("Div", opDiv, lhs, rhs, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Div(in[0], in[1]))
+	})
 }
 
-// Max implements backends.Builder.
-func (b *Builder) Max(lhs, rhs backends.Op) (backends.Op, error) {
-	return b.binary("Max", opMax, lhs, rhs, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Max(in[0], in[1])) })
+// Max implements compute.Function.
+func (b *Builder) Max(lhs, rhs compute.Value) (compute.Value, error) {
+	return b.binary("Max", opMax, lhs, rhs, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Max(in[0], in[1]))
+	})
 }
 
-// Min implements backends.Builder.
-func (b *Builder) Min(lhs, rhs backends.Op) (backends.Op, error) {
-	return b.binary("Min", opMin, lhs, rhs, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Min(in[0], in[1])) })
+// Min implements compute.Function.
+func (b *Builder) Min(lhs, rhs compute.Value) (compute.Value, error) {
+	return b.binary("Min", opMin, lhs, rhs, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.Min(in[0], in[1]))
+	})
 }
 
-// unary adds a float32 element-wise function, parallel; other dtypes go to SimpleGo.
-func (b *Builder) unary(name string, x backends.Op, f func(dst, src []float32), fallback func(sb backends.Builder, in []backends.Op) ([]backends.Op, error)) (backends.Op, error) {
+// unary adds a float32 element-wise function, parallel; other dtypes go to the pure-Go backend.
+func (b *Builder) unary(name string, x compute.Value, f func(dst, src []float32), fallback func(sf compute.Function, in []compute.Value) ([]compute.Value, error)) (compute.Value, error) {
 	in, err := b.checkOps(name, x)
 	if err != nil {
 		return nil, err
 	}
 	s := in[0].shape
 	if !isFloat32(s) {
-		outs, err := b.delegate(name, []backends.Op{x}, fallback)
+		outs, err := b.delegate(name, []compute.Value{x}, fallback)
 		if err != nil {
 			return nil, err
 		}
 		return outs[0], nil
 	}
-	n := b.addNode(name, execFunc(func(be *Backend, ins []backends.Buffer, donate []bool) ([]backends.Buffer, error) {
+	n := b.addNode(name, execFunc(func(be *Backend, ins []compute.Buffer, donate []bool) ([]compute.Buffer, error) {
 		src := be.f32(ins[0])
 		buf, dst, err := be.outputLike(s, ins, donate)
 		if err != nil {
 			return nil, err
 		}
 		be.pool.ParallelRange(len(src), elementGrain, func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
-		return []backends.Buffer{buf}, nil
+		return []compute.Buffer{buf}, nil
 	}), in, s)
 	n.ew = &ewOp{kind: ewUnary, unary: f, size: s.Size(), inputs: []ewInput{{bcastFull, 0}}}
 	return n.outputs[0], nil
 }
 
-// Neg implements backends.Builder.
-func (b *Builder) Neg(x backends.Op) (backends.Op, error) {
+// Neg implements compute.Function.
+func (b *Builder) Neg(x compute.Value) (compute.Value, error) {
 	return b.unary("Neg", x, func(dst, src []float32) {
 		for i, v := range src {
 			dst[i] = -v
 		}
-	}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Neg(in[0])) })
+	}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) { return ops1(sf.Neg(in[0])) })
 }
 
-// Abs implements backends.Builder.
-func (b *Builder) Abs(x backends.Op) (backends.Op, error) {
+// Abs implements compute.Function.
+func (b *Builder) Abs(x compute.Value) (compute.Value, error) {
 	return b.unary("Abs", x, func(dst, src []float32) {
 		for i, v := range src {
 			dst[i] = float32(math.Abs(float64(v)))
 		}
-	}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Abs(in[0])) })
+	}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) { return ops1(sf.Abs(in[0])) })
 }
 
-// Sign implements backends.Builder: -1, 0 or 1 (NaN stays NaN), as SimpleGo.
-func (b *Builder) Sign(x backends.Op) (backends.Op, error) {
+// Sign implements compute.Function: -1, 0 or 1 (NaN stays NaN), as the pure-Go backend.
+func (b *Builder) Sign(x compute.Value) (compute.Value, error) {
 	return b.unary("Sign", x, func(dst, src []float32) {
 		kernels.Sign(dst, src)
-	}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Sign(in[0])) })
+	}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) { return ops1(sf.Sign(in[0])) })
 }
 
-// Sqrt implements backends.Builder.
-func (b *Builder) Sqrt(x backends.Op) (backends.Op, error) {
+// Sqrt implements compute.Function.
+func (b *Builder) Sqrt(x compute.Value) (compute.Value, error) {
 	return b.unary("Sqrt", x, func(dst, src []float32) {
 		for i, v := range src {
 			dst[i] = float32(math.Sqrt(float64(v)))
 		}
-	}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Sqrt(in[0])) })
+	}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) { return ops1(sf.Sqrt(in[0])) })
 }
 
-// Rsqrt implements backends.Builder.
-func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) {
+// Rsqrt implements compute.Function.
+func (b *Builder) Rsqrt(x compute.Value) (compute.Value, error) {
 	return b.unary("Rsqrt", x, func(dst, src []float32) {
 		for i, v := range src {
 			dst[i] = float32(1 / math.Sqrt(float64(v)))
 		}
-	}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Rsqrt(in[0])) })
+	}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) { return ops1(sf.Rsqrt(in[0])) })
 }
 
-// Exp implements backends.Builder.
-func (b *Builder) Exp(x backends.Op) (backends.Op, error) {
+// Exp implements compute.Function.
+func (b *Builder) Exp(x compute.Value) (compute.Value, error) {
 	return b.unary("Exp", x, func(dst, src []float32) {
 		for i, v := range src {
 			dst[i] = float32(math.Exp(float64(v)))
 		}
-	}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Exp(in[0])) })
+	}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) { return ops1(sf.Exp(in[0])) })
 }
 
-// Log implements backends.Builder.
-func (b *Builder) Log(x backends.Op) (backends.Op, error) {
+// Log implements compute.Function.
+func (b *Builder) Log(x compute.Value) (compute.Value, error) {
 	return b.unary("Log", x, func(dst, src []float32) {
 		for i, v := range src {
 			dst[i] = float32(math.Log(float64(v)))
 		}
-	}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) { return ops1(sb.Log(in[0])) })
+	}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) { return ops1(sf.Log(in[0])) })
 }
 
-// Transpose implements backends.Builder: a parallel strided copy for float32.
-func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, error) {
+// Transpose implements compute.Function: a parallel strided copy for float32.
+func (b *Builder) Transpose(x compute.Value, permutation ...int) (compute.Value, error) {
 	in, err := b.checkOps("Transpose", x)
 	if err != nil {
 		return nil, err
 	}
 	s := in[0].shape
-	out, err := shapeinference.TransposeOp(s, permutation)
+	out, err := shapeinference.Transpose(s, permutation)
 	if err != nil || !isFloat32(s) {
-		outs, err := b.delegate("Transpose", []backends.Op{x}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-			return ops1(sb.Transpose(in[0], permutation...))
+		outs, err := b.delegate("Transpose", []compute.Value{x}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+			return ops1(sf.Transpose(in[0], permutation...))
 		})
 		if err != nil {
 			return nil, err
@@ -318,28 +330,28 @@ func (b *Builder) Transpose(x backends.Op, permutation ...int) (backends.Op, err
 		return x, nil
 	}
 	dims, perm := s.Dimensions, append([]int(nil), permutation...)
-	n := b.addNode("Transpose", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	n := b.addNode("Transpose", execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		buf, dst, err := be.newF32(out)
 		if err != nil {
 			return nil, err
 		}
 		transposeF32(be.pool, dst, be.f32(ins[0]), dims, perm)
-		return []backends.Buffer{buf}, nil
+		return []compute.Buffer{buf}, nil
 	}), in, out)
 	return n.outputs[0], nil
 }
 
-// BroadcastInDim implements backends.Builder: a parallel copy with zero strides on the
+// BroadcastInDim implements compute.Function: a parallel copy with zero strides on the
 // broadcast axes, for float32.
-func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadcastAxes []int) (backends.Op, error) {
+func (b *Builder) BroadcastInDim(x compute.Value, outputShape shapes.Shape, broadcastAxes []int) (compute.Value, error) {
 	in, err := b.checkOps("BroadcastInDim", x)
 	if err != nil {
 		return nil, err
 	}
 	s := in[0].shape
-	if err := shapeinference.BroadcastInDimOp(s, outputShape, broadcastAxes); err != nil || !isFloat32(s) {
-		outs, err := b.delegate("BroadcastInDim", []backends.Op{x}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-			return ops1(sb.BroadcastInDim(in[0], outputShape, broadcastAxes))
+	if err := shapeinference.BroadcastInDim(s, outputShape, broadcastAxes, nil); err != nil || !isFloat32(s) {
+		outs, err := b.delegate("BroadcastInDim", []compute.Value{x}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+			return ops1(sf.BroadcastInDim(in[0], outputShape, broadcastAxes))
 		})
 		if err != nil {
 			return nil, err
@@ -355,7 +367,7 @@ func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadc
 		}
 	}
 	dStr := rowMajorStrides(out.Dimensions)
-	n := b.addNode("BroadcastInDim", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	n := b.addNode("BroadcastInDim", execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		buf, dst, err := be.newF32(out)
 		if err != nil {
 			return nil, err
@@ -371,7 +383,7 @@ func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadc
 		} else {
 			copyND(be.pool, dst, src, out.Dimensions, 0, dStr, 0, sStr)
 		}
-		return []backends.Buffer{buf}, nil
+		return []compute.Buffer{buf}, nil
 	}), in, out)
 	if kind, size := broadcastPattern(s, out, broadcastAxes); kind != bcastOther {
 		n.ew = &ewOp{kind: ewBroadcast, size: out.Size(), inputs: []ewInput{{kind, size}}}
@@ -396,31 +408,31 @@ func broadcastPattern(src, out shapes.Shape, axes []int) (bcastKind, int) {
 	return classify(shapes.Make(src.DType, expanded...), out)
 }
 
-// ReduceSum implements backends.Builder.
-func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
-	return b.reduce("ReduceSum", opAdd, x, axes, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceSum(in[0], axes...))
+// ReduceSum implements compute.Function.
+func (b *Builder) ReduceSum(x compute.Value, axes ...int) (compute.Value, error) {
+	return b.reduce("ReduceSum", opAdd, x, axes, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceSum(in[0], axes...))
 	})
 }
 
-// ReduceMax implements backends.Builder.
-func (b *Builder) ReduceMax(x backends.Op, axes ...int) (backends.Op, error) {
-	return b.reduce("ReduceMax", opMax, x, axes, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceMax(in[0], axes...))
+// ReduceMax implements compute.Function.
+func (b *Builder) ReduceMax(x compute.Value, axes ...int) (compute.Value, error) {
+	return b.reduce("ReduceMax", opMax, x, axes, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceMax(in[0], axes...))
 	})
 }
 
-// ReduceMin implements backends.Builder.
-func (b *Builder) ReduceMin(x backends.Op, axes ...int) (backends.Op, error) {
-	return b.reduce("ReduceMin", opMin, x, axes, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-		return ops1(sb.ReduceMin(in[0], axes...))
+// ReduceMin implements compute.Function.
+func (b *Builder) ReduceMin(x compute.Value, axes ...int) (compute.Value, error) {
+	return b.reduce("ReduceMin", opMin, x, axes, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+		return ops1(sf.ReduceMin(in[0], axes...))
 	})
 }
 
 // reduce handles float32 reductions over one contiguous block of axes, viewed as
 // [outer, reduced, inner]: in parallel over outer when it is large, over the reduced axis (with
-// per-thread partial results) otherwise. Other cases go to SimpleGo.
-func (b *Builder) reduce(name string, op binOp, x backends.Op, axes []int, fallback func(sb backends.Builder, in []backends.Op) ([]backends.Op, error)) (backends.Op, error) {
+// per-thread partial results) otherwise. Other cases go to the pure-Go backend.
+func (b *Builder) reduce(name string, op binOp, x compute.Value, axes []int, fallback func(sf compute.Function, in []compute.Value) ([]compute.Value, error)) (compute.Value, error) {
 	in, err := b.checkOps(name, x)
 	if err != nil {
 		return nil, err
@@ -432,7 +444,7 @@ func (b *Builder) reduce(name string, op binOp, x backends.Op, axes []int, fallb
 			axes[a] = a
 		}
 	}
-	out, err := shapeinference.ReduceOp(s, axes)
+	out, err := shapeinference.Reduce(s, axes)
 	out.DType = s.DType
 	reduced := make([]bool, s.Rank())
 	for _, a := range axes {
@@ -464,7 +476,7 @@ func (b *Builder) reduce(name string, op binOp, x backends.Op, axes []int, fallb
 		}
 	}
 	if err != nil || !isFloat32(s) || !contiguous {
-		outs, err := b.delegate(name, []backends.Op{x}, fallback)
+		outs, err := b.delegate(name, []compute.Value{x}, fallback)
 		if err != nil {
 			return nil, err
 		}
@@ -484,13 +496,13 @@ func (b *Builder) reduce(name string, op binOp, x backends.Op, axes []int, fallb
 	if first < 0 { // only size-1 axes reduced: a copy
 		outer, mid, inner = 1, 1, s.Size()
 	}
-	n := b.addNode(name, execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	n := b.addNode(name, execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		buf, dst, err := be.newF32(out)
 		if err != nil {
 			return nil, err
 		}
 		reduceF32(be.pool, op, dst, be.f32(ins[0]), outer, mid, inner)
-		return []backends.Buffer{buf}, nil
+		return []compute.Buffer{buf}, nil
 	}), in, out)
 	return n.outputs[0], nil
 }

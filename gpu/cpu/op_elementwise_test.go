@@ -5,15 +5,15 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
-// TestElementwiseMatchesSimpleGo runs every element-wise operation implemented here over each
+// TestElementwiseMatchesGoBackend runs every element-wise operation implemented here over each
 // broadcast pattern (same shape, scalar on either side, trailing and leading vectors, and a
-// pattern left to SimpleGo) and compares with SimpleGo.
-func TestElementwiseMatchesSimpleGo(t *testing.T) {
-	be, sg := newTestBackend(t), newSimpleGo(t)
+// pattern left to the pure-Go backend) and compares with the pure-Go backend.
+func TestElementwiseMatchesGoBackend(t *testing.T) {
+	be, ref := newTestBackend(t), newGoBackend(t)
 	r := rand.New(rand.NewPCG(61, 62))
 	binaries := map[string]func(a, b *Node) *Node{"Add": Add, "Sub": Sub, "Mul": Mul, "Div": Div, "Max": Max, "Min": Min}
 	pairs := []struct {
@@ -28,8 +28,8 @@ func TestElementwiseMatchesSimpleGo(t *testing.T) {
 		{"trailing vector", []int{30, 20, 16}, []int{1, 1, 16}, false},
 		{"trailing block", []int{30, 20, 16}, []int{1, 20, 16}, false},
 		{"leading vector", []int{30, 20, 16}, []int{30, 1, 1}, false},
-		{"middle (SimpleGo)", []int{6, 5, 4}, []int{1, 5, 1}, false},
-		{"both broadcast (SimpleGo)", []int{6, 1}, []int{1, 4}, true},
+		{"middle (pure-Go backend)", []int{6, 5, 4}, []int{1, 5, 1}, false},
+		{"both broadcast (pure-Go backend)", []int{6, 1}, []int{1, 4}, true},
 	}
 	for _, p := range pairs {
 		for name, f := range binaries {
@@ -44,7 +44,7 @@ func TestElementwiseMatchesSimpleGo(t *testing.T) {
 				}
 				fn := func(in []*Node) []*Node { return []*Node{f(in[0], in[1])} }
 				got := runGraph(t, be, fn, lt, rt)[0]
-				want := runGraph(t, sg, fn, lt, rt)[0]
+				want := runGraph(t, ref, fn, lt, rt)[0]
 				assertClose(t, p.name+"/"+name, got, want, 1e-6)
 			}
 		}
@@ -54,7 +54,7 @@ func TestElementwiseMatchesSimpleGo(t *testing.T) {
 	xt, _ := randTensor(r, 50, 41)
 	for name, f := range unaries {
 		fn := func(in []*Node) []*Node { return []*Node{f(in[0])} }
-		assertClose(t, name, runGraph(t, be, fn, xt)[0], runGraph(t, sg, fn, xt)[0], 1e-6)
+		assertClose(t, name, runGraph(t, be, fn, xt)[0], runGraph(t, ref, fn, xt)[0], 1e-6)
 	}
 }
 
@@ -73,8 +73,8 @@ func TestMaxMinPropagateNaN(t *testing.T) {
 	}
 }
 
-func TestReduceTransposeBroadcastMatchSimpleGo(t *testing.T) {
-	be, sg := newTestBackend(t), newSimpleGo(t)
+func TestReduceTransposeBroadcastMatchGoBackend(t *testing.T) {
+	be, ref := newTestBackend(t), newGoBackend(t)
 	r := rand.New(rand.NewPCG(63, 64))
 	xt, _ := randTensor(r, 6, 7, 5, 4)
 	bigT, _ := randTensor(r, 300, 256)
@@ -97,7 +97,7 @@ func TestReduceTransposeBroadcastMatchSimpleGo(t *testing.T) {
 	for name, f := range cases {
 		fn := func(in []*Node) []*Node { return []*Node{f(in)} }
 		got := runGraph(t, be, fn, xt, bigT, vt)[0]
-		want := runGraph(t, sg, fn, xt, bigT, vt)[0]
+		want := runGraph(t, ref, fn, xt, bigT, vt)[0]
 		assertClose(t, name, got, want, 1e-5)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 func TestReverseMatchesLoop(t *testing.T) {
@@ -79,9 +79,9 @@ func TestSliceGradient(t *testing.T) {
 
 // TestBatchNormMatchesFormula checks the fused batch-norm operations (training output, batch
 // statistics and the gradient through them, inference) against the same formula in basic
-// operations, differentiated by GoMLX, on SimpleGo.
+// operations, differentiated by GoMLX, on the pure-Go backend.
 func TestBatchNormMatchesFormula(t *testing.T) {
-	be, sg := newTestBackend(t), newSimpleGo(t)
+	be, ref := newTestBackend(t), newGoBackend(t)
 	r := rand.New(rand.NewPCG(37, 38))
 	const eps = 1e-3
 	for _, c := range []struct {
@@ -128,7 +128,7 @@ func TestBatchNormMatchesFormula(t *testing.T) {
 				return []*Node{y, mean, variance, g[0], g[1], g[2], y}
 			}
 			got := runGraph(t, be, native, xt, scaleT, offsetT, rt)
-			want := runGraph(t, sg, formula, xt, scaleT, offsetT, rt)
+			want := runGraph(t, ref, formula, xt, scaleT, offsetT, rt)
 			for i, name := range []string{"normalized", "mean", "variance", "gradient wrt x", "gradient wrt scale", "gradient wrt offset", "inference"} {
 				assertClose(t, name, got[i], want[i], 1e-5)
 			}
@@ -181,19 +181,23 @@ func TestMaxPoolGradient(t *testing.T) {
 func TestExecutorOutputsAndDonation(t *testing.T) {
 	be := newTestBackend(t)
 	b := be.Builder("bookkeeping")
-	x, err := b.Parameter("x", shapes.Make(dtypes.Float32, 3), nil)
+	f := b.Main()
+	x, err := f.Parameter("x", shapes.Make(dtypes.Float32, 3), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := b.Constant([]float32{1, 2, 3}, 3)
+	c, err := f.Constant([]float32{1, 2, 3}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := b.Add(x, c)
+	sum, err := f.Add(x, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe, err := b.Compile([]backends.Op{x, sum, sum, c}, nil)
+	if err := f.Return([]compute.Value{x, sum, sum, c}, nil); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := b.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,14 +206,14 @@ func TestExecutorOutputsAndDonation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		outs, err := exe.Execute([]backends.Buffer{in}, []bool{donate}, 0)
+		outs, err := exe.Execute([]compute.Buffer{in}, []bool{donate}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wants := [][]float32{{10, 20, 30}, {11, 22, 33}, {11, 22, 33}, {1, 2, 3}}
 		for i, want := range wants {
 			got := make([]float32, 3)
-			if err := be.BufferToFlatData(outs[i], got); err != nil {
+			if err := outs[i].ToFlatData(got); err != nil {
 				t.Fatal(err)
 			}
 			assertClose(t, "output", got, want, 0)
@@ -218,13 +222,13 @@ func TestExecutorOutputsAndDonation(t *testing.T) {
 			t.Fatal("the same value returned twice shares one buffer")
 		}
 		for _, o := range outs {
-			if err := be.BufferFinalize(o); err != nil {
+			if err := o.Finalize(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	bad, _ := be.BufferFromFlatData(0, []float32{1, 2}, shapes.Make(dtypes.Float32, 2))
-	if _, err := exe.Execute([]backends.Buffer{bad}, nil, 0); err == nil {
+	if _, err := exe.Execute([]compute.Buffer{bad}, nil, 0); err == nil {
 		t.Fatal("no error for an input of the wrong shape")
 	}
 	if _, err := exe.Execute(nil, nil, 0); err == nil {
@@ -234,7 +238,7 @@ func TestExecutorOutputsAndDonation(t *testing.T) {
 
 // TestRegisteredUnderItsName checks GOMLX_BACKEND-style construction.
 func TestRegisteredUnderItsName(t *testing.T) {
-	be, err := backends.NewWithConfig(BackendName + ":threads=1")
+	be, err := compute.NewWithConfig(BackendName + ":threads=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,10 +258,10 @@ func TestRegisteredUnderItsName(t *testing.T) {
 	}
 }
 
-// TestReduceWindowMatchesSimpleGo checks pooling (max, min, sum; padding, strides, windows on
-// the channel axis too) against SimpleGo.
-func TestReduceWindowMatchesSimpleGo(t *testing.T) {
-	be, sg := newTestBackend(t), newSimpleGo(t)
+// TestReduceWindowMatchesGoBackend checks pooling (max, min, sum; padding, strides, windows on
+// the channel axis too) against the pure-Go backend.
+func TestReduceWindowMatchesGoBackend(t *testing.T) {
+	be, ref := newTestBackend(t), newGoBackend(t)
 	r := rand.New(rand.NewPCG(85, 86))
 	xt, _ := randTensor(r, 3, 9, 8, 5)
 	cases := map[string]func(x *Node) *Node{
@@ -267,11 +271,33 @@ func TestReduceWindowMatchesSimpleGo(t *testing.T) {
 		"sum 2x3 s1 same": func(x *Node) *Node { return SumPool(x).WindowPerAxis(2, 3).Strides(1).PadSame().Done() },
 		"mean 4x4":        func(x *Node) *Node { return MeanPool(x).Window(4).Done() },
 		"max over channels": func(x *Node) *Node {
-			return BackendReduceWindow(x, backends.ReduceOpMax, []int{1, 1, 1, 2}, []int{1, 1, 1, 1}, nil, nil, nil)
+			return BackendReduceWindow(x, compute.ReduceOpMax, []int{1, 1, 1, 2}, []int{1, 1, 1, 1}, nil, nil, nil)
 		},
 	}
 	for name, f := range cases {
 		fn := func(in []*Node) []*Node { return []*Node{f(in[0])} }
-		assertClose(t, name, runGraph(t, be, fn, xt)[0], runGraph(t, sg, fn, xt)[0], 1e-6)
+		assertClose(t, name, runGraph(t, be, fn, xt)[0], runGraph(t, ref, fn, xt)[0], 1e-6)
 	}
+}
+
+// TestMaxPoolGradientBFloat16: mixed-precision training's max pool (bfloat16 operands) runs
+// through the float32 kernel and gives the float32 gradient rounded to bfloat16.
+func TestMaxPoolGradientBFloat16(t *testing.T) {
+	be := newTestBackend(t)
+	r := rand.New(rand.NewPCG(41, 42))
+	xt, _ := randTensor(r, 2, 7, 7, 3)
+	pool := func(x *Node) (*Node, *Node) {
+		p := MaxPool(x).Window(3).Strides(2).PadSame().Done()
+		return p, Gradient(ReduceAllSum(Mul(p, p)), x)[0]
+	}
+	got := runGraph(t, be, func(in []*Node) []*Node {
+		p, g := pool(ConvertDType(in[0], dtypes.BFloat16))
+		return []*Node{ConvertDType(p, dtypes.Float32), ConvertDType(g, dtypes.Float32)}
+	}, xt)
+	want := runGraph(t, be, func(in []*Node) []*Node {
+		p, g := pool(ConvertDType(ConvertDType(in[0], dtypes.BFloat16), dtypes.Float32))
+		return []*Node{p, ConvertDType(ConvertDType(g, dtypes.BFloat16), dtypes.Float32)}
+	}, xt)
+	assertClose(t, "pooled", got[0], want[0], 0)
+	assertClose(t, "gradient", got[1], want[1], 0)
 }

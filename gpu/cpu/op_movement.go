@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 )
 
-// Reverse implements backends.Builder (SimpleGo lacks it, and GoMLX's convolution gradient
-// needs it): the order of the elements along each of axes is reversed.
-func (b *Builder) Reverse(x backends.Op, axes ...int) (backends.Op, error) {
+// Reverse implements compute.Function (GoMLX's convolution gradient reverses the kernel): the
+// order of the elements along each of axes is reversed, for any dtype.
+func (b *Builder) Reverse(x compute.Value, axes ...int) (compute.Value, error) {
 	in, err := b.checkOps("Reverse", x)
 	if err != nil {
 		return nil, err
@@ -34,28 +34,25 @@ func (b *Builder) Reverse(x backends.Op, axes ...int) (backends.Op, error) {
 			sStr[a] = -str[a]
 		}
 	}
-	n := b.addNode("Reverse", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	n := b.addNode("Reverse", execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		out, flat, err := be.newBuffer(shape)
 		if err != nil {
 			return nil, err
 		}
-		src, err := be.sg.BufferData(ins[0])
-		if err != nil {
-			return nil, err
-		}
+		src := ins[0].(*Buffer).flat
 		if err := rawCopyND(be.pool, flat, src, dims, 0, str, sOff, sStr); err != nil {
 			be.release(out)
 			return nil, err
 		}
-		return []backends.Buffer{out}, nil
+		return []compute.Buffer{out}, nil
 	}), in, shape)
 	return n.outputs[0], nil
 }
 
-// Pad implements backends.Builder (SimpleGo lacks it; GoMLX's gradient of Slice needs it):
+// Pad implements compute.Function (the pure-Go backend lacks it; GoMLX's gradient of Slice needs it):
 // Start and End elements of fillValue before and after each axis (negative: cropped), Interior
 // between neighbours.
-func (b *Builder) Pad(x, fillValue backends.Op, axesConfig ...backends.PadAxis) (backends.Op, error) {
+func (b *Builder) Pad(x, fillValue compute.Value, axesConfig ...compute.PadAxis) (compute.Value, error) {
 	in, err := b.checkOps("Pad", x, fillValue)
 	if err != nil {
 		return nil, err
@@ -68,7 +65,7 @@ func (b *Builder) Pad(x, fillValue backends.Op, axesConfig ...backends.PadAxis) 
 	if len(axesConfig) > rank {
 		return nil, fmt.Errorf("Pad: %d axes configured for shape %s", len(axesConfig), shape)
 	}
-	cfg := make([]backends.PadAxis, rank)
+	cfg := make([]compute.PadAxis, rank)
 	copy(cfg, axesConfig)
 	outDims := make([]int, rank)
 	// The box of input elements that land inside the output, and where they land.
@@ -107,25 +104,18 @@ func (b *Builder) Pad(x, fillValue backends.Op, axesConfig ...backends.PadAxis) 
 		dOff += (c.Start + first[a]*(c.Interior+1)) * outStr[a]
 		dStr[a] = outStr[a] * (c.Interior + 1)
 	}
-	n := b.addNode("Pad", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	n := b.addNode("Pad", execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		out, flat, err := be.newBuffer(outShape)
 		if err != nil {
 			return nil, err
 		}
-		src, err := be.sg.BufferData(ins[0])
-		if err != nil {
-			return nil, err
-		}
-		fv, err := be.sg.BufferData(ins[1])
-		if err != nil {
-			return nil, err
-		}
+		src, fv := ins[0].(*Buffer).flat, ins[1].(*Buffer).flat
 		fillRaw(flat, fv)
 		if err := rawCopyND(be.pool, flat, src, boxDims, dOff, dStr, sOff, inStr); err != nil {
 			be.release(out)
 			return nil, err
 		}
-		return []backends.Buffer{out}, nil
+		return []compute.Buffer{out}, nil
 	}), in, outShape)
 	return n.outputs[0], nil
 }

@@ -4,31 +4,69 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/shapeinference"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapeinference"
 )
 
-// SelectAndScatterMax implements backends.Builder (SimpleGo lacks it; the gradient of max
+// SelectAndScatterMax implements compute.Function (the pure-Go backend lacks it; the gradient of max
 // pooling needs it): each window's source value is added at the position of the window's
 // largest operand element (the first one on ties).
-func (b *Builder) SelectAndScatterMax(operand, source backends.Op, windowDimensions, windowStrides []int, paddings [][2]int) (backends.Op, error) {
+func (b *Builder) SelectAndScatterMax(operand, source compute.Value, windowDimensions, windowStrides []int, paddings [][2]int) (compute.Value, error) {
 	return b.selectAndScatter("SelectAndScatterMax", true, operand, source, windowDimensions, windowStrides, paddings)
 }
 
-// SelectAndScatterMin implements backends.Builder: as SelectAndScatterMax with the smallest
+// SelectAndScatterMin implements compute.Function: as SelectAndScatterMax with the smallest
 // element.
-func (b *Builder) SelectAndScatterMin(operand, source backends.Op, windowDimensions, windowStrides []int, paddings [][2]int) (backends.Op, error) {
+func (b *Builder) SelectAndScatterMin(operand, source compute.Value, windowDimensions, windowStrides []int, paddings [][2]int) (compute.Value, error) {
 	return b.selectAndScatter("SelectAndScatterMin", false, operand, source, windowDimensions, windowStrides, paddings)
 }
 
-func (b *Builder) selectAndScatter(name string, isMax bool, operand, source backends.Op, windowDims, strides []int, paddings [][2]int) (backends.Op, error) {
+// selectAndScatterOther is SelectAndScatter for dtypes other than float32: half-precision
+// floats (mixed-precision training's max pool) run in float32 and are rounded back (float32
+// holds every bfloat16 and float16 value, so the same element is selected, and the sums are
+// rounded once); other dtypes go to the pure-Go backend.
+func (b *Builder) selectAndScatterOther(name string, isMax bool, operand, source compute.Value, windowDims, strides []int, paddings [][2]int) (compute.Value, error) {
+	in, err := b.checkOps(name, operand, source)
+	if err != nil {
+		return nil, err
+	}
+	dtype := in[0].shape.DType
+	if !dtype.IsHalfPrecision() || in[1].shape.DType != dtype {
+		outs, err := b.delegate(name, []compute.Value{operand, source}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+			if isMax {
+				return ops1(sf.SelectAndScatterMax(in[0], in[1], windowDims, strides, paddings))
+			}
+			return ops1(sf.SelectAndScatterMin(in[0], in[1], windowDims, strides, paddings))
+		})
+		if err != nil {
+			return nil, err
+		}
+		return outs[0], nil
+	}
+	x32, err := b.ConvertDType(operand, dtypes.Float32)
+	if err != nil {
+		return nil, err
+	}
+	s32, err := b.ConvertDType(source, dtypes.Float32)
+	if err != nil {
+		return nil, err
+	}
+	y32, err := b.selectAndScatter(name, isMax, x32, s32, windowDims, strides, paddings)
+	if err != nil {
+		return nil, err
+	}
+	return b.ConvertDType(y32, dtype)
+}
+
+func (b *Builder) selectAndScatter(name string, isMax bool, operand, source compute.Value, windowDims, strides []int, paddings [][2]int) (compute.Value, error) {
 	in, err := b.checkOps(name, operand, source)
 	if err != nil {
 		return nil, err
 	}
 	xs, ss := in[0].shape, in[1].shape
 	if !isFloat32(xs, ss) {
-		return nil, fmt.Errorf("%s: %s/%s not supported (float32 only)", name, xs.DType, ss.DType)
+		return b.selectAndScatterOther(name, isMax, operand, source, windowDims, strides, paddings)
 	}
 	rank := xs.Rank()
 	if len(strides) == 0 { // as ReduceWindow: a nil stride jumps a window at a time
@@ -40,7 +78,7 @@ func (b *Builder) selectAndScatter(name string, isMax bool, operand, source back
 	if len(windowDims) != rank || len(strides) != rank || len(paddings) != rank {
 		return nil, fmt.Errorf("%s: window %v, strides %v, paddings %v for operand %s", name, windowDims, strides, paddings, xs)
 	}
-	want, err := shapeinference.ReduceWindowOp(xs, windowDims, strides, nil, nil, paddings)
+	want, err := shapeinference.ReduceWindow(xs, windowDims, strides, nil, nil, paddings)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -62,7 +100,7 @@ func (b *Builder) selectAndScatter(name string, isMax bool, operand, source back
 		}
 	}
 	walk(0, nil)
-	n := b.addNode(name, execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	n := b.addNode(name, execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		x, src := be.f32(ins[0]), be.f32(ins[1])
 		out, y, err := be.newF32(xs)
 		if err != nil {
@@ -108,16 +146,16 @@ func (b *Builder) selectAndScatter(name string, isMax bool, operand, source back
 				}
 			}
 		})
-		return []backends.Buffer{out}, nil
+		return []compute.Buffer{out}, nil
 	}), in, xs)
 	return n.outputs[0], nil
 }
 
-// ReduceWindow implements backends.Builder for float32 max, min and sum pooling without
-// dilations, in parallel over the outermost axis; other cases go to SimpleGo, whose version runs
+// ReduceWindow implements compute.Function for float32 max, min and sum pooling without
+// dilations, in parallel over the outermost axis; other cases go to the pure-Go backend, whose version runs
 // on one goroutine through a general iterator (ResNet-50's max pool took as long as all its
 // convolutions there).
-func (b *Builder) ReduceWindow(x backends.Op, reductionType backends.ReduceOpType, windowDimensions, strides, baseDilations, windowDilations []int, paddings [][2]int) (backends.Op, error) {
+func (b *Builder) ReduceWindow(x compute.Value, reductionType compute.ReduceOpType, windowDimensions, strides, baseDilations, windowDilations []int, paddings [][2]int) (compute.Value, error) {
 	in, err := b.checkOps("ReduceWindow", x)
 	if err != nil {
 		return nil, err
@@ -134,19 +172,19 @@ func (b *Builder) ReduceWindow(x backends.Op, reductionType backends.ReduceOpTyp
 	supported := isFloat32(xs) && len(windowDimensions) == rank && len(strides) == rank && len(paddings) == rank &&
 		allOnes(baseDilations) && allOnes(windowDilations)
 	switch reductionType {
-	case backends.ReduceOpMax:
+	case compute.ReduceOpMax:
 		op = opMax
-	case backends.ReduceOpMin:
+	case compute.ReduceOpMin:
 		op = opMin
-	case backends.ReduceOpSum:
+	case compute.ReduceOpSum:
 		op = opAdd
 	default:
 		supported = false
 	}
-	out, err := shapeinference.ReduceWindowOp(xs, windowDimensions, strides, nil, nil, paddings)
+	out, err := shapeinference.ReduceWindow(xs, windowDimensions, strides, nil, nil, paddings)
 	if err != nil || !supported {
-		outs, err := b.delegate("ReduceWindow", []backends.Op{x}, func(sb backends.Builder, in []backends.Op) ([]backends.Op, error) {
-			return ops1(sb.ReduceWindow(in[0], reductionType, windowDimensions, strides, baseDilations, windowDilations, paddings))
+		outs, err := b.delegate("ReduceWindow", []compute.Value{x}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
+			return ops1(sf.ReduceWindow(in[0], reductionType, windowDimensions, strides, baseDilations, windowDilations, paddings))
 		})
 		if err != nil {
 			return nil, err
@@ -170,7 +208,7 @@ func (b *Builder) ReduceWindow(x backends.Op, reductionType backends.ReduceOpTyp
 	case opMin:
 		init = float32(math.Inf(1))
 	}
-	n := b.addNode("ReduceWindow", execFunc(func(be *Backend, ins []backends.Buffer, _ []bool) ([]backends.Buffer, error) {
+	n := b.addNode("ReduceWindow", execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		src := be.f32(ins[0])
 		buf, dst, err := be.newF32(out)
 		if err != nil {
@@ -219,7 +257,7 @@ func (b *Builder) ReduceWindow(x backends.Op, reductionType backends.ReduceOpTyp
 				}
 			}
 		})
-		return []backends.Buffer{buf}, nil
+		return []compute.Buffer{buf}, nil
 	}), in, out)
 	return n.outputs[0], nil
 }

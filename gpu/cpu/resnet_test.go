@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -9,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/context/initializers"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
+	"github.com/gomlx/gomlx/ml/model/initializer"
 )
 
 // This file holds ResNets built like the trainer's (trainstep): convolutions without bias,
@@ -50,26 +49,26 @@ type resnetBuilder struct {
 	bn    bnKind
 }
 
-func (r *resnetBuilder) conv(ctx *context.Context, x *Node, out, k, stride int) *Node {
+func (r *resnetBuilder) conv(scope *model.Scope, x *Node, out, k, stride int) *Node {
 	in := x.Shape().Dim(-1)
 	std := math.Sqrt(2 / float64(out*k*k))
-	w := ctx.WithInitializer(initializers.RandomNormalFn(ctx, std)).VariableWithShape("weights", shapes.Make(x.DType(), k, k, in, out)).ValueGraph(x.Graph())
+	w := scope.WithInitializer(initializer.RandomNormalFn(scope, std)).VariableWithShape("weights", shapes.Make(x.DType(), k, k, in, out)).NodeValue(x.Graph())
 	pad := k / 2
 	return Convolve(x, w).StridePerAxis(stride, stride).PaddingPerDim([][2]int{{pad, pad}, {pad, pad}}).Done()
 }
 
-func (r *resnetBuilder) batchNorm(ctx *context.Context, x *Node) *Node {
+func (r *resnetBuilder) batchNorm(scope *model.Scope, x *Node) *Node {
 	g := x.Graph()
 	c := x.Shape().Dim(-1)
-	scale := ctx.WithInitializer(initializers.One).VariableWithShape("scale", shapes.Make(x.DType(), c)).ValueGraph(g)
-	offset := ctx.WithInitializer(initializers.Zero).VariableWithShape("offset", shapes.Make(x.DType(), c)).ValueGraph(g)
-	meanVar := ctx.WithInitializer(initializers.Zero).VariableWithShape("running_mean", shapes.Make(x.DType(), c)).SetTrainable(false)
-	varVar := ctx.WithInitializer(initializers.One).VariableWithShape("running_var", shapes.Make(x.DType(), c)).SetTrainable(false)
+	scale := scope.WithInitializer(initializer.One).VariableWithShape("scale", shapes.Make(x.DType(), c)).NodeValue(g)
+	offset := scope.WithInitializer(initializer.Zero).VariableWithShape("offset", shapes.Make(x.DType(), c)).NodeValue(g)
+	meanVar := scope.WithInitializer(initializer.Zero).VariableWithShape("running_mean", shapes.Make(x.DType(), c)).SetTrainable(false)
+	varVar := scope.WithInitializer(initializer.One).VariableWithShape("running_var", shapes.Make(x.DType(), c)).SetTrainable(false)
 	if !r.train {
 		if r.bn == bnFused {
-			return InternalBatchNormForInference(x, scale, offset, meanVar.ValueGraph(g), varVar.ValueGraph(g), 1e-5, -1)
+			return InternalBatchNormForInference(x, scale, offset, meanVar.NodeValue(g), varVar.NodeValue(g), 1e-5, -1)
 		}
-		mean, variance := ExpandLeftToRank(meanVar.ValueGraph(g), x.Rank()), ExpandLeftToRank(varVar.ValueGraph(g), x.Rank())
+		mean, variance := ExpandLeftToRank(meanVar.NodeValue(g), x.Rank()), ExpandLeftToRank(varVar.NodeValue(g), x.Rank())
 		return Add(Mul(Div(Sub(x, mean), Sqrt(AddScalar(variance, 1e-5))), ExpandLeftToRank(scale, x.Rank())), ExpandLeftToRank(offset, x.Rank()))
 	}
 	var y, mean, variance *Node
@@ -85,49 +84,49 @@ func (r *resnetBuilder) batchNorm(ctx *context.Context, x *Node) *Node {
 		y = Add(Mul(Div(Sub(x, m), Sqrt(AddScalar(v, 1e-5))), ExpandLeftToRank(scale, x.Rank())), ExpandLeftToRank(offset, x.Rank()))
 		mean, variance = Reshape(m, c), Reshape(v, c)
 	}
-	meanVar.SetValueGraph(Add(MulScalar(meanVar.ValueGraph(g), 0.9), MulScalar(StopGradient(mean), 0.1)))
-	varVar.SetValueGraph(Add(MulScalar(varVar.ValueGraph(g), 0.9), MulScalar(StopGradient(variance), 0.1)))
+	meanVar.SetNodeValue(Add(MulScalar(meanVar.NodeValue(g), 0.9), MulScalar(StopGradient(mean), 0.1)))
+	varVar.SetNodeValue(Add(MulScalar(varVar.NodeValue(g), 0.9), MulScalar(StopGradient(variance), 0.1)))
 	return y
 }
 
-func (r *resnetBuilder) convBN(ctx *context.Context, x *Node, out, k, stride int, relu bool) *Node {
-	y := r.batchNorm(ctx.In("bn"), r.conv(ctx.In("conv"), x, out, k, stride))
+func (r *resnetBuilder) convBN(scope *model.Scope, x *Node, out, k, stride int, relu bool) *Node {
+	y := r.batchNorm(scope.In("bn"), r.conv(scope.In("conv"), x, out, k, stride))
 	if relu {
 		y = Max(y, ZerosLike(y))
 	}
 	return y
 }
 
-func (r *resnetBuilder) block(ctx *context.Context, x *Node, width, stride int) *Node {
+func (r *resnetBuilder) block(scope *model.Scope, x *Node, width, stride int) *Node {
 	out := width
 	if r.spec.bottleneck {
 		out = 4 * width
 	}
 	shortcut := x
 	if stride != 1 || x.Shape().Dim(-1) != out {
-		shortcut = r.convBN(ctx.In("shortcut"), x, out, 1, stride, false)
+		shortcut = r.convBN(scope.In("shortcut"), x, out, 1, stride, false)
 	}
 	var y *Node
 	if r.spec.bottleneck {
-		y = r.convBN(ctx.In("a"), x, width, 1, 1, true)
-		y = r.convBN(ctx.In("b"), y, width, 3, stride, true)
-		y = r.convBN(ctx.In("c"), y, out, 1, 1, false)
+		y = r.convBN(scope.In("a"), x, width, 1, 1, true)
+		y = r.convBN(scope.In("b"), y, width, 3, stride, true)
+		y = r.convBN(scope.In("c"), y, out, 1, 1, false)
 	} else {
-		y = r.convBN(ctx.In("a"), x, width, 3, stride, true)
-		y = r.convBN(ctx.In("b"), y, out, 3, 1, false)
+		y = r.convBN(scope.In("a"), x, width, 3, stride, true)
+		y = r.convBN(scope.In("b"), y, out, 3, 1, false)
 	}
 	sum := Add(y, shortcut)
 	return Max(sum, ZerosLike(sum))
 }
 
 // features runs the backbone: [B, H, W, 3] images to [B, features].
-func (r *resnetBuilder) features(ctx *context.Context, x *Node) *Node {
+func (r *resnetBuilder) features(scope *model.Scope, x *Node) *Node {
 	w := r.spec.width
 	if r.spec.imagenet {
-		x = r.convBN(ctx.In("stem"), x, w, 7, 2, true)
+		x = r.convBN(scope.In("stem"), x, w, 7, 2, true)
 		x = MaxPool(x).Window(3).Strides(2).PadSame().Done()
 	} else {
-		x = r.convBN(ctx.In("stem"), x, w, 3, 1, true)
+		x = r.convBN(scope.In("stem"), x, w, 3, 1, true)
 	}
 	for stage, n := range r.spec.blocks {
 		for b := range n {
@@ -135,7 +134,7 @@ func (r *resnetBuilder) features(ctx *context.Context, x *Node) *Node {
 			if b == 0 && stage > 0 {
 				stride = 2
 			}
-			x = r.block(ctx.In(fmt.Sprintf("layer%d_%d", stage, b)), x, w<<stage, stride)
+			x = r.block(scope.In("layer%d_%d", stage, b), x, w<<stage, stride)
 		}
 	}
 	return ReduceMean(x, 1, 2)
@@ -144,17 +143,17 @@ func (r *resnetBuilder) features(ctx *context.Context, x *Node) *Node {
 // trainLoss is the backbone, a projector (dense, BN, ReLU, dense to 128) and a stand-in loss
 // (the mean square of the L2-normalised projections' similarities), whose cost is negligible
 // next to the network's.
-func (r *resnetBuilder) trainLoss(ctx *context.Context, images *Node) *Node {
-	h := r.features(ctx.In("backbone"), images)
-	dense := func(ctx *context.Context, x *Node, out int) *Node {
+func (r *resnetBuilder) trainLoss(scope *model.Scope, images *Node) *Node {
+	h := r.features(scope.In("backbone"), images)
+	dense := func(scope *model.Scope, x *Node, out int) *Node {
 		in := x.Shape().Dim(-1)
-		w := ctx.WithInitializer(initializers.RandomUniformFn(ctx, -1/math.Sqrt(float64(in)), 1/math.Sqrt(float64(in)))).
-			VariableWithShape("weights", shapes.Make(x.DType(), in, out)).ValueGraph(x.Graph())
-		return Dot(x, w)
+		w := scope.WithInitializer(initializer.RandomUniformFn(scope, -1/math.Sqrt(float64(in)), 1/math.Sqrt(float64(in)))).
+			VariableWithShape("weights", shapes.Make(x.DType(), in, out)).NodeValue(x.Graph())
+		return DotProduct(x, w)
 	}
-	p := dense(ctx.In("fc1"), h, h.Shape().Dim(-1))
-	p = r.batchNorm(ctx.In("proj_bn"), p)
-	p = dense(ctx.In("fc2"), Max(p, ZerosLike(p)), 128)
+	p := dense(scope.In("fc1"), h, h.Shape().Dim(-1))
+	p = r.batchNorm(scope.In("proj_bn"), p)
+	p = dense(scope.In("fc2"), Max(p, ZerosLike(p)), 128)
 	p = Div(p, Sqrt(AddScalar(ReduceAndKeep(Square(p), ReduceSum, -1), 1e-6)))
 	sim := DotGeneral(p, []int{1}, nil, p, []int{1}, nil)
 	return ReduceAllMean(Square(sim))
@@ -162,19 +161,19 @@ func (r *resnetBuilder) trainLoss(ctx *context.Context, images *Node) *Node {
 
 // sgdStep returns the training step graph: loss, gradients of every trainable variable and a
 // plain SGD update of them.
-func (r *resnetBuilder) sgdStep(ctx *context.Context, images *Node) *Node {
-	loss := r.trainLoss(ctx, images)
-	var vars []*context.Variable
+func (r *resnetBuilder) sgdStep(scope *model.Scope, images *Node) *Node {
+	loss := r.trainLoss(scope, images)
+	var vars []*model.Variable
 	var values []*Node
-	for v := range ctx.IterVariables() {
+	for v := range scope.IterVariables() {
 		if v.Trainable {
 			vars = append(vars, v)
-			values = append(values, v.ValueGraph(images.Graph()))
+			values = append(values, v.NodeValue(images.Graph()))
 		}
 	}
 	grads := Gradient(loss, values...)
 	for i, v := range vars {
-		v.SetValueGraph(Sub(values[i], MulScalar(grads[i], 0.01)))
+		v.SetNodeValue(Sub(values[i], MulScalar(grads[i], 0.01)))
 	}
 	return loss
 }
@@ -218,15 +217,15 @@ func TestResNetTrainStepRuns(t *testing.T) {
 	images := randomImages(r, 4, 8)
 	var losses [2][]float32
 	for k, bn := range []bnKind{bnBasic, bnFused} {
-		ctx := context.New()
-		ctx.SetParam(initializers.ParamInitialSeed, int64(7))
+		store := model.NewStore()
+		store.RootScope().SetParam(initializer.ParamInitialSeed, int64(7))
 		rb := &resnetBuilder{spec: spec, train: true, bn: bn}
-		exec, err := context.NewExec(be, ctx, rb.sgdStep)
+		exec, err := model.NewExec(be, store, rb.sgdStep)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for range 2 {
-			out, err := exec.Exec(images)
+			out, err := exec.Call(images)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,15 +4,15 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // GoMLX graphs read best unqualified
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/layers"
-	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
-	"github.com/gomlx/gomlx/pkg/ml/layers/batchnorm"
-	"github.com/gomlx/gomlx/pkg/ml/train"
-	"github.com/gomlx/gomlx/pkg/ml/train/losses"
-	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // GoMLX graphs read best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/layers"
+	"github.com/gomlx/gomlx/ml/layers/activation"
+	"github.com/gomlx/gomlx/ml/layers/norm"
+	"github.com/gomlx/gomlx/ml/model"
+	"github.com/gomlx/gomlx/ml/train"
+	"github.com/gomlx/gomlx/ml/train/loss"
+	"github.com/gomlx/gomlx/ml/train/optimizer"
 )
 
 // TestTrainsSmallConvNet trains a small convnet with GoMLX's own layers, batch norm left at its
@@ -32,28 +32,31 @@ func TestTrainsSmallConvNet(t *testing.T) {
 			images[i*side*side*3+j] = float32(int(labels[i])*(j%7)%3) + 0.3*r.Float32()
 		}
 	}
-	ctx := context.New()
+	store := model.NewStore()
+	root := store.RootScope()
 	// A fixed initialisation seed: GoMLX seeds from crypto/rand otherwise, and the test must
 	// not depend on a lucky draw.
-	ctx.SetParam(context.ParamInitialSeed, int64(1))
-	ctx.SetParam(optimizers.ParamLearningRate, 0.05)
-	model := func(ctx *context.Context, _ any, inputs []*Node) []*Node {
+	root.SetParam(model.ParamInitialSeed, int64(1))
+	root.SetParam(optimizer.ParamLearningRate, 0.05)
+	convNet := func(scope *model.Scope, _ any, inputs []*Node) []*Node {
 		x := inputs[0]
-		x = layers.Convolution(ctx.In("conv1"), x).Channels(8).KernelSize(3).PadSame().Done()
-		x = activations.Relu(batchnorm.New(ctx.In("bn1"), x, -1).Done())
-		x = layers.Convolution(ctx.In("conv2"), x).Channels(8).KernelSize(3).Strides(2).PadSame().Done()
-		x = activations.Relu(batchnorm.New(ctx.In("bn2"), x, -1).Done())
+		x = layers.Convolution(scope.In("conv1"), x).Channels(8).KernelSize(3).PadSame().Done()
+		x = activation.Relu(norm.BatchNorm(scope.In("bn1"), x, -1).Done())
+		x = layers.Convolution(scope.In("conv2"), x).Channels(8).KernelSize(3).Strides(2).PadSame().Done()
+		x = activation.Relu(norm.BatchNorm(scope.In("bn2"), x, -1).Done())
 		x = MaxPool(x).Window(2).Done()
 		x = Reshape(x, n, -1)
-		return []*Node{layers.DenseWithBias(ctx.In("head"), x, classes)}
+		return []*Node{layers.DenseWithBias(scope.In("head"), x, classes)}
 	}
-	trainer := train.NewTrainer(be, ctx, model, losses.SparseCategoricalCrossEntropyLogits,
-		optimizers.StochasticGradientDescent().Done(), nil, nil)
-	xs := tensors.FromFlatDataAndDimensions(images, n, side, side, 3)
-	ys := tensors.FromFlatDataAndDimensions(labels, n, 1)
+	trainer := train.NewTrainer(be, store, convNet, loss.SparseCategoricalCrossEntropyLogits,
+		optimizer.StochasticGradientDescent().Done(), nil, nil)
 	var first, last float32
 	for step := range 30 {
-		m, err := trainer.TrainStep(nil, []*tensors.Tensor{xs}, []*tensors.Tensor{ys})
+		// The trainer takes the batch's tensors and finalizes them.
+		m, err := trainer.TrainStep(train.Batch{
+			Inputs: []*tensors.Tensor{tensors.FromFlatDataAndDimensions(images, n, side, side, 3)},
+			Labels: []*tensors.Tensor{tensors.FromFlatDataAndDimensions(labels, n, 1)},
+		})
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}

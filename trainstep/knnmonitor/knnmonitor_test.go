@@ -14,6 +14,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
 // classImages makes n labelled h×w grayscale images of 3 classes: a class prototype plus noise.
@@ -86,7 +87,7 @@ func TestMonitorDuringTraining(t *testing.T) {
 		}
 		pairs = append(pairs, trainstep.Pair{View1: img, View2: v2, Label: bankLabels[i]})
 	}
-	src, err := trainstep.NewMemorySource("synthetic", pairs)
+	src, err := trainstep.NewMemorySource(datasets.IDX, pairs)
 	if err != nil {
 		t.Fatal(err)
 	}

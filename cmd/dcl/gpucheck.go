@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/dcl-beam/dcl-beam/trainstep/gpucheck"
+)
+
+func gpuCheckCommand() *command {
+	return &command{
+		name:    "gpu-check",
+		summary: "check and time the GPU: CPU/CUDA agreement, training-step images/s beside PyTorch, shard-reader feeding, peak memory",
+		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
+			backend := fs.String("backend", "cuda", "backend under test: cuda, or cpu (to try the check without a GPU)")
+			plugin := fs.String("plugin", "", "CUDA PJRT plugin (default: search, as --backend=cuda does)")
+			quick := fs.Bool("quick", false, "tiny models and batches: seconds on a CPU, to see the check work")
+			data := fs.String("data", "", "folder of Fashion-MNIST's four .gz IDX files for the feeding test (default: random images)")
+			outDir := fs.String("out", "gpu-check-out", "folder for gpu-check.json and gpu-check.md")
+			torch := fs.String("torch", "", "scripts/torch_step.py's JSON, to put PyTorch's figures and the ratios in the tables")
+			warmup := fs.Int("warmup", 0, "untimed steps before timing each row (0: 5, or 1 with --quick)")
+			steps := fs.Int("steps", 0, "timed steps per row (0: 20, or 2 with --quick)")
+			skip := fs.String("skip", "", "comma-separated parts to leave out: agreement, speed, feeding")
+			record := fs.String("record", "", "commands to record in the report, separated by ';;' (scripts/gpu-check.sh passes what it ran)")
+			return func(ctx context.Context, args []string) error {
+				// A child process of the check (see gpucheck.PhaseEnv): run the one phase.
+				if gpucheck.IsPhase() {
+					return gpucheck.RunPhase(ctx)
+				}
+				if len(args) > 0 {
+					return usagef("takes no arguments, got %q", args)
+				}
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("finding this program to re-run its phases: %w", err)
+				}
+				cfg := gpucheck.Config{Backend: *backend, Plugin: *plugin, Quick: *quick, Data: *data, Out: *outDir, Torch: *torch,
+					Self: []string{exe, "gpu-check"}, Warmup: *warmup, Steps: *steps, Log: out.stderr}
+				if *skip != "" {
+					cfg.Skip = strings.Split(*skip, ",")
+				}
+				cfg.Commands = []string{"dcl " + strings.Join(os.Args[1:], " ")}
+				if *record != "" {
+					cfg.Commands = append(strings.Split(*record, ";;"), cfg.Commands...)
+				}
+				r, err := gpucheck.Run(ctx, cfg)
+				if r != nil {
+					fmt.Fprint(out.stdout, r.Markdown())
+					if *outDir != "" {
+						fmt.Fprintf(out.stderr, "gpu-check: wrote %s/gpu-check.json and %s/gpu-check.md\n", *outDir, *outDir)
+					}
+				}
+				return err
+			}
+		},
+	}
+}

@@ -1,0 +1,39 @@
+//go:build !cuda
+
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gomlx/compute"
+)
+
+// Compiled is false: build with -tags cuda (and cgo) for the XLA/CUDA backend.
+const Compiled = false
+
+// Options configure Load.
+type Options struct {
+	// Plugin is the plugin's path; empty means FindPlugin's search.
+	Plugin string
+	// TF32 lets float32 matrix products use TF32 tensor cores.
+	TF32 bool
+	// Env is the machine to search; nil means DefaultEnv().
+	Env *Env
+}
+
+// ErrUnavailable is wrapped by every Load error.
+var ErrUnavailable = errors.New("CUDA backend unavailable")
+
+// Load fails: this binary has no XLA backend.
+func Load(context.Context, Options) (compute.Backend, error) {
+	return nil, fmt.Errorf("%w: this binary was built without CUDA support; build it with `make build-cuda` "+
+		"(CGO_ENABLED=1 go build -tags cuda ./cmd/dcl) and run that on a machine with an NVIDIA GPU", ErrUnavailable)
+}
+
+func probe(context.Context, Env, string, []string, string) LoadResult {
+	return LoadResult{GoXLAPJRT: GoXLAPJRTVersion, Error: "not compiled in"}
+}
+
+func driverCUDA() int { return 0 }

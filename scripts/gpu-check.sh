@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# The GPU check of issue 11, in one command, on a machine with an NVIDIA GPU, Python 3 with
+# PyTorch (and JAX's CUDA plugin, whose PJRT plugin dcl loads), and no Go:
+#
+#   make gpu-pack                        # on a machine with Go: .gpu/ (dcl-cuda.xz, fashion-mnist/)
+#   # copy the repository with .gpu/ to the GPU machine, then, from the repository root:
+#   scripts/gpu-check.sh OUTDIR [all|check|experiment]
+#
+# Steps, each with its own time limit; a failing step is recorded and the next one still runs:
+#   1. unpack .gpu/dcl-cuda.xz;
+#   2. dcl doctor (and, if CUDA does not load, again with the pip nvidia/*/lib folders on
+#      LD_LIBRARY_PATH and with XLA's log on, to say what was missing);
+#   3. python3 scripts/torch_step.py: PyTorch's images/s and memory for the same steps;
+#   4. dcl gpu-check: CPU/CUDA agreement, images/s beside PyTorch, feeding, peak memory;
+#   5. dcl reproduce --config=fashion-mnist-gpu: the experiment (InfoNCE vs DCL, batch 32 and 256).
+# "check" runs 1-4, "experiment" 1, 2 and 5, "all" (the default) everything. The unpacked
+# binary and the experiment's state live in .gpu-work/ (outside the pack, so .gpu/ stays what
+# is copied): stopped by its time limit, the experiment continues where it stopped when run
+# again.
+#
+# OUTDIR receives at most 8 files: summary.md (what ran, how long, exit codes, the doctor's
+# report), run.log (every step's output), doctor.json, torch-step.json, gpu-check.json,
+# gpu-check.md, experiment-report.md, experiment-results.json.
+#
+# Environment: DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),
+# CHECK_TIMEOUT (900 s), TORCH_TIMEOUT (420 s), EXPERIMENT_TIMEOUT (1800 s); extra flags for
+# each program, appended last so they win: DCL_GPU_CHECK_FLAGS, DCL_TORCH_FLAGS,
+# DCL_EXPERIMENT_FLAGS (the script's own test runs it on a CPU with --backend=cpu --quick).
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ $# -lt 1 ]; then
+	echo "usage: scripts/gpu-check.sh OUTDIR [all|check|experiment]" >&2
+	exit 2
+fi
+OUT=$1
+PART=${2:-all}
+case $PART in all | check | experiment) ;; *)
+	echo "gpu-check.sh: unknown part $PART: want all, check or experiment" >&2
+	exit 2
+	;;
+esac
+PACK=${DCL_GPU_PACK:-$ROOT/.gpu}
+WORK=${DCL_GPU_WORK:-$ROOT/.gpu-work}
+PYTHON=${PYTHON:-python3}
+DATA=$PACK/fashion-mnist
+mkdir -p "$OUT" "$WORK" || exit 1
+OUT=$(cd "$OUT" && pwd)
+LOG=$OUT/run.log
+SUMMARY=$OUT/summary.md
+DCL=$WORK/dcl-cuda
+FAILED=0
+
+log() { echo "gpu-check.sh: $*" | tee -a "$LOG" >&2; }
+
+{
+	echo "# scripts/gpu-check.sh $*"
+	echo
+	echo "- started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), $(nproc) CPUs, part: $PART"
+	echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed or missing')"
+	echo "- Python: $($PYTHON --version 2>&1)"
+	echo
+	echo "| step | exit | seconds | command |"
+	echo "|---|---|---|---|"
+} >>"$SUMMARY" # appended: the two halves (check, experiment) can share one OUTDIR
+
+# step NAME LIMIT CMD...: runs CMD with a time limit, its output into run.log, and records the
+# exit status and duration in summary.md. It never stops the script.
+step() {
+	local name=$1 limit=$2
+	shift 2
+	log "== $name (limit ${limit}s): $*"
+	local start=$SECONDS
+	timeout --kill-after=30 "$limit" "$@" >>"$LOG" 2>&1
+	local rc=$?
+	local took=$((SECONDS - start))
+	local note=""
+	[ $rc -eq 124 ] && note=" (time limit)"
+	echo "| $name | $rc$note | $took | \`$*\` |" >>"$SUMMARY"
+	log "== $name: exit $rc$note after ${took}s"
+	[ $rc -ne 0 ] && FAILED=$((FAILED + 1))
+	return $rc
+}
+
+# 1. Unpack the binary (again only when the pack is newer).
+if [ ! -x "$DCL" ] || [ "$PACK/dcl-cuda.xz" -nt "$DCL" ]; then
+	if command -v xz >/dev/null 2>&1; then
+		step unpack 120 bash -c "xz -dc '$PACK/dcl-cuda.xz' >'$DCL.tmp' && chmod +x '$DCL.tmp' && mv '$DCL.tmp' '$DCL'"
+	else
+		step unpack 120 "$PYTHON" -c "import lzma, os, shutil, sys; src, dst = sys.argv[1:]; shutil.copyfileobj(lzma.open(src), open(dst + '.tmp', 'wb')); os.chmod(dst + '.tmp', 0o755); os.replace(dst + '.tmp', dst)" "$PACK/dcl-cuda.xz" "$DCL"
+	fi
+fi
+if [ ! -x "$DCL" ]; then
+	log "no dcl-cuda binary: run make gpu-pack and copy .gpu/ here"
+	exit 1
+fi
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] || log "WARNING: no Fashion-MNIST in $DATA: feeding uses random images and the experiment cannot run"
+
+# 2. The doctor. dcl-cuda opens the plugin's libraries from the pip nvidia/ tree by itself; if
+# CUDA still does not load, try once more with those folders on LD_LIBRARY_PATH (and XLA's
+# log on): if that works, the rest runs with it and the summary says so (a bug to fix in
+# gpu/cuda).
+step doctor 180 "$DCL" doctor
+"$DCL" doctor --json >"$OUT/doctor.json" 2>>"$LOG"
+if ! grep -q '"cuda_available": true' "$OUT/doctor.json"; then
+	NVLIBS=$("$PYTHON" - <<'PY' 2>/dev/null
+import glob, os, site, sysconfig
+dirs = []
+for sp in [sysconfig.get_paths()["purelib"]] + site.getsitepackages():
+    for d in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib"))):
+        if d not in dirs:
+            dirs.append(d)
+print(":".join(dirs))
+PY
+	)
+	log "CUDA not available as is; retrying with LD_LIBRARY_PATH=${NVLIBS:-(no pip nvidia folders found)} and TF_CPP_MIN_LOG_LEVEL=0"
+	if [ -n "$NVLIBS" ]; then
+		export LD_LIBRARY_PATH="$NVLIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		TF_CPP_MIN_LOG_LEVEL=0 step doctor-ld-library-path 180 "$DCL" doctor
+		if "$DCL" doctor --json 2>>"$LOG" | grep -q '"cuda_available": true'; then
+			echo "- **CUDA loaded only with the pip nvidia/*/lib folders on LD_LIBRARY_PATH**: dcl's own preloading missed something (see run.log)" >>"$SUMMARY"
+		else
+			unset LD_LIBRARY_PATH
+		fi
+	fi
+	step jax-devices 180 "$PYTHON" -c "import jax; print(jax.devices())"
+fi
+
+if [ "$PART" = all ] || [ "$PART" = check ]; then
+	# 3. PyTorch, first, so that gpu-check can put its figures beside dcl's.
+	# shellcheck disable=SC2086 # the extra flags are words
+	step torch "${TORCH_TIMEOUT:-420}" "$PYTHON" "$ROOT/scripts/torch_step.py" --out "$OUT/torch-step.json" ${DCL_TORCH_FLAGS:-}
+	# 4. The check.
+	TORCH_ARG=()
+	[ -s "$OUT/torch-step.json" ] && TORCH_ARG=(--torch="$OUT/torch-step.json")
+	DATA_ARG=()
+	[ -f "$DATA/train-images-idx3-ubyte.gz" ] && DATA_ARG=(--data="$DATA")
+	# shellcheck disable=SC2086
+	step gpu-check "${CHECK_TIMEOUT:-900}" "$DCL" gpu-check --backend=cuda --out="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
+		--record="$PYTHON scripts/torch_step.py --out OUT/torch-step.json ${DCL_TORCH_FLAGS:-}" ${DCL_GPU_CHECK_FLAGS:-}
+fi
+
+if [ "$PART" = all ] || [ "$PART" = experiment ]; then
+	# 5. The experiment; it resumes from $WORK/experiment when run again.
+	if [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+		# shellcheck disable=SC2086
+		step experiment "${EXPERIMENT_TIMEOUT:-1800}" "$DCL" reproduce --config=fashion-mnist-gpu --input="$DATA" \
+			--out="$WORK/experiment" --backend=cuda --progress=off ${DCL_EXPERIMENT_FLAGS:-}
+		cp "$WORK/experiment/report.md" "$OUT/experiment-report.md" 2>/dev/null || log "the experiment wrote no report (yet)"
+		cp "$WORK/experiment/results.json" "$OUT/experiment-results.json" 2>/dev/null || true
+	else
+		log "skipping the experiment: no Fashion-MNIST in $DATA"
+		FAILED=$((FAILED + 1))
+	fi
+fi
+
+{
+	echo
+	echo "- finished $(date -u +%Y-%m-%dT%H:%M:%SZ); $FAILED step(s) failed"
+	echo
+	echo "## dcl doctor"
+	echo
+	echo '```'
+	"$DCL" doctor --no-load 2>&1
+	echo '```'
+	[ -f "$OUT/gpu-check.md" ] && { echo; cat "$OUT/gpu-check.md"; }
+} >>"$SUMMARY"
+# Keep the log within what can be carried back (16 MiB a file).
+if [ "$(stat -c %s "$LOG")" -gt $((15 * 1024 * 1024)) ]; then
+	tail -c $((15 * 1024 * 1024)) "$LOG" >"$LOG.tmp" && mv "$LOG.tmp" "$LOG"
+fi
+log "done: $FAILED step(s) failed; results in $OUT"
+[ "$FAILED" -eq 0 ]

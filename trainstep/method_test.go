@@ -1,0 +1,142 @@
+package trainstep
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
+)
+
+// toyMethod is a method as the package doc says one is added: it encodes the two views as two
+// batches (batch-norm statistics per view, as MoCo's query encoder sees them), and it keeps
+// state between steps, a step counter and the previous step's mean projection, in variables
+// of its own that are not trained.
+type toyMethod struct{}
+
+const toyMethodName = "toy-two-batches"
+
+func (toyMethod) Name() string { return toyMethodName }
+
+func (toyMethod) state(scope *model.Scope) (steps, lastMean *model.Variable) {
+	s := scope.At("method").At("toy")
+	return s.GetVariable("steps"), s.GetVariable("last_mean")
+}
+
+func (m toyMethod) CreateVariables(g *MethodGraph) {
+	s := g.Scope.At("method").At("toy")
+	s.VariableWithValue("steps", float32(0)).SetTrainable(false)
+	s.VariableWithValue("last_mean", make([]float32, g.Model.Config().ProjectionDim)).SetTrainable(false)
+}
+
+func (toyMethod) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
+	z1, z2 := g.Encode(view1), g.Encode(view2)
+	nodes := LossGraph(z1, z2, g.Loss)
+	return TrainNodes{Loss: nodes.Loss, Q: nodes.Q, Kept: map[string]*Node{"mean": ReduceMean(StopGradient(z1), 0)}}
+}
+
+func (m toyMethod) AfterUpdate(g *MethodGraph, nodes TrainNodes) {
+	steps, lastMean := m.state(g.Scope)
+	gr := nodes.Loss.Graph()
+	steps.SetNodeValue(AddScalar(steps.NodeValue(gr), 1))
+	lastMean.SetNodeValue(nodes.Kept["mean"])
+}
+
+func init() {
+	RegisterMethod(toyMethodName, func(StepConfig) (Method, error) { return toyMethod{}, nil })
+}
+
+func TestMethodRegistry(t *testing.T) {
+	if names := MethodNames(); !slices.Contains(names, SimCLRMethod) || !slices.Contains(names, toyMethodName) {
+		t.Errorf("MethodNames() = %v", names)
+	}
+	cfg := testStepConfig(MLP)
+	cfg.Method = "byol-someday"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "unknown training method") {
+		t.Errorf("Validate with an unknown method = %v", err)
+	}
+	if _, err := NewStep(newTestBackend(t), cfg, 6, 6); err == nil {
+		t.Error("NewStep accepted an unknown method")
+	}
+	s, err := NewStep(newTestBackend(t), testStepConfig(MLP), 6, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Finalize()
+	if s.Config().Method != SimCLRMethod {
+		t.Errorf("the default method is %q, want %s", s.Config().Method, SimCLRMethod)
+	}
+}
+
+// TestToyMethodStateIsKeptAndResumed: a method's own variables are updated by its AfterUpdate
+// in training steps only (not by Gradients), saved in checkpoints, and restored on resume:
+// an interrupted run ends bit-identical to one that never stopped, and resuming it with
+// another method is refused.
+func TestToyMethodStateIsKeptAndResumed(t *testing.T) {
+	cfg := testStepConfig(SmallCNN)
+	cfg.Method = toyMethodName
+	s, err := NewStep(newTestBackend(t), cfg, 8, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Finalize()
+	steps, _ := toyMethod{}.state(s.Store().RootScope())
+	b := RandomBatch(3, 4, 8, 8, 1)
+	if _, err := s.Gradients(b); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Run(b, 0.1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := steps.Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tensors.ToScalar[float32](v); got != 3 {
+		t.Errorf("after Gradients and 3 steps the method counted %v steps, want 3", got)
+	}
+
+	src := mustMemorySource(t, syntheticPairs(8, 12, 3, 8, 8, 1))
+	ctx := context.Background()
+	whole, err := Train(ctx, cfg, testRunConfig(t, t.TempDir()), quietOptions(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	run := testRunConfig(t, out)
+	run.MaxSteps = 2
+	if _, err := Train(ctx, cfg, run, quietOptions(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	run.MaxSteps = 0
+	var setup *SetupError
+	if err := CheckRun(ctx, testStepConfig(SmallCNN), run, src.Info(), out); !errors.As(err, &setup) || !strings.Contains(err.Error(), "method") {
+		t.Errorf("resuming a %s run as %s: %v, want a setup error naming the method", toyMethodName, SimCLRMethod, err)
+	}
+	opts := quietOptions(t, src)
+	opts.Resume = out
+	resumed, err := Train(ctx, cfg, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wholeVars, resumedVars := variableBytes(t, whole.Checkpoint), variableBytes(t, resumed.Checkpoint)
+	if _, ok := wholeVars["/method/toy/steps"]; !ok {
+		t.Fatalf("the checkpoint lacks the method's variables: %v", keys(wholeVars))
+	}
+	sameBytes(t, wholeVars, resumedVars)
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
