@@ -19,7 +19,7 @@ import (
 // the same q for every anchor, and -log q = InfoNCE - DCL per anchor.
 func TestNPCMatchesTrainerLoss(t *testing.T) {
 	// The project's CPU backend, as the trainer uses (GoMLX's stock simplego executor races).
-	backend, err := gpu.New(context.Background(), gpu.Options{Backend: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
+	backend, err := gpu.New(context.Background(), gpu.Options{Kind: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

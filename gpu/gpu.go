@@ -13,8 +13,8 @@ import (
 
 // Options chooses and configures a backend.
 type Options struct {
-	// Backend is CPU, CUDA or Auto (the zero value means Auto).
-	Backend Backend
+	// Kind is CPU, CUDA or Auto (the zero value means Auto).
+	Kind Kind
 	// Plugin is the path of a CUDA PJRT plugin (a .so); empty means search: $DCL_PJRT_PLUGIN,
 	// $GOMLX_BACKEND=xla:/absolute/path, $PJRT_PLUGIN_LIBRARY_PATH, then the CUDA plugin that
 	// JAX ships (jax_plugins/xla_cuda*/xla_cuda_plugin.so in the Python site-packages); see
@@ -44,7 +44,7 @@ func New(ctx context.Context, opts Options) (compute.Backend, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	kind := opts.Backend
+	kind := opts.Kind
 	if kind == "" {
 		kind = Auto
 	}

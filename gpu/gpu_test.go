@@ -15,21 +15,21 @@ import (
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func TestParseBackend(t *testing.T) {
+func TestParseKind(t *testing.T) {
 	for _, c := range []struct {
 		give string
-		want Backend
+		want Kind
 		err  bool
 	}{{"cpu", CPU, false}, {"CUDA", CUDA, false}, {" auto ", Auto, false}, {"", Auto, false}, {"tpu", "", true}} {
-		got, err := ParseBackend(c.give)
+		got, err := ParseKind(c.give)
 		if (err != nil) != c.err || got != c.want {
-			t.Errorf("ParseBackend(%q) = %q, %v; want %q, error %v", c.give, got, err, c.want, c.err)
+			t.Errorf("ParseKind(%q) = %q, %v; want %q, error %v", c.give, got, err, c.want, c.err)
 		}
 	}
 }
 
 func TestNewCPU(t *testing.T) {
-	be, err := New(context.Background(), Options{Backend: CPU, Threads: 1, Logger: quietLogger()})
+	be, err := New(context.Background(), Options{Kind: CPU, Threads: 1, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestNewCPU(t *testing.T) {
 // that says what is missing, and that auto falls back to the CPU.
 func TestNewCUDAWithoutIt(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope.so")
-	_, err := New(context.Background(), Options{Backend: CUDA, Plugin: missing, Logger: quietLogger()})
+	_, err := New(context.Background(), Options{Kind: CUDA, Plugin: missing, Logger: quietLogger()})
 	if !errors.Is(err, ErrCUDAUnavailable) && cuda.Compiled {
 		t.Fatalf("error %v does not wrap ErrCUDAUnavailable", err)
 	}
@@ -56,7 +56,7 @@ func TestNewCUDAWithoutIt(t *testing.T) {
 	if cuda.Compiled && !strings.Contains(err.Error(), missing) {
 		t.Errorf("error %q does not name the missing plugin", err)
 	}
-	be, err := New(context.Background(), Options{Backend: Auto, Plugin: missing, Logger: quietLogger()})
+	be, err := New(context.Background(), Options{Kind: Auto, Plugin: missing, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 		return nil, fmt.Errorf("parts = %d: want at least 1, or 0 to choose", o.Parts)
 	}
 	// Check the checkpoint here, where the error reaches the user at once.
-	backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU, Threads: 1, Logger: discardLogger()})
+	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Threads: 1, Logger: discardLogger()})
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ type embedRangeFn struct {
 
 // Setup loads the encoder once for this DoFn instance, not once per element.
 func (f *embedRangeFn) Setup(ctx context.Context) error {
-	be, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU, Threads: f.Threads, Logger: discardLogger()})
+	be, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Threads: f.Threads, Logger: discardLogger()})
 	if err != nil {
 		return err
 	}

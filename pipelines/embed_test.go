@@ -72,7 +72,7 @@ func trainTinyEncoder(t testing.TB, data string) string {
 	t.Helper()
 	ctx := context.Background()
 	out := t.TempDir()
-	backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU, Logger: discardLogger()})
+	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func trainTinyEncoder(t testing.TB, data string) string {
 func wantEmbeddings(t testing.TB, run string, n, pass, views int, feature trainstep.Feature) map[int64][]float32 {
 	t.Helper()
 	ctx := context.Background()
-	backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU, Logger: discardLogger()})
+	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

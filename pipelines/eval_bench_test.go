@@ -77,7 +77,7 @@ func BenchmarkEmbed(b *testing.B) {
 	}
 	data := b.TempDir()
 	writeImageShards(b, data, n, size, channels)
-	backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU, Logger: discardLogger()})
+	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Logger: discardLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 	if err != nil {
 		return err
 	}
-	backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU})
+	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU})
 	if err != nil {
 		return err
 	}

@@ -371,7 +371,7 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 	if r.opts.Backend != "" {
 		backend = r.opts.Backend
 	}
-	kind, err := gpu.ParseBackend(orDefault(backend, "auto"))
+	kind, err := gpu.ParseKind(orDefault(backend, "auto"))
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 // newTestBackend returns the project's CPU backend, released when the test ends.
 func newTestBackend(t testing.TB) compute.Backend {
 	t.Helper()
-	b, err := gpu.New(context.Background(), gpu.Options{Backend: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
+	b, err := gpu.New(context.Background(), gpu.Options{Kind: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func setupLoss(fs *flag.FlagSet, out streams) func(context.Context, []string) er
 		if err != nil {
 			return err
 		}
-		backend, err := gpu.New(ctx, gpu.Options{Backend: gpu.CPU})
+		backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU})
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if *data == "" || *outDir == "" {
 			return usagef("--data and --out are required")
 		}
-		kind, err := gpu.ParseBackend(*backendName)
+		kind, err := gpu.ParseKind(*backendName)
 		if err != nil {
 			return usagef("--backend: %v", err)
 		}

@@ -88,11 +88,11 @@ func (p Phase) stepConfig() (trainstep.StepConfig, error) {
 }
 
 func (p Phase) backend(ctx context.Context, kind string, noTF32 bool, threads int) (gpu.Options, error) {
-	b, err := gpu.ParseBackend(kind)
+	b, err := gpu.ParseKind(kind)
 	if err != nil {
 		return gpu.Options{}, err
 	}
-	return gpu.Options{Backend: b, Plugin: p.Plugin, NoTF32: noTF32, Threads: threads}, ctx.Err()
+	return gpu.Options{Kind: b, Plugin: p.Plugin, NoTF32: noTF32, Threads: threads}, ctx.Err()
 }
 
 // SpeedResult is one training-step measurement.

@@ -91,7 +91,7 @@ func TestMonitorDuringTraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, err := gpu.New(context.Background(), gpu.Options{Backend: gpu.CPU})
+	backend, err := gpu.New(context.Background(), gpu.Options{Kind: gpu.CPU})
 	if err != nil {
 		t.Fatal(err)
 	}

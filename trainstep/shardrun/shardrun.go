@@ -22,7 +22,7 @@ type Options struct {
 	// Run.Data is the shard folder; Run.MonitorEvery > 0 runs the kNN monitor on KNNData.
 	Run trainstep.RunConfig
 	// Backend and Plugin choose the compute backend (gpu.New).
-	Backend gpu.Backend
+	Backend gpu.Kind
 	Plugin  string
 	// Resume is a checkpoint file or run folder to continue from; "" starts afresh.
 	Resume string
@@ -67,7 +67,7 @@ func Train(ctx context.Context, o Options) (*trainstep.Summary, error) {
 		}
 		opts.Monitor = mon.Run
 	}
-	backend, err := gpu.New(ctx, gpu.Options{Backend: o.Backend, Plugin: o.Plugin})
+	backend, err := gpu.New(ctx, gpu.Options{Kind: o.Backend, Plugin: o.Plugin})
 	if err != nil {
 		return nil, err
 	}
