@@ -30,7 +30,7 @@ func Compiled() []Kind {
 	return []Kind{CPU}
 }
 
-// ParseBackend reads a --backend value: cpu, cuda or auto (empty means auto).
+// ParseKind reads a --backend value: cpu, cuda or auto (empty means auto).
 func ParseKind(s string) (Kind, error) {
 	switch b := Kind(strings.ToLower(strings.TrimSpace(s))); b {
 	case CPU, CUDA, Auto:
