@@ -30,8 +30,8 @@
 //
 // # Reports and plots
 //
-// SaveJSON/LoadJSON write and read results atomically on any path shards supports; Table
-// renders Markdown. WritePNG/SavePNG draw LineChart and HistogramChart panels in a grid;
+// Results are written and read with internal/storage's SaveJSON/LoadJSON; Table renders
+// Markdown. WritePNG/SavePNG draw LineChart and HistogramChart panels in a grid;
 // NPCSummaryCharts and NPCDistributionChart are the paper's Fig. 1(a) and (b),
 // MetricByEpochChart and AccuracyByBatchSizeChart the reproduction's usual plots.
 //

@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // Series is one named line: Y against X.
@@ -120,7 +120,7 @@ func WritePNG(w io.Writer, width, height, cols int, panels ...Panel) error {
 
 // SavePNG writes the figure to path (local, gs:// or memfs://) atomically.
 func SavePNG(ctx context.Context, path string, width, height, cols int, panels ...Panel) error {
-	if err := shards.Create(ctx, path, func(w io.Writer) error {
+	if err := storage.Create(ctx, path, func(w io.Writer) error {
 		return WritePNG(w, width, height, cols, panels...)
 	}); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)

@@ -1,15 +1,8 @@
 package analysis
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"strconv"
 	"strings"
-
-	"github.com/dcl-beam/dcl-beam/shards"
 )
 
 // NPCReport is the NPC statistics of one set of embeddings (one method or temperature),
@@ -22,40 +15,6 @@ type NPCReport struct {
 	Seed        uint64     `json:"seed"`
 	Pairs       int        `json:"pairs"` // view pairs available
 	Stats       []NPCStats `json:"stats"` // one per batch size, in the order computed
-}
-
-// WriteJSON writes v as indented JSON followed by a newline.
-func WriteJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
-
-// SaveJSON writes v as indented JSON to path (local, gs:// or memfs://), atomically: the file
-// appears under its name only when complete.
-func SaveJSON(ctx context.Context, path string, v any) error {
-	if err := shards.Create(ctx, path, func(w io.Writer) error { return WriteJSON(w, v) }); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-// LoadJSON reads path (written by SaveJSON or by hand) into v; unknown fields are an error,
-// so a misspelt key is not silently ignored.
-func LoadJSON(ctx context.Context, path string, v any) error {
-	b, err := shards.ReadFile(ctx, path)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	return nil
 }
 
 // Table is a table of text cells, rendered as Markdown.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 func sampleNPCReports(t *testing.T) []NPCReport {
@@ -49,10 +49,10 @@ func TestJSONRoundTrips(t *testing.T) {
 	}
 	for _, v := range values {
 		path := filepath.Join(dir, v.name)
-		if err := SaveJSON(ctx, path, v.give); err != nil {
+		if err := storage.SaveJSON(ctx, path, v.give); err != nil {
 			t.Fatal(err)
 		}
-		if err := LoadJSON(ctx, path, v.into); err != nil {
+		if err := storage.LoadJSON(ctx, path, v.into); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(v.give, v.into) {
@@ -71,11 +71,11 @@ func TestJSONRoundTrips(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "typo.json"), []byte(`{"top1": 1, "top_5": 2}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = LoadJSON(ctx, filepath.Join(dir, "typo.json"), &KNNResult{})
+	err = storage.LoadJSON(ctx, filepath.Join(dir, "typo.json"), &KNNResult{})
 	if err == nil || !strings.Contains(err.Error(), "typo.json") || !strings.Contains(err.Error(), "top_5") {
 		t.Errorf("unknown field: %v", err)
 	}
-	if err := LoadJSON(ctx, filepath.Join(dir, "missing.json"), &KNNResult{}); err == nil || !strings.Contains(err.Error(), "missing.json") {
+	if err := storage.LoadJSON(ctx, filepath.Join(dir, "missing.json"), &KNNResult{}); err == nil || !strings.Contains(err.Error(), "missing.json") {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -83,17 +83,17 @@ func TestJSONRoundTrips(t *testing.T) {
 func TestSaveJSONOnMemfs(t *testing.T) {
 	ctx := context.Background()
 	want := sampleNPCReports(t)
-	if err := SaveJSON(ctx, "memfs://reports/npc.json", want); err != nil {
+	if err := storage.SaveJSON(ctx, "memfs://reports/npc.json", want); err != nil {
 		t.Fatal(err)
 	}
 	var got []NPCReport
-	if err := LoadJSON(ctx, "memfs://reports/npc.json", &got); err != nil {
+	if err := storage.LoadJSON(ctx, "memfs://reports/npc.json", &got); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Error("NPC reports changed through memfs")
 	}
-	if ok, _ := shards.Exists(ctx, "memfs://reports/npc.json"); !ok {
+	if ok, _ := storage.Exists(ctx, "memfs://reports/npc.json"); !ok {
 		t.Error("file missing")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
@@ -289,7 +290,7 @@ func (f *embedRangeFn) ProcessElement(ctx context.Context, task string, emit fun
 		return err
 	}
 	defer reader.Close()
-	path := shards.Join(f.PartsDir, shards.EmbeddingFileName(r.Part, r.Parts))
+	path := storage.Join(f.PartsDir, shards.EmbeddingFileName(r.Part, r.Parts))
 	w, err := shards.NewEmbeddingWriter(ctx, path, f.Dim, f.Meta)
 	if err != nil {
 		return err
@@ -436,12 +437,12 @@ func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[st
 	if _, err := w.Close(); err != nil {
 		return err
 	}
-	files, err := shards.ListTree(ctx, dir)
+	files, err := storage.ListTree(ctx, dir)
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
-		if err := shards.Remove(ctx, shards.Join(dir, f)); err != nil {
+		if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
 			return err
 		}
 	}

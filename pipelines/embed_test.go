@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
@@ -199,7 +200,7 @@ func TestEmbedPipelineMatchesTheEncoder(t *testing.T) {
 			if !tt.single {
 				return
 			}
-			if ok, _ := shards.Exists(ctx, shards.Join(partsDir(o.Output), shards.EmbeddingFileName(0, 2))); ok {
+			if ok, _ := storage.Exists(ctx, storage.Join(partsDir(o.Output), shards.EmbeddingFileName(0, 2))); ok {
 				t.Error("the part files of a single-file output were left behind")
 			}
 			// The pairs feed the NPC pipeline, which takes the temperature from the metadata.

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
@@ -314,7 +315,7 @@ func runForResult(ctx context.Context, name string, output *string, build func(b
 	if submitOnly() {
 		return false, nil
 	}
-	if err := analysis.LoadJSON(ctx, *output, res); err != nil {
+	if err := storage.LoadJSON(ctx, *output, res); err != nil {
 		return false, fmt.Errorf("the pipeline finished but wrote no result (a remote runner needs --output on storage both can reach): %w", err)
 	}
 	return true, nil

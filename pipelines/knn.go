@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -520,7 +521,7 @@ func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies
 	if f.PerClass {
 		res.PerClass = acc.PerClass
 	}
-	return analysis.SaveJSON(ctx, f.Output, res)
+	return storage.SaveJSON(ctx, f.Output, res)
 }
 
 // RunKNN builds the kNN pipeline and runs it on the runner the Beam flags select (prism in

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -62,7 +63,7 @@ func writeEmbeddings(t testing.TB, path string, l analysis.LabeledVectors, parts
 	}
 	var infos []shards.EmbeddingFileInfo
 	for p := range parts {
-		infos = append(infos, write(shards.Join(path, shards.EmbeddingFileName(p, parts)), p*n/parts, (p+1)*n/parts))
+		infos = append(infos, write(storage.Join(path, shards.EmbeddingFileName(p, parts)), p*n/parts, (p+1)*n/parts))
 	}
 	if _, err := shards.CommitEmbeddings(ctx, path, l.Vectors.Dim, infos, meta); err != nil {
 		t.Fatal(err)

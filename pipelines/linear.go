@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // The linear-probe pipeline (Linear) is one step: Impulse ─ TrainProbe. Mini-batch SGD is
@@ -99,11 +100,11 @@ func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 		res.PerClass = nil
 	}
 	if o.Model != "" {
-		if err := analysis.SaveJSON(ctx, o.Model, model); err != nil {
+		if err := storage.SaveJSON(ctx, o.Model, model); err != nil {
 			return err
 		}
 	}
-	return analysis.SaveJSON(ctx, o.Output, res)
+	return storage.SaveJSON(ctx, o.Output, res)
 }
 
 // RunLinear builds the linear-probe pipeline and runs it on the runner the Beam flags

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 func TestLinearPipelineMatchesAnalysis(t *testing.T) {
@@ -41,7 +42,7 @@ func TestLinearPipelineMatchesAnalysis(t *testing.T) {
 		t.Errorf("pipeline %+v\nanalysis.LinearProbe %+v", got, want)
 	}
 	var model analysis.LinearModel
-	if err := analysis.LoadJSON(ctx, filepath.Join(dir, "model.json"), &model); err != nil {
+	if err := storage.LoadJSON(ctx, filepath.Join(dir, "model.json"), &model); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(&model, wantModel) {

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -335,23 +336,23 @@ func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCRepor
 	if len(reports) == 1 {
 		js = reports[0]
 	}
-	if err := analysis.SaveJSON(ctx, shards.Join(dir, NPCReportName), js); err != nil {
+	if err := storage.SaveJSON(ctx, storage.Join(dir, NPCReportName), js); err != nil {
 		return err
 	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# NPC multiplier q by batch size\n\n%s", analysis.NPCTable(reports).Markdown())
-	if err := shards.WriteFile(ctx, shards.Join(dir, NPCTableName), []byte(md.String())); err != nil {
-		return fmt.Errorf("writing %s: %w", shards.Join(dir, NPCTableName), err)
+	if err := storage.WriteFile(ctx, storage.Join(dir, NPCTableName), []byte(md.String())); err != nil {
+		return fmt.Errorf("writing %s: %w", storage.Join(dir, NPCTableName), err)
 	}
 	meanQ, cv := analysis.NPCSummaryCharts(reports)
-	if err := analysis.SavePNG(ctx, shards.Join(dir, NPCSummaryPlotName), 1200, 450, 2, meanQ, cv); err != nil {
+	if err := analysis.SavePNG(ctx, storage.Join(dir, NPCSummaryPlotName), 1200, 450, 2, meanQ, cv); err != nil {
 		return err
 	}
 	var dists []analysis.Panel
 	for _, r := range reports {
 		dists = append(dists, analysis.NPCDistributionChart(r))
 	}
-	return analysis.SavePNG(ctx, shards.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...)
+	return analysis.SavePNG(ctx, storage.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...)
 }
 
 // RunNPC builds the NPC pipeline and runs it on the runner the Beam flags select, then reads
@@ -366,7 +367,7 @@ func RunNPC(ctx context.Context, job *NPCJob) (*analysis.NPCReport, error) {
 		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet
 	}
 	var r analysis.NPCReport
-	if err := analysis.LoadJSON(ctx, shards.Join(job.Opts.Output, NPCReportName), &r); err != nil {
+	if err := storage.LoadJSON(ctx, storage.Join(job.Opts.Output, NPCReportName), &r); err != nil {
 		return nil, fmt.Errorf("the pipeline finished but wrote no report: %w", err)
 	}
 	return &r, nil

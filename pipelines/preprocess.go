@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
@@ -417,12 +418,12 @@ func checkOutput(ctx context.Context, job *PreprocessJob) error {
 	if job.Overwrite {
 		return nil
 	}
-	p := shards.Join(job.Output, shards.ManifestName)
-	ok, err := shards.Exists(ctx, p)
+	p := storage.Join(job.Output, shards.ManifestName)
+	ok, err := storage.Exists(ctx, p)
 	if err != nil || !ok {
 		return err
 	}
-	data, err := shards.ReadFile(ctx, p)
+	data, err := storage.ReadFile(ctx, p)
 	if err != nil {
 		return err
 	}

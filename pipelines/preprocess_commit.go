@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -143,7 +144,7 @@ func (f *commitFn) ProcessElement(ctx context.Context, _ []byte, configs, infos,
 	if n := int64(len(letters)); n > 0 && float64(n) > f.MaxBadFraction*float64(records) {
 		return fmt.Errorf("%d of %d records (%.3g%%) could not be used, more than --max-bad-fraction=%g allows: "+
 			"they are listed with their reasons in %s; no manifest was written",
-			n, records, 100*float64(n)/float64(records), f.MaxBadFraction, shards.Join(f.Output, shards.DeadLettersName))
+			n, records, 100*float64(n)/float64(records), f.MaxBadFraction, storage.Join(f.Output, shards.DeadLettersName))
 	}
 	if _, err := shards.Commit(ctx, f.Output, cfg, shardInfos, records, dl); err != nil {
 		return err

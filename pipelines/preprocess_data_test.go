@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
@@ -75,7 +76,7 @@ func TestPreprocessGCS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := shards.WriteFile(ctx, in+"/"+e.Name(), data); err != nil {
+		if err := storage.WriteFile(ctx, in+"/"+e.Name(), data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,7 +85,7 @@ func TestPreprocessGCS(t *testing.T) {
 	res := mustPreprocess(t, remote)
 	mustVerify(t, remote.Output)
 	for _, s := range res.Manifest.Shards {
-		got, err := shards.ReadFile(ctx, remote.Output+"/"+s.Path)
+		got, err := storage.ReadFile(ctx, remote.Output+"/"+s.Path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -119,7 +120,7 @@ func readAllRows(t testing.TB, dir string) []shards.Row {
 	}
 	var rows []shards.Row
 	for _, s := range m.Shards {
-		rows = append(rows, readShardRows(t, shards.Join(dir, s.Path))...)
+		rows = append(rows, readShardRows(t, storage.Join(dir, s.Path))...)
 	}
 	return rows
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 
 	"github.com/dcl-beam/dcl-beam/pipelines/pipelinetest"
@@ -55,7 +56,7 @@ func TestPreprocessCIFARWritesEveryRowAsAugmentDoes(t *testing.T) {
 
 	seen := map[string]int{}
 	for _, s := range m.Shards {
-		rows := readShardRows(t, shards.Join(o.Output, s.Path))
+		rows := readShardRows(t, storage.Join(o.Output, s.Path))
 		var last uint64
 		for i, r := range rows {
 			var idx int
@@ -118,7 +119,7 @@ func TestPreprocessRerunGivesTheSameBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, p := range []string{"pass-000/part-00001-of-00003.parquet" + shards.TempMarker + "123", "manifest.json" + shards.TempMarker + "9"} {
+	for _, p := range []string{"pass-000/part-00001-of-00003.parquet" + storage.TempMarker + "123", "manifest.json" + storage.TempMarker + "9"} {
 		testfiles.WriteFile(t, filepath.Join(o.Output, p), []byte("half a file"))
 	}
 	if _, err := shards.NewReader(context.Background(), o.Output, shards.ReaderOptions{BatchSize: 4}); !errors.Is(err, shards.ErrNoManifest) {
@@ -146,14 +147,14 @@ func TestPreprocessWorkerFailingPartWayLeavesNoData(t *testing.T) {
 	job.failAfterRows = 3
 	_, err = RunPreprocess(ctx, job)
 	wantErrorMentions(t, err, "failing after 3 rows")
-	if ok, _ := shards.Exists(ctx, filepath.Join(o.Output, shards.ManifestName)); ok {
+	if ok, _ := storage.Exists(ctx, filepath.Join(o.Output, shards.ManifestName)); ok {
 		t.Fatal("a failed run wrote a manifest")
 	}
 	if _, err := shards.Verify(ctx, o.Output); !errors.Is(err, shards.ErrNoManifest) {
 		t.Errorf("Verify of the failed run's directory: %v, want ErrNoManifest", err)
 	}
 	for p := range testfiles.TreeChecksums(t, o.Output) {
-		if strings.Contains(p, shards.TempMarker) {
+		if strings.Contains(p, storage.TempMarker) {
 			t.Errorf("the failed run left a temporary: %s", p)
 		}
 	}
@@ -196,7 +197,7 @@ func TestPreprocessDeadLetters(t *testing.T) {
 
 	_, err := runPreprocess(t, o)
 	wantErrorMentions(t, err, "2 of 12 records", "--max-bad-fraction=0", shards.DeadLettersName, "no manifest")
-	if ok, _ := shards.Exists(ctx, filepath.Join(o.Output, shards.ManifestName)); ok {
+	if ok, _ := storage.Exists(ctx, filepath.Join(o.Output, shards.ManifestName)); ok {
 		t.Fatal("a run with too many dead letters wrote a manifest")
 	}
 	data, err := os.ReadFile(filepath.Join(o.Output, shards.DeadLettersName))

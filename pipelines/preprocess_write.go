@@ -18,6 +18,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -395,7 +396,7 @@ func (f *writePartFn) fetchEncoded(ctx context.Context, u *datasets.Unit, r ref)
 			return nil, fmt.Errorf("reading %s (%d bytes at byte %d, record %s): %w", r.Source, r.Length, r.Offset, r.Key, err)
 		}
 	} else {
-		rc, err := shards.Open(ctx, r.Source)
+		rc, err := storage.Open(ctx, r.Source)
 		if err != nil {
 			return nil, err
 		}
@@ -486,21 +487,21 @@ func fetchFixed(ctx context.Context, units []datasets.Unit, refs []ref) (map[int
 // openFiles keeps the tars of a bundle open for ranged reads.
 type openFiles struct {
 	mu    sync.Mutex
-	files map[string]shards.File
+	files map[string]storage.File
 }
 
-func (o *openFiles) open(ctx context.Context, p string) (shards.File, error) {
+func (o *openFiles) open(ctx context.Context, p string) (storage.File, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if f, ok := o.files[p]; ok {
 		return f, nil
 	}
-	f, err := shards.OpenFile(ctx, p)
+	f, err := storage.OpenFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if o.files == nil {
-		o.files = map[string]shards.File{}
+		o.files = map[string]storage.File{}
 	}
 	o.files[p] = f
 	return f, nil

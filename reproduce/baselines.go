@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
@@ -32,11 +33,11 @@ func (r *runner) baseline(ctx context.Context, name string, ran dataRan) (*Basel
 	b := &BaselineResult{Name: name, Description: baselineDescriptions[name]}
 	switch name {
 	case RawPixels:
-		embTrain, embTest := shards.Join(dir, "embeddings", "train"), shards.Join(dir, "embeddings", "test")
+		embTrain, embTest := storage.Join(dir, "embeddings", "train"), storage.Join(dir, "embeddings", "test")
 		embedded := false
 		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
-			did, err := r.stage(ctx, "embed "+name+" "+shards.Base(e.out), ran.eval,
-				func() (bool, error) { return shards.Exists(ctx, shards.Join(e.out, shards.EmbeddingsManifestName)) },
+			did, err := r.stage(ctx, "embed "+name+" "+storage.Base(e.out), ran.eval,
+				func() (bool, error) { return storage.Exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
 				func() error { return writePixelEmbeddings(ctx, e.data, e.out) })
 			if err != nil {
 				return nil, err
@@ -85,7 +86,7 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 	defer s.Finalize()
 	cfg := trainstep.RunConfig{Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs, BaseLR: orDefaultF(run.LR, trainstep.PaperDefaults().BaseLR), Seed: orDefaultU(run.Seed, 1), Backend: backend.Name()}
 	state := trainstep.TrainState{Seed: cfg.Seed, Data: cfg.Data, ImageHeight: m.Config.Height, ImageWidth: m.Config.Width}
-	return trainstep.SaveCheckpoint(ctx, shards.Join(dir, trainstep.CheckpointDir, trainstep.CheckpointName(0)), s, &cfg, state)
+	return trainstep.SaveCheckpoint(ctx, storage.Join(dir, trainstep.CheckpointDir, trainstep.CheckpointName(0)), s, &cfg, state)
 }
 
 // writePixelEmbeddings writes every image of an evaluation dataset as its pixels scaled to
@@ -104,7 +105,7 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 	meta := map[string]string{
 		pipelines.MetaDataset: m.Config.Dataset, pipelines.MetaSplit: m.Config.Split, pipelines.MetaFeature: "pixels",
 	}
-	w, err := shards.NewEmbeddingWriter(ctx, shards.Join(out, shards.EmbeddingFileName(0, 1)), dim, meta)
+	w, err := shards.NewEmbeddingWriter(ctx, storage.Join(out, shards.EmbeddingFileName(0, 1)), dim, meta)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -31,14 +31,14 @@ func lossName(l string) string {
 
 // writeReport writes the plots, results.json and report.md (the last two last of all).
 func writeReport(ctx context.Context, out string, res *Results) error {
-	plots, err := writePlots(ctx, shards.Join(out, PlotsDir), res)
+	plots, err := writePlots(ctx, storage.Join(out, PlotsDir), res)
 	if err != nil {
 		return err
 	}
-	if err := analysis.SaveJSON(ctx, shards.Join(out, ResultsName), res); err != nil {
+	if err := storage.SaveJSON(ctx, storage.Join(out, ResultsName), res); err != nil {
 		return err
 	}
-	return shards.WriteFile(ctx, shards.Join(out, ReportName), []byte(markdown(res, plots)))
+	return storage.WriteFile(ctx, storage.Join(out, ReportName), []byte(markdown(res, plots)))
 }
 
 // writePlots draws the figures the results support and returns their names.
@@ -49,7 +49,7 @@ func writePlots(ctx context.Context, dir string, res *Results) ([]string, error)
 		if len(panels) > cols {
 			h *= (len(panels) + cols - 1) / cols
 		}
-		if err := analysis.SavePNG(ctx, shards.Join(dir, name), plotWidth*cols, h, cols, panels...); err != nil {
+		if err := analysis.SavePNG(ctx, storage.Join(dir, name), plotWidth*cols, h, cols, panels...); err != nil {
 			return fmt.Errorf("plot %s: %w", name, err)
 		}
 		written = append(written, name)

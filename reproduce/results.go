@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -75,11 +75,11 @@ type Curves struct {
 // knn_top1 and no loss.
 func readCurves(ctx context.Context, logPath string) (Curves, error) {
 	var c Curves
-	ok, err := shards.Exists(ctx, logPath)
+	ok, err := storage.Exists(ctx, logPath)
 	if err != nil || !ok {
 		return c, err
 	}
-	data, err := shards.ReadFile(ctx, logPath)
+	data, err := storage.ReadFile(ctx, logPath)
 	if err != nil {
 		return c, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
@@ -150,7 +151,7 @@ func (r *runner) stage(ctx context.Context, name string, upstreamRan bool, done 
 	return true, nil
 }
 
-func (r *runner) path(elem ...string) string { return shards.Join(r.opts.Out, elem...) }
+func (r *runner) path(elem ...string) string { return storage.Join(r.opts.Out, elem...) }
 
 // The three datasets of an experiment.
 func (r *runner) pretrainDir() string  { return r.path(DataDir, "pretrain") }
@@ -318,7 +319,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, ran dataRan) (*RunResul
 				// The checkpoints of this run, if any, were trained on data that has just
 				// been rewritten: the run starts afresh.
 				for _, p := range []string{trainstep.CheckpointDir, trainstep.LogName, trainstep.SummaryName} {
-					if err := removeTree(ctx, shards.Join(dir, p)); err != nil {
+					if err := removeTree(ctx, storage.Join(dir, p)); err != nil {
 						return err
 					}
 				}
@@ -334,7 +335,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, ran dataRan) (*RunResul
 	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, trained || ran.eval, true, &rr.Evaluation); err != nil {
 		return nil, err
 	}
-	if rr.Curves, err = readCurves(ctx, shards.Join(dir, trainstep.LogName)); err != nil {
+	if rr.Curves, err = readCurves(ctx, storage.Join(dir, trainstep.LogName)); err != nil {
 		return nil, err
 	}
 	return rr, nil
@@ -343,18 +344,18 @@ func (r *runner) run(ctx context.Context, run RunConfig, ran dataRan) (*RunResul
 // checkRunRecord refuses a run folder started with other settings, and records the settings
 // of a new one.
 func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) error {
-	p := shards.Join(dir, runRecordName)
+	p := storage.Join(dir, runRecordName)
 	run.Paper = PaperFigures{} // the published figures do not change what is trained
 	want, err := json.MarshalIndent(run, "", "  ")
 	if err != nil {
 		return err
 	}
-	ok, err := shards.Exists(ctx, p)
+	ok, err := storage.Exists(ctx, p)
 	if err != nil {
 		return err
 	}
 	if ok {
-		got, err := shards.ReadFile(ctx, p)
+		got, err := storage.ReadFile(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -363,7 +364,7 @@ func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) 
 		}
 		return nil
 	}
-	return shards.WriteFile(ctx, p, append(want, '\n'))
+	return storage.WriteFile(ctx, p, append(want, '\n'))
 }
 
 func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainstep.Summary, error) {
@@ -412,13 +413,13 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 }
 
 func readSummary(ctx context.Context, dir string) (*trainstep.Summary, error) {
-	p := shards.Join(dir, trainstep.SummaryName)
-	ok, err := shards.Exists(ctx, p)
+	p := storage.Join(dir, trainstep.SummaryName)
+	ok, err := storage.Exists(ctx, p)
 	if err != nil || !ok {
 		return nil, err
 	}
 	var s trainstep.Summary
-	if err := analysis.LoadJSON(ctx, p, &s); err != nil {
+	if err := storage.LoadJSON(ctx, p, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -427,12 +428,12 @@ func readSummary(ctx context.Context, dir string) (*trainstep.Summary, error) {
 // evaluate embeds the evaluation shards with the checkpoint in dir (a training run or a
 // baseline's random encoder) and runs the evaluations the config asks for.
 func (r *runner) evaluate(ctx context.Context, dir, name string, temperature float64, upstreamRan, npc bool, ev *Evaluation) error {
-	embTrain, embTest := shards.Join(dir, "embeddings", "train"), shards.Join(dir, "embeddings", "test")
+	embTrain, embTest := storage.Join(dir, "embeddings", "train"), storage.Join(dir, "embeddings", "test")
 	feature := trainstep.Feature(orDefault(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
 	embedded := false
 	for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
-		did, err := r.stage(ctx, "embed "+name+" "+shards.Base(e.out), upstreamRan,
-			func() (bool, error) { return shards.Exists(ctx, shards.Join(e.out, shards.EmbeddingsManifestName)) },
+		did, err := r.stage(ctx, "embed "+name+" "+storage.Base(e.out), upstreamRan,
+			func() (bool, error) { return storage.Exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
 			func() error {
 				return r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: e.data, Output: e.out, Feature: feature, Views: 1})
 			})
@@ -460,7 +461,7 @@ func (r *runner) embed(ctx context.Context, o pipelines.EmbedOptions) error {
 // statistics on embeddings that exist.
 func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, embTest string, upstreamRan bool, temperature float64, npc bool, ev *Evaluation) error {
 	if k := r.cfg.Evaluate.KNN; k != nil {
-		out := shards.Join(dir, "knn.json")
+		out := storage.Join(dir, "knn.json")
 		ev.KNN = new(analysis.KNNResult)
 		_, err := r.stage(ctx, "knn "+name, upstreamRan,
 			func() (bool, error) { return loadIfExists(ctx, out, ev.KNN) },
@@ -481,7 +482,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 		}
 	}
 	if l := r.cfg.Evaluate.Linear; l != nil {
-		out := shards.Join(dir, "linear.json")
+		out := storage.Join(dir, "linear.json")
 		ev.Linear = new(analysis.LinearResult)
 		_, err := r.stage(ctx, "linear "+name, upstreamRan,
 			func() (bool, error) { return loadIfExists(ctx, out, ev.Linear) },
@@ -515,10 +516,10 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 		}
 	}
 	if n := r.cfg.Evaluate.NPC; n != nil && npc {
-		pairs, out := shards.Join(dir, "embeddings", "pairs"), shards.Join(dir, "npc")
+		pairs, out := storage.Join(dir, "embeddings", "pairs"), storage.Join(dir, "npc")
 		ev.NPC = new(analysis.NPCReport)
 		_, err := r.stage(ctx, "npc "+name, upstreamRan,
-			func() (bool, error) { return loadIfExists(ctx, shards.Join(out, pipelines.NPCReportName), ev.NPC) },
+			func() (bool, error) { return loadIfExists(ctx, storage.Join(out, pipelines.NPCReportName), ev.NPC) },
 			func() error {
 				if err := r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: r.pretrainDir(), Output: pairs,
 					Feature: trainstep.Projection, Views: 2, Pass: 0}); err != nil {
@@ -544,11 +545,11 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 
 // loadIfExists reads the JSON at p into v and reports whether it was there.
 func loadIfExists(ctx context.Context, p string, v any) (bool, error) {
-	ok, err := shards.Exists(ctx, p)
+	ok, err := storage.Exists(ctx, p)
 	if err != nil || !ok {
 		return false, err
 	}
-	if err := analysis.LoadJSON(ctx, p, v); err != nil {
+	if err := storage.LoadJSON(ctx, p, v); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -557,12 +558,12 @@ func loadIfExists(ctx context.Context, p string, v any) (bool, error) {
 // removeTree deletes an earlier output folder (or file) before a stage rewrites it, so no
 // stale part file survives into the new result.
 func removeTree(ctx context.Context, dir string) error {
-	files, err := shards.ListTree(ctx, dir) // empty, not an error, when dir is not there
+	files, err := storage.ListTree(ctx, dir) // empty, not an error, when dir is not there
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
-		if err := shards.Remove(ctx, shards.Join(dir, f)); err != nil {
+		if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
 			return err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
-	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -152,7 +152,7 @@ func TestRunWritesResultsAndIsANoOpWhenComplete(t *testing.T) {
 		}
 	}
 	var saved Results
-	if err := analysis.LoadJSON(ctx, filepath.Join(out, ResultsName), &saved); err != nil {
+	if err := storage.LoadJSON(ctx, filepath.Join(out, ResultsName), &saved); err != nil {
 		t.Fatal(err)
 	}
 	if saved.Runs[1].KNN.Top1 != res.Runs[1].KNN.Top1 {
@@ -204,7 +204,7 @@ func TestKilledRunContinuesWhereItStopped(t *testing.T) {
 	if _, err := Run(ctx, parseTiny(t, input, oneRun), Options{Out: out, Stderr: stderr, TrainLog: true}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the interrupted run returned %v, want context.Canceled", err)
 	}
-	if ok, _ := shards.Exists(context.Background(), filepath.Join(out, ResultsName)); ok {
+	if ok, _ := storage.Exists(context.Background(), filepath.Join(out, ResultsName)); ok {
 		t.Fatal("an interrupted run wrote results.json")
 	}
 	var console bytes.Buffer

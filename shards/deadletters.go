@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // DeadLettersName is the file, next to the manifest, that lists the records a run could not
@@ -40,7 +42,7 @@ func WriteDeadLetters(ctx context.Context, dir string, letters []DeadLetter) (De
 			return DeadLetters{}, fmt.Errorf("encoding dead letter: %w", err)
 		}
 	}
-	if err := WriteFile(ctx, Join(dir, DeadLettersName), buf.Bytes()); err != nil {
+	if err := storage.WriteFile(ctx, storage.Join(dir, DeadLettersName), buf.Bytes()); err != nil {
 		return DeadLetters{}, err
 	}
 	return DeadLetters{Count: int64(len(sorted)), File: DeadLettersName}, nil
@@ -51,8 +53,8 @@ func ReadDeadLetters(ctx context.Context, dir string, m *Manifest) ([]DeadLetter
 	if m.DeadLetters.File == "" {
 		return nil, nil
 	}
-	p := Join(dir, m.DeadLetters.File)
-	data, err := ReadFile(ctx, p)
+	p := storage.Join(dir, m.DeadLetters.File)
+	data, err := storage.ReadFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}

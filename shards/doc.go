@@ -1,9 +1,7 @@
 // Package shards owns the on-disk dataset format: Parquet shards of augmented view pairs,
 // their schema, writer and streaming reader, the manifest that makes a directory a complete
-// dataset, verification, atomic commit, and the embedding files of the evaluations. Every
-// path in the toolkit, local, gs:// or in-memory (memfs://), goes through this package's
-// filesystem layer (fs.go), built on Beam's io/filesystem, so the pipelines and the trainer
-// read and write them the same way.
+// dataset, verification, atomic commit, and the embedding files of the evaluations. Its files
+// go through the storage layer (internal/storage), like every path in the toolkit.
 //
 // # Layout of a dataset directory
 //

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // EmbeddingRow is one row of an embedding file: columns id (int64), label (int32) and
@@ -62,7 +64,7 @@ type EmbeddingWriter struct {
 	path      string
 	ctx       context.Context
 	dim       int
-	file      *atomicFile
+	file      *storage.Writer
 	pw        *parquet.GenericWriter[EmbeddingRow]
 	batch     []EmbeddingRow
 	floats    []float32 // backing store of the batch's vectors
@@ -86,7 +88,7 @@ func NewEmbeddingWriter(ctx context.Context, p string, dim int, meta map[string]
 	for k, v := range meta {
 		options = append(options, parquet.KeyValueMetadata(k, v))
 	}
-	f := createAtomic(ctx, p)
+	f := storage.NewWriter(ctx, p)
 	return &EmbeddingWriter{
 		path: p, ctx: ctx, dim: dim, file: f,
 		pw:       parquet.NewGenericWriter[EmbeddingRow](f, options...),
@@ -170,7 +172,7 @@ func (w *EmbeddingWriter) Close() (EmbeddingFileInfo, error) {
 		return EmbeddingFileInfo{}, err
 	}
 	w.err = fmt.Errorf("embedding file %s already closed", w.path)
-	return EmbeddingFileInfo{Path: Base(w.path), Rows: w.rows, Bytes: size, SHA256: sum}, nil
+	return EmbeddingFileInfo{Path: storage.Base(w.path), Rows: w.rows, Bytes: size, SHA256: sum}, nil
 }
 
 // Abort discards the file; safe after Close and more than once.
@@ -193,7 +195,7 @@ func CommitEmbeddings(ctx context.Context, dir string, dim int, files []Embeddin
 			return nil, fmt.Errorf("committing %s: file %s listed twice", dir, f.Path)
 		}
 		listed[f.Path] = true
-		size, err := Size(ctx, Join(dir, f.Path))
+		size, err := storage.Size(ctx, storage.Join(dir, f.Path))
 		if err != nil {
 			return nil, fmt.Errorf("committing %s: %w", dir, err)
 		}
@@ -202,13 +204,13 @@ func CommitEmbeddings(ctx context.Context, dir string, dim int, files []Embeddin
 		}
 		m.Rows += f.Rows
 	}
-	all, err := ListTree(ctx, dir)
+	all, err := storage.ListTree(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range all {
 		if (strings.HasSuffix(f, ".parquet") && !listed[f]) || isTemporary(f) {
-			if err := Remove(ctx, Join(dir, f)); err != nil {
+			if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
 				return nil, err
 			}
 		}
@@ -217,7 +219,7 @@ func CommitEmbeddings(ctx context.Context, dir string, dim int, files []Embeddin
 	if err != nil {
 		return nil, err
 	}
-	if err := WriteFile(ctx, Join(dir, EmbeddingsManifestName), append(data, '\n')); err != nil {
+	if err := storage.WriteFile(ctx, storage.Join(dir, EmbeddingsManifestName), append(data, '\n')); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -290,15 +292,15 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 	if single {
 		paths = []string{path}
 	} else {
-		mp := Join(path, EmbeddingsManifestName)
-		ok, err := Exists(ctx, mp)
+		mp := storage.Join(path, EmbeddingsManifestName)
+		ok, err := storage.Exists(ctx, mp)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, fmt.Errorf("%s: no %s: not a complete embeddings directory (give a .parquet file, or a directory written by dcl embed)", path, EmbeddingsManifestName)
 		}
-		data, err := ReadFile(ctx, mp)
+		data, err := storage.ReadFile(ctx, mp)
 		if err != nil {
 			return nil, err
 		}
@@ -310,7 +312,7 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 			return nil, fmt.Errorf("reading %s: format version %d, this program reads version %d", mp, m.Format, FormatVersion)
 		}
 		for _, f := range m.Files {
-			paths = append(paths, Join(path, f.Path))
+			paths = append(paths, storage.Join(path, f.Path))
 		}
 		r.meta = m.Meta
 		if r.meta == nil {
@@ -377,14 +379,14 @@ func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary
 
 // isFile reports whether p is a file (locally: not a directory; on gs://: an object).
 func isFile(ctx context.Context, p string) (bool, error) {
-	if Scheme(p) == "" {
+	if storage.Scheme(p) == "" {
 		info, err := os.Stat(p)
 		if err != nil {
 			return false, nil // not there: the caller's message about the directory applies
 		}
 		return !info.IsDir(), nil
 	}
-	return Exists(ctx, p)
+	return storage.Exists(ctx, p)
 }
 
 // Rows returns the total number of rows, from the files' footers.
@@ -479,7 +481,7 @@ func (r *EmbeddingReader) advance() (bool, error) {
 // embeddingFile is an open embedding file whose schema has been checked.
 type embeddingFile struct {
 	path           string
-	file           File
+	file           storage.File
 	pf             *parquet.File
 	id, label, emb *parquet.Column
 	embDef         int
@@ -489,7 +491,7 @@ type embeddingFile struct {
 }
 
 func openEmbeddingFile(ctx context.Context, p string) (ef *embeddingFile, err error) {
-	f, err := OpenFile(ctx, p)
+	f, err := storage.OpenFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +503,7 @@ func openEmbeddingFile(ctx context.Context, p string) (ef *embeddingFile, err er
 		}
 	}()
 	opts := []parquet.FileOption{parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true)}
-	if Scheme(p) != "" {
+	if storage.Scheme(p) != "" {
 		// Remote reads cost a request each: read column pages in large pieces (three
 		// columns, so about 12 MiB of buffers per open file).
 		opts = append(opts, parquet.ReadBufferSize(4<<20))

@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 type embRow struct {
@@ -280,7 +281,7 @@ func TestShardedEmbeddingsOnGCS(t *testing.T) {
 	var infos []EmbeddingFileInfo
 	id := int64(0)
 	for part := range 3 {
-		w, err := NewEmbeddingWriter(ctx, Join(dir, EmbeddingFileName(part, 3)), 4, nil)
+		w, err := NewEmbeddingWriter(ctx, storage.Join(dir, EmbeddingFileName(part, 3)), 4, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +301,7 @@ func TestShardedEmbeddingsOnGCS(t *testing.T) {
 		t.Error("a directory without its manifest was read")
 	}
 	// A file from an earlier, larger run is not listed: Commit removes it.
-	if err := WriteFile(ctx, Join(dir, EmbeddingFileName(3, 4)), []byte("stale")); err != nil {
+	if err := storage.WriteFile(ctx, storage.Join(dir, EmbeddingFileName(3, 4)), []byte("stale")); err != nil {
 		t.Fatal(err)
 	}
 	m, err := CommitEmbeddings(ctx, dir, 4, infos, map[string]string{"feature": "backbone"})
@@ -310,7 +311,7 @@ func TestShardedEmbeddingsOnGCS(t *testing.T) {
 	if m.Rows != 18 || len(m.Files) != 3 {
 		t.Errorf("manifest %+v", m)
 	}
-	if ok, _ := Exists(ctx, Join(dir, EmbeddingFileName(3, 4))); ok {
+	if ok, _ := storage.Exists(ctx, storage.Join(dir, EmbeddingFileName(3, 4))); ok {
 		t.Error("the stale file is still there")
 	}
 	rows, r := readEmbeddings(t, dir, 4)
@@ -318,7 +319,7 @@ func TestShardedEmbeddingsOnGCS(t *testing.T) {
 		t.Fatalf("read %d rows from %d files", len(rows), len(r.Files()))
 	}
 	for part, f := range r.Files() {
-		if want := Join(dir, EmbeddingFileName(part, 3)); f.Path != want || f.Rows != int64(5+part) || f.Dim != 4 {
+		if want := storage.Join(dir, EmbeddingFileName(part, 3)); f.Path != want || f.Rows != int64(5+part) || f.Dim != 4 {
 			t.Errorf("file %d = %+v; want %s with %d rows of 4 values", part, f, want, 5+part)
 		}
 	}
@@ -352,7 +353,7 @@ func TestEmbeddingDirectoryOfMixedDimensions(t *testing.T) {
 	dir := t.TempDir()
 	var infos []EmbeddingFileInfo
 	for part, dim := range []int{0, 3, 3, 5} {
-		p := Join(dir, EmbeddingFileName(part, 4))
+		p := storage.Join(dir, EmbeddingFileName(part, 4))
 		w, err := NewEmbeddingWriter(ctx, p, max(dim, 1), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -374,7 +375,7 @@ func TestEmbeddingDirectoryOfMixedDimensions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := OpenEmbeddings(ctx, dir, 0)
-	want := fmt.Sprintf("%s has 5-dimensional vectors, %s 3-dimensional", Join(dir, EmbeddingFileName(3, 4)), Join(dir, EmbeddingFileName(1, 4)))
+	want := fmt.Sprintf("%s has 5-dimensional vectors, %s 3-dimensional", storage.Join(dir, EmbeddingFileName(3, 4)), storage.Join(dir, EmbeddingFileName(1, 4)))
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("OpenEmbeddings = %v; want an error containing %q", err, want)
 	}

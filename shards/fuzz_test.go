@@ -6,10 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-// memFileOf is a File over bytes, for feeding damaged shards to the readers.
-func memFileOf(data []byte) File { return &memFile{Reader: bytes.NewReader(data)} }
+	"github.com/dcl-beam/dcl-beam/internal/storage"
+)
 
 // A damaged shard (any bytes at all) gives an error, never a panic: through the footer check
 // and through reading every row group.
@@ -34,7 +33,7 @@ func FuzzShardFile(f *testing.F) {
 		if len(data) > 0 && at >= 0 {
 			data[at%len(data)] ^= x
 		}
-		sf, err := checkShardFooter("fuzz.parquet", memFileOf(data))
+		sf, err := checkShardFooter("fuzz.parquet", storage.BytesFile(data))
 		if err != nil {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // The whole life of a dataset on gs://, against a real GCS emulator: prepare, write, commit,
@@ -21,7 +22,7 @@ func TestDatasetOnGCS(t *testing.T) {
 	cfg.Encoding = PNG
 	m := writeDataset(t, dir, cfg, 24, WriterOptions{RowGroupBytes: 2000, BatchBytes: 500})
 
-	files, err := ListTree(ctx, dir)
+	files, err := storage.ListTree(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +64,13 @@ func TestDatasetOnGCS(t *testing.T) {
 	if err := Prepare(ctx, dir, other, false); !errors.As(err, &dd) {
 		t.Errorf("Prepare over another dataset on GCS = %v", err)
 	}
-	if err := Remove(ctx, Join(dir, m.Shards[4].Path)); err != nil {
+	if err := storage.Remove(ctx, storage.Join(dir, m.Shards[4].Path)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Verify(ctx, dir); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("Verify with a missing shard on GCS = %v", err)
 	}
-	if err := Remove(ctx, Join(dir, ManifestName)); err != nil {
+	if err := storage.Remove(ctx, storage.Join(dir, ManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := NewReader(ctx, dir, ReaderOptions{BatchSize: 1}); !errors.Is(err, ErrNoManifest) {
@@ -95,7 +96,7 @@ func TestWriterOnGCSCancelled(t *testing.T) {
 	if _, err := w.Close(); !errors.Is(err, context.Canceled) {
 		t.Errorf("Close = %v, want context.Canceled", err)
 	}
-	if ok, err := Exists(context.Background(), Join(dir, w.Path())); ok || err != nil {
+	if ok, err := storage.Exists(context.Background(), storage.Join(dir, w.Path())); ok || err != nil {
 		t.Errorf("a cancelled shard exists on GCS: %v, %v", ok, err)
 	}
 }
@@ -112,19 +113,19 @@ func TestListTreeOnEveryScheme(t *testing.T) {
 			dir := root(t)
 			want := []string{"a.json", "pass-000/part-1.parquet", "pass-001/x/deep.bin"}
 			for _, f := range want {
-				if err := WriteFile(ctx, Join(dir, strings.Split(f, "/")...), []byte(f)); err != nil {
+				if err := storage.WriteFile(ctx, storage.Join(dir, strings.Split(f, "/")...), []byte(f)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// A sibling whose name starts like dir is not under it.
-			if err := WriteFile(ctx, dir+"-sibling", []byte("no")); err != nil {
+			if err := storage.WriteFile(ctx, dir+"-sibling", []byte("no")); err != nil {
 				t.Fatal(err)
 			}
-			got, err := ListTree(ctx, dir)
+			got, err := storage.ListTree(ctx, dir)
 			if err != nil || !slices.Equal(got, want) {
 				t.Errorf("ListTree = %v, %v; want %v", got, err, want)
 			}
-			r, err := Open(ctx, Join(dir, "a.json"))
+			r, err := storage.Open(ctx, storage.Join(dir, "a.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +136,7 @@ func TestListTreeOnEveryScheme(t *testing.T) {
 			}
 		})
 	}
-	if got, err := ListTree(ctx, t.TempDir()+"/missing"); err != nil || len(got) != 0 {
+	if got, err := storage.ListTree(ctx, t.TempDir()+"/missing"); err != nil || len(got) != 0 {
 		t.Errorf("ListTree of a missing folder = %v, %v", got, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -57,12 +58,12 @@ func Inspect(ctx context.Context, dir, outDir string, n, scale int) ([]Inspected
 					views = append(views, b.Image(2, i))
 				}
 				name := fmt.Sprintf("%04d-pass%03d-label%d-%s.png", row.Row, row.Pass, row.Label, safeName(row.Key))
-				row.PNG = Join(outDir, name)
+				row.PNG = storage.Join(outDir, name)
 				var buf bytes.Buffer
 				if err := png.Encode(&buf, sideBySide(views, scale)); err != nil {
 					return out, fmt.Errorf("encoding %s: %w", row.PNG, err)
 				}
-				if err := WriteFile(ctx, row.PNG, buf.Bytes()); err != nil {
+				if err := storage.WriteFile(ctx, row.PNG, buf.Bytes()); err != nil {
 					return out, err
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // Manifest is manifest.json: the run's configuration and every shard of a dataset. It is
@@ -162,15 +164,15 @@ func (m *Manifest) Views() int64 { return m.Rows * int64(m.Config.Views) }
 // ReadManifest reads and validates dir's manifest. A directory without one gets an error
 // wrapping ErrNoManifest.
 func ReadManifest(ctx context.Context, dir string) (*Manifest, error) {
-	p := Join(dir, ManifestName)
-	ok, err := Exists(ctx, p)
+	p := storage.Join(dir, ManifestName)
+	ok, err := storage.Exists(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", dir, ErrNoManifest)
 	}
-	data, err := ReadFile(ctx, p)
+	data, err := storage.ReadFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +233,7 @@ func WriteManifest(ctx context.Context, dir string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	return WriteFile(ctx, Join(dir, ManifestName), data)
+	return storage.WriteFile(ctx, storage.Join(dir, ManifestName), data)
 }
 
 // Commit is the pipeline's last, metadata-only step: given the entries its writers returned,
@@ -243,7 +245,7 @@ func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, rec
 	if err != nil {
 		return nil, fmt.Errorf("committing %s: %w", dir, err)
 	}
-	files, err := ListTree(ctx, dir)
+	files, err := storage.ListTree(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +259,7 @@ func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, rec
 		if !present[s.Path] {
 			return nil, fmt.Errorf("committing %s: shard %s is missing", dir, s.Path)
 		}
-		size, err := Size(ctx, Join(dir, s.Path))
+		size, err := storage.Size(ctx, storage.Join(dir, s.Path))
 		if err != nil {
 			return nil, err
 		}
@@ -270,7 +272,7 @@ func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, rec
 	}
 	for _, f := range files {
 		if (isShardLike(f) && !listed[f]) || isTemporary(f) {
-			if err := Remove(ctx, Join(dir, f)); err != nil {
+			if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
 				return nil, err
 			}
 		}
@@ -291,7 +293,7 @@ func isShardLike(rel string) bool {
 	return !found || strings.HasPrefix(dir, "pass-")
 }
 
-func isTemporary(rel string) bool { return strings.Contains(rel, TempMarker) }
+func isTemporary(rel string) bool { return strings.Contains(rel, storage.TempMarker) }
 
 // DifferentDatasetError is Prepare's refusal to write into a directory that holds another
 // dataset.
@@ -320,7 +322,7 @@ func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error 
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	files, err := ListTree(ctx, dir)
+	files, err := storage.ListTree(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -330,12 +332,12 @@ func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error 
 		}
 	}
 	// The manifest goes first: from here on no reader takes the directory for data.
-	if err := Remove(ctx, Join(dir, ManifestName)); err != nil {
+	if err := storage.Remove(ctx, storage.Join(dir, ManifestName)); err != nil {
 		return err
 	}
 	for _, f := range files {
 		if isShardLike(f) || isTemporary(f) || f == DeadLettersName {
-			if err := Remove(ctx, Join(dir, f)); err != nil {
+			if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
 				return err
 			}
 		}
@@ -345,7 +347,7 @@ func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error 
 
 func checkSameDataset(ctx context.Context, dir string, cfg Config, files []string) error {
 	if slices.Contains(files, ManifestName) {
-		data, err := ReadFile(ctx, Join(dir, ManifestName))
+		data, err := storage.ReadFile(ctx, storage.Join(dir, ManifestName))
 		if err != nil {
 			return err
 		}
@@ -366,7 +368,7 @@ func checkSameDataset(ctx context.Context, dir string, cfg Config, files []strin
 		if !isShardLike(f) {
 			continue
 		}
-		foot, err := readFooterConfig(ctx, Join(dir, f))
+		foot, err := readFooterConfig(ctx, storage.Join(dir, f))
 		if err != nil {
 			return &DifferentDatasetError{Dir: dir, Where: f, Diffs: []string{err.Error()}}
 		}

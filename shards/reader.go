@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -525,7 +526,7 @@ func (c *fileCache) get(ctx context.Context, rel string) (*shardFile, error) {
 	if sf, ok := c.open[rel]; ok {
 		return sf, nil
 	}
-	sf, err := openShardFile(ctx, Join(c.dir, rel))
+	sf, err := openShardFile(ctx, storage.Join(c.dir, rel))
 	if err != nil {
 		return nil, err
 	}
@@ -553,7 +554,7 @@ func (c *fileCache) get(ctx context.Context, rel string) (*shardFile, error) {
 	}
 	if problem != "" {
 		sf.Close()
-		return nil, fmt.Errorf("shard %s does not match %s: %s (run dcl shards verify)", Join(c.dir, rel), ManifestName, problem)
+		return nil, fmt.Errorf("shard %s does not match %s: %s (run dcl shards verify)", storage.Join(c.dir, rel), ManifestName, problem)
 	}
 	c.open[rel] = sf
 	return sf, nil

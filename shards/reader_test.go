@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // readAll drains a reader, returning the source indices in order and the batches' starts.
@@ -212,7 +214,7 @@ func TestReaderRefusesIncompleteDirectories(t *testing.T) {
 	cfg := testConfig()
 	writeDataset(t, dir, cfg, 10, WriterOptions{})
 	ctx := context.Background()
-	if err := Remove(ctx, Join(dir, ManifestName)); err != nil {
+	if err := storage.Remove(ctx, storage.Join(dir, ManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := NewReader(ctx, dir, ReaderOptions{BatchSize: 2})
@@ -233,11 +235,11 @@ func TestReaderRefusesAShardThatDisagreesWithTheManifest(t *testing.T) {
 	writeDataset(t, other, cfg, 30, WriterOptions{})
 	ctx := context.Background()
 	rel := ShardID{Pass: 0, Part: 1, Parts: 3}.Path()
-	data, err := ReadFile(ctx, Join(other, rel))
+	data, err := storage.ReadFile(ctx, storage.Join(other, rel))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFile(ctx, Join(dir, rel), data); err != nil {
+	if err := storage.WriteFile(ctx, storage.Join(dir, rel), data); err != nil {
 		t.Fatal(err)
 	}
 	r, err := NewReader(ctx, dir, ReaderOptions{BatchSize: 4, Epoch: 0})
@@ -294,7 +296,7 @@ func TestPlaceIsStableAndSpreads(t *testing.T) {
 }
 
 type countingFile struct {
-	File
+	storage.File
 	reads int
 }
 
@@ -309,13 +311,13 @@ func TestRemoteRowGroupIsOneRead(t *testing.T) {
 	cfg := testConfig()
 	cfg.Height, cfg.Width = 64, 64 // 12 KiB views: pages of a few rows each
 	writeDataset(t, dir, cfg, 60, WriterOptions{})
-	p := Join(dir, ShardID{Pass: 0, Part: 0, Parts: 3}.Path())
+	p := storage.Join(dir, ShardID{Pass: 0, Part: 0, Parts: 3}.Path())
 	for _, tt := range []struct {
 		name    string
 		remote  bool
 		maxRead int
 	}{{"local", false, 1000}, {"remote", true, 1}} {
-		f, err := OpenFile(context.Background(), p)
+		f, err := storage.OpenFile(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +346,7 @@ func TestRemoteRowGroupIsOneRead(t *testing.T) {
 func TestReaderOnATruncatedShard(t *testing.T) {
 	dir := t.TempDir()
 	writeDataset(t, dir, testConfig(), 12, WriterOptions{})
-	p := Join(dir, ShardID{Pass: 0, Part: 2, Parts: 3}.Path())
+	p := storage.Join(dir, ShardID{Pass: 0, Part: 2, Parts: 3}.Path())
 	data, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -66,7 +67,7 @@ func TestSourcesChecksum(t *testing.T) {
 		t.Errorf("checksums %s, %s", SourcesChecksum(a), SourcesChecksum(c))
 	}
 	p := t.TempDir() + "/f"
-	if err := WriteFile(t.Context(), p, []byte("abc")); err != nil {
+	if err := storage.WriteFile(t.Context(), p, []byte("abc")); err != nil {
 		t.Fatal(err)
 	}
 	sum, n, err := ChecksumFile(t.Context(), p)

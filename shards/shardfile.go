@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 var rowSchema = parquet.SchemaOf(Row{})
@@ -17,7 +19,7 @@ var rowSchema = parquet.SchemaOf(Row{})
 // shard schema and carries provenance of this format version.
 type shardFile struct {
 	path   string
-	file   File
+	file   storage.File
 	cache  *rangeCache // nil for local files
 	pf     *parquet.File
 	config Config
@@ -28,7 +30,7 @@ type shardFile struct {
 // openShardFile opens a shard and checks its footer. parquet.OpenFile returns an error on
 // a truncated or non-Parquet file, where NewGenericReader would panic.
 func openShardFile(ctx context.Context, p string) (*shardFile, error) {
-	f, err := OpenFile(ctx, p)
+	f, err := storage.OpenFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +44,7 @@ func openShardFile(ctx context.Context, p string) (*shardFile, error) {
 
 // checkShardFooter reads and checks a shard's footer. parquet-go panics on some corrupt
 // footers (a negative count, say); that is bad input, so it becomes an error.
-func checkShardFooter(p string, f File) (sf *shardFile, err error) {
+func checkShardFooter(p string, f storage.File) (sf *shardFile, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			sf, err = nil, fmt.Errorf("%s is not a readable Parquet file: corrupt footer: %v", p, r)
@@ -50,7 +52,7 @@ func checkShardFooter(p string, f File) (sf *shardFile, err error) {
 	}()
 	var cache *rangeCache
 	var ra io.ReaderAt = f
-	if Scheme(p) != "" {
+	if storage.Scheme(p) != "" {
 		cache = &rangeCache{File: f}
 		ra = cache
 	}
@@ -167,7 +169,7 @@ func rowGroupRange(pf *parquet.File, g int) (off, size int64) {
 // (the footer, or a range it does not hold) to the file. Several row groups may be loaded
 // at once by concurrent readers.
 type rangeCache struct {
-	File
+	storage.File
 	mu     sync.Mutex
 	ranges map[int64][]byte
 	refs   map[int64]int

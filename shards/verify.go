@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // Summary is what Verify found, printed by `dcl shards verify` as JSON:
@@ -53,7 +55,7 @@ func Verify(ctx context.Context, dir string) (Summary, error) {
 	if err != nil {
 		return fail(err)
 	}
-	files, err := ListTree(ctx, dir)
+	files, err := storage.ListTree(ctx, dir)
 	if err != nil {
 		return fail(err)
 	}
@@ -86,7 +88,7 @@ func Verify(ctx context.Context, dir string) (Summary, error) {
 					results[i].problems = []string{"listed in the manifest but missing"}
 					continue
 				}
-				results[i] = checkShard(ctx, Join(dir, s.Path), s, &m.Config)
+				results[i] = checkShard(ctx, storage.Join(dir, s.Path), s, &m.Config)
 			}
 		})
 	}
@@ -245,7 +247,7 @@ func ChecksumFile(ctx context.Context, p string) (sha string, size int64, err er
 }
 
 func hashFile(ctx context.Context, p string) (int64, string, error) {
-	r, err := Open(ctx, p)
+	r, err := storage.Open(ctx, p)
 	if err != nil {
 		return 0, "", err
 	}

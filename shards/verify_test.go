@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // Each case damages a good dataset in one way; Verify must report exactly that.
@@ -97,7 +99,7 @@ func TestVerifySummaryJSON(t *testing.T) {
 	cfg.Passes = 1
 	writeDataset(t, dir, cfg, 7, WriterOptions{})
 	// A temporary left by an interrupted write is not data: ignored.
-	os.WriteFile(filepath.Join(dir, "pass-000", "part-00001-of-00003.parquet"+TempMarker+"42"), []byte("half"), 0o644)
+	os.WriteFile(filepath.Join(dir, "pass-000", "part-00001-of-00003.parquet"+storage.TempMarker+"42"), []byte("half"), 0o644)
 	sum, err := Verify(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +208,7 @@ func TestPrepareRefusesADifferentDataset(t *testing.T) {
 		dir := t.TempDir()
 		writeDataset(t, dir, cfg, 6, WriterOptions{})
 		os.Remove(filepath.Join(dir, ManifestName))
-		os.WriteFile(filepath.Join(dir, "pass-000", "part-00002-of-00003.parquet"+TempMarker+"7"), []byte("x"), 0o644)
+		os.WriteFile(filepath.Join(dir, "pass-000", "part-00002-of-00003.parquet"+storage.TempMarker+"7"), []byte("x"), 0o644)
 		if err := Prepare(ctx, dir, other, false); err == nil || !strings.Contains(err.Error(), "footer of pass-000/part-00000-of-00003.parquet") {
 			t.Fatalf("Prepare over another run's shards = %v", err)
 		}
@@ -222,7 +224,7 @@ func TestPrepareRefusesADifferentDataset(t *testing.T) {
 		if err := Prepare(ctx, dir, other, true); err != nil {
 			t.Fatalf("Prepare with overwrite = %v", err)
 		}
-		files, _ := ListTree(ctx, dir)
+		files, _ := storage.ListTree(ctx, dir)
 		if len(files) != 1 || files[0] != "notes.txt" {
 			t.Errorf("after an overwrite Prepare: %v, want only the user's notes.txt", files)
 		}
@@ -252,14 +254,14 @@ func TestRerunAfterAKilledRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	os.WriteFile(filepath.Join(rerun, "pass-001", "part-00000-of-00003.parquet"+TempMarker+"1"), []byte("PAR1 half"), 0o644)
+	os.WriteFile(filepath.Join(rerun, "pass-001", "part-00000-of-00003.parquet"+storage.TempMarker+"1"), []byte("PAR1 half"), 0o644)
 	if _, err := NewReader(ctx, rerun, ReaderOptions{BatchSize: 1}); !errors.Is(err, ErrNoManifest) {
 		t.Fatalf("a killed run's directory was taken for data: %v", err)
 	}
 
 	writeDataset(t, rerun, cfg, 20, WriterOptions{})
-	a, _ := ListTree(ctx, clean)
-	b, _ := ListTree(ctx, rerun)
+	a, _ := storage.ListTree(ctx, clean)
+	b, _ := storage.ListTree(ctx, rerun)
 	if strings.Join(a, ",") != strings.Join(b, ",") {
 		t.Fatalf("files %v after the re-run, want %v", b, a)
 	}
@@ -288,7 +290,7 @@ func TestCommitChecksItsShards(t *testing.T) {
 	if _, err := Commit(ctx, dir, cfg, m.Shards, 9, DeadLetters{Count: 1}); err == nil {
 		t.Errorf("Commit whose counts do not add up succeeded")
 	}
-	if ok, _ := Exists(ctx, filepath.Join(dir, ManifestName)); ok {
+	if ok, _ := storage.Exists(ctx, filepath.Join(dir, ManifestName)); ok {
 		t.Errorf("a failed Commit wrote a manifest")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -57,7 +58,7 @@ type Writer struct {
 	id   ShardID
 	cfg  Config
 	opts WriterOptions
-	file *atomicFile
+	file *storage.Writer
 	pw   *parquet.GenericWriter[Row]
 
 	batch      []Row
@@ -90,8 +91,8 @@ func NewWriter(ctx context.Context, dir string, id ShardID, cfg Config, opts Wri
 	if err != nil {
 		return nil, err
 	}
-	p := Join(dir, id.Path())
-	f := createAtomic(ctx, p)
+	p := storage.Join(dir, id.Path())
+	f := storage.NewWriter(ctx, p)
 	options := []parquet.WriterOption{
 		// A fixed CreatedBy: the default embeds the build's module hash, which would make
 		// the bytes depend on how the binary was built rather than on the data.

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 func TestWriteCommitVerifyRoundTrip(t *testing.T) {
@@ -117,7 +119,7 @@ func TestWriterIsDeterministic(t *testing.T) {
 	cfg.Encoding = JPEG
 	writeDataset(t, a, cfg, 30, WriterOptions{RowGroupBytes: 2000})
 	writeDataset(t, b, cfg, 30, WriterOptions{RowGroupBytes: 2000})
-	files, err := ListTree(context.Background(), a)
+	files, err := storage.ListTree(context.Background(), a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +217,7 @@ func TestWriterAbortAndCancelLeaveNothing(t *testing.T) {
 
 func assertNoFiles(t *testing.T, dir string) {
 	t.Helper()
-	files, err := ListTree(context.Background(), dir)
+	files, err := storage.ListTree(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

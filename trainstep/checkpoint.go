@@ -18,7 +18,7 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/model"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // Checkpoint file format (version 1), little-endian:
@@ -29,7 +29,7 @@ import (
 //	tensor data           each variable's raw values, in header order, at its offset
 //	CRC-32C               uint32 of every byte before it
 //
-// One self-contained file, written atomically (shards.Create), readable from local disk or gs://.
+// One self-contained file, written atomically (storage.Create), readable from local disk or gs://.
 const (
 	checkpointMagic   = "DCLCKPT1"
 	checkpointVersion = 1
@@ -117,7 +117,7 @@ func SaveCheckpoint(ctx context.Context, path string, s *Step, run *RunConfig, s
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: encoding header: %w", path, err)
 	}
-	return shards.Create(ctx, path, func(w io.Writer) error {
+	return storage.Create(ctx, path, func(w io.Writer) error {
 		crc := crc32.New(crcTable)
 		mw := io.MultiWriter(w, crc)
 		var prefix [16]byte
@@ -145,7 +145,7 @@ func SaveCheckpoint(ctx context.Context, path string, s *Step, run *RunConfig, s
 // ReadCheckpoint reads and verifies a checkpoint file: magic, version, checksum, and that every
 // variable lies inside the file.
 func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
-	raw, err := shards.ReadFile(ctx, path)
+	raw, err := storage.ReadFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 // ReadCheckpointHeader reads only the header of a checkpoint (its configuration and state),
 // not the tensors; ReadCheckpoint verifies the whole file.
 func ReadCheckpointHeader(ctx context.Context, path string) (*CheckpointHeader, error) {
-	r, err := shards.Open(ctx, path)
+	r, err := storage.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ func CheckpointName(steps int) string { return fmt.Sprintf("step-%09d%s", steps,
 // ListCheckpoints returns the checkpoints in a run's output folder (out/checkpoints), oldest
 // first, with the step counts their names give.
 func ListCheckpoints(ctx context.Context, out string) (paths []string, steps []int, err error) {
-	found, err := shards.List(ctx, shards.Join(out, CheckpointDir, "step-*"+CheckpointExt))
+	found, err := storage.List(ctx, storage.Join(out, CheckpointDir, "step-*"+CheckpointExt))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -314,7 +314,7 @@ func ListCheckpoints(ctx context.Context, out string) (paths []string, steps []i
 	}
 	var entries []entry
 	for _, p := range found {
-		base := strings.TrimSuffix(strings.TrimPrefix(shards.Base(p), "step-"), CheckpointExt)
+		base := strings.TrimSuffix(strings.TrimPrefix(storage.Base(p), "step-"), CheckpointExt)
 		n, err := strconv.Atoi(base)
 		if err != nil {
 			continue // not one of ours
@@ -339,7 +339,7 @@ func ResolveCheckpoint(ctx context.Context, path string) (string, error) {
 		return "", err
 	}
 	if len(paths) == 0 {
-		return "", fmt.Errorf("no checkpoint in %s (looked for %s)", path, shards.Join(path, CheckpointDir, "step-*"+CheckpointExt))
+		return "", fmt.Errorf("no checkpoint in %s (looked for %s)", path, storage.Join(path, CheckpointDir, "step-*"+CheckpointExt))
 	}
 	return paths[len(paths)-1], nil
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // TestTrainOnGCS: shards read from gs://, checkpoints, log and summary written there, a run
@@ -35,14 +35,14 @@ func TestTrainOnGCS(t *testing.T) {
 	if !sum.Finished || sum.StepsDone != 6 || !strings.HasPrefix(sum.Checkpoint, out+"/checkpoints/") {
 		t.Fatalf("summary %+v", sum)
 	}
-	log, err := shards.ReadFile(ctx, shards.Join(out, LogName))
+	log, err := storage.ReadFile(ctx, storage.Join(out, LogName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(string(log), `{"step":`); n != 6 {
 		t.Errorf("the log on GCS has %d step lines, want 6 (4, then 2 after the resume)", n)
 	}
-	if ok, err := shards.Exists(ctx, shards.Join(out, SummaryName)); !ok || err != nil {
+	if ok, err := storage.Exists(ctx, storage.Join(out, SummaryName)); !ok || err != nil {
 		t.Errorf("no summary on GCS: %v", err)
 	}
 	enc, err := LoadEncoder(ctx, newTestBackend(t), out)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -28,7 +29,7 @@ func OpenShards(ctx context.Context, dir string) (*ShardSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := shards.ReadFile(ctx, shards.Join(dir, shards.ManifestName))
+	raw, err := storage.ReadFile(ctx, storage.Join(dir, shards.ManifestName))
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // RunConfig holds a training run's settings beyond the step itself (the `dcl train` flags).
@@ -190,7 +190,7 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 		if paths, _, err := ListCheckpoints(ctx, run.Out); err != nil {
 			return nil, err
 		} else if len(paths) > 0 {
-			return nil, setupErr(fmt.Errorf("%s already holds checkpoints of a run (%s): continue it with --resume, or train into another folder", run.Out, shards.Base(paths[len(paths)-1])))
+			return nil, setupErr(fmt.Errorf("%s already holds checkpoints of a run (%s): continue it with --resume, or train into another folder", run.Out, storage.Base(paths[len(paths)-1])))
 		}
 		return p, nil
 	}
@@ -395,7 +395,7 @@ func (l *loop) stop(ctx context.Context, finished bool) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := shards.WriteFile(ctx, shards.Join(l.run.Out, SummaryName), append(data, '\n')); err != nil {
+		if err := storage.WriteFile(ctx, storage.Join(l.run.Out, SummaryName), append(data, '\n')); err != nil {
 			return nil, err
 		}
 		l.logger.Info("training finished", "steps", s.StepsDone, "loss", s.Loss, "mean_q", s.MeanQ, "checkpoint", path)
@@ -540,7 +540,7 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 // that is when it matters most) and prunes old ones.
 func (l *loop) checkpoint(ctx context.Context) (string, error) {
 	wctx := context.WithoutCancel(ctx)
-	path := shards.Join(l.run.Out, CheckpointDir, CheckpointName(l.state.StepsDone))
+	path := storage.Join(l.run.Out, CheckpointDir, CheckpointName(l.state.StepsDone))
 	run := l.run
 	if err := SaveCheckpoint(wctx, path, l.step, &run, l.state); err != nil {
 		return "", err
@@ -555,7 +555,7 @@ func (l *loop) checkpoint(ctx context.Context) (string, error) {
 		}
 		for len(paths) > l.run.KeepCheckpoints {
 			if paths[0] != path {
-				if err := shards.Remove(wctx, paths[0]); err != nil {
+				if err := storage.Remove(wctx, paths[0]); err != nil {
 					return "", err
 				}
 			}
@@ -581,23 +581,23 @@ type runLog struct {
 // (written after the checkpoint it resumes from, by a run that was then killed) are dropped,
 // so the log holds every step once.
 func openRunLog(ctx context.Context, out string, stderr io.Writer, echo bool, stepsDone int) (*runLog, error) {
-	path := shards.Join(out, LogName)
+	path := storage.Join(out, LogName)
 	l := &runLog{stderr: stderr, echo: echo}
 	var old []byte
-	if ok, err := shards.Exists(ctx, path); err != nil {
+	if ok, err := storage.Exists(ctx, path); err != nil {
 		return nil, err
 	} else if ok {
-		if old, err = shards.ReadFile(ctx, path); err != nil {
+		if old, err = storage.ReadFile(ctx, path); err != nil {
 			return nil, err
 		}
 	}
 	kept := keepLogLines(old, stepsDone)
-	if shards.Scheme(out) != "" {
+	if storage.Scheme(out) != "" {
 		l.remote, l.lines = path, kept
 		return l, nil
 	}
 	if len(old) > 0 && len(kept) != len(old) {
-		if err := shards.WriteFile(ctx, path, kept); err != nil {
+		if err := storage.WriteFile(ctx, path, kept); err != nil {
 			return nil, err
 		}
 	}
@@ -652,7 +652,7 @@ func (l *runLog) flush(ctx context.Context) error {
 	if l.remote == "" {
 		return nil
 	}
-	return shards.WriteFile(ctx, l.remote, l.lines)
+	return storage.WriteFile(ctx, l.remote, l.lines)
 }
 
 func (l *runLog) close() {

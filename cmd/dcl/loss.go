@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -86,7 +86,7 @@ func readLossInput(ctx context.Context, path string) (*lossInput, error) {
 	if path == "-" {
 		data, err = io.ReadAll(os.Stdin)
 	} else {
-		data, err = shards.ReadFile(ctx, path)
+		data, err = storage.ReadFile(ctx, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -138,7 +139,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		}
 		if m := res.Manifest; m != nil && m.DeadLetters.Count > 0 {
 			slog.Warn("some records could not be used; they are listed with their reasons",
-				"dead_letters", m.DeadLetters.Count, "file", shards.Join(*output, m.DeadLetters.File))
+				"dead_letters", m.DeadLetters.Count, "file", storage.Join(*output, m.DeadLetters.File))
 		}
 		fmt.Fprintln(out.stdout, res.Summary(*output))
 		return nil

@@ -13,8 +13,8 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/reproduce"
-	"github.com/dcl-beam/dcl-beam/shards"
 )
 
 // DemoConfig is the built-in experiment behind `dcl demo` and `make demo`.
@@ -83,7 +83,7 @@ func demoCommand() *command {
 				if *f.input != "" {
 					*data = *f.input
 				}
-				if _, err := os.Stat(filepath.Join(*data, "train-images-idx3-ubyte.gz")); err != nil && shards.Scheme(*data) == "" {
+				if _, err := os.Stat(filepath.Join(*data, "train-images-idx3-ubyte.gz")); err != nil && storage.Scheme(*data) == "" {
 					if _, err2 := os.Stat(filepath.Join(*data, "train-images-idx3-ubyte")); err2 != nil {
 						return fmt.Errorf("Fashion-MNIST is not in %s: install Debian's package (sudo apt-get install dataset-fashion-mnist) or pass --data=PATH to a folder with the four IDX files", *data)
 					}
@@ -152,6 +152,6 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		return err
 	}
 	fmt.Fprintf(out.stdout, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
-		res.Wall, shards.Join(*f.out, reproduce.ReportName))
+		res.Wall, storage.Join(*f.out, reproduce.ReportName))
 	return nil
 }

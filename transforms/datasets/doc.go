@@ -1,7 +1,7 @@
 // Package datasets reads image datasets in their published on-disk formats, local or on
 // gs://, as a stream of records, split into independent units of work that a Beam pipeline
 // can spread over its workers. It is pure Go, with no Beam; every read goes through the
-// filesystem layer of package shards.
+// storage layer (internal/storage).
 //
 // Formats: CIFAR-10 and CIFAR-100 binary, STL-10 binary, ImageNet ILSVRC-2012 (train folder,
 // val folder with a labels file, the per-class train tars and the outer train tar, read in

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // readBuffer is the read-ahead of range readers: on gs:// every refill is one ranged request.
@@ -24,13 +24,13 @@ func joinPath(root, rel string) string {
 	if rel == "" {
 		return root
 	}
-	return shards.Join(root, strings.Split(rel, "/")...)
+	return storage.Join(root, strings.Split(rel, "/")...)
 }
 
 // rangeReader reads n bytes of p from off, buffered.
 type rangeReader struct {
 	*bufio.Reader
-	f shards.File
+	f storage.File
 }
 
 func (r *rangeReader) Close() error { return r.f.Close() }
@@ -38,7 +38,7 @@ func (r *rangeReader) Close() error { return r.f.Close() }
 // openRange opens p for sequential reading of n bytes from off, checking first that the file
 // is at least off+n bytes long.
 func openRange(ctx context.Context, p string, off, n int64) (*rangeReader, error) {
-	f, err := shards.OpenFile(ctx, p)
+	f, err := storage.OpenFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -73,14 +73,14 @@ const maxLinkDepth = 8
 // Local folders are walked, following links; gs:// prefixes are listed with a ** glob.
 func listTree(ctx context.Context, root string) ([]string, error) {
 	var out []string
-	switch shards.Scheme(root) {
+	switch storage.Scheme(root) {
 	case "":
 		if err := walkLocal(root, "", 0, &out); err != nil {
 			return nil, err
 		}
 	case "gs":
 		prefix := strings.TrimSuffix(root, "/") + "/"
-		all, err := shards.List(ctx, prefix+"**")
+		all, err := storage.List(ctx, prefix+"**")
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +125,7 @@ func walkLocal(root, prefix string, depth int, out *[]string) error {
 		} else if !d.Type().IsRegular() {
 			return nil // sockets, devices: not files
 		}
-		if strings.Contains(path.Base(rel), shards.TempMarker) {
+		if strings.Contains(path.Base(rel), storage.TempMarker) {
 			return nil
 		}
 		*out = append(*out, rel)
@@ -135,7 +135,7 @@ func walkLocal(root, prefix string, depth int, out *[]string) error {
 
 // readSmall reads a whole file that must not exceed limit bytes.
 func readSmall(ctx context.Context, p string, limit int64) ([]byte, error) {
-	r, err := shards.Open(ctx, p)
+	r, err := storage.Open(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
 
 // listGlob expands a glob and refuses one that matches nothing.
 func listGlob(ctx context.Context, glob string) ([]string, error) {
-	files, err := shards.List(ctx, glob)
+	files, err := storage.List(ctx, glob)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -161,23 +161,23 @@ func cifarFiles(dataset, split string) (names []string, archiveDir string) {
 // naming them, when any is missing.
 func findFiles(ctx context.Context, what, dir, sub string, names []string) ([]string, error) {
 	base := dir
-	ok, err := shards.Exists(ctx, shards.Join(dir, names[0]))
+	ok, err := storage.Exists(ctx, storage.Join(dir, names[0]))
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		inSub, err := shards.Exists(ctx, shards.Join(dir, sub, names[0]))
+		inSub, err := storage.Exists(ctx, storage.Join(dir, sub, names[0]))
 		if err != nil {
 			return nil, err
 		}
 		if inSub {
-			base = shards.Join(dir, sub)
+			base = storage.Join(dir, sub)
 		}
 	}
 	var paths, missing []string
 	for _, n := range names {
-		p := shards.Join(base, n)
-		ok, err := shards.Exists(ctx, p)
+		p := storage.Join(base, n)
+		ok, err := storage.Exists(ctx, p)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func findFiles(ctx context.Context, what, dir, sub string, names []string) ([]st
 // countRecords returns the records of a fixed-size file, refusing one whose size is not a
 // whole number of records.
 func countRecords(ctx context.Context, what, p string, size int64) (int64, error) {
-	n, err := shards.Size(ctx, p)
+	n, err := storage.Size(ctx, p)
 	if err != nil {
 		return 0, err
 	}
@@ -279,7 +279,7 @@ func planSTL10(ctx context.Context, s Spec) (Plan, error) {
 		labels := ""
 		if len(paths) == 2 {
 			labels = paths[1]
-			size, err := shards.Size(ctx, labels)
+			size, err := storage.Size(ctx, labels)
 			if err != nil {
 				return Plan{}, err
 			}

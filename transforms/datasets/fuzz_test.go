@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
-
-	"github.com/dcl-beam/dcl-beam/shards"
 )
 
 func FuzzIDXHeader(f *testing.F) {
@@ -45,15 +44,15 @@ func FuzzIDXFiles(f *testing.F) {
 			images, labels, suffix = testfiles.Gzip(t, images), testfiles.Gzip(t, labels), ".gz"
 		}
 		for _, n := range idxNames("train", "images") {
-			shards.Remove(ctx, shards.Join(dir, n))
+			storage.Remove(ctx, storage.Join(dir, n))
 		}
 		for _, n := range idxNames("train", "labels") {
-			shards.Remove(ctx, shards.Join(dir, n))
+			storage.Remove(ctx, storage.Join(dir, n))
 		}
-		if err := shards.WriteFile(ctx, shards.Join(dir, "train-images-idx3-ubyte"+suffix), images); err != nil {
+		if err := storage.WriteFile(ctx, storage.Join(dir, "train-images-idx3-ubyte"+suffix), images); err != nil {
 			t.Fatal(err)
 		}
-		if err := shards.WriteFile(ctx, shards.Join(dir, "train-labels-idx1-ubyte"+suffix), labels); err != nil {
+		if err := storage.WriteFile(ctx, storage.Join(dir, "train-labels-idx1-ubyte"+suffix), labels); err != nil {
 			t.Fatal(err)
 		}
 		p, err := MakePlan(ctx, Spec{Dataset: MNIST, Input: dir, UnitRecords: 2})

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
-	"github.com/dcl-beam/dcl-beam/shards"
 )
 
 // upload copies a local folder to a gs:// prefix.
@@ -26,7 +26,7 @@ func upload(t *testing.T, local, remote string) {
 			return err
 		}
 		rel, _ := filepath.Rel(local, p)
-		return shards.WriteFile(t.Context(), shards.Join(remote, strings.Split(filepath.ToSlash(rel), "/")...), data)
+		return storage.WriteFile(t.Context(), storage.Join(remote, strings.Split(filepath.ToSlash(rel), "/")...), data)
 	})
 	if err != nil {
 		t.Fatalf("uploading %s to %s: %v", local, remote, err)
@@ -62,7 +62,7 @@ func TestGCSInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			read := func(root string) ([]string, Plan) {
 				s := tt.spec
-				s.Input = shards.Join(root, s.Input)
+				s.Input = storage.Join(root, s.Input)
 				p := mustPlan(t, s)
 				r := readPlan(t, p)
 				var out []string

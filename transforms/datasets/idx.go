@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -105,7 +105,7 @@ func (s *idxStream) Close() error { return s.close() }
 // and positions the stream at record first, to read count records (-1: all the rest). Plain files are read from that byte on; gzipped
 // ones are decompressed from the start and the records before first are skipped.
 func openIDX(ctx context.Context, p string, dims int, first, count int64) (*idxStream, error) {
-	f, err := shards.OpenFile(ctx, p)
+	f, err := storage.OpenFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func openIDX(ctx context.Context, p string, dims int, first, count int64) (*idxS
 		return &idxStream{Reader: r, header: h, close: f.Close}, nil
 	}
 	f.Close()
-	raw, err := shards.Open(ctx, p)
+	raw, err := storage.Open(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func checkIDXSize(ctx context.Context, p string, s *idxStream) error {
 	if !s.gz {
 		return nil // openIDX compared the file size already
 	}
-	f, err := shards.OpenFile(ctx, p)
+	f, err := storage.OpenFile(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -241,8 +241,8 @@ func idxNames(split, kind string) []string {
 func findIDX(ctx context.Context, dir, split, kind string) (string, error) {
 	names := idxNames(split, kind)
 	for _, n := range names {
-		p := shards.Join(dir, n)
-		ok, err := shards.Exists(ctx, p)
+		p := storage.Join(dir, n)
+		ok, err := storage.Exists(ctx, p)
 		if err != nil {
 			return "", err
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 func init() {
@@ -166,9 +166,9 @@ func planClassTars(ctx context.Context, p *Plan, s Spec, tars []string, label ma
 	bySynset := map[string]string{}
 	var unknown []string
 	for _, t := range tars {
-		syn := strings.TrimSuffix(shards.Base(t), ".tar")
+		syn := strings.TrimSuffix(storage.Base(t), ".tar")
 		if !known[syn] {
-			unknown = append(unknown, shards.Base(t))
+			unknown = append(unknown, storage.Base(t))
 			continue
 		}
 		bySynset[syn] = t
@@ -187,7 +187,7 @@ func planClassTars(ctx context.Context, p *Plan, s Spec, tars []string, label ma
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			sizes[i], errs[i] = shards.Size(ctx, bySynset[c])
+			sizes[i], errs[i] = storage.Size(ctx, bySynset[c])
 		})
 	}
 	wg.Wait()
@@ -304,7 +304,7 @@ func imageStem(name string) string {
 }
 
 func parentOf(p string) string {
-	if shards.Scheme(p) == "" {
+	if storage.Scheme(p) == "" {
 		return filepath.Dir(filepath.Clean(p))
 	}
 	scheme, rest, _ := strings.Cut(strings.TrimSuffix(p, "/"), "://")
@@ -315,9 +315,9 @@ func findValLabels(ctx context.Context, s Spec) (string, error) {
 	if s.LabelsFile != "" {
 		return s.LabelsFile, nil
 	}
-	tried := []string{shards.Join(s.Input, valLabelsFile), shards.Join(parentOf(s.Input), valLabelsFile)}
+	tried := []string{storage.Join(s.Input, valLabelsFile), storage.Join(parentOf(s.Input), valLabelsFile)}
 	for _, p := range tried {
-		ok, err := shards.Exists(ctx, p)
+		ok, err := storage.Exists(ctx, p)
 		if err != nil {
 			return "", err
 		}

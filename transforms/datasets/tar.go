@@ -9,7 +9,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // imagenetMeanBytes is the average size of an ILSVRC-2012 train image with its tar header
@@ -146,7 +146,7 @@ type tarMember struct {
 // scanOuterTar lists the members of a tar without reading their data: the reader seeks
 // past each (one ranged read per header on gs://). Non-tar members go to ignore.
 func scanOuterTar(ctx context.Context, p string, ignore func(string)) ([]tarMember, error) {
-	f, err := shards.OpenFile(ctx, p)
+	f, err := storage.OpenFile(ctx, p)
 	if err != nil {
 		return nil, err
 	}

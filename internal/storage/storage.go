@@ -1,4 +1,4 @@
-package shards
+package storage
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"cloud.google.com/go/storage"
+	gcstorage "cloud.google.com/go/storage"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs" // gs:// paths
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local"
@@ -242,9 +242,12 @@ func OpenFile(ctx context.Context, p string) (File, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &memFile{Reader: bytes.NewReader(data)}, nil
+		return BytesFile(data), nil
 	}
 }
+
+// BytesFile is a File over bytes held in memory (what OpenFile gives for memfs:// paths).
+func BytesFile(data []byte) File { return &memFile{Reader: bytes.NewReader(data)} }
 
 type localFile struct {
 	*os.File
@@ -259,7 +262,7 @@ func (f *memFile) Close() error { return nil }
 
 type gcsFile struct {
 	ctx  context.Context
-	obj  *storage.ObjectHandle
+	obj  *gcstorage.ObjectHandle
 	name string
 	size int64
 }
@@ -291,21 +294,21 @@ var gcsClients sync.Map
 // newGCSClient returns the process's client: application default credentials, falling back
 // to unauthenticated access as Beam's own gcs filesystem does; both honour
 // STORAGE_EMULATOR_HOST. The context only bounds the client's creation.
-func newGCSClient(ctx context.Context) (*storage.Client, error) {
+func newGCSClient(ctx context.Context) (*gcstorage.Client, error) {
 	key := os.Getenv("STORAGE_EMULATOR_HOST")
 	if c, ok := gcsClients.Load(key); ok {
-		return c.(*storage.Client), nil
+		return c.(*gcstorage.Client), nil
 	}
 	// Not the caller's context: the client outlives this call.
-	c, err := storage.NewClient(context.WithoutCancel(ctx), option.WithScopes(storage.ScopeReadWrite))
+	c, err := gcstorage.NewClient(context.WithoutCancel(ctx), option.WithScopes(gcstorage.ScopeReadWrite))
 	if err != nil {
-		if c, err = storage.NewClient(context.WithoutCancel(ctx), option.WithoutAuthentication()); err != nil {
+		if c, err = gcstorage.NewClient(context.WithoutCancel(ctx), option.WithoutAuthentication()); err != nil {
 			return nil, err
 		}
 	}
 	if prev, loaded := gcsClients.LoadOrStore(key, c); loaded {
 		c.Close()
-		return prev.(*storage.Client), nil
+		return prev.(*gcstorage.Client), nil
 	}
 	return c, nil
 }
@@ -395,7 +398,7 @@ func Exists(ctx context.Context, p string) (bool, error) {
 			return false, fmt.Errorf("checking %s: %w", p, err)
 		}
 		_, err = client.Bucket(bucket).Object(object).Attrs(ctx)
-		if errors.Is(err, storage.ErrObjectNotExist) {
+		if errors.Is(err, gcstorage.ErrObjectNotExist) {
 			return false, nil
 		}
 		if err != nil {
@@ -507,7 +510,7 @@ func listGCS(ctx context.Context, dir string, recursive bool) ([]string, error) 
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
-	q := &storage.Query{Prefix: prefix}
+	q := &gcstorage.Query{Prefix: prefix}
 	if !recursive {
 		q.Delimiter = "/"
 	}

@@ -1,4 +1,4 @@
-package shards
+package storage
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package shards
+package storage
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 // errAborted is what an aborted atomic file tells Create, so that it discards the file.
 var errAborted = errors.New("write aborted")
 
-// atomicFile is an io.Writer onto Create: bytes written go to the file under a temporary
-// name (or an uncommitted upload) and appear under the final name only on Commit. It counts
+// Writer is an io.Writer onto Create: bytes written go to the file under a temporary
+// name (or an uncommitted upload) and appear under the final name only on Commit; Abort (or
+// a failed write) leaves nothing under the final name. It counts
 // the bytes and hashes them on the way, so a caller knows the committed file's size and
 // sha256 without reading it back.
 //
 // Create takes a callback; the pipeline's DoFns and the trainer push data over time, so
 // the callback runs in a goroutine that copies from a pipe.
-type atomicFile struct {
+type Writer struct {
 	path string
 	pw   *io.PipeWriter
 	done chan error
@@ -29,9 +30,10 @@ type atomicFile struct {
 	over bool
 }
 
-func createAtomic(ctx context.Context, p string) *atomicFile {
+// NewWriter starts writing the file p atomically.
+func NewWriter(ctx context.Context, p string) *Writer {
 	pr, pw := io.Pipe()
-	f := &atomicFile{path: p, pw: pw, done: make(chan error, 1), sum: sha256.New()}
+	f := &Writer{path: p, pw: pw, done: make(chan error, 1), sum: sha256.New()}
 	go func() {
 		err := Create(ctx, p, func(w io.Writer) error {
 			_, err := io.Copy(w, pr)
@@ -48,7 +50,7 @@ func createAtomic(ctx context.Context, p string) *atomicFile {
 	return f
 }
 
-func (f *atomicFile) Write(b []byte) (int, error) {
+func (f *Writer) Write(b []byte) (int, error) {
 	if f.err != nil {
 		return 0, f.err
 	}
@@ -62,7 +64,7 @@ func (f *atomicFile) Write(b []byte) (int, error) {
 }
 
 // Commit finishes the file: it appears under its final name when Commit returns nil.
-func (f *atomicFile) Commit() (size int64, sha string, err error) {
+func (f *Writer) Commit() (size int64, sha string, err error) {
 	if f.over {
 		return 0, "", errors.New("file already committed or aborted")
 	}
@@ -76,7 +78,7 @@ func (f *atomicFile) Commit() (size int64, sha string, err error) {
 
 // Abort discards the file; nothing is left under its final name. Safe to call after Commit
 // (it does nothing then) and more than once.
-func (f *atomicFile) Abort() {
+func (f *Writer) Abort() {
 	if f.over {
 		return
 	}
