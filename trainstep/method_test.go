@@ -104,17 +104,7 @@ func TestToyMethodStateIsKeptAndResumed(t *testing.T) {
 
 	src := mustMemorySource(t, syntheticPairs(8, 12, 3, 8, 8, 1))
 	ctx := context.Background()
-	whole, err := Train(ctx, cfg, testRunConfig(t, t.TempDir()), quietOptions(t, src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := t.TempDir()
-	run := testRunConfig(t, out)
-	run.MaxSteps = 2
-	if _, err := Train(ctx, cfg, run, quietOptions(t, src)); err != nil {
-		t.Fatal(err)
-	}
-	run.MaxSteps = 0
+	whole, out, run := stoppedRun(t, cfg, src)
 	var setup *SetupError
 	if err := CheckRun(ctx, testStepConfig(SmallCNN), run, src.Info(), out); !errors.As(err, &setup) || !strings.Contains(err.Error(), "method") {
 		t.Errorf("resuming a %s run as %s: %v, want a setup error naming the method", toyMethodName, SimCLRMethod, err)

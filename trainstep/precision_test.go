@@ -270,17 +270,7 @@ func TestResumeKeepsPrecision(t *testing.T) {
 	ctx := context.Background()
 	cfg := testStepConfig(SmallCNN)
 	cfg.Precision = BFloat16
-	whole, err := Train(ctx, cfg, testRunConfig(t, t.TempDir()), quietOptions(t, src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := t.TempDir()
-	run := testRunConfig(t, out)
-	run.MaxSteps = 2
-	if _, err := Train(ctx, cfg, run, quietOptions(t, src)); err != nil {
-		t.Fatal(err)
-	}
-	run.MaxSteps = 0
+	whole, out, run := stoppedRun(t, cfg, src)
 	opts := quietOptions(t, src)
 	opts.Resume = out
 	other := cfg

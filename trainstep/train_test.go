@@ -82,6 +82,26 @@ func quietOptions(t *testing.T, src BatchSource) TrainOptions {
 }
 
 // variableBytes reads every variable of a checkpoint as raw bytes, by scope and name.
+// stoppedRun trains cfg on src twice: a whole run, and one in out stopped after 2 steps; it
+// returns the whole run's summary and the stopped run's folder and configuration (no step
+// limit), ready to resume.
+func stoppedRun(t *testing.T, cfg StepConfig, src *MemorySource) (whole *Summary, out string, run RunConfig) {
+	t.Helper()
+	ctx := context.Background()
+	whole, err := Train(ctx, cfg, testRunConfig(t, t.TempDir()), quietOptions(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = t.TempDir()
+	run = testRunConfig(t, out)
+	run.MaxSteps = 2
+	if _, err := Train(ctx, cfg, run, quietOptions(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	run.MaxSteps = 0
+	return whole, out, run
+}
+
 func variableBytes(t *testing.T, path string) map[string][]byte {
 	t.Helper()
 	c, err := ReadCheckpoint(context.Background(), path)
