@@ -37,14 +37,29 @@ type lossOutput struct {
 	GradZ2 [][]float64 `json:"grad_z2"`
 }
 
-func setupLoss(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-	input := fs.String("input", "", `batch file {"z1": [[…]], "z2": [[…]]} (local, gs:// or "-" for stdin)`)
+// registerLossFlags registers the loss flags dcl train and dcl loss share, with the paper's
+// defaults; the returned function reads them into a LossConfig (an unknown loss is a usage
+// error; call Validate for the rest).
+func registerLossFlags(fs *flag.FlagSet) func() (trainstep.LossConfig, error) {
 	def := trainstep.DefaultLossConfig()
 	loss := fs.String("loss", string(def.Kind), "loss: "+strings.Join(trainstep.LossNames(), ", "))
-	temperature := fs.Float64("temperature", def.Temperature, "temperature τ")
-	sigma := fs.Float64("sigma", 0.5, "DCLW's σ")
+	temperature := fs.Float64("temperature", def.Temperature, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
+	sigma := fs.Float64("sigma", def.Sigma, "DCLW's σ")
 	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
-	weightGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (default: constants, as in training)")
+	weightGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (otherwise they are constants in the backward pass)")
+	return func() (trainstep.LossConfig, error) {
+		kind, err := trainstep.ParseLossKind(*loss)
+		if err != nil {
+			return trainstep.LossConfig{}, usagef("--loss: %v", err)
+		}
+		return trainstep.LossConfig{Kind: kind, Temperature: *temperature, Sigma: *sigma,
+			Reduction: trainstep.Reduction(*reduction), WeightGrad: *weightGrad}, nil
+	}
+}
+
+func setupLoss(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
+	input := fs.String("input", "", `batch file {"z1": [[…]], "z2": [[…]]} (local, gs:// or "-" for stdin)`)
+	lossConfig := registerLossFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("takes no positional arguments, got %q", args)
@@ -52,12 +67,10 @@ func setupLoss(fs *flag.FlagSet, out streams) func(context.Context, []string) er
 		if *input == "" {
 			return usagef("--input is required")
 		}
-		kind, err := trainstep.ParseLossKind(*loss)
+		cfg, err := lossConfig()
 		if err != nil {
-			return usagef("--loss: %v", err)
+			return err
 		}
-		cfg := trainstep.LossConfig{Kind: kind, Temperature: *temperature, Sigma: *sigma,
-			Reduction: trainstep.Reduction(*reduction), WeightGrad: *weightGrad}
 		if err := cfg.Validate(); err != nil {
 			return usagef("%v", err)
 		}

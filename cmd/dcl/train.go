@@ -45,11 +45,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	paper := trainstep.PaperDefaults()
 	method := fs.String("method", trainstep.SimCLRMethod, "training method: "+strings.Join(trainstep.MethodNames(), ", "))
 	precision := fs.String("precision", "", "arithmetic: float32, or bf16 (mixed precision, float32 master weights; for GPUs);\nempty: float32, or the checkpoint's when resuming")
-	loss := fs.String("loss", string(paper.Loss), "loss: "+strings.Join(trainstep.LossNames(), ", "))
-	temperature := fs.Float64("temperature", paper.Temperature, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
-	sigma := fs.Float64("sigma", paper.Sigma, "DCLW's σ")
-	dclwGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (otherwise they are constants in the backward pass)")
-	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
+	lossConfig := registerLossFlags(fs)
 	batch := fs.Int("batch-size", paper.BatchSize, "view pairs per step (2× as many images through the network)")
 	epochs := fs.Int("epochs", paper.Epochs, "epochs; epoch e reads the shards' augmented pass e mod E")
 	lr := fs.Float64("lr", paper.BaseLR, "base learning rate per 256 view pairs: the peak is lr·batch/256")
@@ -86,9 +82,9 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if *knnEvery > 0 && *knnData == "" {
 			return usagef("--knn-every=%d needs --knn-data", *knnEvery)
 		}
-		lossKind, err := trainstep.ParseLossKind(*loss)
+		lossCfg, err := lossConfig()
 		if err != nil {
-			return usagef("--loss: %v", err)
+			return err
 		}
 		if *initSeed == 0 {
 			*initSeed = *seed
@@ -102,8 +98,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		cfg := trainstep.StepConfig{
 			Method: *method, Precision: prec,
 			Model: trainstep.ModelConfig{Name: *model, BaseWidth: *width, ProjectionDim: *projDim, Channels: 3},
-			Loss: trainstep.LossConfig{Kind: lossKind, Temperature: *temperature, Sigma: *sigma,
-				Reduction: trainstep.Reduction(*reduction), WeightGrad: *dclwGrad},
+			Loss:  lossCfg,
 			Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(*optimizer), Momentum: *momentum,
 				WeightDecay: *wd, DecayAll: *decayAll},
 			InitSeed: *initSeed,
