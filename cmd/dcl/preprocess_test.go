@@ -20,7 +20,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
 	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
-	"github.com/dcl-beam/dcl-beam/pipelines/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
