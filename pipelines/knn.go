@@ -32,6 +32,12 @@ import (
 // that every training row was searched exactly once for the block, votes and tallies.
 // WriteResult adds the tallies up and writes the result JSON.
 
+// Block sizes of the kNN pipeline when its options leave them at 0 (dcl knn's defaults too).
+const (
+	DefaultQueryBlock = 4096
+	DefaultBankBlock  = 8192
+)
+
 // KNNOptions is what a kNN evaluation is asked to do: `dcl knn` fills it from its flags.
 type KNNOptions struct {
 	Train, Test string // embedding files (.parquet) or directories with embeddings.json
@@ -42,7 +48,7 @@ type KNNOptions struct {
 	// NumClasses is the class count; 0 takes it from the embeddings' dataset (their
 	// metadata), or else from the largest label.
 	NumClasses int
-	// QueryBlock is the number of test queries per work item (default 4096). Each work item
+	// QueryBlock is the number of test queries per work item (0: DefaultQueryBlock). Each work item
 	// reads its bank group once and searches with every core of its worker: larger blocks
 	// read the bank fewer times, smaller ones spread over more workers.
 	QueryBlock int
@@ -50,7 +56,7 @@ type KNNOptions struct {
 	// each query block and merged exactly (default 1: each work item streams the whole
 	// training set). More groups mean more parallelism and more copies of each query block.
 	BankGroups int
-	// BankBlock is the number of training rows read and searched at once (default 8192).
+	// BankBlock is the number of training rows read and searched at once (0: DefaultBankBlock).
 	BankBlock int
 	// Output is where the pipeline writes the result JSON (local or gs://). Remote runners
 	// need a path their workers and this program can both reach.
@@ -84,13 +90,13 @@ func PlanKNN(ctx context.Context, o KNNOptions) (*KNNJob, error) {
 		o.Temperature = d.Temperature
 	}
 	if o.QueryBlock <= 0 {
-		o.QueryBlock = 4096
+		o.QueryBlock = DefaultQueryBlock
 	}
 	if o.BankGroups <= 0 {
 		o.BankGroups = 1
 	}
 	if o.BankBlock <= 0 {
-		o.BankBlock = 8192
+		o.BankBlock = DefaultBankBlock
 	}
 	switch {
 	case o.K < 0:

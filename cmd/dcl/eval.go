@@ -77,9 +77,9 @@ func knnCommand() *command {
 			metric := fs.String("metric", def.Metric.String(), "similarity: cosine, dot or euclidean (-|a-b|²)")
 			classes := fs.Int("num-classes", 0, "class count (0: from the embeddings' dataset, else the largest label + 1)")
 			perClass := fs.Bool("per-class", false, "include per-class accuracies in the result")
-			queryBlock := fs.Int("query-block", 4096, "test queries per work item (each reads its bank group once, with every core of its worker)")
+			queryBlock := fs.Int("query-block", pipelines.DefaultQueryBlock, "test queries per work item (each reads its bank group once, with every core of its worker)")
 			bankGroups := fs.Int("bank-groups", 1, "split the training files into this many groups searched in parallel per query block")
-			bankBlock := fs.Int("bank-block", 8192, "training rows read and searched at once")
+			bankBlock := fs.Int("bank-block", pipelines.DefaultBankBlock, "training rows read and searched at once")
 			output := fs.String("output", "", "also write the result JSON here (needed, on shared storage, with remote runners)")
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
