@@ -52,14 +52,14 @@ func New(ctx context.Context, opts Options) (compute.Backend, error) {
 	case CPU:
 		return newCPU(opts, log, "asked for")
 	case CUDA:
-		be, err := cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: !opts.NoTF32})
+		be, err := loadCUDA(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
 		log.Info("compute backend", "backend", CUDA, "description", be.Description())
 		return be, nil
 	case Auto:
-		be, err := cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: !opts.NoTF32})
+		be, err := loadCUDA(ctx, opts)
 		if err == nil {
 			log.Info("compute backend", "backend", CUDA, "description", be.Description(), "reason", "auto: GPU found")
 			return be, nil
@@ -71,6 +71,10 @@ func New(ctx context.Context, opts Options) (compute.Backend, error) {
 	default:
 		return nil, fmt.Errorf("unknown backend %q: want cpu, cuda or auto", kind)
 	}
+}
+
+func loadCUDA(ctx context.Context, opts Options) (compute.Backend, error) {
+	return cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: !opts.NoTF32})
 }
 
 func newCPU(opts Options, log *slog.Logger, reason string) (compute.Backend, error) {

@@ -163,16 +163,17 @@ func (m *Model) CheckImageSize(h, w, c int) error {
 
 // Normalization returns the per-channel mean and standard deviation a model normalises its
 // input with: the dataset's, from its descriptor in the dataset registry (an unknown dataset
-// is an error). A model with no dataset named (random benchmark batches) uses ImageNet's
-// statistics for RGB images and mid-grey with a typical spread (0.5, 0.25) for grey ones.
+// is an error). A model with no dataset named (random benchmark batches) takes those of the
+// registry's datasets of unknown images: an image folder's for RGB (ImageNet's statistics),
+// raw IDX files' for grey.
 func Normalization(dataset string, channels int) (mean, std []float64, err error) {
-	if dataset != "" {
-		return datasets.Normalization(dataset, channels)
+	if dataset == "" {
+		dataset = datasets.Folder
+		if channels == 1 {
+			dataset = datasets.IDX
+		}
 	}
-	if channels == 1 {
-		return []float64{0.5}, []float64{0.25}, nil
-	}
-	return []float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225}, nil
+	return datasets.Normalization(dataset, channels)
 }
 
 // normalizeImages turns uint8 [B, H, W, C] images into normalised float32.

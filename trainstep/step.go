@@ -229,8 +229,8 @@ func (s *Step) createVariables(h, w int) (err error) {
 	return nil
 }
 
-// lossGraph is the method's forward pass and loss of a training step. updateStats says
-// whether batch norm updates its running averages.
+// lossGraph is the method's forward pass and loss of a training step (mg says whether batch
+// norm updates its running averages).
 func (s *Step) lossGraph(mg *MethodGraph, view1, view2 *Node) TrainNodes {
 	// Marked as training for GoMLX: a backend that prefers constants for variables (its
 	// Capabilities) would otherwise bake the running averages into the compiled graph.

@@ -227,10 +227,22 @@ func (b *Buffer) Data() (any, error) { return b.flat, nil }
 
 // CopyToDevice implements compute.Buffer: a copy, on the one device there is.
 func (b *Buffer) CopyToDevice(deviceNum compute.DeviceNum) (compute.Buffer, error) {
-	if deviceNum != 0 {
-		return nil, fmt.Errorf("backend %s has only device 0, not %d", BackendName, deviceNum)
+	if err := b.be.usable(deviceNum); err != nil {
+		return nil, err
 	}
 	return b.be.clone(b)
+}
+
+// usable says why the backend cannot make buffers on deviceNum: another device than the one
+// there is, or a finalized backend.
+func (be *Backend) usable(deviceNum compute.DeviceNum) error {
+	if deviceNum != 0 {
+		return fmt.Errorf("backend %s has only device 0, not %d", BackendName, deviceNum)
+	}
+	if be.IsFinalized() {
+		return fmt.Errorf("backend %s is finalized", BackendName)
+	}
+	return nil
 }
 
 // wrap makes a buffer of the pure-Go backend this backend's.
@@ -357,22 +369,16 @@ func (be *Backend) HasSharedBuffers() bool { return true }
 
 // NewSharedBuffer implements compute.DataInterface, with a kept buffer when the pool has one.
 func (be *Backend) NewSharedBuffer(deviceNum compute.DeviceNum, shape shapes.Shape) (compute.Buffer, any, error) {
-	if deviceNum != 0 {
-		return nil, nil, fmt.Errorf("backend %s has only device 0, not %d", BackendName, deviceNum)
-	}
-	if be.IsFinalized() {
-		return nil, nil, fmt.Errorf("backend %s is finalized", BackendName)
+	if err := be.usable(deviceNum); err != nil {
+		return nil, nil, err
 	}
 	return be.newBuffer(shape)
 }
 
 // BufferFromFlatData implements compute.DataInterface, into a kept buffer when the pool has one.
 func (be *Backend) BufferFromFlatData(deviceNum compute.DeviceNum, flat any, shape shapes.Shape) (compute.Buffer, error) {
-	if deviceNum != 0 {
-		return nil, fmt.Errorf("backend %s has only device 0, not %d", BackendName, deviceNum)
-	}
-	if be.IsFinalized() {
-		return nil, fmt.Errorf("backend %s is finalized", BackendName)
+	if err := be.usable(deviceNum); err != nil {
+		return nil, err
 	}
 	fv := reflect.ValueOf(flat)
 	if fv.Kind() == reflect.Slice && dtypes.FromGoType(fv.Type().Elem()) == shape.DType && fv.Len() == shape.Size() {

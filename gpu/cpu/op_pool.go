@@ -26,11 +26,7 @@ func (b *Builder) SelectAndScatterMin(operand, source compute.Value, windowDimen
 // floats (mixed-precision training's max pool) run in float32 and are rounded back (float32
 // holds every bfloat16 and float16 value, so the same element is selected, and the sums are
 // rounded once); other dtypes go to the pure-Go backend.
-func (b *Builder) selectAndScatterOther(name string, isMax bool, operand, source compute.Value, windowDims, strides []int, paddings [][2]int) (compute.Value, error) {
-	in, err := b.checkOps(name, operand, source)
-	if err != nil {
-		return nil, err
-	}
+func (b *Builder) selectAndScatterOther(name string, isMax bool, in []*value, operand, source compute.Value, windowDims, strides []int, paddings [][2]int) (compute.Value, error) {
 	dtype := in[0].shape.DType
 	if !dtype.IsHalfPrecision() || in[1].shape.DType != dtype {
 		outs, err := b.delegate(name, []compute.Value{operand, source}, func(sf compute.Function, in []compute.Value) ([]compute.Value, error) {
@@ -66,7 +62,7 @@ func (b *Builder) selectAndScatter(name string, isMax bool, operand, source comp
 	}
 	xs, ss := in[0].shape, in[1].shape
 	if !isFloat32(xs, ss) {
-		return b.selectAndScatterOther(name, isMax, operand, source, windowDims, strides, paddings)
+		return b.selectAndScatterOther(name, isMax, in, operand, source, windowDims, strides, paddings)
 	}
 	rank := xs.Rank()
 	if len(strides) == 0 { // as ReduceWindow: a nil stride jumps a window at a time

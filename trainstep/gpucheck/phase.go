@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -70,7 +71,7 @@ func RunPhase(ctx context.Context) error {
 	if jerr != nil {
 		return errors.Join(err, jerr)
 	}
-	if werr := os.WriteFile(p.Result, b, 0o644); werr != nil {
+	if werr := storage.WriteFile(ctx, p.Result, b); werr != nil {
 		return errors.Join(err, fmt.Errorf("writing the phase result %s: %w", p.Result, werr))
 	}
 	return err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/gpu/cuda"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
@@ -244,7 +245,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		}
 	}
 	r.Seconds = time.Since(start).Seconds()
-	if err := r.write(c.Out); err != nil {
+	if err := r.write(ctx, c.Out); err != nil {
 		r.Errors = append(r.Errors, err.Error())
 	}
 	if len(r.Errors) > 0 {
@@ -321,21 +322,17 @@ func (c Config) child(ctx context.Context, work string, p Phase, out any, env ..
 	return mem, nil
 }
 
-func (r *Result) write(dir string) error {
+func (r *Result) write(ctx context.Context, dir string) error {
 	if dir == "" {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "gpu-check.json"), append(b, '\n'), 0o644); err != nil {
+	if err := storage.SaveJSON(ctx, filepath.Join(dir, "gpu-check.json"), r); err != nil {
 		return fmt.Errorf("writing the results: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "gpu-check.md"), []byte(r.Markdown()), 0o644); err != nil {
+	if err := storage.WriteFile(ctx, filepath.Join(dir, "gpu-check.md"), []byte(r.Markdown())); err != nil {
 		return fmt.Errorf("writing the table: %w", err)
 	}
 	return nil

@@ -39,7 +39,7 @@ type Spec struct {
 	//   folder: the folder of class subfolders;
 	//   idx, mnist, fashion-mnist: the folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
 	Input string
-	// Split is one of Splits(Dataset); "" means "train". For Folder it is any name and only
+	// Split is one of the dataset's Descriptor.Splits; "" means "train". For Folder it is any name and only
 	// prefixes the keys.
 	Split string
 	// CoarseLabels makes CIFAR-100 records carry the 20 coarse labels instead of the 100 fine ones.

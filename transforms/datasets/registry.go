@@ -137,16 +137,6 @@ func Names() []string {
 	return names
 }
 
-// Splits returns the splits a dataset has; nil for an unknown dataset and for one whose split
-// is any name (an image folder).
-func Splits(dataset string) []string {
-	d, err := Lookup(dataset)
-	if err != nil {
-		return nil
-	}
-	return slices.Clone(d.Splits)
-}
-
 // ClassNames returns the class names of a dataset with a fixed class list (labels index it);
 // coarse selects CIFAR-100's 20 superclasses. Datasets that take their classes from the input
 // (image folders, raw IDX files) have none here: MakePlan returns them.
