@@ -9,8 +9,13 @@ type Hyperparameters struct {
 	Loss        LossKind
 	Temperature float64
 	Sigma       float64
-	BatchSize   int
-	Epochs      int
+	// Delta is the appendix's exponential DCLW weight's δ.
+	Delta float64
+	// Alpha and UniformT are the hypersphere loss's (Wang & Isola's CIFAR and STL-10
+	// settings, which the paper's appendix keeps).
+	Alpha, UniformT float64
+	BatchSize       int
+	Epochs          int
 	// BaseLR is the learning rate per 256 view pairs: the peak is BaseLR·batch/256.
 	BaseLR      float64
 	Optimizer   OptimizerKind
@@ -23,14 +28,15 @@ type Hyperparameters struct {
 // PaperDefaults returns the paper's CIFAR and STL-10 pretraining settings.
 func PaperDefaults() Hyperparameters {
 	return Hyperparameters{
-		Loss: DCL, Temperature: 0.07, Sigma: 0.5, BatchSize: 256, Epochs: 200, BaseLR: 0.03,
+		Loss: DCL, Temperature: 0.07, Sigma: 0.5, Delta: 3, Alpha: 2, UniformT: 2, BatchSize: 256, Epochs: 200, BaseLR: 0.03,
 		Optimizer: SGDMomentum, Momentum: 0.9, WeightDecay: 5e-4, CheckpointEvery: 500,
 	}
 }
 
 // LossConfig is the loss of these settings (mean reduction).
 func (h Hyperparameters) LossConfig() LossConfig {
-	return LossConfig{Kind: h.Loss, Temperature: h.Temperature, Sigma: h.Sigma, Reduction: Mean}
+	return LossConfig{Kind: h.Loss, Temperature: h.Temperature, Sigma: h.Sigma, Delta: h.Delta,
+		Alpha: h.Alpha, UniformT: h.UniformT, Reduction: Mean}
 }
 
 // OptimizerConfig is the optimiser of these settings.

@@ -40,6 +40,9 @@ type net struct {
 	updateStats bool
 	seed        uint64
 	dtype       dtypes.DType
+	// bnSplits > 1 makes training-mode batch norm take its statistics over that many equal
+	// groups of the batch (consecutive examples) instead of the whole batch (MoCo).
+	bnSplits int
 }
 
 // compute casts x to the net's compute dtype: where a layer reads its weights and inputs.
@@ -151,11 +154,17 @@ func (n *net) batchNorm(scope *model.Scope, x *Node) *Node {
 	if !n.train {
 		return n.compute(InternalBatchNormForInference(x, scale, offset, meanVar.NodeValue(g), varVar.NodeValue(g), bnEpsilon, axis))
 	}
-	normalised, mean, variance := InternalBatchNormForTraining(x, scale, offset, bnEpsilon, axis)
+	var normalised, mean, variance *Node
+	count := x.Shape().Size() / c
+	if n.bnSplits > 1 {
+		normalised, mean, variance = splitBatchNorm(x, scale, offset, n.bnSplits)
+		count /= n.bnSplits
+	} else {
+		normalised, mean, variance = InternalBatchNormForTraining(x, scale, offset, bnEpsilon, axis)
+	}
 	if !n.updateStats {
 		return n.compute(normalised)
 	}
-	count := x.Shape().Size() / c
 	unbiased := StopGradient(variance)
 	if count > 1 {
 		unbiased = MulScalar(unbiased, float64(count)/float64(count-1))
@@ -163,6 +172,23 @@ func (n *net) batchNorm(scope *model.Scope, x *Node) *Node {
 	meanVar.SetNodeValue(Add(MulScalar(meanVar.NodeValue(g), 1-bnMomentum), MulScalar(StopGradient(mean), bnMomentum)))
 	varVar.SetNodeValue(Add(MulScalar(varVar.NodeValue(g), 1-bnMomentum), MulScalar(unbiased, bnMomentum)))
 	return n.compute(normalised)
+}
+
+// splitBatchNorm is training-mode batch norm with the statistics of each of splits equal
+// groups of consecutive examples, as on that many devices without synchronised batch norm.
+// It returns the output and the mean over the groups of their means and (biased) variances,
+// for the running averages. The gradient flows through each group's statistics.
+func splitBatchNorm(x, scale, offset *Node, splits int) (normalised, mean, variance *Node) {
+	dims := x.Shape().Dimensions
+	c := dims[len(dims)-1]
+	groups := Reshape(x, splits, -1, c)
+	groupMean := ReduceAndKeep(groups, ReduceMean, 1) // [splits, 1, C]
+	centred := Sub(groups, groupMean)
+	groupVar := ReduceAndKeep(Square(centred), ReduceMean, 1)
+	// Div and Sqrt: GoMLX has no gradient for Rsqrt (TestRsqrtHasNoGradient).
+	y := Div(centred, Sqrt(AddScalar(groupVar, bnEpsilon)))
+	y = Add(Mul(y, ExpandLeftToRank(scale, 3)), ExpandLeftToRank(offset, 3))
+	return Reshape(y, dims...), ReduceMean(Reshape(groupMean, splits, c), 0), ReduceMean(Reshape(groupVar, splits, c), 0)
 }
 
 func relu(x *Node) *Node { return Max(x, ZerosLike(x)) }

@@ -22,6 +22,11 @@ const (
 	DCL LossKind = "dcl"
 	// DCLW is DCL with the positive term weighted by w_i = 2 - N·softmax_i(<z1_i,z2_i>/σ).
 	DCLW LossKind = "dclw"
+	// DCLWExp is DCL with the appendix's other weight, w_i = δ·exp(-σ·<z1_i,z2_i>).
+	DCLWExp LossKind = "dclw-exp"
+	// Hypersphere is Wang & Isola's alignment and uniformity loss, which the paper's appendix
+	// compares DCL with.
+	Hypersphere LossKind = "hypersphere"
 )
 
 // Reduction says how the 2N per-anchor losses become one number.
@@ -41,6 +46,12 @@ type LossConfig struct {
 	Temperature float64 `json:"temperature"`
 	// Sigma is DCLW's σ > 0 (paper: 0.5); ignored by the losses that do not use it.
 	Sigma float64 `json:"sigma"`
+	// Delta is the exponential DCLW weight's δ (paper's appendix: 3).
+	Delta float64 `json:"delta,omitempty"`
+	// Alpha and UniformT are the hypersphere loss's alignment exponent α and uniformity
+	// scale t (Wang & Isola: 2 and 2).
+	Alpha    float64 `json:"alpha,omitempty"`
+	UniformT float64 `json:"uniform_t,omitempty"`
 	// Reduction defaults to Mean when empty.
 	Reduction Reduction `json:"reduction"`
 	// WeightGrad lets the gradient flow through DCLW's weights w_i; by default they are
@@ -89,8 +100,10 @@ func (c LossConfig) Validate() error {
 	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
 		return fmt.Errorf("temperature %v: must be a positive number", c.Temperature)
 	}
-	if spec.UsesSigma && (!(c.Sigma > 0) || math.IsInf(c.Sigma, 0)) {
-		return fmt.Errorf("sigma %v: %s needs a positive number", c.Sigma, spec.Display)
+	for _, p := range spec.Params {
+		if v := p.value(c); !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("%s %v: %s needs a positive number", p, v, spec.Display)
+		}
 	}
 	switch c.Reduction {
 	case "", Mean, Sum:
@@ -98,6 +111,29 @@ func (c LossConfig) Validate() error {
 		return fmt.Errorf("unknown reduction %q: want mean or sum", c.Reduction)
 	}
 	return nil
+}
+
+// withUsedParams returns c with the parameters its loss does not read set to zero, so that
+// checkpoints hold only what the loss used and two settings of one loss compare equal.
+func (c LossConfig) withUsedParams() LossConfig {
+	spec, ok := LookupLoss(c.Kind)
+	if !ok {
+		return c
+	}
+	used := LossConfig{Kind: c.Kind, Temperature: c.Temperature, Reduction: c.Reduction, WeightGrad: c.WeightGrad && spec.HasWeights}
+	for _, p := range spec.Params {
+		switch p {
+		case ParamSigma:
+			used.Sigma = c.Sigma
+		case ParamDelta:
+			used.Delta = c.Delta
+		case ParamAlpha:
+			used.Alpha = c.Alpha
+		case ParamUniformT:
+			used.UniformT = c.UniformT
+		}
+	}
+	return used
 }
 
 // LossNodes are the graph values of one contrastive loss evaluation.
@@ -138,7 +174,6 @@ func StackedLossGraph(z *Node, cfg LossConfig) LossNodes {
 		panic(fmt.Sprintf("StackedLossGraph: z %s must be [2N, D]", z.Shape()))
 	}
 	g := z.Graph()
-	dtype := z.DType()
 	n := z.Shape().Dim(0) / 2
 	invTau := 1 / cfg.Temperature
 
@@ -151,28 +186,71 @@ func StackedLossGraph(z *Node, cfg LossConfig) LossNodes {
 	colIndex := Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 1)
 	negative := NotEqual(ModScalar(rowIndex, n), ModScalar(colIndex, n))
 	positive := Equal(ModScalar(AddScalar(rowIndex, n), 2*n), colIndex)
-	zero := ScalarZero(g, dtype)
+	zero := ScalarZero(g, z.DType())
 	posCos := ReduceSum(Where(positive, cos, zero), 1) // [2N]: <z1_i, z2_i>, twice
 	pos := MulScalar(posCos, invTau)
 
-	// log U_a, stabilised by the largest negative logit of each row.
-	masked := Where(negative, logits, Scalar(g, dtype, -1e30))
-	rowMax := StopGradient(ReduceAndKeep(masked, ReduceMax, 1)) // [2N, 1]
-	expNeg := Where(negative, Exp(Sub(logits, rowMax)), zero)
-	logU := Add(Log(ReduceSum(expNeg, 1)), Reshape(rowMax, 2*n)) // [2N]
+	logU := maskedLogSumExp(logits, negative, 1) // [2N]
 
+	return anchorLoss(AnchorTerms{Pos: pos, PosCos: posCos, LogU: logU, N: n, Cos: cos}, cfg)
+}
+
+// QueueLossGraph is the loss of MoCo's form: A queries [A, D], each with its key [A, D] as
+// the positive and all K rows of queue [K, D] as negatives (any float dtype; every row is
+// L2-normalised here). With s_i = <q_i, k_i>/τ and U_i = Σ_k exp(<q_i, queue_k>/τ):
+//
+//	InfoNCE_i = -s_i + log(exp(s_i) + U_i)    DCL_i = -s_i + log U_i
+//
+// reduced over the A anchors. Gradients flow to queries, keys and queue alike: a trainer
+// detaches what it does not train. Losses that need the in-batch cosines (InBatchOnly) have
+// no queue form; it panics on them, as on shapes that do not fit.
+func QueueLossGraph(queries, keys, queue *Node, cfg LossConfig) LossNodes {
+	if queries.Rank() != 2 || !queries.Shape().Equal(keys.Shape()) || queue.Rank() != 2 || queue.Shape().Dim(1) != queries.Shape().Dim(1) {
+		panic(fmt.Sprintf("QueueLossGraph: queries %s and keys %s must both be [A, D], the queue [K, D]", queries.Shape(), keys.Shape()))
+	}
+	q, k := l2Normalize(queries), l2Normalize(keys)
+	invTau := 1 / cfg.Temperature
+	posCos := ReduceSum(Mul(q, k), 1)
+	logits := MulScalar(Dot(q, Transpose(l2Normalize(queue), 0, 1)).Product(), invTau) // [A, K]
+	return anchorLoss(AnchorTerms{Pos: MulScalar(posCos, invTau), PosCos: posCos, LogU: logSumExp(logits, 1), N: q.Shape().Dim(0)}, cfg)
+}
+
+// PairLossGraph is the loss of NNCLR's form: A anchors [A, D], the positive of anchor i is
+// row i of targets [A, D] and its negatives are the other A-1 targets (every row
+// L2-normalised here). InfoNCE is NNCLR's cross-entropy over the rows of anchors·targetsᵀ/τ;
+// DCL drops the positive from each row's denominator.
+func PairLossGraph(anchors, targets *Node, cfg LossConfig) LossNodes {
+	if anchors.Rank() != 2 || !anchors.Shape().Equal(targets.Shape()) {
+		panic(fmt.Sprintf("PairLossGraph: anchors %s and targets %s must both be [A, D]", anchors.Shape(), targets.Shape()))
+	}
+	a, t := l2Normalize(anchors), l2Normalize(targets)
+	g := a.Graph()
+	n := a.Shape().Dim(0)
+	invTau := 1 / cfg.Temperature
+	posCos := ReduceSum(Mul(a, t), 1)
+	logits := MulScalar(Dot(a, Transpose(t, 0, 1)).Product(), invTau) // [A, A]
+	offDiagonal := NotEqual(Iota(g, shapes.Make(dtypes.Int32, n, n), 0), Iota(g, shapes.Make(dtypes.Int32, n, n), 1))
+	return anchorLoss(AnchorTerms{Pos: MulScalar(posCos, invTau), PosCos: posCos, LogU: maskedLogSumExp(logits, offDiagonal, 1), N: n}, cfg)
+}
+
+// anchorLoss builds cfg's per-anchor losses from the shared terms, their NPC multipliers
+// and the reduction over the anchors.
+func anchorLoss(t AnchorTerms, cfg LossConfig) LossNodes {
 	spec, ok := LookupLoss(cfg.Kind)
 	if !ok {
-		panic(fmt.Sprintf("LossGraph: unknown loss %q", cfg.Kind))
+		panic(fmt.Sprintf("loss graph: unknown loss %q", cfg.Kind))
 	}
-	perAnchor, weights := spec.PerAnchor(AnchorTerms{Pos: pos, PosCos: posCos, LogU: logU, N: n}, cfg)
+	if spec.InBatchOnly && t.Cos == nil {
+		panic(fmt.Sprintf("loss graph: %s needs the in-batch cosines; it has no queue form", spec.Display))
+	}
+	perAnchor, weights := spec.PerAnchor(t, cfg)
 
 	// q = 1 - exp(s)/(exp(s)+U) = sigmoid(log U - s).
-	q := StopGradient(Sigmoid(Sub(logU, pos)))
+	q := StopGradient(Sigmoid(Sub(t.LogU, t.Pos)))
 
 	loss := ReduceAllSum(perAnchor)
 	if cfg.Reduction != Sum {
-		loss = DivScalar(loss, float64(2*n))
+		loss = DivScalar(loss, float64(t.anchors()))
 	}
 	return LossNodes{Loss: loss, PerAnchor: perAnchor, Q: q, Weights: weights}
 }

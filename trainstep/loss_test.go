@@ -36,7 +36,16 @@ func refLoss(z1, z2 [][]float64, cfg LossConfig, fixedW []float64) (loss float64
 	for i := 0; i < n; i++ {
 		views[0][i], views[1][i] = norm(z1[i]), norm(z2[i])
 	}
-	if cfg.Kind == DCLW {
+	switch cfg.Kind {
+	case DCLWExp:
+		w = fixedW
+		if w == nil {
+			w = make([]float64, n)
+			for i := range w {
+				w[i] = cfg.Delta * math.Exp(-cfg.Sigma*dot(views[0][i], views[1][i]))
+			}
+		}
+	case DCLW:
 		w = fixedW
 		if w == nil {
 			var sum float64
@@ -68,8 +77,10 @@ func refLoss(z1, z2 [][]float64, cfg LossConfig, fixedW []float64) (loss float64
 				li = -math.Log(math.Exp(s) / (math.Exp(s) + u))
 			case DCL:
 				li = -s + math.Log(u)
-			case DCLW:
+			case DCLW, DCLWExp:
 				li = -w[i]*s + math.Log(u)
+			case Hypersphere:
+				li = math.Pow(sqDist(views[0][i], views[1][i]), cfg.Alpha/2) + refUniformity(views[k], cfg.UniformT)
 			}
 			perAnchor = append(perAnchor, li)
 			q = append(q, 1-math.Exp(s)/(math.Exp(s)+u))
@@ -81,6 +92,28 @@ func refLoss(z1, z2 [][]float64, cfg LossConfig, fixedW []float64) (loss float64
 	}
 	// Reorder to view-1 anchors then view-2 anchors (already in that order: k outer).
 	return loss, perAnchor, q, w
+}
+
+func sqDist(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += (a[i] - b[i]) * (a[i] - b[i])
+	}
+	return s
+}
+
+// refUniformity is Wang & Isola's uniformity of unit vectors:
+// log of the mean over pairs i ≠ j of exp(-t‖v_i − v_j‖²).
+func refUniformity(v [][]float64, t float64) float64 {
+	var sum float64
+	for i := range v {
+		for j := range v {
+			if i != j {
+				sum += math.Exp(-t * sqDist(v[i], v[j]))
+			}
+		}
+	}
+	return math.Log(sum / float64(len(v)*(len(v)-1)))
 }
 
 func randomEmbeddings(r *rand.Rand, n, d int, scale float64) [][]float64 {
@@ -121,7 +154,7 @@ type lossCase struct {
 
 func lossCases() []lossCase {
 	var cases []lossCase
-	for _, kind := range []LossKind{InfoNCE, DCL, DCLW} {
+	for _, kind := range []LossKind{InfoNCE, DCL, DCLW, DCLWExp, Hypersphere} {
 		for _, tc := range []struct {
 			n, d    int
 			tau     float64
@@ -135,7 +168,7 @@ func lossCases() []lossCase {
 			{8, 16, 1.0, Sum, false},
 			{13, 4, 0.2, Mean, false},
 		} {
-			cfg := LossConfig{Kind: kind, Temperature: tc.tau, Sigma: 0.5, Reduction: tc.red}
+			cfg := LossConfig{Kind: kind, Temperature: tc.tau, Sigma: 0.5, Delta: 3, Alpha: 2, UniformT: 2, Reduction: tc.red}
 			cases = append(cases, lossCase{
 				name: fmt.Sprintf("%s/N%d/D%d/tau%g/%s/aligned=%v", kind, tc.n, tc.d, tc.tau, tc.red, tc.aligned),
 				n:    tc.n, d: tc.d, cfg: cfg, aligned: tc.aligned,
@@ -198,6 +231,8 @@ func TestLossGradientMatchesFiniteDifferences(t *testing.T) {
 	cases = append(cases,
 		lossCase{name: "dclw-weightgrad/N5/D4", n: 5, d: 4, cfg: LossConfig{Kind: DCLW, Temperature: 0.1, Sigma: 0.5, WeightGrad: true}},
 		lossCase{name: "dclw-weightgrad/N8/D16/aligned", n: 8, d: 16, aligned: true, cfg: LossConfig{Kind: DCLW, Temperature: 0.07, Sigma: 0.5, WeightGrad: true, Reduction: Sum}},
+		lossCase{name: "dclw-exp-weightgrad/N5/D4", n: 5, d: 4, cfg: LossConfig{Kind: DCLWExp, Temperature: 0.1, Sigma: 0.5, Delta: 3, WeightGrad: true}},
+		lossCase{name: "hypersphere-alpha3-t1/N6/D5", n: 6, d: 5, cfg: LossConfig{Kind: Hypersphere, Temperature: 0.1, Alpha: 3, UniformT: 1}},
 	)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,7 +247,7 @@ func TestLossGradientMatchesFiniteDifferences(t *testing.T) {
 				t.Fatal(err)
 			}
 			var fixedW []float64
-			if tc.cfg.Kind == DCLW && !tc.cfg.WeightGrad {
+			if (tc.cfg.Kind == DCLW || tc.cfg.Kind == DCLWExp) && !tc.cfg.WeightGrad {
 				_, _, _, fixedW = refLoss(z1, z2, tc.cfg, nil) // detached: weights are constants
 			}
 			const h = 1e-6
@@ -282,21 +317,41 @@ func TestLossIdentities(t *testing.T) {
 	}
 }
 
-// TestLossLowTemperatureIsFinite: with τ = 0.01 the logits reach ±100, whose exponentials
-// overflow float32; the stabilised log-sum-exp must still give finite values.
+// TestLossLowTemperatureIsFinite: at τ = 0.005 and 0.001 the logits reach ±1000, whose
+// exponentials overflow even float64; the stabilised log-sum-exp must still give finite
+// losses, multipliers and gradients. The positive's own logit once entered the exponential
+// before being masked out: its exp was infinite and the backward pass multiplied it by zero
+// (NaN gradients, and NaN training at small τ).
 func TestLossLowTemperatureIsFinite(t *testing.T) {
 	backend := newTestBackend(t)
 	r := rand.New(rand.NewPCG(7, 8))
-	z1, z2 := alignedEmbeddings(r, 4, 3)
-	for _, kind := range []LossKind{InfoNCE, DCL, DCLW} {
-		cfg := LossConfig{Kind: kind, Temperature: 0.005, Sigma: 0.5}
-		res, err := LossAndGrad(backend, z1, z2, cfg)
-		if err != nil {
-			t.Fatal(err)
+	// Orthogonal images, each view pair nearly equal: the positives' logits are about 1/τ and
+	// the negatives' about 0.
+	z1, z2 := make([][]float64, 4), make([][]float64, 4)
+	for i := range z1 {
+		z1[i], z2[i] = make([]float64, 4), make([]float64, 4)
+		for j := range z1[i] {
+			z1[i][j], z2[i][j] = 0.01*r.NormFloat64(), 0.01*r.NormFloat64()
 		}
-		want, _, _, _ := refLoss(z1, z2, cfg, nil)
-		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) || !closeTo(res.Loss, want, 1e-9) {
-			t.Errorf("%s at τ=0.005: loss %g, want %g", kind, res.Loss, want)
+		z1[i][i], z2[i][i] = 1, 1
+	}
+	for _, kind := range []LossKind{InfoNCE, DCL, DCLW, DCLWExp} {
+		for _, tau := range []float64{0.005, 0.001} {
+			cfg := LossConfig{Kind: kind, Temperature: tau, Sigma: 0.5, Delta: 3}
+			res, err := LossAndGrad(backend, z1, z2, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _, _, _ := refLoss(z1, z2, cfg, nil); !math.IsInf(want, 0) && !math.IsNaN(want) && !closeTo(res.Loss, want, 1e-9) {
+				t.Errorf("%s at τ=%g: loss %g, want %g", kind, tau, res.Loss, want)
+			}
+			values := append(append([]float64{res.Loss, res.MeanQ}, res.Q...), flatten(res.Grad1, 4)...)
+			for i, v := range append(values, flatten(res.Grad2, 4)...) {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Errorf("%s at τ=%g: value %d of the loss, q and gradients is %g", kind, tau, i, v)
+					break
+				}
+			}
 		}
 	}
 }

@@ -2,10 +2,13 @@ package trainstep
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph"
 )
 
@@ -21,27 +24,67 @@ type LossSpec struct {
 	Aliases []string
 	// Display is the name reports print, e.g. "SimCLR (InfoNCE)".
 	Display string
-	// UsesSigma says the loss reads LossConfig.Sigma (then it must be positive).
-	UsesSigma bool
+	// Params are the LossConfig parameters the loss reads beyond τ; each must then be a
+	// positive number.
+	Params []LossParam
 	// HasWeights says PerAnchor returns per-image weights (reported as LossResult.Weights).
 	HasWeights bool
-	// PerAnchor builds the 2N anchor losses from the terms every in-batch loss shares, and
+	// InBatchOnly says PerAnchor reads AnchorTerms.Cos, which only the in-batch form has:
+	// methods whose negatives come from a queue (MoCo, NNCLR) refuse the loss.
+	InBatchOnly bool
+	// PerAnchor builds the anchor losses from the terms every loss of this form shares, and
 	// the N per-image weights when HasWeights (else nil). The NPC multiplier
 	// q = sigmoid(log U - s) is defined for every loss of this form, so the step reports it
 	// whatever the loss.
 	PerAnchor func(t AnchorTerms, cfg LossConfig) (perAnchor, weights *Node)
 }
 
-// AnchorTerms are the graph values of one batch every in-batch loss is built from; entries
-// are per anchor (2N: the view-1 anchors, then the view-2 anchors).
-type AnchorTerms struct {
-	// Pos is s = <z1_i, z2_i>/τ, PosCos the cosine <z1_i, z2_i> itself.
-	Pos, PosCos *Node
-	// LogU is log Σ_negatives exp(<z_a, z_neg>/τ), stabilised.
-	LogU *Node
-	// N is the number of view pairs.
-	N int
+// LossParam names a parameter of LossConfig that some losses read.
+type LossParam string
+
+const (
+	// ParamSigma is LossConfig.Sigma (DCLW's σ).
+	ParamSigma LossParam = "sigma"
+	// ParamDelta is LossConfig.Delta (the appendix's exponential DCLW weight's δ).
+	ParamDelta LossParam = "delta"
+	// ParamAlpha is LossConfig.Alpha (the hypersphere loss's alignment exponent α).
+	ParamAlpha LossParam = "alpha"
+	// ParamUniformT is LossConfig.UniformT (the hypersphere loss's uniformity t).
+	ParamUniformT LossParam = "uniform_t"
+)
+
+// value is the parameter's value in c.
+func (p LossParam) value(c LossConfig) float64 {
+	switch p {
+	case ParamSigma:
+		return c.Sigma
+	case ParamDelta:
+		return c.Delta
+	case ParamAlpha:
+		return c.Alpha
+	case ParamUniformT:
+		return c.UniformT
+	}
+	panic(fmt.Sprintf("unknown loss parameter %q", string(p)))
 }
+
+// AnchorTerms are the graph values of one batch every loss of the registry is built from;
+// entries are per anchor. In the in-batch form there are 2N anchors (the view-1 anchors, then
+// the view-2 anchors); in the queue forms (MoCo, NNCLR) one per query, N or 2N.
+type AnchorTerms struct {
+	// Pos is s = <anchor, positive>/τ, PosCos the cosine <anchor, positive> itself.
+	Pos, PosCos *Node
+	// LogU is log Σ_negatives exp(<anchor, negative>/τ), stabilised.
+	LogU *Node
+	// N is the number of images (view pairs) in the batch.
+	N int
+	// Cos is the [2N, 2N] matrix of cosines between the stacked views [z1; z2] in the
+	// in-batch form, and nil in the queue forms (see LossSpec.InBatchOnly).
+	Cos *Node
+}
+
+// anchors is the number of anchors the terms hold.
+func (t AnchorTerms) anchors() int { return t.Pos.Shape().Dim(0) }
 
 var lossRegistry = struct {
 	sync.RWMutex
@@ -115,16 +158,82 @@ func init() {
 		},
 	})
 	RegisterLoss(LossSpec{
-		Kind: DCLW, Display: "DCLW", UsesSigma: true, HasWeights: true,
+		Kind: DCLW, Display: "DCLW", Params: []LossParam{ParamSigma}, HasWeights: true,
 		PerAnchor: func(t AnchorTerms, cfg LossConfig) (*Node, *Node) {
 			// w_i = 2 - N·softmax_i(<z1_i, z2_i>/σ): mean 1, larger for harder (less similar)
-			// positives. Each image's similarity appears twice in PosCos, so the softmax over
-			// its 2N entries is half the one over N and N·softmax_N = 2N·softmax_2N.
-			w2 := AddScalar(MulScalar(Softmax(MulScalar(t.PosCos, 1/cfg.Sigma), 0), -float64(2*t.N)), 2)
-			if !cfg.WeightGrad {
-				w2 = StopGradient(w2)
-			}
-			return Sub(t.LogU, Mul(w2, t.Pos)), StopGradient(Slice(w2, AxisRange(0, t.N)))
+			// positives. In the in-batch form each image's similarity appears twice in
+			// PosCos, so the softmax over its 2N entries is half the one over N and
+			// N·softmax_N = 2N·softmax_2N: A·softmax_A over the A anchors is right in every
+			// form.
+			a := t.anchors()
+			w := AddScalar(MulScalar(Softmax(MulScalar(t.PosCos, 1/cfg.Sigma), 0), -float64(a)), 2)
+			return weightedPositive(t, w, cfg)
 		},
 	})
+	RegisterLoss(LossSpec{
+		Kind: DCLWExp, Display: "DCLW (exp. weight)", Params: []LossParam{ParamSigma, ParamDelta}, HasWeights: true,
+		PerAnchor: func(t AnchorTerms, cfg LossConfig) (*Node, *Node) {
+			// The appendix's alternative weight w_i = δ·exp(-σ·<z1_i, z2_i>): larger for
+			// harder positives too, but not normalised to mean 1.
+			return weightedPositive(t, MulScalar(Exp(MulScalar(t.PosCos, -cfg.Sigma)), cfg.Delta), cfg)
+		},
+	})
+	RegisterLoss(LossSpec{
+		Kind: Hypersphere, Aliases: []string{"align-uniform"}, Display: "Hypersphere (align + uniform)",
+		Params: []LossParam{ParamAlpha, ParamUniformT}, InBatchOnly: true,
+		PerAnchor: hypersphere,
+	})
+}
+
+// weightedPositive is DCL with the positive term of each anchor weighted by w (one entry per
+// anchor): log U - w·s, and the N per-image weights (the first N entries). The weights are
+// constants in the backward pass unless cfg.WeightGrad.
+func weightedPositive(t AnchorTerms, w *Node, cfg LossConfig) (perAnchor, weights *Node) {
+	if !cfg.WeightGrad {
+		w = StopGradient(w)
+	}
+	return Sub(t.LogU, Mul(w, t.Pos)), StopGradient(Slice(w, AxisRange(0, t.N)))
+}
+
+// hypersphere is Wang & Isola's alignment and uniformity loss (ICML 2020) with unit weights,
+// as their CIFAR and STL-10 settings use:
+//
+//	L = E_i ‖z1_i − z2_i‖^α + ½ Σ_views log E_{i≠j} exp(−t‖z_i − z_j‖²)
+//
+// over the L2-normalised views. Per anchor it is the alignment of its image plus the
+// uniformity of its view, so the mean over the 2N anchors is L. For unit vectors
+// ‖a − b‖² = 2 − 2<a, b>, so both terms come from the cosines.
+func hypersphere(t AnchorTerms, cfg LossConfig) (*Node, *Node) {
+	g := t.Pos.Graph()
+	n := t.N
+	dtype := t.Pos.DType()
+	sqDist := MaxScalar(AddScalar(MulScalar(t.PosCos, -2), 2), 0)
+	align := sqDist
+	if cfg.Alpha != 2 {
+		align = Pow(sqDist, Scalar(g, dtype, cfg.Alpha/2))
+	}
+	// log mean over the N(N-1) ordered pairs of distinct images of one view, per view.
+	row := Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 0)
+	col := Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 1)
+	nInt := Scalar(g, dtypes.Int32, n)
+	sameView := And(Equal(Div(row, nInt), Div(col, nInt)), NotEqual(row, col))
+	logits := MulScalar(AddScalar(t.Cos, -1), 2*cfg.UniformT)
+	perRow := maskedLogSumExp(logits, sameView, 1)                                         // [2N]
+	perView := AddScalar(logSumExp(Reshape(perRow, 2, n), 1), -math.Log(float64(n*(n-1)))) // [2]
+	uniform := Reshape(BroadcastToDims(Reshape(perView, 2, 1), 2, n), 2*n)
+	return Add(align, uniform), nil
+}
+
+// maskedLogSumExp is log Σ exp(x) over the entries of axis where mask holds, with the largest
+// of them subtracted first so no temperature overflows. Masked-out entries enter the
+// exponential as a very negative number, not as exp(x) times zero: their exp(x) may be
+// infinite, and the backward pass would then multiply it by zero (NaN).
+func maskedLogSumExp(x, mask *Node, axis int) *Node {
+	return logSumExp(Where(mask, x, Scalar(x.Graph(), x.DType(), -1e30)), axis)
+}
+
+// logSumExp is log Σ exp(x) over axis, stabilised by the axis's maximum.
+func logSumExp(x *Node, axis int) *Node {
+	m := StopGradient(ReduceAndKeep(x, ReduceMax, axis))
+	return Add(Log(ReduceSum(Exp(Sub(x, m)), axis)), Squeeze(m, axis))
 }

@@ -48,6 +48,8 @@ type TrainNodes struct {
 // MethodGraph is what a method builds its graphs with: the step's model at the step's
 // precision, its loss configuration and the store's scope.
 type MethodGraph struct {
+	// Graph is the graph being built.
+	Graph *Graph
 	// Scope is the root scope of the step's store.
 	Scope *model.Scope
 	// Model is the encoder; Encode runs it as the step configures it.
@@ -82,20 +84,100 @@ func (simCLR) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
 	return TrainNodes{Loss: nodes.Loss, Q: nodes.Q}
 }
 
+// MethodSpec is everything the toolkit knows about one training method: its name, what
+// reports call it, the settings it reads and their defaults, and its constructor. The
+// command line, reproduce's configs and the docs read this registry.
+type MethodSpec struct {
+	// Name is the method's name (StepConfig.Method, --method).
+	Name string
+	// Display is the name reports print, e.g. "MoCo-v2".
+	Display string
+	// Settings are the MethodConfig fields the method reads, by their JSON names; a
+	// configuration that sets another is refused.
+	Settings []string
+	// Defaults are the values of Settings where a configuration leaves them zero.
+	Defaults MethodConfig
+	// New checks the step's configuration (with the defaults filled in) and returns the
+	// method.
+	New func(StepConfig) (Method, error)
+}
+
+// MethodConfig holds the settings of the methods that keep state between steps; zero
+// values take the method's defaults (MethodSpec.Defaults). Checkpoints store it, and a run
+// resumes only with the same settings.
+type MethodConfig struct {
+	// QueueSize is MoCo's queue of negative keys K, or NNCLR's support set.
+	QueueSize int `json:"queue_size,omitempty"`
+	// MomentumEMA is MoCo's key-encoder momentum m: key ← m·key + (1-m)·query after each
+	// step.
+	MomentumEMA float64 `json:"momentum_ema,omitempty"`
+	// Symmetric makes MoCo use both views as queries (each against the other's key), and
+	// enqueue both keys.
+	Symmetric bool `json:"symmetric,omitempty"`
+	// BNSplits is the number of groups MoCo's batch norm takes its statistics over, keys
+	// regrouped so each key's group mixes every query group (single-device shuffle BN).
+	BNSplits int `json:"bn_splits,omitempty"`
+	// PredictorHidden is the hidden width of NNCLR's prediction head.
+	PredictorHidden int `json:"predictor_hidden,omitempty"`
+}
+
+// methodSettings lists MethodConfig's fields by JSON name, with whether c sets each and a
+// pointer to fill a default in.
+func (c *MethodConfig) settings() []struct {
+	name  string
+	isSet bool
+	fill  func(MethodConfig)
+} {
+	type setting = struct {
+		name  string
+		isSet bool
+		fill  func(MethodConfig)
+	}
+	return []setting{
+		{"queue_size", c.QueueSize != 0, func(d MethodConfig) { c.QueueSize = d.QueueSize }},
+		{"momentum_ema", c.MomentumEMA != 0, func(d MethodConfig) { c.MomentumEMA = d.MomentumEMA }},
+		{"symmetric", c.Symmetric, func(d MethodConfig) { c.Symmetric = d.Symmetric }},
+		{"bn_splits", c.BNSplits != 0, func(d MethodConfig) { c.BNSplits = d.BNSplits }},
+		{"predictor_hidden", c.PredictorHidden != 0, func(d MethodConfig) { c.PredictorHidden = d.PredictorHidden }},
+	}
+}
+
+// withDefaults returns c with the method's defaults where c leaves a setting zero, or an
+// error naming a setting the method does not read.
+func (c MethodConfig) withDefaults(spec MethodSpec) (MethodConfig, error) {
+	for _, s := range c.settings() {
+		uses := slices.Contains(spec.Settings, s.name)
+		switch {
+		case s.isSet && !uses:
+			return c, fmt.Errorf("method %s has no setting %s (it reads %s)", spec.Name, s.name, settingList(spec.Settings))
+		case !s.isSet && uses:
+			s.fill(spec.Defaults)
+		}
+	}
+	return c, nil
+}
+
+func settingList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
 var methodRegistry = struct {
 	sync.RWMutex
-	byName map[string]func(StepConfig) (Method, error)
-}{byName: map[string]func(StepConfig) (Method, error){}}
+	byName map[string]MethodSpec
+}{byName: map[string]MethodSpec{}}
 
-// RegisterMethod adds a training method: newMethod checks the step's configuration (the
-// method's own settings included) and returns the method. It panics when the name is taken.
-func RegisterMethod(name string, newMethod func(StepConfig) (Method, error)) {
+// RegisterMethod adds a training method. It panics when the name is taken or the spec is
+// incomplete (programming errors, found when the binary starts).
+func RegisterMethod(spec MethodSpec) {
 	methodRegistry.Lock()
 	defer methodRegistry.Unlock()
-	if _, taken := methodRegistry.byName[name]; taken || name == "" || newMethod == nil {
-		panic(fmt.Sprintf("trainstep.RegisterMethod: %q is taken, empty or has no constructor", name))
+	if _, taken := methodRegistry.byName[spec.Name]; taken || spec.Name == "" || spec.Display == "" || spec.New == nil {
+		panic(fmt.Sprintf("trainstep.RegisterMethod: %q is taken, or has no display name or constructor", spec.Name))
 	}
-	methodRegistry.byName[name] = newMethod
+	methodRegistry.byName[spec.Name] = spec
 }
 
 // MethodNames returns the registered training methods, sorted.
@@ -110,16 +192,39 @@ func MethodNames() []string {
 	return names
 }
 
-// newMethod returns the method of cfg ("" is SimCLRMethod).
-func newMethod(cfg StepConfig) (Method, error) {
-	name := methodName(cfg.Method)
+// LookupMethod returns the spec of a method by name ("" is SimCLRMethod).
+func LookupMethod(name string) (MethodSpec, error) {
+	name = methodName(name)
 	methodRegistry.RLock()
-	newFn, ok := methodRegistry.byName[name]
+	spec, ok := methodRegistry.byName[name]
 	methodRegistry.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("unknown training method %q: want one of %s", name, strings.Join(MethodNames(), ", "))
+		return MethodSpec{}, fmt.Errorf("unknown training method %q: want one of %s", name, strings.Join(MethodNames(), ", "))
 	}
-	return newFn(cfg)
+	return spec, nil
+}
+
+// withMethodDefaults returns cfg with its method named ("" is SimCLRMethod) and the
+// method's defaults filled in.
+func (c StepConfig) withMethodDefaults() (StepConfig, error) {
+	spec, err := LookupMethod(c.Method)
+	if err != nil {
+		return c, err
+	}
+	c.Method = spec.Name
+	if c.MethodConfig, err = c.MethodConfig.withDefaults(spec); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// newMethod returns the method of cfg, whose method defaults are filled in.
+func newMethod(cfg StepConfig) (Method, error) {
+	spec, err := LookupMethod(cfg.Method)
+	if err != nil {
+		return nil, err
+	}
+	return spec.New(cfg)
 }
 
 // methodName is the method a configuration or checkpoint names: one from before methods
@@ -132,5 +237,6 @@ func methodName(name string) string {
 }
 
 func init() {
-	RegisterMethod(SimCLRMethod, func(StepConfig) (Method, error) { return simCLR{}, nil })
+	RegisterMethod(MethodSpec{Name: SimCLRMethod, Display: "SimCLR",
+		New: func(StepConfig) (Method, error) { return simCLR{}, nil }})
 }

@@ -47,7 +47,7 @@ func (m toyMethod) AfterUpdate(g *MethodGraph, nodes TrainNodes) {
 }
 
 func init() {
-	RegisterMethod(toyMethodName, func(StepConfig) (Method, error) { return toyMethod{}, nil })
+	RegisterMethod(MethodSpec{Name: toyMethodName, Display: "toy", New: func(StepConfig) (Method, error) { return toyMethod{}, nil }})
 }
 
 func TestMethodRegistry(t *testing.T) {

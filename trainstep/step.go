@@ -28,6 +28,8 @@ type StepConfig struct {
 	// Method is the training method, a name of the method registry ("": SimCLRMethod, as
 	// checkpoints from before methods existed were trained).
 	Method string `json:"method,omitempty"`
+	// MethodConfig holds the method's settings (zero: the method's defaults).
+	MethodConfig MethodConfig `json:"method_config,omitzero"`
 }
 
 // Validate checks the model, loss, optimiser, precision and method settings.
@@ -41,7 +43,11 @@ func (c StepConfig) Validate() error {
 	if err := c.Precision.Validate(); err != nil {
 		return err
 	}
-	if _, err := newMethod(c); err != nil {
+	withDefaults, err := c.withMethodDefaults()
+	if err != nil {
+		return err
+	}
+	if _, err := newMethod(withDefaults); err != nil {
 		return err
 	}
 	return c.Optimizer.Validate()
@@ -152,11 +158,14 @@ func NewStep(backend compute.Backend, cfg StepConfig, h, w int) (*Step, error) {
 	if err := cfg.Loss.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Loss = cfg.Loss.withUsedParams()
 	if err := cfg.Precision.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.Precision = cfg.Precision.orDefault()
-	cfg.Method = methodName(cfg.Method)
+	if cfg, err = cfg.withMethodDefaults(); err != nil {
+		return nil, err
+	}
 	method, err := newMethod(cfg)
 	if err != nil {
 		return nil, err
@@ -200,8 +209,8 @@ func (s *Step) net(train, updateStats bool) *net {
 }
 
 // methodGraph is what the method builds one graph of this step with.
-func (s *Step) methodGraph(scope *model.Scope, train, updateStats bool) *MethodGraph {
-	return &MethodGraph{Scope: scope, Model: s.model, Loss: s.cfg.Loss, net: s.net(train, updateStats)}
+func (s *Step) methodGraph(g *Graph, scope *model.Scope, train, updateStats bool) *MethodGraph {
+	return &MethodGraph{Graph: g, Scope: scope, Model: s.model, Loss: s.cfg.Loss, net: s.net(train, updateStats)}
 }
 
 // createVariables builds the model once in a graph that is never run, which creates every
@@ -219,7 +228,7 @@ func (s *Step) createVariables(h, w int) (err error) {
 	n := s.net(false, false)
 	scope := s.store.RootScope()
 	s.model.project(n, scope, s.model.backbone(n, scope, images))
-	s.method.CreateVariables(s.methodGraph(scope, false, false))
+	s.method.CreateVariables(s.methodGraph(g, scope, false, false))
 	for v := range s.store.IterVariables() {
 		if v.Trainable {
 			momentumVariable(s.store, v)
@@ -247,7 +256,7 @@ func meanQ(nodes TrainNodes) *Node {
 }
 
 func (s *Step) trainGraph(scope *model.Scope, view1, view2 *Node) (loss, q *Node) {
-	mg := s.methodGraph(scope, true, true)
+	mg := s.methodGraph(view1.Graph(), scope, true, true)
 	nodes := s.lossGraph(mg, view1, view2)
 	s.opt.UpdateGraph(scope, view1.Graph(), nodes.Loss)
 	s.method.AfterUpdate(mg, nodes)
@@ -271,7 +280,7 @@ func (s *Step) gradientVariables() []*model.Variable {
 // it returns the loss, the mean q and the gradient of every gradientVariables entry, in
 // float32, and changes no variable.
 func (s *Step) gradientGraph(scope *model.Scope, view1, view2 *Node) []*Node {
-	nodes := s.lossGraph(s.methodGraph(scope, true, false), view1, view2)
+	nodes := s.lossGraph(s.methodGraph(view1.Graph(), scope, true, false), view1, view2)
 	g := view1.Graph()
 	vars := s.gradientVariables()
 	wrt := make([]*Node, len(vars))

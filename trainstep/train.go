@@ -139,6 +139,7 @@ type runPlan struct {
 	info       SourceInfo
 	checkpoint string // the checkpoint to resume from, or ""
 	fresh      TrainState
+	finished   bool // the checkpoint is the end of a finished run
 }
 
 // CheckRun checks that a run can start, before any compute backend exists: the settings, the
@@ -187,6 +188,9 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	p := &runPlan{cfg: cfg, info: info,
 		fresh: TrainState{Seed: run.Seed, Data: run.Data, DataFingerprint: info.Fingerprint, ImageHeight: info.Height, ImageWidth: info.Width}}
 	if resumeFrom == "" {
+		if p.cfg.InitSeed == 0 {
+			p.cfg.InitSeed = run.Seed
+		}
 		if paths, _, err := ListCheckpoints(ctx, run.Out); err != nil {
 			return nil, err
 		} else if len(paths) > 0 {
@@ -207,6 +211,16 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	if trained, asked := methodName(h.Step.Method), methodName(cfg.Method); trained != asked {
 		return nil, setupErr(fmt.Errorf("checkpoint %s was trained with method %s, not %s: its variables are another method's", p.checkpoint, trained, asked))
 	}
+	if err := sameMethodSettings(p.checkpoint, h.Step, cfg); err != nil {
+		return nil, setupErr(err)
+	}
+	switch {
+	case cfg.InitSeed == 0:
+		p.cfg.InitSeed = h.Step.InitSeed
+	case cfg.InitSeed != h.Step.InitSeed:
+		return nil, setupErr(fmt.Errorf("checkpoint %s started from initial weights of seed %d, not %d: a resumed run keeps its own (leave --init-seed out)", p.checkpoint, h.Step.InitSeed, cfg.InitSeed))
+	}
+	p.finished = h.State.Finished
 	// A resumed run keeps its precision (a checkpoint without one was trained in float32):
 	// the other would not continue the same run, nor bit for bit.
 	trained := h.Step.Precision.orDefault()
@@ -217,6 +231,26 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 		return nil, setupErr(fmt.Errorf("checkpoint %s was trained at precision %s, not %s: resume it at %s", p.checkpoint, trained, cfg.Precision, trained))
 	}
 	return p, nil
+}
+
+// sameMethodSettings reports a resume whose method settings (queue size, momentum, …)
+// differ from the checkpoint's: its queues would not fit, or the run would not continue the
+// same training.
+func sameMethodSettings(path string, trained, asked StepConfig) error {
+	t, err := trained.withMethodDefaults()
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	a, err := asked.withMethodDefaults()
+	if err != nil {
+		return err
+	}
+	if t.MethodConfig != a.MethodConfig {
+		tj, _ := json.Marshal(t.MethodConfig)
+		aj, _ := json.Marshal(a.MethodConfig)
+		return fmt.Errorf("checkpoint %s was trained with %s settings %s, not %s: resume it with the same", path, t.Method, tj, aj)
+	}
+	return nil
 }
 
 // checkResume reports a checkpoint that does not belong to this run: another model, batch
@@ -256,6 +290,9 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	plan, err := planRun(ctx, cfg, run, info, opts.Resume)
 	if err != nil {
 		return nil, err
+	}
+	if done, err := finishedAlready(ctx, plan, run, info, logger); done != nil || err != nil {
+		return done, err
 	}
 	step, err := NewStep(opts.Backend, plan.cfg, info.Height, info.Width)
 	if err != nil {
@@ -306,6 +343,31 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	return l.runAll(ctx)
 }
 
+// finishedAlready returns the summary of a run that resumes from the end of a finished run
+// with nothing left to do (the same number of epochs): resuming it changes nothing and says
+// so. It returns nil when there are steps to run (a finished run given more epochs goes on).
+func finishedAlready(ctx context.Context, plan *runPlan, run RunConfig, info SourceInfo, logger *slog.Logger) (*Summary, error) {
+	if !plan.finished {
+		return nil, nil
+	}
+	h, err := ReadCheckpointHeader(ctx, plan.checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	stepsPerEpoch := info.Examples / run.BatchSize
+	if h.State.StepsDone < stepsPerEpoch*run.Epochs {
+		return nil, nil
+	}
+	var sum Summary
+	if err := storage.LoadJSON(ctx, storage.Join(run.Out, SummaryName), &sum); err != nil {
+		// The summary belongs with the run folder; a checkpoint copied elsewhere has none.
+		sum = Summary{StepsDone: h.State.StepsDone, TotalSteps: h.State.StepsDone, Epoch: h.State.Epoch, Finished: true, StepsPerEpoch: stepsPerEpoch}
+	}
+	sum.Checkpoint = plan.checkpoint
+	logger.Info("the run is already finished: nothing to do", "checkpoint", plan.checkpoint, "steps", h.State.StepsDone, "epochs", h.State.Epoch)
+	return &sum, nil
+}
+
 // resume restores the checkpoint at path (checked by planRun) into step and returns its state.
 func resume(ctx context.Context, path string, step *Step, run RunConfig, logger *slog.Logger) (TrainState, error) {
 	ckpt, err := ReadCheckpoint(ctx, path)
@@ -334,7 +396,7 @@ func configDiff(h CheckpointHeader, cfg StepConfig, run RunConfig) string {
 			diffs = append(diffs, fmt.Sprintf("%s %s→%s", name, a, b))
 		}
 	}
-	add("loss", h.Step.Loss, cfg.Loss)
+	add("loss", h.Step.Loss.withUsedParams(), cfg.Loss.withUsedParams())
 	add("optimizer", h.Step.Optimizer, cfg.Optimizer)
 	if h.Run != nil {
 		add("epochs", h.Run.Epochs, run.Epochs)
@@ -478,7 +540,7 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
 		}
 		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-			return false, fmt.Errorf("step %d: the loss is %v (learning rate %.4g); the last checkpoint is from before it: lower --lr or check the data", l.state.StepsDone+1, res.Loss, lr)
+			return false, l.divergedError(ctx, res.Loss, lr)
 		}
 		now := time.Now()
 		elapsed := now.Sub(last)
@@ -518,6 +580,18 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 		}
 	}
 	return false, nil
+}
+
+// divergedError says which step's loss is not finite, at which learning rate and
+// temperature, and which checkpoint to go back to (or that there is none yet).
+func (l *loop) divergedError(ctx context.Context, loss, lr float64) error {
+	where := "no checkpoint was written before it: the run must start again"
+	if paths, steps, err := ListCheckpoints(ctx, l.run.Out); err == nil && len(paths) > 0 {
+		where = fmt.Sprintf("the last checkpoint, %s, is from step %d, before it", paths[len(paths)-1], steps[len(steps)-1])
+	}
+	cfg := l.step.Config()
+	return fmt.Errorf("step %d: the %s loss is %v (learning rate %.4g, temperature %g); %s. Lower --lr, or raise --temperature, or check the data",
+		l.state.StepsDone+1, cfg.Loss.Kind, loss, lr, cfg.Loss.Temperature, where)
 }
 
 func (l *loop) afterEpoch(ctx context.Context, epoch int) error {

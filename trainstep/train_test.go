@@ -429,17 +429,30 @@ func TestProgressBarKeepsTheLog(t *testing.T) {
 }
 
 // TestTrainStopsOnNaN: a learning rate that blows the weights up ends the run with an error
-// that says what to do, and no checkpoint of the broken state.
+// that says what to do and which checkpoint to go back to (or that there is none), and no
+// checkpoint of the broken state.
 func TestTrainStopsOnNaN(t *testing.T) {
-	out := t.TempDir()
-	run := testRunConfig(t, out)
-	run.BaseLR = 1e30
-	_, err := Train(context.Background(), testStepConfig(MLP), run, quietOptions(t, mustMemorySource(t, syntheticPairs(6, 12, 2, 4, 4, 1))))
-	if err == nil || !strings.Contains(err.Error(), "lower --lr") {
-		t.Fatalf("error = %v, want the NaN loss reported", err)
-	}
-	if paths, _, _ := ListCheckpoints(context.Background(), out); len(paths) != 0 {
-		t.Errorf("checkpoints %v written of a diverged run", paths)
+	for _, tc := range []struct {
+		name            string
+		checkpointEvery int
+		want            string
+	}{
+		{"no checkpoint yet", 0, "no checkpoint was written before it"},
+		{"a checkpoint before", 1, "step-000000001.dclckpt, is from step 1, before it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			run := testRunConfig(t, out)
+			run.BaseLR = 1e30
+			run.CheckpointEvery = tc.checkpointEvery
+			_, err := Train(context.Background(), testStepConfig(MLP), run, quietOptions(t, mustMemorySource(t, syntheticPairs(6, 12, 2, 4, 4, 1))))
+			if err == nil || !strings.Contains(err.Error(), "Lower --lr") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want the NaN loss reported with %q", err, tc.want)
+			}
+			if paths, _, _ := ListCheckpoints(context.Background(), out); len(paths) != tc.checkpointEvery {
+				t.Errorf("checkpoints %v: want only those from before the loss diverged", paths)
+			}
+		})
 	}
 }
 
@@ -550,5 +563,81 @@ func TestLoadsGoMLXv026Checkpoint(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestResumeFinishedRunChangesNothing: resuming a run that has finished is a no-op that says
+// so: the summary, the log and the checkpoints stay as they were (it once rewrote
+// summary.json with zeros).
+func TestResumeFinishedRunChangesNothing(t *testing.T) {
+	src := mustMemorySource(t, syntheticPairs(8, 12, 3, 8, 8, 1))
+	out := t.TempDir()
+	cfg := testStepConfig(SmallCNN)
+	ctx := context.Background()
+	first, err := Train(ctx, cfg, testRunConfig(t, out), quietOptions(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) []byte {
+		data, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	summary, log := read(SummaryName), read(LogName)
+	paths, _, err := ListCheckpoints(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notices bytes.Buffer
+	opts := quietOptions(t, src)
+	opts.Resume = out
+	opts.Logger = slog.New(slog.NewTextHandler(&notices, nil))
+	again, err := Train(ctx, cfg, testRunConfig(t, out), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Loss != first.Loss || again.StepsDone != first.StepsDone || !again.Finished || again.ImagesPerSec != first.ImagesPerSec {
+		t.Errorf("resuming the finished run returned %+v, want the run's own summary %+v", again, first)
+	}
+	if !bytes.Equal(read(SummaryName), summary) || !bytes.Equal(read(LogName), log) {
+		t.Error("resuming the finished run rewrote its summary or its log")
+	}
+	if now, _, _ := ListCheckpoints(ctx, out); !slices.Equal(now, paths) {
+		t.Errorf("checkpoints %v became %v", paths, now)
+	}
+	if !strings.Contains(notices.String(), "already finished") {
+		t.Errorf("no notice that the run is finished: %q", notices.String())
+	}
+}
+
+// TestResumeKeepsInitSeed: a resumed run keeps the initial-weight seed it started with; an
+// explicit other one is refused rather than written into headers that would then lie.
+func TestResumeKeepsInitSeed(t *testing.T) {
+	src := mustMemorySource(t, syntheticPairs(8, 12, 3, 8, 8, 1))
+	cfg := testStepConfig(SmallCNN)
+	ctx := context.Background()
+	_, out, run := stoppedRun(t, cfg, src)
+	other := cfg
+	other.InitSeed = cfg.InitSeed + 2
+	var setup *SetupError
+	if err := CheckRun(ctx, other, run, src.Info(), out); !errors.As(err, &setup) || !strings.Contains(err.Error(), "seed 7, not 9") {
+		t.Errorf("resuming with another --init-seed: %v, want a setup error naming both seeds", err)
+	}
+	unset := cfg
+	unset.InitSeed = 0
+	opts := quietOptions(t, src)
+	opts.Resume = out
+	sum, err := Train(ctx, unset, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadCheckpointHeader(ctx, sum.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Step.InitSeed != cfg.InitSeed {
+		t.Errorf("the resumed run's header says init seed %d, want the run's %d", h.Step.InitSeed, cfg.InitSeed)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,34 @@ func trainCommand() *command {
 		name:    "train",
 		summary: "pretrain an encoder with InfoNCE, DCL or DCLW on shards (CPU or CUDA)",
 		setup:   setupTrain,
+	}
+}
+
+// registerMethodFlags registers the settings of the training methods that keep state
+// between steps; 0 (false) takes the method's default, which the help shows from the method
+// registry.
+func registerMethodFlags(fs *flag.FlagSet) func() trainstep.MethodConfig {
+	defaults := func(setting string, value func(trainstep.MethodConfig) any) string {
+		var parts []string
+		for _, name := range trainstep.MethodNames() {
+			spec, _ := trainstep.LookupMethod(name)
+			if slices.Contains(spec.Settings, setting) {
+				parts = append(parts, fmt.Sprintf("%s %v", name, value(spec.Defaults)))
+			}
+		}
+		return " (0: the method's default: " + strings.Join(parts, ", ") + ")"
+	}
+	queue := fs.Int("queue-size", 0, "moco: negative keys in the queue; nnclr: projections in the support set"+
+		defaults("queue_size", func(c trainstep.MethodConfig) any { return c.QueueSize }))
+	ema := fs.Float64("momentum-ema", 0, "moco: key-encoder momentum m, key ← m·key + (1-m)·query after each step"+
+		defaults("momentum_ema", func(c trainstep.MethodConfig) any { return c.MomentumEMA }))
+	symmetric := fs.Bool("symmetric", false, "moco: both views as queries, each against the other's key")
+	splits := fs.Int("bn-splits", 0, "moco: groups batch norm takes its statistics over, keys regrouped across them (one-device shuffle BN)"+
+		defaults("bn_splits", func(c trainstep.MethodConfig) any { return c.BNSplits }))
+	hidden := fs.Int("predictor-hidden", 0, "nnclr: hidden width of the prediction head"+
+		defaults("predictor_hidden", func(c trainstep.MethodConfig) any { return c.PredictorHidden }))
+	return func() trainstep.MethodConfig {
+		return trainstep.MethodConfig{QueueSize: *queue, MomentumEMA: *ema, Symmetric: *symmetric, BNSplits: *splits, PredictorHidden: *hidden}
 	}
 }
 
@@ -44,6 +73,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	projDim := fs.Int("projection-dim", trainstep.DefaultProjectionDim, "projector output dimension")
 	paper := trainstep.PaperDefaults()
 	method := fs.String("method", trainstep.SimCLRMethod, "training method: "+strings.Join(trainstep.MethodNames(), ", "))
+	methodConfig := registerMethodFlags(fs)
 	precision := fs.String("precision", "", "arithmetic: float32, or bf16 (mixed precision, float32 master weights; for GPUs);\nempty: float32, or the checkpoint's when resuming")
 	lossConfig := registerLossFlags(fs)
 	batch := fs.Int("batch-size", paper.BatchSize, "view pairs per step (2× as many images through the network)")
@@ -61,7 +91,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	var resume resumeFlag
 	fs.Var(&resume, "resume", "continue a run: bare, from the newest checkpoint in --out; =PATH, from that checkpoint file or run folder")
 	seed := fs.Uint64("seed", 1, "seed of the data order (and of the initial weights unless --init-seed)")
-	initSeed := fs.Uint64("init-seed", 0, "seed of the initial weights (0: --seed)")
+	initSeed := fs.Uint64("init-seed", 0, "seed of the initial weights (0: --seed; when resuming, the checkpoint's)")
 	maxSteps := fs.Int("max-steps", 0, "stop (with a checkpoint) after this many steps in total; --resume continues")
 	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-data")
 	knnData := fs.String("knn-data", "", "labelled shard folder (preset none) whose backbone features vote in the kNN monitor")
@@ -86,9 +116,6 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if err != nil {
 			return err
 		}
-		if *initSeed == 0 {
-			*initSeed = *seed
-		}
 		var prec trainstep.Precision
 		if *precision != "" {
 			if prec, err = trainstep.ParsePrecision(*precision); err != nil {
@@ -96,7 +123,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 			}
 		}
 		cfg := trainstep.StepConfig{
-			Method: *method, Precision: prec,
+			Method: *method, MethodConfig: methodConfig(), Precision: prec,
 			Model: trainstep.ModelConfig{Name: *model, BaseWidth: *width, ProjectionDim: *projDim, Channels: 3},
 			Loss:  lossCfg,
 			Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(*optimizer), Momentum: *momentum,

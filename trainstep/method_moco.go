@@ -1,0 +1,232 @@
+package trainstep
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
+)
+
+// MoCoMethod is MoCo-v2 (He et al. 2020, Chen et al. 2020): the queries are the projections
+// of view 1 by the trained encoder, their keys the projections of view 2 by a momentum (EMA)
+// copy of it, and the negatives a first-in-first-out queue of the keys of earlier steps.
+// The loss is the step's loss in its queue form (QueueLossGraph): InfoNCE is MoCo's own,
+// DCL drops the positive from the denominator.
+//
+// Batch norm: MoCo trains on several GPUs, each normalising its part of the batch, and
+// shuffles the keys across GPUs so that a query and its key never share batch statistics
+// (otherwise the statistics leak which key is the positive and the loss is cheated). On one
+// device the batch is split into BNSplits groups that each take their own statistics, and
+// the keys are regrouped before the key encoder (position m·S + s holds the key of example
+// s·M + m, for S groups of M) so that every key group holds an equal share of every query
+// group. The regrouping is fixed rather than random: the loader already shuffles which
+// images share a batch, and a fixed one keeps resume exact without a random state.
+const MoCoMethod = "moco"
+
+// MoCo-v2's defaults (Chen et al. 2020, ImageNet): a queue of 65536 keys and momentum 0.999.
+// Eight batch-norm groups are eight GPUs' worth, as MoCo's own single-GPU CIFAR demo uses.
+var mocoDefaults = MethodConfig{QueueSize: 65536, MomentumEMA: 0.999, BNSplits: 8}
+
+const mocoScope = "moco"
+
+type moco struct {
+	cfg MethodConfig
+}
+
+func newMoCo(cfg StepConfig) (Method, error) {
+	if err := checkQueueLoss(MoCoMethod, cfg.Loss); err != nil {
+		return nil, err
+	}
+	mc := cfg.MethodConfig
+	switch {
+	case mc.QueueSize < 1:
+		return nil, fmt.Errorf("moco: queue size %d must be positive", mc.QueueSize)
+	case !(mc.MomentumEMA >= 0 && mc.MomentumEMA < 1):
+		return nil, fmt.Errorf("moco: key-encoder momentum %v must be in [0, 1)", mc.MomentumEMA)
+	case mc.BNSplits < 1:
+		return nil, fmt.Errorf("moco: %d batch-norm groups: want at least 1", mc.BNSplits)
+	}
+	return moco{cfg: mc}, nil
+}
+
+// checkQueueLoss refuses a loss that has no queue form (see LossSpec.InBatchOnly).
+func checkQueueLoss(method string, loss LossConfig) error {
+	spec, ok := LookupLoss(loss.Kind)
+	if ok && spec.InBatchOnly {
+		var queueLosses []string
+		for _, s := range Losses() {
+			if !s.InBatchOnly {
+				queueLosses = append(queueLosses, string(s.Kind))
+			}
+		}
+		return fmt.Errorf("%s: the %s loss needs every view of the batch as a negative and has no queue form; want %s",
+			method, spec.Display, strings.Join(queueLosses, ", "))
+	}
+	return nil
+}
+
+func (moco) Name() string { return MoCoMethod }
+
+// keyRoot is the root the key encoder's variables live under: the model's own paths below
+// /method/moco/key, so that Model.backbone and Model.project build it unchanged.
+func keyRoot(root *model.Scope) *model.Scope { return root.At("method").At(mocoScope).At("key") }
+
+// CreateVariables copies every model variable (the key encoder starts equal to the query
+// encoder) and creates the queue: random unit vectors, as MoCo starts it.
+func (m moco) CreateVariables(g *MethodGraph) {
+	copyModelVariables(g.Scope, keyRoot(g.Scope))
+	createQueue(g, g.Scope.At("method").At(mocoScope), "queue", m.cfg.QueueSize)
+}
+
+// copyModelVariables creates, under root, a variable with the path and a copy of the value
+// of every variable of the model scope, not trainable.
+func copyModelVariables(storeRoot, root *model.Scope) {
+	store := storeRoot.Store()
+	var modelVars []*model.Variable
+	for v := range store.IterVariables() {
+		if isModelScope(v.Scope()) {
+			modelVars = append(modelVars, v)
+		}
+	}
+	for _, v := range modelVars {
+		value, err := v.Value()
+		if err != nil {
+			panic(fmt.Sprintf("reading %s: %v", v.Path(), err))
+		}
+		clone, err := value.Clone()
+		if err != nil {
+			panic(fmt.Sprintf("copying %s: %v", v.Path(), err))
+		}
+		if _, err := store.CreateVariable(root.Scope()+v.Path(), clone); err != nil {
+			panic(fmt.Sprintf("creating the copy of %s: %v", v.Path(), err))
+		}
+		store.GetVariable(root.Scope() + v.Path()).SetTrainable(false)
+	}
+}
+
+// createQueue creates scope's variable name, [size, ProjectionDim] random unit vectors (from
+// the step's seed and the variable's path), not trained.
+func createQueue(g *MethodGraph, scope *model.Scope, name string, size int) {
+	d := g.Model.Config().ProjectionDim
+	g.net.variable(scope, name, false, func(r *rand.Rand) *tensors.Tensor {
+		data := make([]float32, size*d)
+		for i := 0; i < size; i++ {
+			row := data[i*d : (i+1)*d]
+			var sq float64
+			for j := range row {
+				x := r.NormFloat64()
+				row[j] = float32(x)
+				sq += x * x
+			}
+			inv := float32(1 / math.Sqrt(sq))
+			for j := range row {
+				row[j] *= inv
+			}
+		}
+		return tensors.FromFlatDataAndDimensions(data, size, d)
+	})
+}
+
+// bnGroups is the number of batch-norm groups MoCo uses for a batch of n: the largest
+// divisor of n that is at most want and leaves at least 2 examples per group (1 for n < 4).
+func bnGroups(n, want int) int {
+	for s := min(want, n/2); s > 1; s-- {
+		if n%s == 0 {
+			return s
+		}
+	}
+	return 1
+}
+
+// interleave regroups the first axis of x, [S·M, …], so that position m·S + s holds row
+// s·M + m; deinterleave undoes it.
+func interleave(x *Node, s int) *Node { return regroup(x, s) }
+
+func deinterleave(x *Node, s int) *Node { return regroup(x, x.Shape().Dim(0)/s) }
+
+func regroup(x *Node, s int) *Node {
+	dims := x.Shape().Dimensions
+	n := dims[0]
+	if s <= 1 || s == n {
+		return x
+	}
+	grouped := Reshape(x, append([]int{s, n / s}, dims[1:]...)...)
+	return Reshape(Transpose(grouped, 0, 1), dims...)
+}
+
+// TrainGraph encodes the queries with the trained encoder and the keys with the key
+// encoder (no gradient), each batch's statistics in bnGroups groups, and builds the queue
+// loss against the queue as it was before this step.
+func (m moco) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
+	n := view1.Shape().Dim(0)
+	splits := bnGroups(n, m.cfg.BNSplits)
+	queryNet := *g.net
+	queryNet.bnSplits = splits
+	keyNet := queryNet
+	keyNet.updateStats = false // the key encoder's running averages are never read
+	keyRootScope := keyRoot(g.Scope)
+	encode := func(nt *net, root *model.Scope, images *Node) *Node {
+		return g.Model.project(nt, root, g.Model.backbone(nt, root, images))
+	}
+	key := func(images *Node) *Node {
+		return l2Normalize(StopGradient(deinterleave(encode(&keyNet, keyRootScope, interleave(images, splits)), splits)))
+	}
+	queue := StopGradient(g.Scope.At("method").At(mocoScope).GetVariable("queue").NodeValue(view1.Graph()))
+
+	k2 := key(view2)
+	nodes := QueueLossGraph(encode(&queryNet, g.Scope, view1), k2, queue, g.Loss)
+	if !m.cfg.Symmetric {
+		return TrainNodes{Loss: nodes.Loss, Q: nodes.Q, Kept: map[string]*Node{"keys": k2}}
+	}
+	k1 := key(view1)
+	other := QueueLossGraph(encode(&queryNet, g.Scope, view2), k1, queue, g.Loss)
+	return TrainNodes{
+		Loss: DivScalar(Add(nodes.Loss, other.Loss), 2),
+		Q:    Concatenate([]*Node{nodes.Q, other.Q}, 0),
+		Kept: map[string]*Node{"keys": Concatenate([]*Node{k2, k1}, 0)},
+	}
+}
+
+// AfterUpdate moves the key encoder towards the updated query encoder and enqueues this
+// step's keys: they become the newest rows, and the oldest fall out.
+func (m moco) AfterUpdate(g *MethodGraph, nodes TrainNodes) {
+	gr := nodes.Loss.Graph()
+	ema(g.Scope, keyRoot(g.Scope), gr, m.cfg.MomentumEMA)
+	enqueue(g.Scope.At("method").At(mocoScope).GetVariable("queue"), nodes.Kept["keys"])
+}
+
+// ema sets every trainable model variable's copy under root to
+// momentum·copy + (1-momentum)·variable, the variable's value after this step's update.
+func ema(storeRoot, root *model.Scope, g *Graph, momentum float64) {
+	store := storeRoot.Store()
+	for v := range store.IterVariables() {
+		if !v.Trainable || !isModelScope(v.Scope()) {
+			continue
+		}
+		k := store.GetVariable(root.Scope() + v.Path())
+		k.SetNodeValue(Add(MulScalar(k.NodeValue(g), momentum), MulScalar(v.NodeValue(g), 1-momentum)))
+	}
+}
+
+// enqueue puts rows at the front of the queue variable and drops as many of its oldest
+// (last) rows; when there are more rows than the queue holds, the first ones fill it.
+func enqueue(queue *model.Variable, rows *Node) {
+	old := queue.NodeValue(rows.Graph())
+	size := old.Shape().Dim(0)
+	if rows.DType() != old.DType() {
+		rows = ConvertDType(rows, old.DType())
+	}
+	queue.SetNodeValue(Slice(Concatenate([]*Node{rows, old}, 0), AxisRange(0, size)))
+}
+
+func init() {
+	RegisterMethod(MethodSpec{
+		Name: MoCoMethod, Display: "MoCo-v2",
+		Settings: []string{"queue_size", "momentum_ema", "symmetric", "bn_splits"},
+		Defaults: mocoDefaults, New: newMoCo,
+	})
+}
