@@ -182,3 +182,51 @@ func TestEvaluationCommandErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLossCommandQueueForm: a batch with "queue" is evaluated in MoCo's form: N queries,
+// their keys as positives, every queue row a negative; checked against the equations
+// written out here.
+func TestLossCommandQueueForm(t *testing.T) {
+	dir := t.TempDir()
+	batch := filepath.Join(dir, "queue.json")
+	z1 := [][]float64{{1, 0, 0}, {0, 2, 0}}
+	z2 := [][]float64{{0.9, 0.1, 0}, {0.1, 1, 0.3}}
+	queue := [][]float64{{0, 0, 1}, {1, 1, 0}, {-1, 0.5, 0}}
+	data, _ := json.Marshal(map[string]any{"z1": z1, "z2": z2, "queue": queue})
+	if err := os.WriteFile(batch, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unit := func(v []float64) []float64 {
+		n := math.Sqrt(v[0]*v[0] + v[1]*v[1] + v[2]*v[2])
+		return []float64{v[0] / n, v[1] / n, v[2] / n}
+	}
+	dot := func(a, b []float64) float64 { return a[0]*b[0] + a[1]*b[1] + a[2]*b[2] }
+	const tau = 0.5
+	var wantInfoNCE, wantDCL float64
+	for i := range z1 {
+		s := dot(unit(z1[i]), unit(z2[i])) / tau
+		var u float64
+		for _, k := range queue {
+			u += math.Exp(dot(unit(z1[i]), unit(k)) / tau)
+		}
+		wantInfoNCE += (-s + math.Log(math.Exp(s)+u)) / 2
+		wantDCL += (-s + math.Log(u)) / 2
+	}
+	for loss, want := range map[string]float64{"infonce": wantInfoNCE, "dcl": wantDCL} {
+		code, stdout, stderr := runDCL("loss", "--input", batch, "--loss", loss, "--temperature", "0.5")
+		if code != exitOK {
+			t.Fatalf("dcl loss --loss=%s = %d\n%s", loss, code, stderr)
+		}
+		var out lossOutput
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(out.Loss-want) > 1e-12 || len(out.QB) != 2 || len(out.GradZ1) != 2 || len(out.GradZ2) != 2 {
+			t.Errorf("queue form, %s: %s; want loss %v and 2 multipliers and gradient rows", loss, stdout, want)
+		}
+	}
+	code, _, stderr := runDCL("loss", "--input", batch, "--loss", "hypersphere")
+	if code != exitError || !strings.Contains(stderr, "no queue form") {
+		t.Errorf("hypersphere with a queue = %d, %q; want an error saying it has no queue form", code, stderr)
+	}
+}

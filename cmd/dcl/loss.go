@@ -23,13 +23,16 @@ func lossCommand() *command {
 	}
 }
 
-// lossInput is batch.json: the raw (unnormalised) projections of N view pairs.
+// lossInput is batch.json: the raw (unnormalised) projections of N view pairs and, for the
+// queue form (MoCo's), the K queue rows that are every query's negatives.
 type lossInput struct {
-	Z1 [][]float64 `json:"z1"`
-	Z2 [][]float64 `json:"z2"`
+	Z1    [][]float64 `json:"z1"`
+	Z2    [][]float64 `json:"z2"`
+	Queue [][]float64 `json:"queue"`
 }
 
-// lossOutput is what `dcl loss` prints: q_b holds the 2N multipliers, view-1 anchors first.
+// lossOutput is what `dcl loss` prints: q_b holds the 2N multipliers, view-1 anchors first
+// (with a queue: the N multipliers of the queries).
 type lossOutput struct {
 	Loss   float64     `json:"loss"`
 	QB     []float64   `json:"q_b"`
@@ -61,7 +64,8 @@ func registerLossFlags(fs *flag.FlagSet) func() (trainstep.LossConfig, error) {
 }
 
 func setupLoss(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-	input := fs.String("input", "", `batch file {"z1": [[…]], "z2": [[…]]} (local, gs:// or "-" for stdin)`)
+	input := fs.String("input", "", `batch file {"z1": [[…]], "z2": [[…]]} (local, gs:// or "-" for stdin); with "queue": [[…]],
+the queue form: z1 rows are the queries, z2 rows their keys, every queue row a negative of every query`)
 	lossConfig := registerLossFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -86,7 +90,17 @@ func setupLoss(fs *flag.FlagSet, out streams) func(context.Context, []string) er
 			return err
 		}
 		defer backend.Finalize()
-		res, err := trainstep.LossAndGrad(backend, batch.Z1, batch.Z2, cfg)
+		eval, err := trainstep.NewLossEvaluator(backend, cfg)
+		if err != nil {
+			return err
+		}
+		defer eval.Finalize()
+		var res *trainstep.LossResult
+		if batch.Queue != nil {
+			res, err = eval.EvalQueue(batch.Z1, batch.Z2, batch.Queue)
+		} else {
+			res, err = eval.Eval(batch.Z1, batch.Z2)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", *input, err)
 		}
