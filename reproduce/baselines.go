@@ -73,12 +73,7 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 		return err
 	}
 	defer backend.Finalize()
-	step := trainstep.StepConfig{
-		Model:     trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: m.Config.Channels, Dataset: m.Config.Dataset},
-		Loss:      trainstep.LossConfig{Kind: trainstep.LossKind(run.Loss), Temperature: run.Temperature, Sigma: orDefaultF(run.Sigma, trainstep.PaperDefaults().Sigma), Reduction: trainstep.Mean},
-		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
-		InitSeed:  orDefaultU(run.Seed, 1),
-	}
+	step := stepConfig(run, m.Config.Channels, m.Config.Dataset)
 	s, err := trainstep.NewStep(backend, step, m.Config.Height, m.Config.Width)
 	if err != nil {
 		return err

@@ -87,19 +87,34 @@ type SweepConfig struct {
 	Temperature []float64 `yaml:"temperature" json:"temperature,omitempty"`
 	Model       []string  `yaml:"model" json:"model,omitempty"`
 	Epochs      []int     `yaml:"epochs" json:"epochs,omitempty"`
+	// QueueSize sweeps MoCo's queue (or NNCLR's support set), e.g. the paper's Table 5.
+	QueueSize []int `yaml:"queue_size" json:"queue_size,omitempty"`
 }
 
 // RunConfig is one pretraining run. Zero values mean "the trainer's default" unless noted.
 type RunConfig struct {
-	Name  string `yaml:"name" json:"name,omitempty"`
-	Loss  string `yaml:"loss" json:"loss,omitempty"`   // infonce, dcl, dclw
-	Model string `yaml:"model" json:"model,omitempty"` // resnet18-cifar, resnet50-cifar, resnet50, small-cnn
+	Name string `yaml:"name" json:"name,omitempty"`
+	// Method is the training method: simclr (default), moco or nnclr.
+	Method string `yaml:"method" json:"method,omitempty"`
+	Loss   string `yaml:"loss" json:"loss,omitempty"`   // infonce, dcl, dclw, dclw-exp, hypersphere
+	Model  string `yaml:"model" json:"model,omitempty"` // resnet18-cifar, resnet50-cifar, resnet50, small-cnn
 	// Width is the model's base channel width (0: its default; scaled-down runs use less).
 	Width       int     `yaml:"width" json:"width,omitempty"`
 	BatchSize   int     `yaml:"batch_size" json:"batch_size,omitempty"`
 	Epochs      int     `yaml:"epochs" json:"epochs,omitempty"`
 	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
 	Sigma       float64 `yaml:"sigma" json:"sigma,omitempty"` // DCLW weighting temperature
+	Delta       float64 `yaml:"delta" json:"delta,omitempty"` // dclw-exp's δ
+	// AlignAlpha and UniformT are the hypersphere loss's α and t.
+	AlignAlpha float64 `yaml:"align_alpha" json:"align_alpha,omitempty"`
+	UniformT   float64 `yaml:"uniform_t" json:"uniform_t,omitempty"`
+	// The method's settings (0: the method's default): MoCo's queue, key-encoder momentum,
+	// symmetric loss and batch-norm groups; NNCLR's support set and prediction head.
+	QueueSize       int     `yaml:"queue_size" json:"queue_size,omitempty"`
+	MomentumEMA     float64 `yaml:"momentum_ema" json:"momentum_ema,omitempty"`
+	Symmetric       bool    `yaml:"symmetric" json:"symmetric,omitempty"`
+	BNSplits        int     `yaml:"bn_splits" json:"bn_splits,omitempty"`
+	PredictorHidden int     `yaml:"predictor_hidden" json:"predictor_hidden,omitempty"`
 	// LR is the base learning rate; the trainer scales it by batch/256.
 	LR              float64  `yaml:"lr" json:"lr,omitempty"`
 	Momentum        *float64 `yaml:"momentum" json:"momentum,omitempty"`
@@ -206,20 +221,21 @@ func (c *Config) expand() error {
 			return fmt.Errorf("train.runs[%d] (line %d): %w", i, node.Line, err)
 		}
 		if run.Name == "" {
-			run.Name = runName(run, true, true, false, false, false)
+			run.Name = runName(run, true, true, false, false, false, false)
 		}
 		c.Runs = append(c.Runs, run)
 	}
 	sw := c.Train.Sweep
-	if len(sw.Loss)+len(sw.BatchSize)+len(sw.Temperature)+len(sw.Model)+len(sw.Epochs) > 0 {
+	if len(sw.Loss)+len(sw.BatchSize)+len(sw.Temperature)+len(sw.Model)+len(sw.Epochs)+len(sw.QueueSize) > 0 {
 		points := []RunConfig{c.Train.Defaults}
 		points = sweepOver(points, sw.Model, func(r *RunConfig, v string) { r.Model = v })
 		points = sweepOver(points, sw.Loss, func(r *RunConfig, v string) { r.Loss = v })
 		points = sweepOver(points, sw.BatchSize, func(r *RunConfig, v int) { r.BatchSize = v })
 		points = sweepOver(points, sw.Temperature, func(r *RunConfig, v float64) { r.Temperature = v })
 		points = sweepOver(points, sw.Epochs, func(r *RunConfig, v int) { r.Epochs = v })
+		points = sweepOver(points, sw.QueueSize, func(r *RunConfig, v int) { r.QueueSize = v })
 		for _, run := range points {
-			run.Name = runName(run, true, len(sw.BatchSize) > 0, len(sw.Temperature) > 0, len(sw.Model) > 0, len(sw.Epochs) > 0)
+			run.Name = runName(run, true, len(sw.BatchSize) > 0, len(sw.Temperature) > 0, len(sw.Model) > 0, len(sw.Epochs) > 0, len(sw.QueueSize) > 0)
 			if fig, ok := c.Train.Paper[run.Name]; ok {
 				run.Paper = fig
 			}
@@ -244,8 +260,9 @@ func sweepOver[T any](points []RunConfig, values []T, set func(*RunConfig, T)) [
 	return out
 }
 
-// runName names a run by the values that distinguish it, e.g. "dcl-b32" or "infonce-t0.5".
-func runName(r RunConfig, loss, batch, temp, model, epochs bool) string {
+// runName names a run by the values that distinguish it, e.g. "dcl-b32", "infonce-t0.5" or
+// "dcl-q256".
+func runName(r RunConfig, loss, batch, temp, model, epochs, queue bool) string {
 	var parts []string
 	if model {
 		parts = append(parts, r.Model)
@@ -261,6 +278,9 @@ func runName(r RunConfig, loss, batch, temp, model, epochs bool) string {
 	}
 	if epochs {
 		parts = append(parts, "e"+strconv.Itoa(r.Epochs))
+	}
+	if queue {
+		parts = append(parts, "q"+strconv.Itoa(r.QueueSize))
 	}
 	return strings.Join(parts, "-")
 }
@@ -301,6 +321,11 @@ func (c *Config) validate() error {
 		check(!seen[r.Name], "%s: two runs have this name", where)
 		seen[r.Name] = true
 		check(slices.Contains(trainstep.LossNames(), r.Loss), "%s: loss %q: want one of %s", where, r.Loss, strings.Join(trainstep.LossNames(), ", "))
+		if slices.Contains(trainstep.LossNames(), r.Loss) {
+			if err := stepConfig(r, 3, "").Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			}
+		}
 		check(r.Model != "", "%s: model is required", where)
 		check(r.BatchSize >= 2, "%s: batch_size %d: contrastive learning needs at least 2 images per batch", where, r.BatchSize)
 		check(r.Epochs >= 1, "%s: epochs %d: must be at least 1", where, r.Epochs)

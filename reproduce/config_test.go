@@ -49,6 +49,31 @@ func TestParseExpandsRunsFromDefaults(t *testing.T) {
 	}
 }
 
+// TestParseSweepsQueueSizes: a MoCo queue sweep names its runs by loss and queue (Table 5's
+// layout) and carries the method settings into every run.
+func TestParseSweepsQueueSizes(t *testing.T) {
+	cfg := strings.Replace(minimal, "sweep: {loss: [infonce, dcl], batch_size: [16, 32]}", "sweep: {loss: [infonce, dcl], queue_size: [32, 8192]}", 1)
+	cfg = strings.Replace(cfg, "defaults: {model: small-cnn,", "defaults: {method: moco, momentum_ema: 0.99, model: small-cnn,", 1)
+	cfg = strings.Replace(cfg, "dcl-b32: {knn", "dcl-q32: {knn", 1)
+	c, err := Parse(strings.NewReader(cfg), "queue.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range c.Runs[1:] {
+		names = append(names, r.Name)
+		if r.Method != "moco" || r.MomentumEMA != 0.99 {
+			t.Errorf("run %s: method %q, momentum %v; want the defaults' moco and 0.99", r.Name, r.Method, r.MomentumEMA)
+		}
+	}
+	if want := []string{"infonce-q32", "infonce-q8192", "dcl-q32", "dcl-q8192"}; !slices.Equal(names, want) {
+		t.Errorf("runs = %v, want %v", names, want)
+	}
+	if got := runLabel(c.Runs[3]); got != "MoCo-v2 (DCL)" {
+		t.Errorf("runLabel = %q, want MoCo-v2 (DCL)", got)
+	}
+}
+
 // TestParseAcceptsEveryRegisteredDataset: the config reads the dataset registry, so a dataset
 // preprocess accepts (mnist and fashion-mnist were refused here once) is accepted here too.
 func TestParseAcceptsEveryRegisteredDataset(t *testing.T) {
@@ -78,6 +103,10 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 		{"duplicate run names", "{name: dcl-b16, loss: dclw", "{name: dclw, loss: dclw", "two runs have this name"},
 		{"no passes", "passes: 0", "passes: 2", "preprocess.passes 0"},
 		{"bad knn k", "k: 0,", "k: 20,", "evaluate.knn.k 0"},
+		{"unknown method", "{name: dclw, method: byol, loss: dclw", "{name: dclw, loss: dclw", `unknown training method "byol"`},
+		{"a queue for simclr", "{name: dclw, queue_size: 64, loss: dclw", "{name: dclw, loss: dclw", "has no setting queue_size"},
+		{"hypersphere with moco", "{name: dclw, method: moco, loss: hypersphere", "{name: dclw, loss: dclw", "no queue form"},
+		{"moco momentum 1", "{name: dclw, method: moco, momentum_ema: 1, loss: dclw", "{name: dclw, loss: dclw", "must be in [0, 1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -223,7 +223,7 @@ func runsTable(res *Results) analysis.Table {
 	}
 	for _, r := range res.Runs {
 		c := r.Config
-		row := []string{c.Name, lossName(c.Loss), c.Model, strconv.Itoa(c.BatchSize), strconv.FormatFloat(c.Temperature, 'g', -1, 64),
+		row := []string{c.Name, runLabel(c), c.Model, strconv.Itoa(c.BatchSize), strconv.FormatFloat(c.Temperature, 'g', -1, 64),
 			strconv.Itoa(c.Epochs), knnTop(r.KNN, 1), paperFig(r.Paper.KNNTop1), linTop(r.Linear, 1), paperFig(r.Paper.LinearTop1)}
 		if r.Train != nil {
 			row = append(row, fmt.Sprintf("%.3f", r.Train.Loss), fmt.Sprintf("%.3f", r.Train.MeanQ))

@@ -377,14 +377,7 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 		return nil, err
 	}
 	paper := trainstep.PaperDefaults()
-	step := trainstep.StepConfig{
-		Model: trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: 3},
-		Loss: trainstep.LossConfig{Kind: trainstep.LossKind(run.Loss), Temperature: run.Temperature,
-			Sigma: orDefaultF(run.Sigma, paper.Sigma), Reduction: trainstep.Mean},
-		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(orDefault(run.Optimizer, string(paper.Optimizer))),
-			Momentum: deref(run.Momentum, paper.Momentum), WeightDecay: deref(run.WeightDecay, paper.WeightDecay)},
-		InitSeed: orDefaultU(run.Seed, 1),
-	}
+	step := stepConfig(run, 3, "")
 	if err := step.Validate(); err != nil {
 		return nil, err
 	}

@@ -71,6 +71,27 @@ func BenchmarkStepResNet18(b *testing.B) {
 	benchmarkStep(b, cfg, batch, 32)
 }
 
+// BenchmarkStepResNet18Methods is one resnet18-cifar training step at batch 64 of each
+// training method with its defaults (MoCo-v2: a queue of 65536 keys, eight batch-norm
+// groups; NNCLR: a support set of 98304 projections), for the ratio of each method's step to
+// SimCLR's on one machine in one run; -short: width 8, batch 8, queues of 256.
+func BenchmarkStepResNet18Methods(b *testing.B) {
+	for _, method := range []string{SimCLRMethod, MoCoMethod, NNCLRMethod} {
+		b.Run(method, func(b *testing.B) {
+			cfg := BenchStepConfig(ResNet18CIFAR, 3)
+			cfg.Method = method
+			batch := 64
+			if testing.Short() {
+				cfg.Model.BaseWidth, batch = 8, 8
+				if method != SimCLRMethod {
+					cfg.MethodConfig.QueueSize = 256
+				}
+			}
+			benchmarkStep(b, cfg, batch, 32)
+		})
+	}
+}
+
 // BenchmarkStepResNet18Batch256 is one resnet18-cifar training step at batch 256 (512 images
 // of 32×32×3), for the peak-memory goal; run it alone for a meaningful peak RSS
 // (-bench 'StepResNet18Batch256$'); -short: width 8, batch 16.

@@ -262,7 +262,6 @@ func rowNorm(row []float32) float64 {
 	return math.Sqrt(s)
 }
 
-
 // TestInterleaveAndSplitBatchNorm: the key regrouping and its inverse on indices, and split
 // batch norm against its definition computed in loops.
 func TestInterleaveAndSplitBatchNorm(t *testing.T) {
