@@ -13,25 +13,7 @@ import (
 // weights by constants (the detached-weight loss, for finite differences).
 func refLoss(z1, z2 [][]float64, cfg LossConfig, fixedW []float64) (loss float64, perAnchor, q, w []float64) {
 	n := len(z1)
-	norm := func(v []float64) []float64 {
-		var s float64
-		for _, x := range v {
-			s += x * x
-		}
-		s = math.Sqrt(s)
-		out := make([]float64, len(v))
-		for i, x := range v {
-			out[i] = x / s
-		}
-		return out
-	}
-	dot := func(a, b []float64) float64 {
-		var s float64
-		for i := range a {
-			s += a[i] * b[i]
-		}
-		return s
-	}
+	norm, dot := unit, dot64
 	views := [2][][]float64{make([][]float64, n), make([][]float64, n)}
 	for i := 0; i < n; i++ {
 		views[0][i], views[1][i] = norm(z1[i]), norm(z2[i])
