@@ -24,22 +24,27 @@
 //
 // # Adding a loss or a training method
 //
-// A loss of the in-batch form is one LossSpec and one RegisterLoss call (losses.go): its
-// name and aliases, its display name, its parameters (UsesSigma) and the function that builds
-// each anchor's loss from the terms every such loss shares (AnchorTerms). ParseLossKind,
+// A loss is one LossSpec and one RegisterLoss call (losses.go): its name and aliases, its
+// display name, the parameters it reads (Params), and the function that builds each
+// anchor's loss from the terms every loss shares (AnchorTerms: the positive's logit and the
+// log-sum of the negatives'). The same function serves the in-batch form (StackedLossGraph:
+// 2N anchors), MoCo's queue form (QueueLossGraph) and NNCLR's pair form (PairLossGraph); a
+// loss that needs the whole in-batch cosine matrix says InBatchOnly. ParseLossKind,
 // LossConfig.Validate, the graph builders, `dcl loss`, the command line's help and
 // reproduce's checks and report read the registry.
 //
-// A training method is one type implementing Method and one RegisterMethod call (method.go):
-// the variables it keeps between steps (created in CreateVariables, so checkpoints save them
-// and resume restores them bit for bit), the loss of a batch (TrainGraph, which Gradients
-// also evaluates) and what it does after each optimiser update (AfterUpdate). The loop, the
-// checkpoints and resume do not change; StepConfig.Method selects it ("simclr" by default).
+// A training method is one type implementing Method and one MethodSpec registered with
+// RegisterMethod (method.go; method_moco.go and method_nnclr.go are examples): the settings
+// it reads and their defaults (MethodConfig), the variables it keeps between steps (created
+// in CreateVariables, so checkpoints save them and resume restores them bit for bit), the
+// loss of a batch (TrainGraph, which Gradients also evaluates) and what it does after each
+// optimiser update (AfterUpdate). The loop, the checkpoints and resume do not change;
+// StepConfig.Method selects it ("simclr" by default).
 //
 // # Conventions
 //
-// Per-anchor values come in 2N entries: the view-1 anchors of images 0..N-1, then the view-2
-// anchors. Images are uint8, height × width × channels (transforms.Image's layout), 1 or 3
+// Per-anchor values of the in-batch form come in 2N entries: the view-1 anchors of images
+// 0..N-1, then the view-2 anchors. Images are uint8, height × width × channels (transforms.Image's layout), 1 or 3
 // channels; they are scaled and normalised per dataset inside the model graph. Both views of a
 // batch go through the in-batch method's encoder as one batch of 2N. Variables live in a GoMLX
 // model.Store under "/model/backbone", "/model/projector", "/optimizer" and, for methods
