@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph"
@@ -178,17 +179,32 @@ func (n *net) batchNorm(scope *model.Scope, x *Node) *Node {
 // groups of consecutive examples, as on that many devices without synchronised batch norm.
 // It returns the output and the mean over the groups of their means and (biased) variances,
 // for the running averages. The gradient flows through each group's statistics.
+//
+// The groups become part of the feature axis ([S·M, …, C] → [M, …, S·C], the scale and
+// offset repeated per group) so that the fused batch-norm operation does the work: faster on
+// the CPU backend than the same normalisation written with graph operations. The two
+// transposes still keep activation-sized copies for the backward pass (BENCHMARKS.md).
 func splitBatchNorm(x, scale, offset *Node, splits int) (normalised, mean, variance *Node) {
 	dims := x.Shape().Dimensions
-	c := dims[len(dims)-1]
-	groups := Reshape(x, splits, -1, c)
-	groupMean := ReduceAndKeep(groups, ReduceMean, 1) // [splits, 1, C]
-	centred := Sub(groups, groupMean)
-	groupVar := ReduceAndKeep(Square(centred), ReduceMean, 1)
-	// Div and Sqrt: GoMLX has no gradient for Rsqrt (TestRsqrtHasNoGradient).
-	y := Div(centred, Sqrt(AddScalar(groupVar, bnEpsilon)))
-	y = Add(Mul(y, ExpandLeftToRank(scale, 3)), ExpandLeftToRank(offset, 3))
-	return Reshape(y, dims...), ReduceMean(Reshape(groupMean, splits, c), 0), ReduceMean(Reshape(groupVar, splits, c), 0)
+	rank := len(dims)
+	c := dims[rank-1]
+	grouped := Reshape(x, append([]int{splits, dims[0] / splits}, dims[1:]...)...) // [S, M, …, C]
+	toFeatures := make([]int, 0, rank+1)                                           // [M, …, S, C]
+	for axis := 1; axis < rank; axis++ {
+		toFeatures = append(toFeatures, axis)
+	}
+	toFeatures = append(toFeatures, 0, rank)
+	moved := TransposeAllAxes(grouped, toFeatures...)
+	movedDims := moved.Shape().Dimensions
+	flatDims := append(slices.Clone(movedDims[:rank-1]), splits*c)
+	repeat := func(v *Node) *Node { return Reshape(BroadcastToDims(Reshape(v, 1, c), splits, c), splits*c) }
+	y, groupMean, groupVar := InternalBatchNormForTraining(Reshape(moved, flatDims...), repeat(scale), repeat(offset), bnEpsilon, rank-1)
+	back := make([]int, rank+1) // the inverse of toFeatures
+	for i, axis := range toFeatures {
+		back[axis] = i
+	}
+	normalised = Reshape(TransposeAllAxes(Reshape(y, movedDims...), back...), dims...)
+	return normalised, ReduceMean(Reshape(groupMean, splits, c), 0), ReduceMean(Reshape(groupVar, splits, c), 0)
 }
 
 func relu(x *Node) *Node { return Max(x, ZerosLike(x)) }
