@@ -14,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/dcl-beam/dcl-beam/internal/safetensors"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // TorchInfo describes an exported encoder for whoever loads it in PyTorch: which torchvision
@@ -214,4 +215,48 @@ func torchLayout(name string, dims []int, v []float32) ([]int, []float32) {
 		return []int{out, in}, t
 	}
 	return dims, v
+}
+
+// TorchExtension ends the name of an exported encoder; its sidecar has the same name ending in
+// .json instead.
+const TorchExtension = ".safetensors"
+
+// TorchSidecarPath is the JSON description written beside an export at output.
+func TorchSidecarPath(output string) string {
+	return strings.TrimSuffix(output, TorchExtension) + ".json"
+}
+
+// TorchExport is what SaveTorch wrote.
+type TorchExport struct {
+	Output  string     `json:"output"`
+	Sidecar string     `json:"sidecar"`
+	Tensors int        `json:"tensors"`
+	Bytes   int        `json:"bytes"`
+	Info    *TorchInfo `json:"info"`
+}
+
+// SaveTorch writes ExportTorch's tensors to output (a .safetensors file, local or gs://) and
+// their TorchInfo to TorchSidecarPath(output), each atomically.
+func SaveTorch(ctx context.Context, checkpoint, output string, projector bool) (*TorchExport, error) {
+	if !strings.HasSuffix(output, TorchExtension) {
+		return nil, fmt.Errorf("export %s: the name must end in %s (the sidecar takes its name with .json)", output, TorchExtension)
+	}
+	tensors, info, err := ExportTorch(ctx, checkpoint, projector)
+	if err != nil {
+		return nil, err
+	}
+	data, err := safetensors.Encode(tensors, map[string]string{
+		"format": "pt", "model": info.Model, "torchvision_model": info.Torchvision, "checkpoint": info.Checkpoint,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", output, err)
+	}
+	if err := storage.WriteFile(ctx, output, data); err != nil {
+		return nil, err
+	}
+	sidecar := TorchSidecarPath(output)
+	if err := storage.SaveJSON(ctx, sidecar, info); err != nil {
+		return nil, err
+	}
+	return &TorchExport{Output: output, Sidecar: sidecar, Tensors: len(tensors), Bytes: len(data), Info: info}, nil
 }
