@@ -13,7 +13,9 @@
 //
 // Encoders (`dcl embed`, inside Beam workers): LoadEncoder reads a checkpoint written by Train
 // (a file, or a run's output folder for its newest checkpoint; local or gs://) and
-// (*Encoder).Embed maps uint8 HWC images to backbone or projection features.
+// (*Encoder).Embed maps uint8 HWC images to backbone or projection features. ExportTorch and
+// SaveTorch (`dcl export`) write the same weights for PyTorch: safetensors with torchvision's
+// ResNet state-dict names and layouts, and a JSON sidecar (TorchInfo) for the input.
 //
 // Training (`dcl train`): OpenShards opens a shard directory as a BatchSource (MemorySource
 // holds pairs in memory), CheckRun checks a run's settings against its data and checkpoint

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
 )
 
 // RunConfig holds a training run's settings beyond the step itself (the `dcl train` flags).
@@ -327,9 +330,18 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		return nil, err
 	}
 	defer log.close()
+	tb, err := tensorboard.Create(ctx, storage.Join(run.Out, tensorboard.Dir), time.Now(), int64(state.StepsDone))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := tb.Close(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("closing the TensorBoard event file", "err", err)
+		}
+	}()
 
 	l := &loop{
-		step: step, run: run, opts: opts, sched: sched, state: state, log: log, logger: logger,
+		step: step, run: run, opts: opts, sched: sched, state: state, log: log, tb: tb, logger: logger,
 		stepsPerEpoch: stepsPerEpoch, total: total,
 		summary: &Summary{TotalSteps: total, StepsPerEpoch: stepsPerEpoch, Parameters: step.NumParameters()},
 	}
@@ -413,6 +425,7 @@ type loop struct {
 	sched         Schedule
 	state         TrainState
 	log           *runLog
+	tb            *tensorboard.Writer
 	logger        *slog.Logger
 	bar           *progressbar.ProgressBar
 	stepsPerEpoch int
@@ -555,6 +568,11 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 		if err := l.log.write(line); err != nil {
 			return false, err
 		}
+		if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "loss", Value: line.Loss},
+			tensorboard.Scalar{Tag: "lr", Value: line.LR}, tensorboard.Scalar{Tag: "mean_q", Value: line.MeanQ},
+			tensorboard.Scalar{Tag: "images_per_s", Value: line.ImagesPerSec}); err != nil {
+			return false, err
+		}
 		if l.bar != nil {
 			l.bar.Describe(fmt.Sprintf("epoch %d loss %.4f q %.3f", epoch+1, res.Loss, res.MeanQ))
 			_ = l.bar.Add(1)
@@ -603,11 +621,25 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 		return fmt.Errorf("monitor after epoch %d: %w", epoch+1, err)
 	}
 	l.summary.Monitor = res
-	entry := map[string]any{"epoch": epoch, "step": l.state.StepsDone, "time": time.Now().UTC().Format(time.RFC3339Nano)}
+	now := time.Now()
+	entry := map[string]any{"epoch": epoch, "step": l.state.StepsDone, "time": now.UTC().Format(time.RFC3339Nano)}
 	for k, v := range res {
 		entry[k] = v
 	}
-	return l.log.write(entry)
+	if err := l.log.write(entry); err != nil {
+		return err
+	}
+	// Measurements (float64: the kNN accuracies) are curves; integers (kNN's k) are settings.
+	var scalars []tensorboard.Scalar
+	for _, k := range slices.Sorted(maps.Keys(res)) {
+		if v, ok := res[k].(float64); ok {
+			scalars = append(scalars, tensorboard.Scalar{Tag: k, Value: v})
+		}
+	}
+	if len(scalars) == 0 {
+		return nil
+	}
+	return l.tb.Scalars(int64(l.state.StepsDone), now, scalars...)
 }
 
 // checkpoint writes the current state (a cancelled ctx still gets its checkpoint written:
@@ -620,6 +652,9 @@ func (l *loop) checkpoint(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if err := l.log.flush(wctx); err != nil {
+		return "", err
+	}
+	if err := l.tb.Flush(wctx); err != nil {
 		return "", err
 	}
 	if l.run.KeepCheckpoints > 0 {

@@ -6,6 +6,7 @@ func commands() []*command {
 		preprocessCommand(),
 		trainCommand(),
 		embedCommand(),
+		exportCommand(),
 		knnCommand(),
 		linearCommand(),
 		npcCommand(),

@@ -1,0 +1,117 @@
+package trainstep
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
+	"github.com/dcl-beam/dcl-beam/internal/tensorboard/tbtest"
+)
+
+// readEventFiles decodes every event file of a run, oldest first.
+func readEventFiles(t *testing.T, out string) [][]tbtest.Event {
+	t.Helper()
+	dir := filepath.Join(out, tensorboard.Dir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files [][]tbtest.Event
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), tensorboard.NamePrefix) {
+			t.Errorf("%s: not an event file name", e.Name())
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := tbtest.Events(data)
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		files = append(files, events)
+	}
+	return files
+}
+
+// TestTrainWritesTensorBoard: every step's loss, lr, mean_q and images/s, and the monitor's
+// measurements after monitored epochs, equal the JSON log's (to float32); a resumed run adds
+// a file that starts with a session restart at its first step.
+func TestTrainWritesTensorBoard(t *testing.T) {
+	pairs := syntheticPairs(1, 22, 3, 6, 6, 1) // 5 steps per epoch at batch 4
+	src := mustMemorySource(t, pairs)
+	ctx := context.Background()
+	out := t.TempDir()
+	run := testRunConfig(t, out)
+	run.MaxSteps, run.MonitorEvery = 3, 1
+	opts := quietOptions(t, src)
+	opts.Monitor = func(_ context.Context, epoch int, _ *Step) (map[string]any, error) {
+		return map[string]any{"knn_top1": 50 + float64(epoch), "knn_top5": 90.5, "knn_k": 200}, nil
+	}
+	if _, err := Train(ctx, testStepConfig(MLP), run, opts); err != nil {
+		t.Fatal(err)
+	}
+	run.MaxSteps = 0
+	opts.Resume = out
+	if _, err := Train(ctx, testStepConfig(MLP), run, opts); err != nil {
+		t.Fatal(err)
+	}
+
+	files := readEventFiles(t, out)
+	if len(files) != 2 {
+		t.Fatalf("%d event files, want one per run (2)", len(files))
+	}
+	if files[1][0].Step != 3 || files[1][1].SessionStatus != 1 {
+		t.Errorf("resumed run's file starts %+v, %+v: want a session START at step 3", files[1][0], files[1][1])
+	}
+	steps := map[int64]map[string]float32{}
+	for _, events := range files {
+		if events[0].FileVersion != tensorboard.FileVersion {
+			t.Errorf("first event %+v has no file_version", events[0])
+		}
+		for _, ev := range events {
+			if len(ev.Tags) == 0 {
+				continue
+			}
+			if steps[ev.Step] == nil {
+				steps[ev.Step] = map[string]float32{}
+			}
+			for tag, v := range ev.Scalars {
+				steps[ev.Step][tag] = v
+			}
+		}
+	}
+
+	logData, err := os.ReadFile(filepath.Join(out, LogName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(logData)), "\n") {
+		var l map[string]any
+		mustUnmarshal(t, line, &l)
+		step := int64(l["step"].(float64))
+		tags := []string{"loss", "lr", "mean_q", "images_per_s"}
+		if _, ok := l["knn_top1"]; ok {
+			tags = []string{"knn_top1", "knn_top5"}
+		}
+		for _, tag := range tags {
+			got, ok := steps[step][tag]
+			want := float32(l[tag].(float64))
+			if !ok || got != want {
+				t.Errorf("log line %d (step %d): %s = %v in TensorBoard (present %v), %v in the log", i, step, tag, got, ok, want)
+			}
+		}
+	}
+	if len(steps) != 10 {
+		t.Errorf("TensorBoard has scalars at %d steps, want 10", len(steps))
+	}
+	if tags := slices.Sorted(maps.Keys(steps[5])); strings.Join(tags, ",") != "images_per_s,knn_top1,knn_top5,loss,lr,mean_q" {
+		t.Errorf("step 5 (end of epoch 1) has tags %v: want the step's and the monitor's, not knn_k", tags)
+	}
+}
