@@ -75,6 +75,8 @@ type runner struct {
 	log    *slog.Logger
 	rerun  map[StageKind]bool
 	ledger *ledger
+	// ranNow names the stages that ran (or would, in a plan) in this call by their gen.
+	ranNow map[gen]string
 	// plan decides every stage without running any or writing anything.
 	plan   bool
 	stages []StageRecord
@@ -101,7 +103,7 @@ func newRunner(ctx context.Context, cfg *Config, opts Options, plan bool) (*runn
 	if opts.CodeVersion == "" {
 		opts.CodeVersion = "unknown" // as the shards record it
 	}
-	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}}
+	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{}}
 	for _, k := range opts.Rerun {
 		r.rerun[k] = true
 	}

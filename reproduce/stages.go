@@ -175,6 +175,7 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 	}
 	r.ledger.Seq++
 	seq := r.ledger.Seq
+	r.ranNow[gen(seq)] = s.name
 	if r.plan {
 		r.stages = append(r.stages, StageRecord{Name: s.name, Reason: reason})
 		return gen(seq), nil
@@ -231,13 +232,29 @@ func (r *runner) decide(s stageSpec, o outcome, e *ledgerEntry) (run, fresh bool
 		}
 		return true, true, "an earlier call that did not complete had begun to redo it"
 	case s.up > 0:
-		return true, true, "a stage it depends on was redone"
+		return true, true, r.upstreamReason(s.up)
 	case r.rerun[s.kind]:
 		return true, true, "--rerun=" + string(s.kind)
 	case o.complete:
 		return false, false, "complete"
 	}
 	return true, false, "no complete output"
+}
+
+// upstreamReason says which stage a stage depends on made it run.
+func (r *runner) upstreamReason(up gen) string {
+	if name, ok := r.ranNow[up]; ok {
+		if r.plan {
+			return "it depends on " + name + ", which would run"
+		}
+		return "it depends on " + name + ", which ran in this call"
+	}
+	for name, e := range r.ledger.Stages {
+		if e.Seq == int(up) {
+			return "it depends on " + name + ", redone since the last complete reproduction"
+		}
+	}
+	return "a stage it depends on was redone"
 }
 
 // mark records a stage's phase in the ledger (nothing in a plan).
