@@ -1,7 +1,11 @@
 // Package reproduce runs a whole experiment from one YAML config: preprocess, one or more
 // training runs, the evaluations, and a report with the paper's numbers beside ours. A stage
 // whose outputs are complete is skipped, so a killed run continues where it stopped and a
-// finished one is a no-op.
+// finished one is a no-op; Options.Rerun and RerunOnCodeChange redo stages on purpose, with
+// what depends on them, and the run directory's stage ledger (stages.json) makes the next
+// call finish a re-run that was killed. Every completed reproduction adds a file to the run
+// directory's Parquet results history, which the report compares with and the config's
+// gates check.
 package reproduce
 
 import (

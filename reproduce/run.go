@@ -477,12 +477,12 @@ func writeRunRecord(ctx context.Context, dir string, run RunConfig) error {
 
 // jsonDiff lists the top-level keys whose values differ between two JSON objects, as
 // "key: old → new".
-func jsonDiff(old, new []byte) (string, error) {
+func jsonDiff(was, now []byte) (string, error) {
 	var a, b map[string]any
-	if err := json.Unmarshal(old, &a); err != nil {
+	if err := json.Unmarshal(was, &a); err != nil {
 		return "", err
 	}
-	if err := json.Unmarshal(new, &b); err != nil {
+	if err := json.Unmarshal(now, &b); err != nil {
 		return "", err
 	}
 	keys := map[string]bool{}
