@@ -356,6 +356,7 @@ func (c *Config) validate() error {
 			check(b.v == nil || (*b.v >= 0 && !math.IsInf(*b.v, 0)), "gates.%s.%s %v: must be a drop of 0 or more", name, b.key, deref(b.v, 0))
 		}
 		check(g.MaxDropVsPaper == nil || m.paper != nil, "gates.%s.max_drop_vs_paper: the paper has no %s figures (only %s)", name, name, metricsWithPaper())
+		check(m.measured(c.Evaluate), "gates.%s: the config has no evaluate.%s section to measure it", name, m.evaluation)
 	}
 	return errors.Join(errs...)
 }

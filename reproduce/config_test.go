@@ -82,6 +82,7 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 		{"gate with an unknown key", "gates: {knn_top1: {max_drop: 1}}\nevaluate:", "evaluate:", "field max_drop not found"},
 		{"gate allowing a negative drop", "gates: {knn_top1: {max_drop_vs_previous: -1}}\nevaluate:", "evaluate:", "gates.knn_top1.max_drop_vs_previous -1: must be a drop of 0 or more"},
 		{"gate without a bound", "gates: {knn_top1: {}}\nevaluate:", "evaluate:", "gates.knn_top1: give max_drop_vs_previous"},
+		{"gate on a metric no evaluation measures", "gates: {linear_top1: {max_drop_vs_previous: 1}}\nevaluate:", "evaluate:", "gates.linear_top1: the config has no evaluate.linear section"},
 		{"gate against a paper figure that does not exist", "gates: {train_loss: {max_drop_vs_paper: 1}}\nevaluate:", "evaluate:", "the paper has no train_loss figures"},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,19 @@ type Metric struct {
 	of func(*RunResult) (float64, bool)
 	// paper reads the paper's figure (0: not published); nil where the paper has none.
 	paper func(PaperFigures) float64
+	// evaluation names the config's evaluation that measures it; "" for training's figures.
+	evaluation string
+}
+
+// measured reports whether a config's evaluations measure the metric.
+func (m Metric) measured(e EvaluateConfig) bool {
+	switch m.evaluation {
+	case "knn":
+		return e.KNN != nil
+	case "linear":
+		return e.Linear != nil
+	}
+	return true
 }
 
 var metrics = []Metric{
@@ -26,14 +39,14 @@ var metrics = []Metric{
 			}
 			return r.KNN.Top1, true
 		},
-		paper: func(p PaperFigures) float64 { return p.KNNTop1 }},
+		paper: func(p PaperFigures) float64 { return p.KNNTop1 }, evaluation: "knn"},
 	{Name: "knn_top5", Description: "kNN top-5 accuracy (%)", HigherIsBetter: true,
 		of: func(r *RunResult) (float64, bool) {
 			if r.KNN == nil {
 				return 0, false
 			}
 			return r.KNN.Top5, true
-		}},
+		}, evaluation: "knn"},
 	{Name: "linear_top1", Description: "linear-probe top-1 accuracy (%)", HigherIsBetter: true,
 		of: func(r *RunResult) (float64, bool) {
 			if r.Linear == nil {
@@ -41,14 +54,14 @@ var metrics = []Metric{
 			}
 			return r.Linear.Top1, true
 		},
-		paper: func(p PaperFigures) float64 { return p.LinearTop1 }},
+		paper: func(p PaperFigures) float64 { return p.LinearTop1 }, evaluation: "linear"},
 	{Name: "linear_top5", Description: "linear-probe top-5 accuracy (%)", HigherIsBetter: true,
 		of: func(r *RunResult) (float64, bool) {
 			if r.Linear == nil {
 				return 0, false
 			}
 			return r.Linear.Top5, true
-		}},
+		}, evaluation: "linear"},
 	{Name: "train_loss", Description: "training loss of the last step", HigherIsBetter: false,
 		of: func(r *RunResult) (float64, bool) {
 			if r.Train == nil {

@@ -84,7 +84,7 @@ type runner struct {
 	numClasses int
 }
 
-func newRunner(ctx context.Context, cfg *Config, opts Options, plan bool) (*runner, error) {
+func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
 	if opts.Out == "" {
 		return nil, errors.New("no run directory (--out)")
 	}
@@ -120,7 +120,7 @@ func newRunner(ctx context.Context, cfg *Config, opts Options, plan bool) (*runn
 //
 // The run directory is locked for the whole call (see ErrLocked).
 func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
-	r, err := newRunner(ctx, cfg, opts, false)
+	r, err := newRunner(cfg, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 // Plan decides every stage as Run would, with the same options, and returns what it would
 // skip and run, and why, without running or writing anything.
 func Plan(ctx context.Context, cfg *Config, opts Options) ([]StageRecord, error) {
-	r, err := newRunner(ctx, cfg, opts, true)
+	r, err := newRunner(cfg, opts, true)
 	if err != nil {
 		return nil, err
 	}
