@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"slices"
@@ -34,12 +35,40 @@ type Panel interface {
 type LineChart struct {
 	Title, XLabel, YLabel string
 	// LogX puts X on a log scale with a tick at every distinct X (for batch sizes).
-	LogX   bool
+	LogX bool
+	// XTicks, when set, are X's only ticks, with their labels: for X values that are
+	// positions 0, 1, 2, … of labelled things (reproductions by date and version). X then
+	// spans them with half a position either side.
+	XTicks []XTick
 	YMin   *float64 // fix the Y range; nil fits the data
 	YMax   *float64
 	Series []Series
 	Legend Corner
 }
+
+// XTick is a tick mark on X and its label (which may hold a line break).
+type XTick struct {
+	X     float64
+	Label string
+}
+
+// palette is Okabe and Ito's colour-blind-safe set (Color Universal Design, 2008), less its
+// yellow, which is faint on white: one colour per series, the same order in every figure.
+var palette = []color.Color{
+	color.RGBA{0x00, 0x00, 0x00, 0xff}, // black
+	color.RGBA{0xe6, 0x9f, 0x00, 0xff}, // orange
+	color.RGBA{0x56, 0xb4, 0xe9, 0xff}, // sky blue
+	color.RGBA{0x00, 0x9e, 0x73, 0xff}, // bluish green
+	color.RGBA{0x00, 0x72, 0xb2, 0xff}, // blue
+	color.RGBA{0xd5, 0x5e, 0x00, 0xff}, // vermillion
+	color.RGBA{0xcc, 0x79, 0xa7, 0xff}, // reddish purple
+}
+
+// seriesColor is series i's colour; after len(palette) series the colours repeat and the
+// dash pattern (seriesDashes) changes instead.
+func seriesColor(i int) color.Color { return palette[i%len(palette)] }
+
+func seriesDashes(i int) []vg.Length { return plotutil.Dashes(i / len(palette)) }
 
 // HistogramChart overlays histograms as step outlines of the fraction of values per bin, so
 // distributions of different sizes compare.
@@ -152,10 +181,10 @@ func (lc LineChart) build() (*plot.Plot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("series %q: %w", s.Name, err)
 		}
-		line.Color = plotutil.Color(i)
+		line.Color = seriesColor(i)
 		line.Width = vg.Points(1.5)
-		line.Dashes = plotutil.Dashes(i / 7) // colours repeat after 7: vary the dash then
-		points.Color = plotutil.Color(i)
+		line.Dashes = seriesDashes(i)
+		points.Color = seriesColor(i)
 		points.Shape = plotutil.Shape(i)
 		p.Add(line, points)
 		if s.Name != "" {
@@ -177,6 +206,18 @@ func (lc LineChart) build() (*plot.Plot, error) {
 		}
 		// Leave a little room either side of the first and last points.
 		p.X.Min, p.X.Max = xs[0]/1.15, xs[len(xs)-1]*1.15
+	}
+	if len(lc.XTicks) > 0 {
+		ticks := make(plot.ConstantTicks, len(lc.XTicks))
+		p.X.Min, p.X.Max = math.Inf(1), math.Inf(-1)
+		for i, t := range lc.XTicks {
+			ticks[i] = plot.Tick{Value: t.X, Label: t.Label}
+			p.X.Min, p.X.Max = math.Min(p.X.Min, t.X-0.5), math.Max(p.X.Max, t.X+0.5)
+		}
+		for _, x := range xs {
+			p.X.Min, p.X.Max = math.Min(p.X.Min, x-0.5), math.Max(p.X.Max, x+0.5)
+		}
+		p.X.Tick.Marker = ticks
 	}
 	if lc.YMin != nil {
 		p.Y.Min = *lc.YMin
@@ -216,9 +257,9 @@ func (hc HistogramChart) build() (*plot.Plot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("histogram %q: %w", hc.Names[i], err)
 		}
-		line.Color = plotutil.Color(i)
+		line.Color = seriesColor(i)
 		line.Width = vg.Points(1.5)
-		line.Dashes = plotutil.Dashes(i / 7)
+		line.Dashes = seriesDashes(i)
 		p.Add(line)
 		p.Legend.Add(hc.Names[i], line)
 	}

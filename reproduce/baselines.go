@@ -28,35 +28,35 @@ var baselineDescriptions = map[string]string{
 	RandomInit: "the first run's encoder with its initial (untrained) weights",
 }
 
-func (r *runner) baseline(ctx context.Context, name string, ran dataRan) (*BaselineResult, error) {
+func (r *runner) baseline(ctx context.Context, name string, data dataGen) (*BaselineResult, error) {
 	dir := r.path(BaselinesDir, name)
 	b := &BaselineResult{Name: name, Description: baselineDescriptions[name]}
 	switch name {
 	case RawPixels:
 		embTrain, embTest := storage.Join(dir, "embeddings", "train"), storage.Join(dir, "embeddings", "test")
-		embedded := false
+		var embedded gen
 		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
-			did, err := r.stage(ctx, "embed "+name+" "+storage.Base(e.out), ran.eval,
-				func() (bool, error) { return storage.Exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
-				func() error { return writePixelEmbeddings(ctx, e.data, e.out) })
+			g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: data.eval,
+				done: func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
+				do:   func() error { return writePixelEmbeddings(ctx, e.data, e.out) }})
 			if err != nil {
 				return nil, err
 			}
-			embedded = embedded || did
+			embedded = max(embedded, g)
 		}
-		return b, r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, ran.eval || embedded, 0, false, &b.Evaluation)
+		return b, r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, max(data.eval, embedded), 0, false, &b.Evaluation)
 	case RandomInit:
 		run := r.cfg.Runs[0]
-		made, err := r.stage(ctx, "initialise "+name, false,
-			func() (bool, error) {
+		made, err := r.stage(ctx, stageSpec{kind: StageTrain, name: "initialise " + name,
+			done: func() (outcome, error) {
 				_, steps, err := trainstep.ListCheckpoints(ctx, dir)
-				return len(steps) > 0, err
+				return outcome{complete: len(steps) > 0}, err
 			},
-			func() error { return r.writeInitialCheckpoint(ctx, run, dir) })
+			do: func() error { return r.writeInitialCheckpoint(ctx, run, dir) }})
 		if err != nil {
 			return nil, err
 		}
-		return b, r.evaluate(ctx, dir, name, run.Temperature, ran.eval || made, false, &b.Evaluation)
+		return b, r.evaluate(ctx, dir, name, run.Temperature, max(data.eval, made), false, &b.Evaluation)
 	}
 	return nil, fmt.Errorf("unknown baseline %q: want %s or %s", name, RawPixels, RandomInit)
 }

@@ -1,15 +1,23 @@
 // Package reproduce runs a whole experiment from one YAML config: preprocess, one or more
 // training runs, the evaluations, and a report with the paper's numbers beside ours. A stage
 // whose outputs are complete is skipped, so a killed run continues where it stopped and a
-// finished one is a no-op.
+// finished one is a no-op; Options.Rerun and RerunOnCodeChange redo stages on purpose, with
+// what depends on them, and the run directory's stage ledger (stages.json) makes the next
+// call finish a re-run that was killed. Every completed reproduction adds a file to the run
+// directory's Parquet results history, which the report compares with and the config's
+// gates check.
 package reproduce
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -33,6 +41,9 @@ type Config struct {
 	Preprocess PreprocessConfig `yaml:"preprocess" json:"preprocess,omitempty"`
 	Train      TrainConfig      `yaml:"train" json:"train,omitempty"`
 	Evaluate   EvaluateConfig   `yaml:"evaluate" json:"evaluate,omitempty"`
+	// Gates are the largest drops allowed per metric (see Gate); `dcl reproduce --gate`
+	// exits 3 when one is exceeded.
+	Gates map[string]Gate `yaml:"gates" json:"gates,omitempty"`
 
 	// Runs is Train expanded: every explicit run and every point of the sweep, with the
 	// defaults filled in, in a stable order.
@@ -160,6 +171,15 @@ type LinearConfig struct {
 	LR        float64 `yaml:"lr" json:"lr,omitempty"`
 	BatchSize int     `yaml:"batch_size" json:"batch_size,omitempty"`
 	Optimizer string  `yaml:"optimizer" json:"optimizer,omitempty"` // sgd (OpenSelfSup) or lars
+}
+
+// Gate is the largest drop of one metric allowed for every run, in the metric's unit
+// (percentage points for accuracies; a rise for the loss): against the previous reproduction
+// in the same run directory, and against the paper's figure where the run has one. A nil
+// bound is not checked; 0 allows no drop at all.
+type Gate struct {
+	MaxDropVsPrevious *float64 `yaml:"max_drop_vs_previous" json:"max_drop_vs_previous,omitempty"`
+	MaxDropVsPaper    *float64 `yaml:"max_drop_vs_paper" json:"max_drop_vs_paper,omitempty"`
 }
 
 // NPCConfig is the NPC-statistics job (the paper's Fig. 1).
@@ -346,7 +366,47 @@ func (c *Config) validate() error {
 		check(seen[name], "train.paper names run %q, which the sweep does not produce (runs: %s)", name, strings.Join(c.runNames(), ", "))
 	}
 	check(slices.Contains([]string{"", "backbone", "projection"}, c.Evaluate.Feature), "evaluate.feature %q: want backbone or projection", c.Evaluate.Feature)
+	for _, name := range slices.Sorted(maps.Keys(c.Gates)) {
+		g := c.Gates[name]
+		m, ok := lookupMetric(name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("gates: unknown metric %q: want one of %s", name, strings.Join(MetricNames(), ", ")))
+			continue
+		}
+		check(g.MaxDropVsPrevious != nil || g.MaxDropVsPaper != nil, "gates.%s: give max_drop_vs_previous, max_drop_vs_paper or both", name)
+		for _, b := range []struct {
+			key string
+			v   *float64
+		}{{"max_drop_vs_previous", g.MaxDropVsPrevious}, {"max_drop_vs_paper", g.MaxDropVsPaper}} {
+			check(b.v == nil || (*b.v >= 0 && !math.IsInf(*b.v, 0)), "gates.%s.%s %v: must be a drop of 0 or more", name, b.key, deref(b.v, 0))
+		}
+		check(g.MaxDropVsPaper == nil || m.paper != nil, "gates.%s.max_drop_vs_paper: the paper has no %s figures (only %s)", name, name, metricsWithPaper())
+		check(m.measured(c.Evaluate), "gates.%s: the config has no evaluate.%s section to measure it", name, m.evaluation)
+	}
 	return errors.Join(errs...)
+}
+
+// Fingerprint identifies what the config computes: the same fingerprint means the same
+// data, runs and evaluations. What cannot change a figure is left out: where the input lies,
+// the Beam runner, the name and description, the paper's figures and the gates.
+func (c *Config) Fingerprint() string {
+	d, p := c.Dataset, c.Preprocess
+	d.Input, p.BeamFlags = "", nil
+	runs := slices.Clone(c.Runs)
+	for i := range runs {
+		runs[i].Paper = PaperFigures{}
+	}
+	data, err := json.Marshal(struct {
+		Dataset    DatasetConfig
+		Preprocess PreprocessConfig
+		Runs       []RunConfig
+		Evaluate   EvaluateConfig
+	}{d, p, runs, c.Evaluate})
+	if err != nil {
+		panic(fmt.Sprintf("encoding a parsed config: %v", err)) // plain data: cannot fail
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:6])
 }
 
 // PaperTable returns the runs that have a published figure, sorted by name, for reports.

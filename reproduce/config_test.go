@@ -107,6 +107,12 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 		{"a queue for simclr", "{name: dclw, queue_size: 64, loss: dclw", "{name: dclw, loss: dclw", "has no setting queue_size"},
 		{"hypersphere with moco", "{name: dclw, method: moco, loss: hypersphere", "{name: dclw, loss: dclw", "no queue form"},
 		{"moco momentum 1", "{name: dclw, method: moco, momentum_ema: 1, loss: dclw", "{name: dclw, loss: dclw", "must be in [0, 1)"},
+		{"gate on an unknown metric", "gates: {knn_top2: {max_drop_vs_previous: 1}}\nevaluate:", "evaluate:", `gates: unknown metric "knn_top2"`},
+		{"gate with an unknown key", "gates: {knn_top1: {max_drop: 1}}\nevaluate:", "evaluate:", "field max_drop not found"},
+		{"gate allowing a negative drop", "gates: {knn_top1: {max_drop_vs_previous: -1}}\nevaluate:", "evaluate:", "gates.knn_top1.max_drop_vs_previous -1: must be a drop of 0 or more"},
+		{"gate without a bound", "gates: {knn_top1: {}}\nevaluate:", "evaluate:", "gates.knn_top1: give max_drop_vs_previous"},
+		{"gate on a metric no evaluation measures", "gates: {linear_top1: {max_drop_vs_previous: 1}}\nevaluate:", "evaluate:", "gates.linear_top1: the config has no evaluate.linear section"},
+		{"gate against a paper figure that does not exist", "gates: {train_loss: {max_drop_vs_paper: 1}}\nevaluate:", "evaluate:", "the paper has no train_loss figures"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,6 +128,36 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 	}
 	if _, err := Parse(strings.NewReader(""), "empty.yaml"); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("Parse(empty) = %v", err)
+	}
+}
+
+// The fingerprint changes with what is computed, not with where the data lies, the paper's
+// figures or the gates.
+func TestFingerprint(t *testing.T) {
+	base, err := Parse(strings.NewReader(minimal), "tiny.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, old, give string
+		same            bool
+	}{
+		{"another input folder", "input: /data/fashion-mnist", "input: /elsewhere", true},
+		{"another paper figure", "knn_top1: 84.4", "knn_top1: 90", true},
+		{"a gate", "evaluate:", "gates: {knn_top1: {max_drop_vs_previous: 1}}\nevaluate:", true},
+		{"another description", "name: tiny", "name: tiny\ndescription: words", true},
+		{"another seed", "seed: 3", "seed: 4", false},
+		{"another run setting", "sigma: 0.5", "sigma: 0.25", false},
+		{"another evaluation", "k: 20", "k: 21", false},
+	}
+	for _, tt := range tests {
+		c, err := Parse(strings.NewReader(strings.Replace(minimal, tt.old, tt.give, 1)), "tiny.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Fingerprint() == base.Fingerprint(); got != tt.same {
+			t.Errorf("%s: same fingerprint = %v, want %v", tt.name, got, tt.same)
+		}
 	}
 }
 

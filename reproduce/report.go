@@ -18,6 +18,7 @@ const (
 	KNNPlotName         = "knn-by-epoch.png"
 	BatchSizePlotName   = "accuracy-by-batch-size.png"
 	NPCPlotName         = "npc-mean-cv.png"
+	TrendPlotName       = "trend.png"
 	plotWidth, plotRows = 900, 600
 )
 
@@ -30,8 +31,9 @@ func lossName(l string) string {
 }
 
 // writeReport writes the plots, results.json and report.md (the last two last of all).
-func writeReport(ctx context.Context, out string, res *Results) error {
-	plots, err := writePlots(ctx, storage.Join(out, PlotsDir), res)
+// history is every reproduction of the run directory, this one last.
+func writeReport(ctx context.Context, out string, res *Results, history []Reproduction) error {
+	plots, err := writePlots(ctx, storage.Join(out, PlotsDir), res, history)
 	if err != nil {
 		return err
 	}
@@ -41,8 +43,8 @@ func writeReport(ctx context.Context, out string, res *Results) error {
 	return storage.WriteFile(ctx, storage.Join(out, ReportName), []byte(markdown(res, plots)))
 }
 
-// writePlots draws the figures the results support and returns their names.
-func writePlots(ctx context.Context, dir string, res *Results) ([]string, error) {
+// writePlots draws the figures the results and the history support and returns their names.
+func writePlots(ctx context.Context, dir string, res *Results, history []Reproduction) ([]string, error) {
 	var written []string
 	save := func(name string, cols int, panels ...analysis.Panel) error {
 		h := plotRows
@@ -93,7 +95,68 @@ func writePlots(ctx context.Context, dir string, res *Results) ([]string, error)
 			return nil, err
 		}
 	}
+	if panels := trendCharts(res, history); len(panels) > 0 {
+		if err := save(TrendPlotName, 2, panels...); err != nil {
+			return nil, err
+		}
+	}
 	return written, nil
+}
+
+// maxTrendTicks bounds the labelled reproductions on a trend plot's axis, so that the
+// labels of a year of nightly runs do not overlap.
+const maxTrendTicks = 8
+
+// trendCharts draw the paper's accuracies and every gated metric against the reproductions
+// of the history (by date and code version), one line per run.
+func trendCharts(res *Results, history []Reproduction) []analysis.Panel {
+	if len(history) == 0 {
+		return nil
+	}
+	step := (len(history) + maxTrendTicks - 1) / maxTrendTicks
+	var ticks []analysis.XTick
+	for i, h := range history {
+		if i%step == 0 || i == len(history)-1 {
+			ticks = append(ticks, analysis.XTick{X: float64(i), Label: h.Time.UTC().Format("2006-01-02 15:04") + "\n" + h.CodeVersion})
+		}
+	}
+	var panels []analysis.Panel
+	for _, m := range metrics {
+		if _, gated := res.gated(m.Name); !gated && !slices.Contains(trendMetrics, m.Name) {
+			continue
+		}
+		chart := analysis.LineChart{Title: m.Description + " by reproduction", XLabel: "reproduction (UTC date, dcl version)",
+			YLabel: m.Name, XTicks: ticks}
+		if m.HigherIsBetter {
+			chart.Legend = analysis.BottomRight
+		}
+		for _, r := range res.Runs {
+			s := analysis.Series{Name: r.Config.Name}
+			for i := range history {
+				if v, ok := history[i].Value(r.Config.Name, m.Name); ok {
+					s.X, s.Y = append(s.X, float64(i)), append(s.Y, v)
+				}
+			}
+			if len(s.X) > 0 {
+				chart.Series = append(chart.Series, s)
+			}
+		}
+		if len(chart.Series) > 0 {
+			panels = append(panels, chart)
+		}
+	}
+	return panels
+}
+
+// gated returns the gate checks of a metric, and whether a gate names it.
+func (res *Results) gated(metric string) ([]GateCheck, bool) {
+	var out []GateCheck
+	for _, g := range res.Gates {
+		if g.Metric == metric {
+			out = append(out, g)
+		}
+	}
+	return out, len(out) > 0
 }
 
 // batchSizeSeries is kNN top-1 against batch size per loss (ours, and the paper's where it
@@ -194,6 +257,7 @@ func markdown(res *Results, plots []string) string {
 		b.WriteString(analysis.NPCTable(npc).Markdown())
 		b.WriteString("\n")
 	}
+	changesSection(&b, res)
 	if len(plots) > 0 {
 		b.WriteString("## Plots\n\n")
 		for _, p := range plots {
@@ -203,9 +267,9 @@ func markdown(res *Results, plots []string) string {
 	b.WriteString("## Stages\n\n")
 	for _, s := range res.Stages {
 		if s.Skipped {
-			fmt.Fprintf(&b, "- %s: complete before this run, skipped\n", s.Name)
+			fmt.Fprintf(&b, "- %s: skipped (%s)\n", s.Name, s.Reason)
 		} else {
-			fmt.Fprintf(&b, "- %s: %s\n", s.Name, s.Wall)
+			fmt.Fprintf(&b, "- %s: %s (%s)\n", s.Name, s.Wall, s.Reason)
 		}
 	}
 	fmt.Fprintf(&b, "\nWall time of this call: %s.", res.Wall)
@@ -214,6 +278,65 @@ func markdown(res *Results, plots []string) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// changesSection is the report's comparison with the previous reproduction and the paper,
+// with the gates' verdicts.
+func changesSection(b *strings.Builder, res *Results) {
+	b.WriteString("## Changes since the last reproduction\n\n")
+	if p := res.Previous; p != nil {
+		fmt.Fprintf(b, "Previous reproduction: %s, dcl %s, config %s", p.Time.UTC().Format("2006-01-02 15:04:05 UTC"), p.CodeVersion, p.ConfigFingerprint)
+		if p.ConfigFingerprint != res.ConfigFingerprint {
+			fmt.Fprintf(b, " (the config changed: now %s)", res.ConfigFingerprint)
+		}
+		if p.CodeVersion != res.CodeVersion {
+			fmt.Fprintf(b, " (the code changed: now dcl %s)", res.CodeVersion)
+		}
+		b.WriteString(". ")
+	} else {
+		b.WriteString("This is the first reproduction in this run directory's history. ")
+	}
+	fmt.Fprintf(b, "This one is %s/%s (every reproduction is a file there; read them together with DuckDB's `read_parquet('%s/*.parquet')`).\n\n", HistoryDir, res.HistoryFile, HistoryDir)
+	if len(res.Gates) > 0 {
+		failed := res.FailedGates()
+		fmt.Fprintf(b, "Gates: %d checked, %d failed.\n\n", len(res.Gates), len(failed))
+		for _, g := range failed {
+			fmt.Fprintf(b, "- **%s**\n", g)
+		}
+		if len(failed) > 0 {
+			b.WriteString("\n")
+		}
+	}
+	t := analysis.Table{Header: []string{"run", "metric", "previous", "now", "change", "paper", "gates"},
+		RightAlign: []bool{false, false, true, true, true, true, false}}
+	for _, c := range res.Changes {
+		prev, change := "—", "—"
+		if c.Previous != nil {
+			prev = num(*c.Previous)
+			d := c.Value - *c.Previous
+			change = num(d)
+			if d > 0 {
+				change = "+" + change
+			}
+		}
+		paper := "—"
+		if c.Paper != nil {
+			paper = num(*c.Paper)
+		}
+		var verdicts []string
+		for _, g := range res.Gates {
+			if g.Run == c.Run && g.Metric == c.Metric {
+				v := "ok"
+				if g.Failed {
+					v = "FAILED"
+				}
+				verdicts = append(verdicts, fmt.Sprintf("vs %s: %s (drop %s, allowed %s)", g.Against, v, num(g.Drop), num(g.MaxDrop)))
+			}
+		}
+		t.Rows = append(t.Rows, []string{c.Run, c.Metric, prev, num(c.Value), change, paper, orDefault(strings.Join(verdicts, "; "), "—")})
+	}
+	b.WriteString(t.Markdown())
+	b.WriteString("\n")
 }
 
 func runsTable(res *Results) analysis.Table {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -29,13 +30,26 @@ type Results struct {
 	// Stages lists what this call ran and what it found complete.
 	Stages []StageRecord `json:"stages"`
 	Wall   string        `json:"wall"`
+
+	// ConfigFingerprint is Config.Fingerprint; Time is when the reproduction started (UTC).
+	ConfigFingerprint string    `json:"config_fingerprint"`
+	Time              time.Time `json:"time"`
+	// HistoryFile is this reproduction's file in history/; Previous is the reproduction
+	// before it there (nil for the first).
+	HistoryFile string            `json:"history_file,omitempty"`
+	Previous    *ReproductionInfo `json:"previous,omitempty"`
+	// Changes are every run's figures beside the previous reproduction's and the paper's;
+	// Gates the config's gates applied to them.
+	Changes []Change    `json:"changes,omitempty"`
+	Gates   []GateCheck `json:"gates,omitempty"`
 }
 
-// StageRecord is one stage of one call: skipped (complete) or run, with its wall time.
+// StageRecord is one stage of one call: skipped or run (with its wall time), and why.
 type StageRecord struct {
 	Name    string `json:"name"`
 	Skipped bool   `json:"skipped,omitempty"`
 	Wall    string `json:"wall,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // Evaluation holds the evaluations of one encoder (nil where the config asks for none).

@@ -25,7 +25,7 @@ import (
 // Options are the parts of a reproduction that are not in its config.
 type Options struct {
 	// Out is the run directory (local or gs://): every stage's output, results.json,
-	// report.md and plots/.
+	// report.md, plots/ and history/.
 	Out string
 	// Input, when set, replaces the config's dataset.input (the data lies elsewhere here).
 	Input string
@@ -33,8 +33,16 @@ type Options struct {
 	// PJRT plugin.
 	Backend string
 	Plugin  string
-	// CodeVersion is recorded in the shards and the results.
+	// CodeVersion is recorded in the shards, the stage ledger, the results and the history.
 	CodeVersion string
+	// Rerun lists the kinds of stages to recompute even where their outputs are complete;
+	// what depends on them is recomputed too.
+	Rerun []StageKind
+	// RerunOnCodeChange recomputes every output that another code version made.
+	RerunOnCodeChange bool
+	// WaitLock waits for another reproduction that holds the run directory to finish,
+	// instead of failing at once with ErrLocked.
+	WaitLock bool
 	// Stderr gets the progress bars (Progress: terminals only) and, with TrainLog, a copy of
 	// each training's JSON-lines log, which always goes to its run folder's train.jsonl; the
 	// stages' notices go to Logger.
@@ -65,16 +73,18 @@ type runner struct {
 	cfg    *Config
 	opts   Options
 	log    *slog.Logger
+	rerun  map[StageKind]bool
+	ledger *ledger
+	// ranNow names the stages that ran (or would, in a plan) in this call by their gen.
+	ranNow map[gen]string
+	// plan decides every stage without running any or writing anything.
+	plan   bool
 	stages []StageRecord
 	// size and classes of the data, known once the evaluation shards exist.
 	numClasses int
 }
 
-// Run runs every stage of cfg that is not complete yet, then writes results.json, report.md
-// and the plots. A stage whose outputs are complete is skipped, unless a stage it depends on
-// ran in this call; a killed run continues where it stopped and a finished one is a no-op
-// (apart from rewriting the report). It returns the results only when every stage succeeded.
-func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
+func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
 	if opts.Out == "" {
 		return nil, errors.New("no run directory (--out)")
 	}
@@ -90,65 +100,124 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &runner{cfg: cfg, opts: opts, log: opts.Logger.With("experiment", cfg.Name)}
-	start := opts.Now()
+	if opts.CodeVersion == "" {
+		opts.CodeVersion = "unknown" // as the shards record it
+	}
+	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{}}
+	for _, k := range opts.Rerun {
+		r.rerun[k] = true
+	}
+	return r, nil
+}
 
-	ran, err := r.prepareData(ctx)
+// Run runs every stage of cfg that is not complete yet (and those Options.Rerun and
+// RerunOnCodeChange ask for, with what depends on them), then appends the figures to the
+// history and writes results.json, report.md and the plots. A stage whose outputs are
+// complete is skipped, unless a stage it depends on was redone since the last complete
+// reproduction; a killed run continues where it stopped and a finished one is a no-op
+// (apart from a history entry and the report). It returns the results only when every stage
+// succeeded; the gates' verdicts are in them (Results.FailedGates), not in the error.
+//
+// The run directory is locked for the whole call (see ErrLocked).
+func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
+	r, err := newRunner(cfg, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lockRunDir(ctx, r.opts.Out, r.opts.WaitLock, r.log)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	start := r.opts.Now()
+	if r.ledger, err = loadLedger(ctx, r.opts.Out); err != nil {
+		return nil, err
+	}
+	// Read before any stage runs, so that an unreadable history fails in seconds.
+	history, err := ReadHistory(ctx, r.opts.Out)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.execute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Time = start.UTC()
+	res.Wall = r.opts.Now().Sub(start).Round(time.Second).String()
+	if err := r.finish(ctx, res, history); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Plan decides every stage as Run would, with the same options, and returns what it would
+// skip and run, and why, without running or writing anything.
+func Plan(ctx context.Context, cfg *Config, opts Options) ([]StageRecord, error) {
+	r, err := newRunner(cfg, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.ledger, err = loadLedger(ctx, r.opts.Out); err != nil {
+		return nil, err
+	}
+	res, err := r.execute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return res.Stages, nil
+}
+
+// finish records a completed reproduction: its file in the history, the comparison with the
+// previous one and the gates, the plots, results.json and report.md, and last the ledger,
+// whose stages are then all consistent.
+func (r *runner) finish(ctx context.Context, res *Results, history []Reproduction) error {
+	var prev *Reproduction
+	if len(history) > 0 {
+		prev = &history[len(history)-1]
+	}
+	compare(r.cfg, res, prev)
+	rows := historyRows(res)
+	name, err := appendHistory(ctx, r.opts.Out, res.Time, rows)
+	if err != nil {
+		return err
+	}
+	res.HistoryFile = name
+	history = append(history, Reproduction{File: name, Time: res.Time, CodeVersion: res.CodeVersion,
+		ConfigFingerprint: res.ConfigFingerprint, Rows: rows})
+	if err := writeReport(ctx, r.opts.Out, res, history); err != nil {
+		return err
+	}
+	return r.completeLedger(ctx)
+}
+
+// execute goes through the stages: the data, every run, every baseline.
+func (r *runner) execute(ctx context.Context) (*Results, error) {
+	cfg := r.cfg
+	data, err := r.prepareData(ctx)
 	if err != nil {
 		return nil, err
 	}
 	res := &Results{
 		Experiment: cfg.Name, Description: cfg.Description, Paper: cfg.Paper,
-		Dataset: cfg.Dataset, Preprocess: cfg.Preprocess, Evaluate: cfg.Evaluate, CodeVersion: opts.CodeVersion,
+		Dataset: cfg.Dataset, Preprocess: cfg.Preprocess, Evaluate: cfg.Evaluate, CodeVersion: r.opts.CodeVersion,
+		ConfigFingerprint: cfg.Fingerprint(),
 	}
 	for _, run := range cfg.Runs {
-		rr, err := r.run(ctx, run, ran)
+		rr, err := r.run(ctx, run, data)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", run.Name, err)
 		}
 		res.Runs = append(res.Runs, *rr)
 	}
 	for _, name := range cfg.Evaluate.Baselines {
-		b, err := r.baseline(ctx, name, ran)
+		b, err := r.baseline(ctx, name, data)
 		if err != nil {
 			return nil, fmt.Errorf("baseline %s: %w", name, err)
 		}
 		res.Baselines = append(res.Baselines, *b)
 	}
 	res.Stages = r.stages
-	res.Wall = opts.Now().Sub(start).Round(time.Second).String()
-	if err := writeReport(ctx, opts.Out, res); err != nil {
-		return nil, err
-	}
 	return res, nil
-}
-
-// stage runs do unless done says the outputs are complete and no stage it depends on ran in
-// this call (upstreamRan). It reports whether do ran.
-func (r *runner) stage(ctx context.Context, name string, upstreamRan bool, done func() (bool, error), do func() error) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if !upstreamRan {
-		ok, err := done()
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", name, err)
-		}
-		if ok {
-			r.log.Info("stage complete, skipped", "stage", name)
-			r.stages = append(r.stages, StageRecord{Name: name, Skipped: true})
-			return false, nil
-		}
-	}
-	r.log.Info("stage starts", "stage", name)
-	t0 := r.opts.Now()
-	if err := do(); err != nil {
-		return false, fmt.Errorf("%s: %w", name, err)
-	}
-	wall := r.opts.Now().Sub(t0)
-	r.log.Info("stage done", "stage", name, "wall", wall.Round(time.Millisecond))
-	r.stages = append(r.stages, StageRecord{Name: name, Wall: wall.Round(time.Millisecond).String()})
-	return true, nil
 }
 
 func (r *runner) path(elem ...string) string { return storage.Join(r.opts.Out, elem...) }
@@ -158,22 +227,23 @@ func (r *runner) pretrainDir() string  { return r.path(DataDir, "pretrain") }
 func (r *runner) evalTrainDir() string { return r.path(DataDir, "eval-train") }
 func (r *runner) evalTestDir() string  { return r.path(DataDir, "eval-test") }
 
-// dataRan says which datasets were (re)written in this call: training depends on the
-// pretraining pairs, the embeddings on the evaluation images (and NPC on the pairs too).
-type dataRan struct{ pretrain, eval bool }
+// dataGen says which datasets were rewritten since the last complete reproduction:
+// training depends on the pretraining pairs, the embeddings on the evaluation images (and
+// NPC on the pairs too).
+type dataGen struct{ pretrain, eval gen }
 
 // prepareData writes the pretraining view pairs and the two evaluation datasets.
-func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
+func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	d := r.cfg.Dataset
 	pretrain, err := r.augmentConfig(r.cfg.Preprocess.Augment, true)
 	if err != nil {
-		return dataRan{}, err
+		return dataGen{}, err
 	}
 	eval, err := r.augmentConfig(augment.None, false)
 	if err != nil {
-		return dataRan{}, err
+		return dataGen{}, err
 	}
-	var ran dataRan
+	var data dataGen
 	for _, ds := range []struct {
 		name, split, dir string
 		aug              augment.Config
@@ -186,7 +256,7 @@ func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
 	} {
 		enc, err := shards.ParseEncoding(r.cfg.Preprocess.Encoding)
 		if err != nil && r.cfg.Preprocess.Encoding != "" {
-			return dataRan{}, err
+			return dataGen{}, err
 		}
 		job, err := pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
 			Spec:   datasets.Spec{Dataset: d.Name, Input: d.Input, Split: ds.split},
@@ -194,13 +264,14 @@ func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
 			Parts: r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
 		})
 		if err != nil {
-			return dataRan{}, fmt.Errorf("%s: %w", ds.name, err)
+			return dataGen{}, fmt.Errorf("%s: %w", ds.name, err)
 		}
-		did, err := r.stage(ctx, ds.name, false,
-			func() (bool, error) { return sameDataset(ctx, ds.dir, job.Config) },
-			func() error {
-				// No manifest: whatever is in the folder is this run directory's own partial
-				// output (perhaps of an earlier build, whose version its shards record).
+		g, err := r.stage(ctx, stageSpec{kind: StagePreprocess, name: ds.name,
+			done: func() (outcome, error) { return r.sameDataset(ctx, ds.dir, job.Config) },
+			do: func() error {
+				// Whatever is in the folder is this run directory's own: a partial output
+				// (perhaps of an earlier build, whose version its shards record), or one
+				// that is being redone. Preparing the folder removes the manifest first.
 				job.Overwrite = true
 				res, err := pipelines.RunPreprocess(ctx, job)
 				if err != nil {
@@ -211,19 +282,22 @@ func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
 				}
 				r.log.Info(res.Summary(ds.dir))
 				return nil
-			})
+			}})
 		if err != nil {
-			return dataRan{}, err
+			return dataGen{}, err
 		}
 		if ds.dir == r.pretrainDir() {
-			ran.pretrain = ran.pretrain || did
+			data.pretrain = max(data.pretrain, g)
 		} else {
-			ran.eval = ran.eval || did
+			data.eval = max(data.eval, g)
 		}
 	}
 	if classes, err := datasets.ClassNames(d.Name, false); err == nil {
 		r.numClasses = len(classes)
-		return ran, nil
+		return data, nil
+	}
+	if r.plan {
+		return data, nil // the evaluations that need the class count do not run
 	}
 	// A dataset without a fixed class list (idx, folder): one more than the largest label of
 	// either evaluation split, which a class absent from one split cannot shrink.
@@ -231,14 +305,14 @@ func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
 	for _, dir := range []string{r.evalTrainDir(), r.evalTestDir()} {
 		m, err := shards.ReadManifest(ctx, dir)
 		if err != nil {
-			return dataRan{}, err
+			return dataGen{}, err
 		}
 		for label := range m.Labels {
 			n = max(n, int(label)+1)
 		}
 	}
 	r.numClasses = n
-	return ran, nil
+	return data, nil
 }
 
 // augmentConfig builds the augmentation of the config's preset at the dataset's size;
@@ -277,62 +351,74 @@ func (r *runner) augmentConfig(preset string, overrides bool) (augment.Config, e
 }
 
 // sameDataset reports whether dir holds a complete dataset made with want (the program's
-// version and the source checksums aside, which planning does not know).
-func sameDataset(ctx context.Context, dir string, want shards.Config) (bool, error) {
+// version and the source checksums aside, which planning does not know). Another dataset
+// there is an error, unless --rerun=preprocess asks to replace it.
+func (r *runner) sameDataset(ctx context.Context, dir string, want shards.Config) (outcome, error) {
 	m, err := shards.ReadManifest(ctx, dir)
 	if errors.Is(err, shards.ErrNoManifest) {
-		return false, nil
+		return outcome{}, nil
 	}
 	if err != nil {
-		return false, err
+		return outcome{}, err
 	}
 	for _, d := range m.Config.Diff(want) {
 		field, _, _ := strings.Cut(d, ":")
 		switch field {
 		case "code_version", "source_checksum", "sources":
 		default:
-			return false, fmt.Errorf("%s holds another dataset (%s); remove it or use another --out", dir, strings.Join(m.Config.Diff(want), "; "))
+			diff := strings.Join(m.Config.Diff(want), "; ")
+			if r.rerun[StagePreprocess] {
+				return outcome{complete: true, stale: "it holds another dataset (" + diff + ")"}, nil
+			}
+			return outcome{}, fmt.Errorf("%s holds another dataset (%s); pass --rerun=preprocess to replace it, remove it or use another --out", dir, diff)
 		}
 	}
-	return true, nil
+	return outcome{complete: true, version: m.Config.CodeVersion}, nil
 }
 
 // run trains one run and evaluates it.
-func (r *runner) run(ctx context.Context, run RunConfig, ran dataRan) (*RunResult, error) {
+func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResult, error) {
 	dir := r.path(RunsDir, run.Name)
-	if err := r.checkRunRecord(ctx, dir, run); err != nil {
+	changed, err := r.checkRunRecord(ctx, dir, run)
+	if err != nil {
 		return nil, err
 	}
 	rr := &RunResult{Config: run, Paper: run.Paper}
 	var sum *trainstep.Summary
-	trained, err := r.stage(ctx, "train "+run.Name, ran.pretrain,
-		func() (bool, error) {
+	trained, err := r.stage(ctx, stageSpec{kind: StageTrain, name: "train " + run.Name, up: data.pretrain,
+		done: func() (outcome, error) {
+			if changed != "" {
+				return outcome{complete: true, stale: "its settings changed: " + changed}, nil
+			}
 			s, err := readSummary(ctx, dir)
 			if err != nil || s == nil || !s.Finished {
-				return false, err
+				return outcome{}, err
 			}
 			sum = s
-			return true, nil
+			return outcome{complete: true}, nil
 		},
-		func() error {
-			if ran.pretrain {
-				// The checkpoints of this run, if any, were trained on data that has just
-				// been rewritten: the run starts afresh.
-				for _, p := range []string{trainstep.CheckpointDir, trainstep.LogName, trainstep.SummaryName} {
-					if err := removeTree(ctx, storage.Join(dir, p)); err != nil {
-						return err
-					}
+		clear: func() error {
+			// The summary marks the run finished: it goes first.
+			for _, p := range []string{trainstep.SummaryName, trainstep.LogName, trainstep.CheckpointDir} {
+				if err := removeTree(ctx, storage.Join(dir, p)); err != nil {
+					return err
 				}
+			}
+			return nil
+		},
+		do: func() error {
+			if err := writeRunRecord(ctx, dir, run); err != nil {
+				return err
 			}
 			s, err := r.train(ctx, run, dir)
 			sum = s
 			return err
-		})
+		}})
 	if err != nil {
 		return nil, err
 	}
 	rr.Train = sum
-	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, trained || ran.eval, true, &rr.Evaluation); err != nil {
+	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, max(trained, data.eval), true, &rr.Evaluation); err != nil {
 		return nil, err
 	}
 	if rr.Curves, err = readCurves(ctx, storage.Join(dir, trainstep.LogName)); err != nil {
@@ -341,30 +427,87 @@ func (r *runner) run(ctx context.Context, run RunConfig, ran dataRan) (*RunResul
 	return rr, nil
 }
 
-// checkRunRecord refuses a run folder started with other settings, and records the settings
-// of a new one.
-func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) error {
+// checkRunRecord compares the settings a run folder was started with to the config's, and
+// returns how they differ ("" if they do not). Other settings are refused unless
+// --rerun=train retrains the run. A new run folder gets its record.
+func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) (string, error) {
 	p := storage.Join(dir, runRecordName)
-	run.Paper = PaperFigures{} // the published figures do not change what is trained
-	want, err := json.MarshalIndent(run, "", "  ")
-	if err != nil {
-		return err
-	}
 	ok, err := storage.Exists(ctx, p)
 	if err != nil {
+		return "", err
+	}
+	if !ok {
+		if r.plan {
+			return "", nil
+		}
+		return "", writeRunRecord(ctx, dir, run)
+	}
+	got, err := storage.ReadFile(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	want, err := runRecord(run)
+	if err != nil {
+		return "", err
+	}
+	diff, err := jsonDiff(got, want)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p, err)
+	}
+	if diff != "" && !r.rerun[StageTrain] {
+		return "", fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --out", p, diff, dir)
+	}
+	return diff, nil
+}
+
+// runRecord is what run.json holds: the settings that decide what is trained.
+func runRecord(run RunConfig) ([]byte, error) {
+	run.Paper = PaperFigures{} // the published figures do not change what is trained
+	b, err := json.MarshalIndent(run, "", "  ")
+	return append(b, '\n'), err
+}
+
+func writeRunRecord(ctx context.Context, dir string, run RunConfig) error {
+	b, err := runRecord(run)
+	if err != nil {
 		return err
 	}
-	if ok {
-		got, err := storage.ReadFile(ctx, p)
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
-			return fmt.Errorf("%s was started with other settings than the config now gives; remove %s or use another --out", p, dir)
-		}
-		return nil
+	return storage.WriteFile(ctx, storage.Join(dir, runRecordName), b)
+}
+
+// jsonDiff lists the top-level keys whose values differ between two JSON objects, as
+// "key: old → new".
+func jsonDiff(was, now []byte) (string, error) {
+	var a, b map[string]any
+	if err := json.Unmarshal(was, &a); err != nil {
+		return "", err
 	}
-	return storage.WriteFile(ctx, p, append(want, '\n'))
+	if err := json.Unmarshal(now, &b); err != nil {
+		return "", err
+	}
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	show := func(v any, ok bool) string {
+		if !ok {
+			return "(default)"
+		}
+		j, _ := json.Marshal(v)
+		return string(j)
+	}
+	var diffs []string
+	for _, k := range sortedKeys(keys) {
+		va, okA := a[k]
+		vb, okB := b[k]
+		if sa, sb := show(va, okA), show(vb, okB); sa != sb {
+			diffs = append(diffs, fmt.Sprintf("%s: %s → %s", k, sa, sb))
+		}
+	}
+	return strings.Join(diffs, ", "), nil
 }
 
 func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainstep.Summary, error) {
@@ -420,22 +563,28 @@ func readSummary(ctx context.Context, dir string) (*trainstep.Summary, error) {
 
 // evaluate embeds the evaluation shards with the checkpoint in dir (a training run or a
 // baseline's random encoder) and runs the evaluations the config asks for.
-func (r *runner) evaluate(ctx context.Context, dir, name string, temperature float64, upstreamRan, npc bool, ev *Evaluation) error {
+func (r *runner) evaluate(ctx context.Context, dir, name string, temperature float64, up gen, npc bool, ev *Evaluation) error {
 	embTrain, embTest := storage.Join(dir, "embeddings", "train"), storage.Join(dir, "embeddings", "test")
 	feature := trainstep.Feature(orDefault(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
-	embedded := false
+	var embedded gen
 	for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
-		did, err := r.stage(ctx, "embed "+name+" "+storage.Base(e.out), upstreamRan,
-			func() (bool, error) { return storage.Exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
-			func() error {
+		g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: up,
+			done: func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
+			do: func() error {
 				return r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: e.data, Output: e.out, Feature: feature, Views: 1})
-			})
+			}})
 		if err != nil {
 			return err
 		}
-		embedded = embedded || did
+		embedded = max(embedded, g)
 	}
-	return r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, upstreamRan || embedded, temperature, npc, ev)
+	return r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, max(up, embedded), temperature, npc, ev)
+}
+
+// exists is the outcome of a stage whose output is complete when p exists.
+func exists(ctx context.Context, p string) (outcome, error) {
+	ok, err := storage.Exists(ctx, p)
+	return outcome{complete: ok}, err
 }
 
 func (r *runner) embed(ctx context.Context, o pipelines.EmbedOptions) error {
@@ -452,13 +601,13 @@ func (r *runner) embed(ctx context.Context, o pipelines.EmbedOptions) error {
 
 // evaluateEmbeddings runs kNN, the linear probe and (for trained encoders) the NPC
 // statistics on embeddings that exist.
-func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, embTest string, upstreamRan bool, temperature float64, npc bool, ev *Evaluation) error {
+func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, embTest string, up gen, temperature float64, npc bool, ev *Evaluation) error {
 	if k := r.cfg.Evaluate.KNN; k != nil {
 		out := storage.Join(dir, "knn.json")
 		ev.KNN = new(analysis.KNNResult)
-		_, err := r.stage(ctx, "knn "+name, upstreamRan,
-			func() (bool, error) { return loadIfExists(ctx, out, ev.KNN) },
-			func() error {
+		_, err := r.stage(ctx, stageSpec{kind: StageKNN, name: "knn " + name, up: up,
+			done: func() (outcome, error) { return loadIfExists(ctx, out, ev.KNN) },
+			do: func() error {
 				job, err := pipelines.PlanKNN(ctx, pipelines.KNNOptions{Train: embTrain, Test: embTest, K: k.K,
 					Temperature: k.Temperature, NumClasses: r.numClasses, Output: out, PerClass: true})
 				if err != nil {
@@ -469,7 +618,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 					*ev.KNN = *res
 				}
 				return err
-			})
+			}})
 		if err != nil {
 			return err
 		}
@@ -477,9 +626,9 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 	if l := r.cfg.Evaluate.Linear; l != nil {
 		out := storage.Join(dir, "linear.json")
 		ev.Linear = new(analysis.LinearResult)
-		_, err := r.stage(ctx, "linear "+name, upstreamRan,
-			func() (bool, error) { return loadIfExists(ctx, out, ev.Linear) },
-			func() error {
+		_, err := r.stage(ctx, stageSpec{kind: StageLinear, name: "linear " + name, up: up,
+			done: func() (outcome, error) { return loadIfExists(ctx, out, ev.Linear) },
+			do: func() error {
 				cfg := analysis.DefaultLinearConfig()
 				if l.Optimizer == string(analysis.LARS) {
 					cfg = analysis.LARSLinearConfig()
@@ -503,7 +652,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 					*ev.Linear = *res
 				}
 				return err
-			})
+			}})
 		if err != nil {
 			return err
 		}
@@ -511,9 +660,9 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 	if n := r.cfg.Evaluate.NPC; n != nil && npc {
 		pairs, out := storage.Join(dir, "embeddings", "pairs"), storage.Join(dir, "npc")
 		ev.NPC = new(analysis.NPCReport)
-		_, err := r.stage(ctx, "npc "+name, upstreamRan,
-			func() (bool, error) { return loadIfExists(ctx, storage.Join(out, pipelines.NPCReportName), ev.NPC) },
-			func() error {
+		_, err := r.stage(ctx, stageSpec{kind: StageNPC, name: "npc " + name, up: up,
+			done: func() (outcome, error) { return loadIfExists(ctx, storage.Join(out, pipelines.NPCReportName), ev.NPC) },
+			do: func() error {
 				if err := r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: r.pretrainDir(), Output: pairs,
 					Feature: trainstep.Projection, Views: 2, Pass: 0}); err != nil {
 					return err
@@ -528,7 +677,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 					*ev.NPC = *res
 				}
 				return err
-			})
+			}})
 		if err != nil {
 			return err
 		}
@@ -536,16 +685,16 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 	return nil
 }
 
-// loadIfExists reads the JSON at p into v and reports whether it was there.
-func loadIfExists(ctx context.Context, p string, v any) (bool, error) {
+// loadIfExists reads the JSON at p into v; the stage is complete when it was there.
+func loadIfExists(ctx context.Context, p string, v any) (outcome, error) {
 	ok, err := storage.Exists(ctx, p)
 	if err != nil || !ok {
-		return false, err
+		return outcome{}, err
 	}
 	if err := storage.LoadJSON(ctx, p, v); err != nil {
-		return false, err
+		return outcome{}, err
 	}
-	return true, nil
+	return outcome{complete: true}, nil
 }
 
 // removeTree deletes an earlier output folder (or file) before a stage rewrites it, so no

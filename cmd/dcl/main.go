@@ -17,11 +17,13 @@ import (
 	"golang.org/x/term"
 )
 
-// Exit codes: 0 success, 1 the command failed, 2 the command line was wrong.
+// Exit codes: 0 success, 1 the command failed, 2 the command line was wrong, 3 a gate of
+// dcl reproduce --gate failed.
 const (
 	exitOK    = 0
 	exitError = 1
 	exitUsage = 2
+	exitGate  = 3
 )
 
 func main() {
@@ -60,6 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	err := cmd.run(args[1:], stdout, stderr)
 	var ue *usageError
+	var coded interface{ ExitCode() int }
 	switch {
 	case err == nil:
 		return exitOK
@@ -68,6 +71,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "dcl %s: %v\n", name, err)
 		return exitUsage
+	case errors.As(err, &coded):
+		fmt.Fprintf(stderr, "dcl %s: %v\n", name, err)
+		return coded.ExitCode()
 	default:
 		fmt.Fprintf(stderr, "dcl %s: %v\n", name, err)
 		return exitError
@@ -96,6 +102,7 @@ type command struct {
 	name    string
 	args    string // positional arguments, for the usage line
 	summary string
+	details string // more for -h, after the summary
 	// beam marks subcommands that build Beam pipelines: they accept Beam's flags (--runner,
 	// --endpoint, --project, …) and forward them to the SDK.
 	beam  bool
@@ -191,7 +198,11 @@ func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
 	if c.args != "" {
 		fmt.Fprintf(w, " %s", c.args)
 	}
-	fmt.Fprintf(w, "\n\n%s\n\nFlags:\n", c.summary)
+	fmt.Fprintf(w, "\n\n%s\n\n", c.summary)
+	if c.details != "" {
+		fmt.Fprintf(w, "%s\n\n", c.details)
+	}
+	fmt.Fprintf(w, "Flags:\n")
 	var beamFlags []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
 		if _, ok := f.Value.(*forwardedFlag); ok {

@@ -25,25 +25,38 @@ const DefaultFashionMNIST = "/usr/share/datasets/fashion-mnist"
 
 // reproduceFlags are the flags `reproduce` and `demo` share.
 type reproduceFlags struct {
-	out, input, backend, plugin, progress *string
-	trainLog                              *bool
+	out, input, backend, plugin, progress, rerun *string
+	trainLog, rerunOnCodeChange, gate, plan      *bool
+	waitLock                                     *bool
 }
 
 func addReproduceFlags(fs *flag.FlagSet, defaultOut string) reproduceFlags {
 	return reproduceFlags{
-		out:      fs.String("out", defaultOut, "run directory: every stage's output, results.json, report.md, plots/ (local or gs://)"),
+		out:      fs.String("out", defaultOut, "run directory: every stage's output, results.json, report.md, plots/, history/ (local or gs://)"),
 		input:    fs.String("input", "", "where the dataset's published files are (overrides the config's dataset.input)"),
 		backend:  fs.String("backend", "", "compute backend for every run: cpu, cuda or auto (overrides the config)"),
 		plugin:   fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto"),
 		progress: fs.String("progress", "auto", "progress bars: auto (on a terminal), on or off"),
 		trainLog: fs.Bool("train-log", false, "also print every training step's JSON line (always in each run's train.jsonl)"),
+		rerun: fs.String("rerun", "", "recompute these stages even where complete, and what depends on them: a comma-separated list of "+
+			strings.Join(reproduce.StageNames(), ", ")),
+		rerunOnCodeChange: fs.Bool("rerun-on-code-change", false, "recompute every output that another version of dcl made"),
+		gate:              fs.Bool("gate", false, "exit 3 when one of the config's gates fails (after writing everything)"),
+		plan:              fs.Bool("plan", false, "print which stages a run would skip and run, and why; run and write nothing"),
+		waitLock:          fs.Bool("wait-lock", false, "if another dcl reproduce is using --out, wait for it to finish instead of exiting"),
 	}
 }
+
+// reproduceExitCodes are documented in `dcl reproduce -h` and `dcl demo -h`.
+const reproduceExitCodes = `Exit status: 0 every stage succeeded (and, with --gate, every gate passed); 1 a stage failed
+(or --out is in use by another dcl reproduce); 2 bad command line or config; 3 a gate failed
+(--gate), after everything was written.`
 
 func reproduceCommand() *command {
 	return &command{
 		name:    "reproduce",
 		summary: "run a whole experiment from a YAML config: preprocess, train, evaluate, report",
+		details: reproduceExitCodes,
 		beam:    true,
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			config := fs.String("config", "", "experiment config: a YAML file, or the name of a built-in one ("+strings.Join(experiments.Names(), ", ")+")")
@@ -72,6 +85,7 @@ func demoCommand() *command {
 	return &command{
 		name:    "demo",
 		summary: "a scaled-down reproduction on Fashion-MNIST with a report and plots",
+		details: reproduceExitCodes,
 		beam:    true,
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			data := fs.String("data", DefaultFashionMNIST, "folder of the Fashion-MNIST IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])")
@@ -144,14 +158,54 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 			}
 		}
 	}
-	res, err := reproduce.Run(ctx, cfg, reproduce.Options{
+	rerun, err := reproduce.ParseStages(*f.rerun)
+	if err != nil {
+		return usagef("--rerun: %v", err)
+	}
+	opts := reproduce.Options{
 		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeVersion(),
+		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: showProgress, TrainLog: *f.trainLog, Logger: slog.Default(),
-	})
+	}
+	if *f.plan {
+		stages, err := reproduce.Plan(ctx, cfg, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out.stdout, "%s in %s (dcl %s):\n", cfg.Name, *f.out, opts.CodeVersion)
+		return reproduce.WritePlan(out.stdout, stages)
+	}
+	res, err := reproduce.Run(ctx, cfg, opts)
+	if errors.Is(err, reproduce.ErrLocked) {
+		return fmt.Errorf("%w: wait for it to finish, or pass --wait-lock to wait for it", err)
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out.stdout, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
 		res.Wall, storage.Join(*f.out, reproduce.ReportName))
-	return nil
+	failed := res.FailedGates()
+	if len(failed) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(failed))
+	for i, g := range failed {
+		msgs[i] = g.String()
+	}
+	gateErr := fmt.Errorf("%d of %d gates failed (everything was written):\n  %s", len(failed), len(res.Gates), strings.Join(msgs, "\n  "))
+	if !*f.gate {
+		fmt.Fprintf(out.stderr, "dcl: warning: %v\n(exit status 0 without --gate)\n", gateErr)
+		return nil
+	}
+	return &exitCodeError{code: exitGate, err: gateErr}
 }
+
+// exitCodeError is a failure with its own exit status (a failed gate: 3).
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+func (e *exitCodeError) ExitCode() int { return e.code }

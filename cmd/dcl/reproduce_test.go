@@ -1,10 +1,22 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/reproduce"
 )
 
 func TestReproduceCommandLineErrors(t *testing.T) {
@@ -57,5 +69,151 @@ func TestReproduceHelpListsTheBuiltInExperiments(t *testing.T) {
 		if !strings.Contains(out, name) {
 			t.Errorf("dcl reproduce -h does not list %s", name)
 		}
+	}
+	for _, want := range []string{"Exit status: 0", "1 a stage failed", "2 bad command line or config", "3 a gate failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dcl reproduce -h does not document the exit status: no %q", want)
+		}
+	}
+}
+
+// nightlyConfig is a whole experiment in about a second: one DCL run of a narrow small CNN
+// on 128 IDX images and kNN, with gates that allow no drop of kNN accuracy or rise of the
+// training loss since the previous reproduction.
+const nightlyConfig = `name: nightly
+dataset: {name: idx, input: INPUT, image_size: 16}
+preprocess: {augment: simclr-cifar, passes: 1, seed: 7}
+train:
+  defaults: {model: small-cnn, width: 4, epochs: 1, batch_size: 16, temperature: 0.2, lr: 0.3, backend: cpu}
+  runs: [{name: dcl, loss: dcl, seed: SEED}]
+evaluate:
+  knn: {k: 10, temperature: 0.1}
+gates:
+  knn_top1: {max_drop_vs_previous: 0}
+  train_loss: {max_drop_vs_previous: 0}
+`
+
+// nightly writes the data and returns a function that writes the config with a run's seed
+// and returns its path.
+func nightly(t *testing.T) (config func(seed int) string) {
+	t.Helper()
+	input, dir := t.TempDir(), t.TempDir()
+	pipelinetest.WriteIDX(t, input, "train", 128, false)
+	pipelinetest.WriteIDX(t, input, "test", 64, false)
+	return func(seed int) string {
+		p := filepath.Join(dir, fmt.Sprintf("nightly-seed%d.yaml", seed))
+		text := strings.NewReplacer("INPUT", input, "SEED", strconv.Itoa(seed)).Replace(nightlyConfig)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+// How scheduled reproductions are judged: the same experiment reproduced again with
+// --rerun=train after a change to a run's seed. The history holds every reproduction, the
+// report shows what changed, and a gate tighter than the change makes dcl exit 3 with every
+// output written. The figures move one way or the other; if none got worse with seed 2,
+// going back to seed 1 makes them worse by as much (training is deterministic).
+func TestScheduledReproductionFailsItsGate(t *testing.T) {
+	config, out := nightly(t), t.TempDir()
+	call := func(seed int, flags ...string) (int, string, string) {
+		return runDCL(append([]string{"reproduce", "--config=" + config(seed), "--out=" + out, "--log-level=warn", "--progress=off"}, flags...)...)
+	}
+	if code, _, stderr := call(1); code != exitOK {
+		t.Fatalf("first reproduction exited %d: %s", code, stderr)
+	}
+	for i, seed := range []int{2, 1} {
+		start := time.Now()
+		code, _, stderr := call(seed, "--rerun=train", "--gate")
+		if code != exitOK && code != exitGate {
+			t.Fatalf("reproduction with seed %d exited %d: %s", seed, code, stderr)
+		}
+		hist, err := reproduce.ReadHistory(context.Background(), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) != i+2 || hist[i].ConfigFingerprint == hist[i+1].ConfigFingerprint {
+			t.Fatalf("%d reproductions in the history, want %d with the config's fingerprint changed", len(hist), i+2)
+		}
+		var res reproduce.Results
+		if err := storage.LoadJSON(context.Background(), filepath.Join(out, reproduce.ResultsName), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.HistoryFile != hist[i+1].File || res.Time.Before(start.Add(-time.Second)) {
+			t.Errorf("results.json is of %s at %v, want this reproduction's (%s)", res.HistoryFile, res.Time, hist[i+1].File)
+		}
+		report, err := os.ReadFile(filepath.Join(out, reproduce.ReportName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := reportRow(string(report), "dcl", "train_loss")
+		t.Logf("seed %d: exit %d; kNN top-1 %q, loss %q", seed, code, reportRow(string(report), "dcl", "knn_top1"), row)
+		if len(row) < 5 || row[2] == "—" || row[4] == "—" || row[4] == "0" {
+			t.Errorf("report row for dcl's loss = %q, want its previous and new values and a change", row)
+		}
+		if info, err := os.Stat(filepath.Join(out, reproduce.PlotsDir, reproduce.TrendPlotName)); err != nil || info.ModTime().Before(start) {
+			t.Errorf("trend plot: %v, want one drawn by this reproduction", err)
+		}
+		if code == exitOK {
+			if len(res.FailedGates()) != 0 {
+				t.Errorf("exit 0 with failed gates %v", res.FailedGates())
+			}
+			continue
+		}
+		if len(res.FailedGates()) == 0 || !strings.Contains(stderr, "gates failed (everything was written)") || !strings.Contains(string(report), "FAILED") {
+			t.Errorf("exit 3: results.json gates %v, stderr %q; want the failures in both and in the report", res.Gates, stderr)
+		}
+		return
+	}
+	t.Fatal("no gate failed: with seed 2 and back with seed 1, neither kNN top-1 nor the loss got worse")
+}
+
+// reportRow returns the cells of the report's changes-table row of a run and metric.
+func reportRow(report, run, metric string) []string {
+	for _, line := range strings.Split(report, "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(cells) > 2 && cells[0] == run && cells[1] == metric {
+			return cells
+		}
+	}
+	return nil
+}
+
+// --plan says what a run would do and does nothing; a run directory in use is refused with
+// a message that says how to wait; a bad --rerun is a command-line error.
+func TestReproducePlanLockAndRerunFlags(t *testing.T) {
+	config := nightly(t)(1)
+	out := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := runDCL("reproduce", "--config="+config, "--out="+out, "--plan", "--log-level=warn")
+	if code != exitOK || !regexp.MustCompile(`(?m)^run +train dcl +it depends on preprocess pretrain`).MatchString(stdout) || !strings.Contains(stdout, "7 of 7 stages would run") {
+		t.Errorf("--plan exited %d with %q (%s); want every stage listed to run", code, stdout, stderr)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("--plan created %s (%v)", out, err)
+	}
+
+	code, _, stderr = runDCL("reproduce", "--config="+config, "--out="+out, "--rerun=trian")
+	if code != exitUsage || !strings.Contains(stderr, `unknown stage "trian"`) {
+		t.Errorf("--rerun=trian exited %d: %q; want 2 and the unknown stage", code, stderr)
+	}
+
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(out, reproduce.LockName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runDCL("reproduce", "--config="+config, "--out="+out, "--log-level=warn")
+	if code != exitError || !strings.Contains(stderr, "another reproduction holds the run directory") || !strings.Contains(stderr, "--wait-lock") {
+		t.Errorf("dcl reproduce on a locked run directory exited %d: %q; want 1, the reason and --wait-lock", code, stderr)
 	}
 }
