@@ -15,6 +15,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers --runner and every runner's flags
 	"golang.org/x/term"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // Exit codes: 0 success, 1 the command failed, 2 the command line was wrong.
@@ -106,6 +108,9 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dcl "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, in one line, by main
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	waitDefault, waitErr := storage.WaitFromEnv()
+	storageWait := fs.Duration("storage-timeout", waitDefault,
+		"how long an operation on gs:// may go without progress before the command fails (default from "+storage.WaitEnv+")")
 	runFn := c.setup(fs, streams{stdout: stdout, stderr: stderr})
 	if c.beam {
 		forwardBeamFlags(fs)
@@ -117,6 +122,12 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return usagef("%v (run 'dcl %s -h')", err, c.name)
+	}
+	if waitErr != nil {
+		return usagef("%v", waitErr)
+	}
+	if err := storage.SetWait(*storageWait); err != nil {
+		return usagef("--storage-timeout=%v: want a positive duration", *storageWait)
 	}
 	// beam.Init must run before any pipeline is built, and it replaces the default logger.
 	if err := flag.CommandLine.Parse(nil); err != nil {
