@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
@@ -466,8 +465,8 @@ func RunEmbed(ctx context.Context, job *EmbedJob) (*EmbedResult, error) {
 	if _, err := Embed(s, job); err != nil {
 		return nil, err
 	}
-	if err := beamx.Run(ctx, p); err != nil {
-		return nil, fmt.Errorf("embed pipeline failed: %s", rootCause(err))
+	if _, err := runPipeline(ctx, "embed", p); err != nil {
+		return nil, err
 	}
 	if submitOnly() {
 		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet

@@ -14,7 +14,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -308,8 +307,8 @@ func runForResult(ctx context.Context, name string, output *string, build func(b
 	start := time.Now()
 	p, s := beam.NewPipelineWithRoot()
 	build(s)
-	if err := beamx.Run(ctx, p); err != nil {
-		return false, fmt.Errorf("%s pipeline failed: %s", name, rootCause(err))
+	if _, err := runPipeline(ctx, name, p); err != nil {
+		return false, err
 	}
 	slog.Debug(name+" pipeline finished", "wall", time.Since(start))
 	if submitOnly() {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -360,8 +359,8 @@ func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCRepor
 func RunNPC(ctx context.Context, job *NPCJob) (*analysis.NPCReport, error) {
 	p, s := beam.NewPipelineWithRoot()
 	NPC(s, job)
-	if err := beamx.Run(ctx, p); err != nil {
-		return nil, fmt.Errorf("npc pipeline failed: %s", rootCause(err))
+	if _, err := runPipeline(ctx, "npc", p); err != nil {
+		return nil, err
 	}
 	if submitOnly() {
 		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet

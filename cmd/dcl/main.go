@@ -17,6 +17,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
+	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // Exit codes: 0 success, 1 the command failed, 2 the command line was wrong.
@@ -30,13 +32,10 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// usageError is an error in the command line: it is reported in one line and exits 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
+// usagef makes an error in the command line: it is reported in one line and exits 2, as are
+// the usage errors that the packages find in the values they are given.
 func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
+	return usage.Errorf(format, args...)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -61,13 +60,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	err := cmd.run(args[1:], stdout, stderr)
-	var ue *usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.As(err, &ue):
+	case usage.Is(err):
 		fmt.Fprintf(stderr, "dcl %s: %v\n", name, err)
 		return exitUsage
 	default:
@@ -134,6 +132,11 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	beam.Init()
+	if c.beam {
+		if err := pipelines.CheckRunner(); err != nil {
+			return err
+		}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return usagef("--log-level=%q: want debug, info, warn or error", *logLevel)
