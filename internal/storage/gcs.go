@@ -471,6 +471,29 @@ func listGCSObjects(ctx context.Context, what, p, bucket, prefix, delim string, 
 	}
 }
 
+// gcsHasPrefix reports whether any object's name starts with the folder dir/.
+func gcsHasPrefix(ctx context.Context, dir string) (bool, error) {
+	bucket, prefix, err := gcsx.ParseObject(strings.TrimSuffix(dir, "/") + "/")
+	if err != nil {
+		return false, fmt.Errorf("parsing %s: %w", dir, err)
+	}
+	op := startGCS(ctx, "checking", dir)
+	defer op.done()
+	op.arm()
+	defer op.disarm()
+	client, err := newGCSClient(op.ctx)
+	if err != nil {
+		return false, op.fail(err)
+	}
+	it := client.Bucket(bucket).Retryer(op.retryOptions()...).Objects(op.ctx, &gcstorage.Query{Prefix: prefix})
+	it.PageInfo().MaxSize = 1
+	_, err = it.Next()
+	if errors.Is(err, iterator.Done) {
+		return false, nil
+	}
+	return err == nil, op.fail(err)
+}
+
 // listGCSGlob returns the gs:// paths matching glob, in which * and ? match within one path
 // element, ** across elements, and [...] a class ([!...] negated), as Beam's gcs filesystem
 // (and the Java and Python SDKs) match them.

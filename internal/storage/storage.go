@@ -311,6 +311,33 @@ func Exists(ctx context.Context, p string) (bool, error) {
 	}
 }
 
+// Present reports whether p is a file or a folder: for gs://, an object or a prefix with
+// objects under it (GCS has no folders); for memfs://, a file or one directly under p.
+func Present(ctx context.Context, p string) (bool, error) {
+	switch Scheme(p) {
+	case "":
+		_, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("checking %s: %w", p, err)
+		}
+		return true, nil
+	case "gs":
+		if ok, err := gcsExists(ctx, p); ok || err != nil {
+			return ok, err
+		}
+		return gcsHasPrefix(ctx, p)
+	default:
+		if ok, err := Exists(ctx, p); ok || err != nil {
+			return ok, err
+		}
+		under, err := listGlob(ctx, Join(p, "*"))
+		return len(under) > 0, err
+	}
+}
+
 // Remove deletes p. Removing a file that does not exist is not an error.
 func Remove(ctx context.Context, p string) error {
 	switch Scheme(p) {

@@ -97,7 +97,7 @@ func TestFolderBadInput(t *testing.T) {
 		wantGood int
 	}{
 		{name: "empty folder", files: nil, planErr: []string{"holds no files"}},
-		{name: "missing folder", input: "nope", planErr: []string{"nope", "no such file"}},
+		{name: "missing folder", input: "nope", planErr: []string{"nope", "does not exist"}},
 		{name: "no class folders", files: map[string][]byte{"a.jpg": testfiles.JPEG(t, 2, 2, 1)},
 			planErr: []string{"has no class folders"}},
 		{name: "class without images", files: map[string][]byte{"a/x.jpg": testfiles.JPEG(t, 2, 2, 1), "b/readme.txt": nil},
