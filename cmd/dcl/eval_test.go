@@ -134,12 +134,22 @@ func TestLossCommand(t *testing.T) {
 	if err := os.WriteFile(ragged, []byte(`{"z1": [[1, 0], [0, 1]], "z2": [[1, 0], [0, 1, 2]]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	trailing := filepath.Join(dir, "trailing.json")
+	if err := os.WriteFile(trailing, []byte(`{"z1": [[1, 0], [0, 1]], "z2": [[1, 0], [0, 1]]} {"z1": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twice := filepath.Join(dir, "twice.json")
+	if err := os.WriteFile(twice, []byte(`{"z1": [[1, 0], [0, 1]], "z2": [[1, 0], [0, 1]], "z1": [[0, 1], [1, 0]]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args []string
 		code int
 		want string
 	}{
 		{[]string{"loss"}, exitUsage, "--input is required"},
+		{[]string{"loss", "--input", trailing}, exitError, "trailing.json: not a batch of embeddings: data after the JSON value"},
+		{[]string{"loss", "--input", twice}, exitError, `twice.json: not a batch of embeddings: key "z1" given twice`},
 		{[]string{"loss", "--input", batch, "--loss", "ntxent2"}, exitUsage, "unknown loss"},
 		{[]string{"loss", "--input", batch, "--temperature", "0"}, exitUsage, "temperature 0"},
 		{[]string{"loss", "--input", bad}, exitError, "bad.json"},

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -194,5 +195,40 @@ func TestGCSClientIsSharedPerEmulator(t *testing.T) {
 	t.Setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:2")
 	if c, _ := newGCSClient(ctx); c == a {
 		t.Error("the client of another emulator setting was reused")
+	}
+}
+
+func TestDecodeJSONIsStrict(t *testing.T) {
+	type inner struct {
+		A int `json:"a"`
+	}
+	type doc struct {
+		X  []inner         `json:"x"`
+		M  map[string]int  `json:"m"`
+		In inner           `json:"in"`
+		R  json.RawMessage `json:"r"`
+	}
+	tests := []struct {
+		give    string
+		wantErr string
+	}{
+		{`{"x": [{"a": 1}, {"a": 2}], "m": {"a": 1, "b": 2}, "in": {"a": 3}, "r": {"a": 1}}`, ""},
+		{` {"x": []}` + "\n\t ", ""},
+		{`{"x": [], "x": []}`, `key "x" given twice`},
+		{`{"in": {"a": 1, "a": 2}}`, `key "a" given twice`},
+		{`{"x": [{"a": 1, "a": 1}]}`, `key "a" given twice`},
+		{`{"m": {"k": 1, "k": 2}}`, `key "k" given twice`},
+		{`{"r": {"k": 1, "k": 2}}`, `key "k" given twice`},
+		{`{"x": []} garbage`, "data after the JSON value"},
+		{`{"x": []}{}`, "data after the JSON value"},
+		{`{"y": 1}`, "unknown field"},
+		{`{"x": [`, "unexpected EOF"},
+	}
+	for _, tt := range tests {
+		var d doc
+		err := DecodeJSON([]byte(tt.give), &d)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("DecodeJSON(%s) = %v, want %q", tt.give, err, tt.wantErr)
+		}
 	}
 }
