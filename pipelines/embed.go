@@ -16,6 +16,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
@@ -97,20 +98,24 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	if o.BatchSize <= 0 {
 		o.BatchSize = trainstep.EncoderMaxBatch
 	}
+	switch {
+	case o.Views != 1 && o.Views != 2:
+		return nil, usage.Errorf("--views=%d: want 1 or 2", o.Views)
+	case o.Pass < -1:
+		return nil, usage.Errorf("--pass=%d: want a pass number, or -1 for all", o.Pass)
+	case o.Parts < 0:
+		return nil, usage.Errorf("--parts=%d: want at least 1, or 0 to choose", o.Parts)
+	}
 	m, err := shards.ReadManifest(ctx, o.Data)
 	if err != nil {
 		return nil, err
 	}
 	c := m.Config
 	switch {
-	case o.Views != 1 && o.Views != 2:
-		return nil, fmt.Errorf("views = %d: want 1 or 2", o.Views)
 	case o.Views == 2 && c.Views != 2:
 		return nil, fmt.Errorf("%s holds single views (preset %s): --views=2 needs view pairs", o.Data, c.Preset)
-	case o.Pass < -1 || o.Pass >= c.Passes:
+	case o.Pass >= c.Passes:
 		return nil, fmt.Errorf("pass %d: %s has passes 0 to %d (or -1 for all)", o.Pass, o.Data, c.Passes-1)
-	case o.Parts < 0:
-		return nil, fmt.Errorf("parts = %d: want at least 1, or 0 to choose", o.Parts)
 	}
 	// Check the checkpoint here, where the error reaches the user at once.
 	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Threads: 1, Logger: discardLogger()})
@@ -436,16 +441,7 @@ func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[st
 	if _, err := w.Close(); err != nil {
 		return err
 	}
-	files, err := storage.ListTree(ctx, dir)
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return storage.RemoveTree(ctx, dir)
 }
 
 // EmbedResult is what a finished embedding run reports.

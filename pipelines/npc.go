@@ -16,6 +16,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -80,6 +81,15 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 	if o.Bins <= 0 {
 		o.Bins = analysis.DefaultHistogramBins
 	}
+	// The values alone first: a wrong one is a usage error, whatever the embeddings hold.
+	if o.Temperature < 0 || math.IsNaN(o.Temperature) || math.IsInf(o.Temperature, 0) {
+		return nil, usage.Errorf("--temperature=%v: want a positive number, or 0 for the one the encoder was trained with", o.Temperature)
+	}
+	for _, b := range o.BatchSizes {
+		if b < 2 {
+			return nil, usage.Errorf("--batch-sizes: batch size %d: want at least 2 (a batch needs negatives)", b)
+		}
+	}
 	set, err := inspectEmbeddings(ctx, o.Embeddings)
 	if err != nil {
 		return nil, err
@@ -101,11 +111,8 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 		}
 		o.Temperature = t
 	}
-	if !(o.Temperature > 0) || math.IsInf(o.Temperature, 0) {
-		return nil, fmt.Errorf("temperature %v: want a positive number", o.Temperature)
-	}
 	for _, b := range o.BatchSizes {
-		if b < 2 || int64(b) > set.Rows {
+		if int64(b) > set.Rows {
 			return nil, fmt.Errorf("batch size %d: want 2 to the %d view pairs of %s", b, set.Rows, o.Embeddings)
 		}
 	}

@@ -319,7 +319,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, ran dataRan) (*RunResul
 				// The checkpoints of this run, if any, were trained on data that has just
 				// been rewritten: the run starts afresh.
 				for _, p := range []string{trainstep.CheckpointDir, trainstep.LogName, trainstep.SummaryName} {
-					if err := removeTree(ctx, storage.Join(dir, p)); err != nil {
+					if err := storage.RemoveTree(ctx, storage.Join(dir, p)); err != nil {
 						return err
 					}
 				}
@@ -446,7 +446,7 @@ func (r *runner) evaluate(ctx context.Context, dir, name string, temperature flo
 }
 
 func (r *runner) embed(ctx context.Context, o pipelines.EmbedOptions) error {
-	if err := removeTree(ctx, o.Output); err != nil {
+	if err := storage.RemoveTree(ctx, o.Output); err != nil {
 		return err
 	}
 	job, err := pipelines.PlanEmbed(ctx, o)
@@ -553,21 +553,6 @@ func loadIfExists(ctx context.Context, p string, v any) (bool, error) {
 		return false, err
 	}
 	return true, nil
-}
-
-// removeTree deletes an earlier output folder (or file) before a stage rewrites it, so no
-// stale part file survives into the new result.
-func removeTree(ctx context.Context, dir string) error {
-	files, err := storage.ListTree(ctx, dir) // empty, not an error, when dir is not there
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func orDefault(s, def string) string {

@@ -184,6 +184,10 @@ func TestEvaluationCommandErrors(t *testing.T) {
 		{[]string{"linear", "--train", "a.parquet", "--test", "b.parquet", "--optimizer", "adam"}, exitUsage, "--optimizer"},
 		{[]string{"npc", "--embeddings", "p"}, exitUsage, "--embeddings and --output are required"},
 		{[]string{"npc", "--embeddings", "p", "--output", "o", "--batch-sizes", "a,b"}, exitUsage, "--batch-sizes"},
+		{[]string{"npc", "--embeddings", "p", "--output", "o", "--batch-sizes", "1,64"}, exitUsage, "--batch-sizes: batch size 1: want at least 2"},
+		{[]string{"npc", "--embeddings", "p", "--output", "o", "--temperature", "-1"}, exitUsage, "--temperature=-1: want a positive number"},
+		{[]string{"embed", "--checkpoint", run, "--data", eval, "--output", emb, "--views", "3"}, exitUsage, "--views=3: want 1 or 2"},
+		{[]string{"embed", "--checkpoint", run, "--data", eval, "--output", emb, "--pass", "-2"}, exitUsage, "--pass=-2"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(tt.args...)
