@@ -163,6 +163,9 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 		MetaCheckpoint: info.Checkpoint, MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
 		"preset": c.Preset, "passes": passList(passes),
 	}}
+	if len(c.Classes) > 0 {
+		job.Meta[shards.EmbeddingClassesKey] = shards.ClassesMeta(c.Classes)
+	}
 	// Cut every pass into ranges of whole encoder batches; parts share the rows evenly.
 	per := max(1, (total+int64(parts)-1)/int64(parts))
 	per = (per + int64(o.BatchSize) - 1) / int64(o.BatchSize) * int64(o.BatchSize)

@@ -217,7 +217,7 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 		Dataset: spec.Dataset, Split: spec.Split, Preset: o.Augment.Preset, Augment: augJSON,
 		Seed: o.Seed, Passes: o.Passes, Parts: o.Parts, Views: views, Encoding: enc,
 		Height: o.Augment.Size, Width: o.Augment.Size, Channels: channels,
-		CodeVersion: version, SourceChecksum: pendingChecksum,
+		CodeVersion: version, SourceChecksum: pendingChecksum, Classes: plan.Classes,
 	}
 	if cfg.Preset == "" {
 		return nil, errors.New("augmentation config names no preset")

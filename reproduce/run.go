@@ -225,14 +225,16 @@ func (r *runner) prepareData(ctx context.Context) (dataRan, error) {
 		r.numClasses = len(classes)
 		return ran, nil
 	}
-	// A dataset without a fixed class list (idx, folder): one more than the largest label of
-	// either evaluation split, which a class absent from one split cannot shrink.
+	// A dataset without a fixed class list (idx, folder): the class list its manifests carry,
+	// else one more than the largest label of either evaluation split, which a class absent
+	// from one split cannot shrink. (kNN and linear refuse splits whose lists differ.)
 	n := 0
 	for _, dir := range []string{r.evalTrainDir(), r.evalTestDir()} {
 		m, err := shards.ReadManifest(ctx, dir)
 		if err != nil {
 			return dataRan{}, err
 		}
+		n = max(n, len(m.Config.Classes))
 		for label := range m.Labels {
 			n = max(n, int(label)+1)
 		}

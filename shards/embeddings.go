@@ -32,6 +32,28 @@ const EmbeddingsManifestName = "embeddings.json"
 // dimension, so that opening one needs no data page.
 const embeddingDimKey = "dcl.embedding_dim"
 
+// EmbeddingClassesKey is the metadata key, in an embeddings manifest and in each embedding
+// file's footer, of the shards' class list (Config.Classes) as a JSON array of names.
+const EmbeddingClassesKey = "classes"
+
+// ClassesMeta encodes a class list for EmbeddingClassesKey.
+func ClassesMeta(classes []string) string {
+	b, _ := json.Marshal(classes) // a []string always encodes
+	return string(b)
+}
+
+// parseClassesMeta decodes EmbeddingClassesKey's value from where.
+func parseClassesMeta(where, v string) ([]string, error) {
+	var classes []string
+	if err := json.Unmarshal([]byte(v), &classes); err != nil {
+		return nil, fmt.Errorf("%s: metadata %q is not a JSON list of class names: %w", where, EmbeddingClassesKey, err)
+	}
+	if err := CheckClasses(classes); err != nil {
+		return nil, fmt.Errorf("%s: metadata %q: %w", where, EmbeddingClassesKey, err)
+	}
+	return classes, nil
+}
+
 // embeddingGroupBytes bounds the float bytes of one row group of an embedding file.
 const embeddingGroupBytes = 8 << 20
 
@@ -263,6 +285,7 @@ type EmbeddingReader struct {
 	group   int
 	cursor  *groupCursor
 	meta    map[string]string
+	classes []string
 }
 
 // EmbeddingFileSummary is what opening an embedding file learns without reading its
@@ -271,6 +294,8 @@ type EmbeddingFileSummary struct {
 	Path string
 	Rows int64
 	Dim  int
+	// Classes is the class list in the file's footer (EmbeddingClassesKey); nil without.
+	Classes []string
 }
 
 // OpenEmbeddings opens path: a Parquet file (of any name), or a directory with
@@ -318,6 +343,11 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		if r.meta == nil {
 			r.meta = map[string]string{}
 		}
+		if v, ok := r.meta[EmbeddingClassesKey]; ok {
+			if r.classes, err = parseClassesMeta(mp, v); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// Check every file's schema and dimension now, so a bad file fails before any work is
 	// done; each file is opened once here and once more when it is read.
@@ -337,6 +367,9 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		r.files = append(r.files, f)
 		r.rows += f.Rows
 	}
+	if single {
+		r.classes = r.files[0].Classes
+	}
 	return r, nil
 }
 
@@ -350,6 +383,11 @@ func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary
 	}
 	defer ef.Close()
 	s := EmbeddingFileSummary{Path: p, Rows: ef.pf.NumRows()}
+	if v, ok := ef.pf.Lookup(EmbeddingClassesKey); ok {
+		if s.Classes, err = parseClassesMeta(p, v); err != nil {
+			return EmbeddingFileSummary{}, err
+		}
+	}
 	if s.Rows == 0 {
 		return s, nil
 	}
@@ -398,6 +436,10 @@ func (r *EmbeddingReader) Dim() int { return r.dim }
 // Meta returns the directory manifest's metadata (empty when it has none); nil for a
 // single file.
 func (r *EmbeddingReader) Meta() map[string]string { return r.meta }
+
+// Classes returns the class list the embeddings carry (the directory manifest's, or a single
+// file's footer's), in label order; nil when they name none.
+func (r *EmbeddingReader) Classes() []string { return r.classes }
 
 // Files returns the files read, in order, with their rows and dimensions.
 func (r *EmbeddingReader) Files() []EmbeddingFileSummary { return r.files }
