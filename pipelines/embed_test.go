@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,9 @@ import (
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
+// pairClasses is the class list of writePairShards' datasets.
+var pairClasses = []string{"zero", "one", "two"}
+
 // writePairShards writes n view pairs of size×size grayscale images with labels i%3, in
 // passes passes of parts shards each (views 2), or n single images (views 1, one pass).
 func writePairShards(t testing.TB, dir string, n, size, views, passes, parts int) {
@@ -25,7 +29,7 @@ func writePairShards(t testing.TB, dir string, n, size, views, passes, parts int
 	cfg := shards.Config{
 		Dataset: "fashion-mnist", Split: "train", Preset: "test", Augment: json.RawMessage(`{}`),
 		Seed: 1, Passes: passes, Parts: parts, Views: views, Encoding: shards.Raw, Height: size, Width: size, Channels: 1,
-		CodeVersion: "test", SourceChecksum: "sha256:00",
+		CodeVersion: "test", SourceChecksum: "sha256:00", Classes: pairClasses,
 	}
 	if err := shards.Prepare(ctx, dir, cfg, false); err != nil {
 		t.Fatal(err)
@@ -167,6 +171,13 @@ func TestEmbedPipelineMatchesTheEncoder(t *testing.T) {
 			got, ids, err := LoadEmbeddings(ctx, o.Output)
 			if err != nil {
 				t.Fatal(err)
+			}
+			set, err := inspectEmbeddings(ctx, o.Output)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(set.Classes, pairClasses) {
+				t.Errorf("the embeddings carry classes %q, want the shards' %q", set.Classes, pairClasses)
 			}
 			if tt.pass < 0 {
 				counts := map[int64]int{}
