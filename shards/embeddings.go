@@ -330,13 +330,18 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 			return nil, err
 		}
 		var m EmbeddingManifest
-		if err := json.Unmarshal(data, &m); err != nil {
+		if err := storage.DecodeJSON(data, &m); err != nil {
 			return nil, fmt.Errorf("reading %s: %w", mp, err)
 		}
 		if m.Format != FormatVersion {
 			return nil, fmt.Errorf("reading %s: format version %d, this program reads version %d", mp, m.Format, FormatVersion)
 		}
 		for _, f := range m.Files {
+			// The files are the directory's own (CommitEmbeddings lists base names): a path
+			// that leads elsewhere is not one of them.
+			if f.Path == "" || f.Path == "." || f.Path == ".." || strings.ContainsAny(f.Path, `/\`) {
+				return nil, fmt.Errorf("reading %s: file %q is not a file of the directory", mp, f.Path)
+			}
 			paths = append(paths, storage.Join(path, f.Path))
 		}
 		r.meta = m.Meta
