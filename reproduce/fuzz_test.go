@@ -21,7 +21,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	f.Add([]byte("name: x\nname: y\n"))                                  // a key given twice
+	f.Add([]byte("name: x\nname: y\n"))                                      // a key given twice
 	f.Add([]byte("a: &a [1, 2]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b, *b]\n")) // aliases
 	f.Add([]byte("train:\n  runs: [{loss: dcl}, {loss: dcl}]\n"))
 	f.Add([]byte{0xff, 0xfe, '\t', ':'})
