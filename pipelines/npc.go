@@ -336,15 +336,10 @@ func (f *writeNPCReportFn) ProcessElement(ctx context.Context, _ []byte, stats f
 
 // WriteNPCReport writes reports (one series each: a method or a temperature) to dir:
 // npc.json (the report, or an array of them when there are several), npc.md (the table) and
-// the two figures of the paper's Fig. 1, with one line or panel per series.
+// the two figures of the paper's Fig. 1, with one line or panel per series. npc.json goes
+// last: its presence says the report is complete (reproduce skips a stage whose result is
+// there), so a process killed while drawing the figures leaves a report to redo.
 func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCReport) error {
-	var js any = reports
-	if len(reports) == 1 {
-		js = reports[0]
-	}
-	if err := storage.SaveJSON(ctx, storage.Join(dir, NPCReportName), js); err != nil {
-		return err
-	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# NPC multiplier q by batch size\n\n%s", analysis.NPCTable(reports).Markdown())
 	if err := storage.WriteFile(ctx, storage.Join(dir, NPCTableName), []byte(md.String())); err != nil {
@@ -358,7 +353,14 @@ func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCRepor
 	for _, r := range reports {
 		dists = append(dists, analysis.NPCDistributionChart(r))
 	}
-	return analysis.SavePNG(ctx, storage.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...)
+	if err := analysis.SavePNG(ctx, storage.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...); err != nil {
+		return err
+	}
+	var js any = reports
+	if len(reports) == 1 {
+		js = reports[0]
+	}
+	return storage.SaveJSON(ctx, storage.Join(dir, NPCReportName), js)
 }
 
 // RunNPC builds the NPC pipeline and runs it on the runner the Beam flags select, then reads

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local"
@@ -117,7 +118,31 @@ func createLocal(p string, write func(w io.Writer) error) (err error) {
 	if err := os.Rename(tmp, p); err != nil {
 		return fmt.Errorf("committing %s: %w", p, err)
 	}
+	removeStaleTemporaries(dir, filepath.Base(p))
 	return syncDir(dir)
+}
+
+// processStart tells this process's temporaries from those of processes that died: a file
+// last written before it started is not being written by it.
+var processStart = time.Now()
+
+// removeStaleTemporaries deletes the temporaries of name in dir that processes killed while
+// writing it left: the write that completes the file is the one they could not finish.
+// Temporaries written since this process started are left alone (another goroutine may be
+// writing the same file). Failing to remove one is not an error: it is litter, not data.
+func removeStaleTemporaries(dir, name string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), name+TempMarker) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(processStart) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 func syncDir(dir string) error {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 )
@@ -229,6 +230,35 @@ func TestDecodeJSONIsStrict(t *testing.T) {
 		err := DecodeJSON([]byte(tt.give), &d)
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("DecodeJSON(%s) = %v, want %q", tt.give, err, tt.wantErr)
+		}
+	}
+}
+
+// A process killed while writing a file leaves its temporary; the next complete write of the
+// same file removes it, but not a temporary that this process may be writing now.
+func TestWriteRemovesWhatKilledWritesOfTheFileLeft(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "step-000000009.dclckpt")
+	stale := p + TempMarker + "111"
+	live := p + TempMarker + "222"
+	other := filepath.Join(dir, "step-000000012.dclckpt"+TempMarker+"333")
+	for _, f := range []string{stale, live, other} {
+		if err := os.WriteFile(f, []byte("half"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := processStart.Add(-time.Hour)
+	for _, f := range []string{stale, other} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteFile(context.Background(), p, []byte("whole")); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]bool{stale: false, live: true, other: true} {
+		if _, err := os.Stat(f); (err == nil) != want {
+			t.Errorf("%s: present %v, want %v", filepath.Base(f), err == nil, want)
 		}
 	}
 }
