@@ -12,11 +12,11 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
@@ -98,20 +98,24 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	if o.BatchSize <= 0 {
 		o.BatchSize = trainstep.EncoderMaxBatch
 	}
+	switch {
+	case o.Views != 1 && o.Views != 2:
+		return nil, usage.Errorf("--views=%d: want 1 or 2", o.Views)
+	case o.Pass < -1:
+		return nil, usage.Errorf("--pass=%d: want a pass number, or -1 for all", o.Pass)
+	case o.Parts < 0:
+		return nil, usage.Errorf("--parts=%d: want at least 1, or 0 to choose", o.Parts)
+	}
 	m, err := shards.ReadManifest(ctx, o.Data)
 	if err != nil {
 		return nil, err
 	}
 	c := m.Config
 	switch {
-	case o.Views != 1 && o.Views != 2:
-		return nil, fmt.Errorf("views = %d: want 1 or 2", o.Views)
 	case o.Views == 2 && c.Views != 2:
 		return nil, fmt.Errorf("%s holds single views (preset %s): --views=2 needs view pairs", o.Data, c.Preset)
-	case o.Pass < -1 || o.Pass >= c.Passes:
+	case o.Pass >= c.Passes:
 		return nil, fmt.Errorf("pass %d: %s has passes 0 to %d (or -1 for all)", o.Pass, o.Data, c.Passes-1)
-	case o.Parts < 0:
-		return nil, fmt.Errorf("parts = %d: want at least 1, or 0 to choose", o.Parts)
 	}
 	// Check the checkpoint here, where the error reaches the user at once.
 	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Threads: 1, Logger: discardLogger()})
@@ -159,6 +163,9 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 		MetaCheckpoint: info.Checkpoint, MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
 		"preset": c.Preset, "passes": passList(passes),
 	}}
+	if len(c.Classes) > 0 {
+		job.Meta[shards.EmbeddingClassesKey] = shards.ClassesMeta(c.Classes)
+	}
 	// Cut every pass into ranges of whole encoder batches; parts share the rows evenly.
 	per := max(1, (total+int64(parts)-1)/int64(parts))
 	per = (per + int64(o.BatchSize) - 1) / int64(o.BatchSize) * int64(o.BatchSize)
@@ -437,16 +444,7 @@ func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[st
 	if _, err := w.Close(); err != nil {
 		return err
 	}
-	files, err := storage.ListTree(ctx, dir)
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return storage.RemoveTree(ctx, dir)
 }
 
 // EmbedResult is what a finished embedding run reports.
@@ -466,8 +464,8 @@ func RunEmbed(ctx context.Context, job *EmbedJob) (*EmbedResult, error) {
 	if _, err := Embed(s, job); err != nil {
 		return nil, err
 	}
-	if err := beamx.Run(ctx, p); err != nil {
-		return nil, fmt.Errorf("embed pipeline failed: %s", rootCause(err))
+	if _, err := runPipeline(ctx, "embed", p); err != nil {
+		return nil, err
 	}
 	if submitOnly() {
 		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet

@@ -10,11 +10,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -55,6 +56,8 @@ type embeddingSet struct {
 	Rows  int64
 	Dim   int
 	Meta  map[string]string // the directory manifest's meta; nil for a single file
+	// Classes is the class list the embeddings carry (shards.EmbeddingReader.Classes).
+	Classes []string
 }
 
 // inspectEmbeddings opens path (a Parquet file or a directory with embeddings.json),
@@ -65,7 +68,7 @@ func inspectEmbeddings(ctx context.Context, path string) (*embeddingSet, error) 
 		return nil, err
 	}
 	defer r.Close()
-	set := &embeddingSet{Path: path, Dim: r.Dim(), Rows: r.Rows(), Meta: r.Meta()}
+	set := &embeddingSet{Path: path, Dim: r.Dim(), Rows: r.Rows(), Meta: r.Meta(), Classes: r.Classes()}
 	var offset int64
 	for _, f := range r.Files() {
 		set.Files = append(set.Files, embeddingFile{Path: f.Path, Offset: offset, Rows: f.Rows})
@@ -108,12 +111,20 @@ func LoadEmbeddings(ctx context.Context, path string) (analysis.LabeledVectors, 
 	return out, ids, nil
 }
 
-// resolveNumClasses returns the class count to evaluate with: given > 0 wins; then the
-// class list of the dataset named in either set's metadata; then one more than the largest
-// label in the sets, which reads their labels.
+// resolveNumClasses returns the class count to evaluate with, after refusing sets whose
+// class lists differ (the same label naming two classes): given > 0 wins; then the class
+// list the sets carry; then that of the dataset named in either set's metadata; then one
+// more than the largest label in the sets, which reads their labels.
 func resolveNumClasses(ctx context.Context, given int, sets ...*embeddingSet) (int, error) {
+	classes, err := sameClasses(sets...)
+	if err != nil {
+		return 0, err
+	}
 	if given > 0 {
 		return given, nil
+	}
+	if len(classes) > 0 {
+		return len(classes), nil
 	}
 	for _, s := range sets {
 		if name := s.Meta[MetaDataset]; name != "" {
@@ -154,6 +165,41 @@ func resolveNumClasses(ctx context.Context, given int, sets ...*embeddingSet) (i
 	}
 	slog.Info("class count not given and no known dataset in the embeddings' metadata: using the largest label + 1", "classes", n)
 	return n, nil
+}
+
+// sameClasses returns the class list the sets carry, refusing two that differ; nil when none
+// carries one (files of other tools, or of datasets without class names).
+func sameClasses(sets ...*embeddingSet) ([]string, error) {
+	var first *embeddingSet
+	for _, s := range sets {
+		if len(s.Classes) == 0 {
+			continue
+		}
+		if first == nil {
+			first = s
+			continue
+		}
+		if slices.Equal(first.Classes, s.Classes) {
+			continue
+		}
+		a, b := first.Classes, s.Classes
+		for i := range max(len(a), len(b)) {
+			name := func(c []string) string {
+				if i < len(c) {
+					return strconv.Quote(c[i])
+				}
+				return "none"
+			}
+			if i >= len(a) || i >= len(b) || a[i] != b[i] {
+				return nil, fmt.Errorf("%s and %s were embedded from datasets whose class lists differ (%d and %d classes; label %d is %s in one, %s in the other): their labels do not mean the same classes",
+					first.Path, s.Path, len(a), len(b), i, name(a), name(b))
+			}
+		}
+	}
+	if first == nil {
+		return nil, nil
+	}
+	return first.Classes, nil
 }
 
 // checkLabels reports the first label outside [0, numClasses) of a block read from file,
@@ -308,8 +354,8 @@ func runForResult(ctx context.Context, name string, output *string, build func(b
 	start := time.Now()
 	p, s := beam.NewPipelineWithRoot()
 	build(s)
-	if err := beamx.Run(ctx, p); err != nil {
-		return false, fmt.Errorf("%s pipeline failed: %s", name, rootCause(err))
+	if _, err := runPipeline(ctx, name, p); err != nil {
+		return false, err
 	}
 	slog.Debug(name+" pipeline finished", "wall", time.Since(start))
 	if submitOnly() {

@@ -190,3 +190,47 @@ func sumRows(files []embeddingFile) int64 {
 	}
 	return n
 }
+
+// Embeddings of two splits whose class lists differ (a folder dataset whose splits hold
+// different class folders) are refused by kNN and the linear probe, naming both and the first
+// label that differs; the same lists pass, and give the class count.
+func TestEvaluationsRefuseDifferentClassLists(t *testing.T) {
+	dir := t.TempDir()
+	train := clustered(3, "train", 30, 4, 3)
+	test := clustered(4, "test", 12, 4, 3)
+	abc := map[string]string{shards.EmbeddingClassesKey: shards.ClassesMeta([]string{"ant", "bee", "cat"})}
+	bc := map[string]string{shards.EmbeddingClassesKey: shards.ClassesMeta([]string{"bee", "cat", "dog"})}
+	trainFile, sameDir, otherFile := filepath.Join(dir, "train.parquet"), filepath.Join(dir, "same"), filepath.Join(dir, "other.parquet")
+	writeEmbeddings(t, trainFile, train, 1, abc)
+	writeEmbeddings(t, sameDir, test, 2, abc)
+	writeEmbeddings(t, otherFile, test, 1, bc)
+	ctx := context.Background()
+	want := []string{trainFile, otherFile, "class lists differ", `label 0 is "ant" in one, "bee" in the other`}
+	plans := map[string]func(test string) (int, error){
+		"knn": func(test string) (int, error) {
+			job, err := PlanKNN(ctx, KNNOptions{Train: trainFile, Test: test, K: 5})
+			if err != nil {
+				return 0, err
+			}
+			return job.NumClasses, nil
+		},
+		"linear": func(test string) (int, error) {
+			job, err := PlanLinear(ctx, LinearOptions{Train: trainFile, Test: test, Config: analysis.DefaultLinearConfig()})
+			if err != nil {
+				return 0, err
+			}
+			return job.Opts.Config.NumClasses, nil
+		},
+	}
+	for name, plan := range plans {
+		if n, err := plan(sameDir); err != nil || n != 3 {
+			t.Errorf("%s with the same class lists: %d classes, %v; want 3", name, n, err)
+		}
+		_, err := plan(otherFile)
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s with different class lists: %v; want it to mention %q", name, err, w)
+			}
+		}
+	}
+}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -81,6 +81,15 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 	if o.Bins <= 0 {
 		o.Bins = analysis.DefaultHistogramBins
 	}
+	// The values alone first: a wrong one is a usage error, whatever the embeddings hold.
+	if o.Temperature < 0 || math.IsNaN(o.Temperature) || math.IsInf(o.Temperature, 0) {
+		return nil, usage.Errorf("--temperature=%v: want a positive number, or 0 for the one the encoder was trained with", o.Temperature)
+	}
+	for _, b := range o.BatchSizes {
+		if b < 2 {
+			return nil, usage.Errorf("--batch-sizes: batch size %d: want at least 2 (a batch needs negatives)", b)
+		}
+	}
 	set, err := inspectEmbeddings(ctx, o.Embeddings)
 	if err != nil {
 		return nil, err
@@ -102,11 +111,8 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 		}
 		o.Temperature = t
 	}
-	if !(o.Temperature > 0) || math.IsInf(o.Temperature, 0) {
-		return nil, fmt.Errorf("temperature %v: want a positive number", o.Temperature)
-	}
 	for _, b := range o.BatchSizes {
-		if b < 2 || int64(b) > set.Rows {
+		if int64(b) > set.Rows {
 			return nil, fmt.Errorf("batch size %d: want 2 to the %d view pairs of %s", b, set.Rows, o.Embeddings)
 		}
 	}
@@ -330,15 +336,10 @@ func (f *writeNPCReportFn) ProcessElement(ctx context.Context, _ []byte, stats f
 
 // WriteNPCReport writes reports (one series each: a method or a temperature) to dir:
 // npc.json (the report, or an array of them when there are several), npc.md (the table) and
-// the two figures of the paper's Fig. 1, with one line or panel per series.
+// the two figures of the paper's Fig. 1, with one line or panel per series. npc.json goes
+// last: its presence says the report is complete (reproduce skips a stage whose result is
+// there), so a process killed while drawing the figures leaves a report to redo.
 func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCReport) error {
-	var js any = reports
-	if len(reports) == 1 {
-		js = reports[0]
-	}
-	if err := storage.SaveJSON(ctx, storage.Join(dir, NPCReportName), js); err != nil {
-		return err
-	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# NPC multiplier q by batch size\n\n%s", analysis.NPCTable(reports).Markdown())
 	if err := storage.WriteFile(ctx, storage.Join(dir, NPCTableName), []byte(md.String())); err != nil {
@@ -352,7 +353,14 @@ func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCRepor
 	for _, r := range reports {
 		dists = append(dists, analysis.NPCDistributionChart(r))
 	}
-	return analysis.SavePNG(ctx, storage.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...)
+	if err := analysis.SavePNG(ctx, storage.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...); err != nil {
+		return err
+	}
+	var js any = reports
+	if len(reports) == 1 {
+		js = reports[0]
+	}
+	return storage.SaveJSON(ctx, storage.Join(dir, NPCReportName), js)
 }
 
 // RunNPC builds the NPC pipeline and runs it on the runner the Beam flags select, then reads
@@ -360,8 +368,8 @@ func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCRepor
 func RunNPC(ctx context.Context, job *NPCJob) (*analysis.NPCReport, error) {
 	p, s := beam.NewPipelineWithRoot()
 	NPC(s, job)
-	if err := beamx.Run(ctx, p); err != nil {
-		return nil, fmt.Errorf("npc pipeline failed: %s", rootCause(err))
+	if _, err := runPipeline(ctx, "npc", p); err != nil {
+		return nil, err
 	}
 	if submitOnly() {
 		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet

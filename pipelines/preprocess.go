@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -219,7 +217,7 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 		Dataset: spec.Dataset, Split: spec.Split, Preset: o.Augment.Preset, Augment: augJSON,
 		Seed: o.Seed, Passes: o.Passes, Parts: o.Parts, Views: views, Encoding: enc,
 		Height: o.Augment.Size, Width: o.Augment.Size, Channels: channels,
-		CodeVersion: version, SourceChecksum: pendingChecksum,
+		CodeVersion: version, SourceChecksum: pendingChecksum, Classes: plan.Classes,
 	}
 	if cfg.Preset == "" {
 		return nil, errors.New("augmentation config names no preset")
@@ -384,11 +382,10 @@ func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, 
 	if err := Preprocess(s, job); err != nil {
 		return nil, err
 	}
-	pr, err := beamx.RunWithMetrics(ctx, p)
+	pr, err := runPipeline(ctx, "preprocess", p)
 	res := &PreprocessResult{Wall: time.Since(start), DryRun: dryRun()}
 	if err != nil {
-		slog.Debug("the preprocess pipeline failed", "error", err)
-		return res, fmt.Errorf("preprocess pipeline failed: %s", rootCause(err))
+		return res, err
 	}
 	if pr != nil {
 		res.Metrics = preprocessMetrics(pr.Metrics().AllMetrics())
@@ -442,17 +439,6 @@ func checkOutput(ctx context.Context, job *PreprocessJob) error {
 		return &shards.DifferentDatasetError{Dir: job.Output, Where: shards.ManifestName, Diffs: d}
 	}
 	return nil
-}
-
-// rootCause returns the message of the DoFn error at the bottom of a runner's error: the
-// runners wrap it in a description of the bundle and its plan, which says nothing to the
-// user.
-func rootCause(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, "] failed:\n"); i >= 0 {
-		return strings.TrimSpace(s[i+len("] failed:\n"):])
-	}
-	return s
 }
 
 func preprocessMetrics(r metrics.QueryResults) PreprocessMetrics {

@@ -227,6 +227,11 @@ func TestPreprocessDeadLetters(t *testing.T) {
 	if want := map[int32]int64{0: 6, 1: 6, 2: 8}; !maps.Equal(sum.Labels, want) {
 		t.Errorf("labels %v, want %v", sum.Labels, want)
 	}
+	// The class list travels with the shards, in the manifest and every footer, so the
+	// evaluations can compare splits.
+	if want := []string{"cat", "dog", "eel"}; !slices.Equal(m.Config.Classes, want) {
+		t.Errorf("manifest classes %q, want %q", m.Config.Classes, want)
+	}
 }
 
 // TestPreprocessRefusesAnotherDataset: an output directory that holds a dataset of another

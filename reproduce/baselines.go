@@ -87,7 +87,7 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 // writePixelEmbeddings writes every image of an evaluation dataset as its pixels scaled to
 // [0, 1], in the embedding format the evaluations read.
 func writePixelEmbeddings(ctx context.Context, data, out string) error {
-	if err := removeTree(ctx, out); err != nil {
+	if err := storage.RemoveTree(ctx, out); err != nil {
 		return err
 	}
 	rd, err := shards.NewSequentialReader(ctx, data, 1024)

@@ -14,6 +14,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
@@ -299,14 +300,16 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	if r.plan {
 		return data, nil // the evaluations that need the class count do not run
 	}
-	// A dataset without a fixed class list (idx, folder): one more than the largest label of
-	// either evaluation split, which a class absent from one split cannot shrink.
+	// A dataset without a fixed class list (idx, folder): the class list its manifests carry,
+	// else one more than the largest label of either evaluation split, which a class absent
+	// from one split cannot shrink. (kNN and linear refuse splits whose lists differ.)
 	n := 0
 	for _, dir := range []string{r.evalTrainDir(), r.evalTestDir()} {
 		m, err := shards.ReadManifest(ctx, dir)
 		if err != nil {
 			return dataGen{}, err
 		}
+		n = max(n, len(m.Config.Classes))
 		for label := range m.Labels {
 			n = max(n, int(label)+1)
 		}
@@ -399,8 +402,8 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 		},
 		clear: func() error {
 			// The summary marks the run finished: it goes first.
-			for _, p := range []string{trainstep.SummaryName, trainstep.LogName, trainstep.CheckpointDir} {
-				if err := removeTree(ctx, storage.Join(dir, p)); err != nil {
+			for _, p := range []string{trainstep.SummaryName, trainstep.LogName, trainstep.CheckpointDir, tensorboard.Dir} {
+				if err := storage.RemoveTree(ctx, storage.Join(dir, p)); err != nil {
 					return err
 				}
 			}
@@ -588,7 +591,7 @@ func exists(ctx context.Context, p string) (outcome, error) {
 }
 
 func (r *runner) embed(ctx context.Context, o pipelines.EmbedOptions) error {
-	if err := removeTree(ctx, o.Output); err != nil {
+	if err := storage.RemoveTree(ctx, o.Output); err != nil {
 		return err
 	}
 	job, err := pipelines.PlanEmbed(ctx, o)
@@ -695,21 +698,6 @@ func loadIfExists(ctx context.Context, p string, v any) (outcome, error) {
 		return outcome{}, err
 	}
 	return outcome{complete: true}, nil
-}
-
-// removeTree deletes an earlier output folder (or file) before a stage rewrites it, so no
-// stale part file survives into the new result.
-func removeTree(ctx context.Context, dir string) error {
-	files, err := storage.ListTree(ctx, dir) // empty, not an error, when dir is not there
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func orDefault(s, def string) string {

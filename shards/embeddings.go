@@ -32,6 +32,28 @@ const EmbeddingsManifestName = "embeddings.json"
 // dimension, so that opening one needs no data page.
 const embeddingDimKey = "dcl.embedding_dim"
 
+// EmbeddingClassesKey is the metadata key, in an embeddings manifest and in each embedding
+// file's footer, of the shards' class list (Config.Classes) as a JSON array of names.
+const EmbeddingClassesKey = "classes"
+
+// ClassesMeta encodes a class list for EmbeddingClassesKey.
+func ClassesMeta(classes []string) string {
+	b, _ := json.Marshal(classes) // a []string always encodes
+	return string(b)
+}
+
+// parseClassesMeta decodes EmbeddingClassesKey's value from where.
+func parseClassesMeta(where, v string) ([]string, error) {
+	var classes []string
+	if err := json.Unmarshal([]byte(v), &classes); err != nil {
+		return nil, fmt.Errorf("%s: metadata %q is not a JSON list of class names: %w", where, EmbeddingClassesKey, err)
+	}
+	if err := CheckClasses(classes); err != nil {
+		return nil, fmt.Errorf("%s: metadata %q: %w", where, EmbeddingClassesKey, err)
+	}
+	return classes, nil
+}
+
 // embeddingGroupBytes bounds the float bytes of one row group of an embedding file.
 const embeddingGroupBytes = 8 << 20
 
@@ -263,6 +285,7 @@ type EmbeddingReader struct {
 	group   int
 	cursor  *groupCursor
 	meta    map[string]string
+	classes []string
 }
 
 // EmbeddingFileSummary is what opening an embedding file learns without reading its
@@ -271,6 +294,8 @@ type EmbeddingFileSummary struct {
 	Path string
 	Rows int64
 	Dim  int
+	// Classes is the class list in the file's footer (EmbeddingClassesKey); nil without.
+	Classes []string
 }
 
 // OpenEmbeddings opens path: a Parquet file (of any name), or a directory with
@@ -305,18 +330,28 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 			return nil, err
 		}
 		var m EmbeddingManifest
-		if err := json.Unmarshal(data, &m); err != nil {
+		if err := storage.DecodeJSON(data, &m); err != nil {
 			return nil, fmt.Errorf("reading %s: %w", mp, err)
 		}
 		if m.Format != FormatVersion {
 			return nil, fmt.Errorf("reading %s: format version %d, this program reads version %d", mp, m.Format, FormatVersion)
 		}
 		for _, f := range m.Files {
+			// The files are the directory's own (CommitEmbeddings lists base names): a path
+			// that leads elsewhere is not one of them.
+			if f.Path == "" || f.Path == "." || f.Path == ".." || strings.ContainsAny(f.Path, `/\`) {
+				return nil, fmt.Errorf("reading %s: file %q is not a file of the directory", mp, f.Path)
+			}
 			paths = append(paths, storage.Join(path, f.Path))
 		}
 		r.meta = m.Meta
 		if r.meta == nil {
 			r.meta = map[string]string{}
+		}
+		if v, ok := r.meta[EmbeddingClassesKey]; ok {
+			if r.classes, err = parseClassesMeta(mp, v); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// Check every file's schema and dimension now, so a bad file fails before any work is
@@ -337,6 +372,9 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		r.files = append(r.files, f)
 		r.rows += f.Rows
 	}
+	if single {
+		r.classes = r.files[0].Classes
+	}
 	return r, nil
 }
 
@@ -350,6 +388,11 @@ func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary
 	}
 	defer ef.Close()
 	s := EmbeddingFileSummary{Path: p, Rows: ef.pf.NumRows()}
+	if v, ok := ef.pf.Lookup(EmbeddingClassesKey); ok {
+		if s.Classes, err = parseClassesMeta(p, v); err != nil {
+			return EmbeddingFileSummary{}, err
+		}
+	}
 	if s.Rows == 0 {
 		return s, nil
 	}
@@ -398,6 +441,10 @@ func (r *EmbeddingReader) Dim() int { return r.dim }
 // Meta returns the directory manifest's metadata (empty when it has none); nil for a
 // single file.
 func (r *EmbeddingReader) Meta() map[string]string { return r.meta }
+
+// Classes returns the class list the embeddings carry (the directory manifest's, or a single
+// file's footer's), in label order; nil when they name none.
+func (r *EmbeddingReader) Classes() []string { return r.classes }
 
 // Files returns the files read, in order, with their rows and dimensions.
 func (r *EmbeddingReader) Files() []EmbeddingFileSummary { return r.files }

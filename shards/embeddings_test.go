@@ -392,3 +392,27 @@ func TestEmbeddingDirectoryOfMixedDimensions(t *testing.T) {
 		t.Errorf("dim %d, rows %d, files %+v", r.Dim(), r.Rows(), r.Files())
 	}
 }
+
+// An embeddings.json that lists a file outside its directory, a key twice, or data after the
+// manifest is refused, naming the manifest.
+func TestEmbeddingsManifestRefusesForeignPaths(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		give, want string
+	}{
+		{`{"format":1,"dim":2,"rows":1,"files":[{"path":"../outside.parquet","rows":1}]}`, `file "../outside.parquet" is not a file of the directory`},
+		{`{"format":1,"dim":2,"rows":1,"files":[{"path":"/etc/passwd","rows":1}]}`, `file "/etc/passwd" is not a file of the directory`},
+		{`{"format":1,"dim":2,"dim":3,"files":[]}`, `key "dim" given twice`},
+		{`{"format":1,"dim":2,"files":[]} {}`, "data after the JSON value"},
+	}
+	for _, tt := range tests {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, EmbeddingsManifestName), []byte(tt.give), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenEmbeddings(ctx, dir, 0)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), EmbeddingsManifestName) {
+			t.Errorf("%s: %v, want an error naming the manifest and saying %q", tt.give, err, tt.want)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package shards
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,6 +111,9 @@ func (m *Manifest) Validate() error {
 			if l < Unlabelled || n <= 0 {
 				return fmt.Errorf("manifest shard %s: label %d counted %d times", s.Path, l, n)
 			}
+			if k := len(cfg.Classes); k > 0 && int(l) >= k {
+				return fmt.Errorf("manifest shard %s: label %d, but the config names %d classes", s.Path, l, k)
+			}
 			inLabels += n
 			labels[l] += n
 		}
@@ -193,10 +195,8 @@ func parseManifest(p string, data []byte) (*Manifest, error) {
 	if *head.Format != FormatVersion {
 		return nil, fmt.Errorf("reading %s: manifest format version %d, this program reads version %d", p, *head.Format, FormatVersion)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var m Manifest
-	if err := dec.Decode(&m); err != nil {
+	if err := storage.DecodeJSON(data, &m); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", p, err)
 	}
 	if err := m.Validate(); err != nil {

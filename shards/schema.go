@@ -211,6 +211,10 @@ type Config struct {
 	// SourcesChecksum).
 	Sources        []Source `json:"sources,omitempty"`
 	SourceChecksum string   `json:"source_checksum"`
+	// Classes names the labels, in label order (Classes[label]); empty when the source has
+	// no names for them. Evaluations compare it between splits, so that a class numbered
+	// differently in two splits is refused instead of scored as a wrong answer.
+	Classes []string `json:"classes,omitempty"`
 }
 
 // Source is one input file of a run and its sha256 (hex).
@@ -249,6 +253,24 @@ func (c *Config) Validate() error {
 	}
 	if _, err := ParseEncoding(string(c.Encoding)); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if err := CheckClasses(c.Classes); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// CheckClasses refuses a class list with an empty or repeated name.
+func CheckClasses(classes []string) error {
+	seen := make(map[string]int, len(classes))
+	for i, c := range classes {
+		if c == "" {
+			return fmt.Errorf("class %d has no name", i)
+		}
+		if j, ok := seen[c]; ok {
+			return fmt.Errorf("classes %d and %d are both named %q", j, i, c)
+		}
+		seen[c] = i
 	}
 	return nil
 }

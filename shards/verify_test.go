@@ -147,6 +147,12 @@ func TestReadManifestRefusesBadManifests(t *testing.T) {
 		{"totals do not add up", func(m map[string]any) { m["rows"] = 1 }, "totals 1 rows"},
 		{"records do not add up", func(m map[string]any) { m["records"] = 13 }, "13 records less 0 dead letters is 13"},
 		{"unknown field", func(m map[string]any) { m["extra"] = true }, `unknown field "extra"`},
+		{"fewer classes than labels", func(m map[string]any) {
+			m["config"].(map[string]any)["classes"] = []string{"only"}
+		}, "but the config names 1 classes"},
+		{"a class named twice", func(m map[string]any) {
+			m["config"].(map[string]any)["classes"] = []string{"a", "b", "a", "c"}
+		}, `classes 0 and 2 are both named "a"`},
 		{"not JSON", nil, "not valid JSON"},
 	}
 	orig, err := good.Marshal()

@@ -134,12 +134,22 @@ func TestLossCommand(t *testing.T) {
 	if err := os.WriteFile(ragged, []byte(`{"z1": [[1, 0], [0, 1]], "z2": [[1, 0], [0, 1, 2]]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	trailing := filepath.Join(dir, "trailing.json")
+	if err := os.WriteFile(trailing, []byte(`{"z1": [[1, 0], [0, 1]], "z2": [[1, 0], [0, 1]]} {"z1": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twice := filepath.Join(dir, "twice.json")
+	if err := os.WriteFile(twice, []byte(`{"z1": [[1, 0], [0, 1]], "z2": [[1, 0], [0, 1]], "z1": [[0, 1], [1, 0]]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args []string
 		code int
 		want string
 	}{
 		{[]string{"loss"}, exitUsage, "--input is required"},
+		{[]string{"loss", "--input", trailing}, exitError, "trailing.json: not a batch of embeddings: data after the JSON value"},
+		{[]string{"loss", "--input", twice}, exitError, `twice.json: not a batch of embeddings: key "z1" given twice`},
 		{[]string{"loss", "--input", batch, "--loss", "ntxent2"}, exitUsage, "unknown loss"},
 		{[]string{"loss", "--input", batch, "--temperature", "0"}, exitUsage, "temperature 0"},
 		{[]string{"loss", "--input", bad}, exitError, "bad.json"},
@@ -174,6 +184,10 @@ func TestEvaluationCommandErrors(t *testing.T) {
 		{[]string{"linear", "--train", "a.parquet", "--test", "b.parquet", "--optimizer", "adam"}, exitUsage, "--optimizer"},
 		{[]string{"npc", "--embeddings", "p"}, exitUsage, "--embeddings and --output are required"},
 		{[]string{"npc", "--embeddings", "p", "--output", "o", "--batch-sizes", "a,b"}, exitUsage, "--batch-sizes"},
+		{[]string{"npc", "--embeddings", "p", "--output", "o", "--batch-sizes", "1,64"}, exitUsage, "--batch-sizes: batch size 1: want at least 2"},
+		{[]string{"npc", "--embeddings", "p", "--output", "o", "--temperature", "-1"}, exitUsage, "--temperature=-1: want a positive number"},
+		{[]string{"embed", "--checkpoint", run, "--data", eval, "--output", emb, "--views", "3"}, exitUsage, "--views=3: want 1 or 2"},
+		{[]string{"embed", "--checkpoint", run, "--data", eval, "--output", emb, "--pass", "-2"}, exitUsage, "--pass=-2"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(tt.args...)

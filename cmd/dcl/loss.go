@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -109,7 +108,8 @@ the queue form: z1 rows are the queries, z2 rows their keys, every queue row a n
 	}
 }
 
-// readLossInput reads and decodes batch.json; an unknown key (a typo of z1 or z2) is an error.
+// readLossInput reads and decodes batch.json strictly (storage.DecodeJSON): an unknown key
+// (a typo of z1 or z2), a key given twice or data after the batch is an error.
 func readLossInput(ctx context.Context, path string) (*lossInput, error) {
 	var data []byte
 	var err error
@@ -121,10 +121,8 @@ func readLossInput(ctx context.Context, path string) (*lossInput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var in lossInput
-	if err := dec.Decode(&in); err != nil {
+	if err := storage.DecodeJSON(data, &in); err != nil {
 		return nil, fmt.Errorf("%s: not a batch of embeddings: %w", path, err)
 	}
 	if in.Z1 == nil || in.Z2 == nil {

@@ -15,6 +15,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers --runner and every runner's flags
 	"golang.org/x/term"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
+	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // Exit codes: 0 success, 1 the command failed, 2 the command line was wrong, 3 a gate of
@@ -30,13 +34,10 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// usageError is an error in the command line: it is reported in one line and exits 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
+// usagef makes an error in the command line: it is reported in one line and exits 2, as are
+// the usage errors that the packages find in the values they are given.
 func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
+	return usage.Errorf(format, args...)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -61,14 +62,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	err := cmd.run(args[1:], stdout, stderr)
-	var ue *usageError
 	var coded interface{ ExitCode() int }
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.As(err, &ue):
+	case usage.Is(err):
 		fmt.Fprintf(stderr, "dcl %s: %v\n", name, err)
 		return exitUsage
 	case errors.As(err, &coded):
@@ -113,6 +113,9 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dcl "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, in one line, by main
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	waitDefault, waitErr := storage.WaitFromEnv()
+	storageWait := fs.Duration("storage-timeout", waitDefault,
+		"how long an operation on gs:// may go without progress before the command fails (default from "+storage.WaitEnv+")")
 	runFn := c.setup(fs, streams{stdout: stdout, stderr: stderr})
 	if c.beam {
 		forwardBeamFlags(fs)
@@ -125,11 +128,22 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("%v (run 'dcl %s -h')", err, c.name)
 	}
+	if waitErr != nil {
+		return usagef("%v", waitErr)
+	}
+	if err := storage.SetWait(*storageWait); err != nil {
+		return usagef("--storage-timeout=%v: want a positive duration", *storageWait)
+	}
 	// beam.Init must run before any pipeline is built, and it replaces the default logger.
 	if err := flag.CommandLine.Parse(nil); err != nil {
 		return err
 	}
 	beam.Init()
+	if c.beam {
+		if err := pipelines.CheckRunner(); err != nil {
+			return err
+		}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return usagef("--log-level=%q: want debug, info, warn or error", *logLevel)

@@ -87,6 +87,7 @@ func TestPreprocessCommandLineErrorsExit2(t *testing.T) {
 		{append(base, "--shards=-1"), "--shards=-1"},
 		{append(base, "--progress=maybe"), `--progress="maybe"`},
 		{append(base, "extra"), "takes no positional arguments"},
+		{[]string{"--dataset=idx", "--input=" + in, "--output=" + filepath.Join(in, "o"), "--split=val"}, `--split=val: idx has no split "val"; want one of train, test`},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(append([]string{"preprocess"}, tt.give...)...)
@@ -116,6 +117,7 @@ func TestPreprocessCommandBadInput(t *testing.T) {
 	}{
 		{"empty glob", []string{"--dataset=cifar10", "--input=" + glob, "--output=" + out}, []string{glob, "matches no files"}},
 		{"missing files", []string{"--dataset=stl10", "--input=" + in, "--output=" + out}, []string{"train_X.bin"}},
+		{"missing input", []string{"--dataset=idx", "--input=" + filepath.Join(in, "nonexistent"), "--output=" + out}, []string{"input " + filepath.Join(in, "nonexistent") + " does not exist"}},
 		{"corrupt JPEG", folder, []string{"1 of 6 records", "--max-bad-fraction=0", shards.DeadLettersName, "no manifest"}},
 	}
 	for _, tt := range tests {
@@ -144,6 +146,33 @@ func TestPreprocessCommandBadInput(t *testing.T) {
 	code, _, stderr = runPreprocessInProcess(t, append(folder, "--max-bad-fraction=0.5", "--seed=2", "--overwrite")...)
 	if code != exitOK {
 		t.Errorf("--overwrite: exit %d, %s", code, stderr)
+	}
+}
+
+// TestPreprocessRefusesACorruptGzipUnderLimit: one byte flipped in the middle of a copy of
+// Fashion-MNIST's training images decodes into garbage pixels without a deflate error; with
+// --limit the records read end long before gzip's checksum. The run must fail, naming the
+// file and the checksum, and write no manifest.
+func TestPreprocessRefusesACorruptGzipUnderLimit(t *testing.T) {
+	src := fashionmnist.Dir(t)
+	in := t.TempDir()
+	for _, name := range []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(name, "train-images") {
+			data[len(data)/2] ^= 0x10
+		}
+		testfiles.WriteFile(t, filepath.Join(in, name), data)
+	}
+	out := filepath.Join(t.TempDir(), "fm")
+	code, _, stderr := runPreprocessInProcess(t, "--dataset=fashion-mnist", "--input="+in, "--output="+out, "--limit=100")
+	if code != exitError || !strings.Contains(stderr, "train-images-idx3-ubyte.gz: corrupt gzip stream: its CRC-32 does not match") {
+		t.Errorf("exit %d, %q; want 1 and the checksum error naming the file", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, shards.ManifestName)); !os.IsNotExist(err) {
+		t.Errorf("a manifest was written: %v", err)
 	}
 }
 

@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -128,5 +131,55 @@ func TestShardsCommandLine(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tt.want) {
 			t.Errorf("dcl %q = %d, %q; want 2 and %q", tt.give, code, stderr, tt.want)
 		}
+	}
+}
+
+// With the storage endpoint refusing connections, `dcl shards verify gs://…` fails within
+// the storage wait (the flag's, or the environment's), its last line the error naming the
+// endpoint and the cause, the lines before it retries. A malformed wait is a usage error.
+func TestShardsVerifyFailsFastWhenStorageIsUnreachable(t *testing.T) {
+	root, endpoint := gcstest.Unreachable(t, "offline")
+	tests := []struct {
+		name string
+		env  string
+		args []string
+		code int
+		want string
+	}{
+		{"flag", "", []string{"--storage-timeout=2s"}, exitError, endpoint},
+		{"environment", "2s", nil, exitError, endpoint},
+		{"bad environment", "soon", nil, exitUsage, storage.WaitEnv + `="soon"`},
+		{"bad flag", "", []string{"--storage-timeout=-1s"}, exitUsage, "--storage-timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(storage.WaitEnv, tt.env)
+			defer storage.SetWait(storage.DefaultWait)
+			start := time.Now()
+			code, _, stderr := runDCL(append([]string{"shards", "verify", root + "/data"}, tt.args...)...)
+			took := time.Since(start)
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			last := lines[len(lines)-1]
+			if code != tt.code || !strings.Contains(last, tt.want) {
+				t.Fatalf("exit %d, last line %q; want exit %d and a line naming %q\n%s", code, last, tt.code, tt.want, stderr)
+			}
+			if tt.code != exitError {
+				return
+			}
+			if took > 8*time.Second {
+				t.Errorf("took %s to fail with a wait of 2s", took)
+			}
+			if !strings.HasPrefix(last, "dcl shards: ") || !strings.Contains(last, "connection refused") {
+				t.Errorf("last line %q: want the command's one-line error with the cause", last)
+			}
+			for _, l := range lines[:len(lines)-1] {
+				if !strings.Contains(l, "storage: retrying") {
+					t.Errorf("a line that is neither a retry nor the error: %q", l)
+				}
+			}
+			if len(lines) < 2 {
+				t.Errorf("no retry line before the error:\n%s", stderr)
+			}
+		})
 	}
 }

@@ -34,10 +34,76 @@ func LoadJSON(ctx context.Context, path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := DecodeJSON(b, v); err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
 	return nil
+}
+
+// DecodeJSON decodes one JSON value from data into v, strictly: an unknown field, a key
+// given twice in one object (encoding/json keeps the last silently) and anything but white
+// space after the value are errors.
+func DecodeJSON(data []byte, v any) error {
+	if err := checkDuplicateKeys(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the JSON value at byte %d", dec.InputOffset())
+	}
+	return nil
+}
+
+// checkDuplicateKeys walks data's tokens and reports the first key repeated in an object.
+// Syntax errors are left to the decoder, which reports them with their position.
+func checkDuplicateKeys(data []byte) error {
+	type frame struct {
+		keys      map[string]bool // nil for an array
+		expectKey bool
+	}
+	var stack []*frame
+	valueDone := func() {
+		if len(stack) > 0 && stack[len(stack)-1].keys != nil {
+			stack[len(stack)-1].expectKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil && stack[n-1].expectKey {
+			f := stack[n-1]
+			key, isKey := tok.(string)
+			if !isKey { // the object's closing brace
+				stack = stack[:n-1]
+				valueDone()
+				continue
+			}
+			if f.keys[key] {
+				return fmt.Errorf("key %q given twice in one object (at byte %d)", key, dec.InputOffset())
+			}
+			f.keys[key], f.expectKey = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'), json.Delim('}'):
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
 }

@@ -11,6 +11,26 @@ import (
 	"strings"
 )
 
+// RemoveTree deletes every file under dir and, for a local dir, the folders too (object
+// stores have none to leave behind). A missing dir is not an error.
+func RemoveTree(ctx context.Context, dir string) error {
+	files, err := ListTree(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := Remove(ctx, Join(dir, strings.Split(f, "/")...)); err != nil {
+			return err
+		}
+	}
+	if Scheme(dir) == "" {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("removing %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
 // ListTree returns the paths, relative to dir and slash-separated, of every file under dir
 // (for memfs://, up to three levels deep), sorted. Temporaries are included: callers decide
 // what to do with them. A missing local directory lists as empty.

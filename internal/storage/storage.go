@@ -10,16 +10,12 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
+	"time"
 
-	gcstorage "cloud.google.com/go/storage"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
-	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs" // gs:// paths
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/memfs" // memfs:// paths, for tests
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/gcsx"
-	"google.golang.org/api/iterator"
-	"google.golang.org/api/option"
 )
 
 // TempMarker is part of the name of every file this package writes under a temporary name.
@@ -91,29 +87,6 @@ func Create(ctx context.Context, p string, write func(w io.Writer) error) error 
 	}
 }
 
-func createGCS(ctx context.Context, p string, write func(w io.Writer) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fs, err := filesystemFor(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer fs.Close()
-	w, err := fs.OpenWrite(ctx, p)
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", p, err)
-	}
-	if err := write(w); err != nil {
-		cancel() // abort the upload: closing would commit a partial object
-		_ = w.Close()
-		return fmt.Errorf("writing %s: %w", p, err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("committing %s: %w", p, err)
-	}
-	return nil
-}
-
 func createLocal(p string, write func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -145,7 +118,31 @@ func createLocal(p string, write func(w io.Writer) error) (err error) {
 	if err := os.Rename(tmp, p); err != nil {
 		return fmt.Errorf("committing %s: %w", p, err)
 	}
+	removeStaleTemporaries(dir, filepath.Base(p))
 	return syncDir(dir)
+}
+
+// processStart tells this process's temporaries from those of processes that died: a file
+// last written before it started is not being written by it.
+var processStart = time.Now()
+
+// removeStaleTemporaries deletes the temporaries of name in dir that processes killed while
+// writing it left: the write that completes the file is the one they could not finish.
+// Temporaries written since this process started are left alone (another goroutine may be
+// writing the same file). Failing to remove one is not an error: it is litter, not data.
+func removeStaleTemporaries(dir, name string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), name+TempMarker) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(processStart) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 func syncDir(dir string) error {
@@ -184,12 +181,15 @@ func ReadFile(ctx context.Context, p string) ([]byte, error) {
 
 // Open opens p for sequential reading.
 func Open(ctx context.Context, p string) (io.ReadCloser, error) {
-	if Scheme(p) == "" {
+	switch Scheme(p) {
+	case "":
 		f, err := os.Open(p)
 		if err != nil {
 			return nil, fmt.Errorf("opening %s: %w", p, err)
 		}
 		return f, nil
+	case "gs":
+		return openGCS(ctx, p)
 	}
 	fs, err := filesystemFor(ctx, p)
 	if err != nil {
@@ -260,98 +260,11 @@ type memFile struct{ *bytes.Reader }
 
 func (f *memFile) Close() error { return nil }
 
-type gcsFile struct {
-	ctx  context.Context
-	obj  *gcstorage.ObjectHandle
-	name string
-	size int64
-}
-
-func openGCSFile(ctx context.Context, p string) (File, error) {
-	bucket, object, err := gcsx.ParseObject(p)
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", p, err)
-	}
-	client, err := newGCSClient(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", p, err)
-	}
-	obj := client.Bucket(bucket).Object(object)
-	attrs, err := obj.Attrs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", p, err)
-	}
-	return &gcsFile{ctx: ctx, obj: obj, name: p, size: attrs.Size}, nil
-}
-
-// gcsClients holds one storage client per STORAGE_EMULATOR_HOST value for the whole process:
-// a client owns a connection pool and credentials (on GCE, such as Dataflow's workers, a new
-// one fetches a token from the metadata server), and the pipelines open files one by one (the
-// preprocess pipeline re-reads every image file by path). Keying by the variable keeps tests
-// that start their own emulators apart. Clients are safe for concurrent use and never closed.
-var gcsClients sync.Map
-
-// newGCSClient returns the process's client: application default credentials, falling back
-// to unauthenticated access as Beam's own gcs filesystem does; both honour
-// STORAGE_EMULATOR_HOST. The context only bounds the client's creation.
-func newGCSClient(ctx context.Context) (*gcstorage.Client, error) {
-	key := os.Getenv("STORAGE_EMULATOR_HOST")
-	if c, ok := gcsClients.Load(key); ok {
-		return c.(*gcstorage.Client), nil
-	}
-	// Not the caller's context: the client outlives this call.
-	c, err := gcstorage.NewClient(context.WithoutCancel(ctx), option.WithScopes(gcstorage.ScopeReadWrite))
-	if err != nil {
-		if c, err = gcstorage.NewClient(context.WithoutCancel(ctx), option.WithoutAuthentication()); err != nil {
-			return nil, err
-		}
-	}
-	if prev, loaded := gcsClients.LoadOrStore(key, c); loaded {
-		c.Close()
-		return prev.(*gcstorage.Client), nil
-	}
-	return c, nil
-}
-
-func (f *gcsFile) Size() int64 { return f.size }
-
-// Close releases nothing: the client is shared (see gcsClients) and a ranged read holds no
-// connection between calls.
-func (f *gcsFile) Close() error { return nil }
-
-func (f *gcsFile) ReadAt(b []byte, off int64) (int, error) {
-	if off >= f.size {
-		return 0, io.EOF
-	}
-	n := int64(len(b))
-	if off+n > f.size {
-		n = f.size - off
-	}
-	r, err := f.obj.NewRangeReader(f.ctx, off, n)
-	if err != nil {
-		return 0, fmt.Errorf("reading %s at %d: %w", f.name, off, err)
-	}
-	defer r.Close()
-	got, err := io.ReadFull(r, b[:n])
-	if err != nil {
-		return got, fmt.Errorf("reading %s at %d: %w", f.name, off, err)
-	}
-	if int64(got) < int64(len(b)) {
-		return got, io.EOF
-	}
-	return got, nil
-}
-
 // List returns the files matching glob, sorted, leaving out temporaries (see TempMarker).
 func List(ctx context.Context, glob string) ([]string, error) {
-	fs, err := filesystemFor(ctx, glob)
+	all, err := listGlob(ctx, glob)
 	if err != nil {
 		return nil, err
-	}
-	defer fs.Close()
-	all, err := fs.List(ctx, glob)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", glob, err)
 	}
 	var out []string
 	for _, p := range all {
@@ -362,8 +275,32 @@ func List(ctx context.Context, glob string) ([]string, error) {
 	return out, nil
 }
 
+// listGlob returns every file matching glob, temporaries included.
+func listGlob(ctx context.Context, glob string) ([]string, error) {
+	if Scheme(glob) == "gs" {
+		return listGCSGlob(ctx, glob)
+	}
+	fs, err := filesystemFor(ctx, glob)
+	if err != nil {
+		return nil, err
+	}
+	defer fs.Close()
+	all, err := fs.List(ctx, glob)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", glob, err)
+	}
+	return all, nil
+}
+
 // Size returns the size of p in bytes.
 func Size(ctx context.Context, p string) (int64, error) {
+	if Scheme(p) == "gs" {
+		attrs, err := gcsAttrs(ctx, "size of", p)
+		if err != nil {
+			return 0, err
+		}
+		return attrs.Size, nil
+	}
 	fs, err := filesystemFor(ctx, p)
 	if err != nil {
 		return 0, err
@@ -389,22 +326,7 @@ func Exists(ctx context.Context, p string) (bool, error) {
 		}
 		return true, nil
 	case "gs":
-		bucket, object, err := gcsx.ParseObject(p)
-		if err != nil {
-			return false, fmt.Errorf("parsing %s: %w", p, err)
-		}
-		client, err := newGCSClient(ctx)
-		if err != nil {
-			return false, fmt.Errorf("checking %s: %w", p, err)
-		}
-		_, err = client.Bucket(bucket).Object(object).Attrs(ctx)
-		if errors.Is(err, gcstorage.ErrObjectNotExist) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("checking %s: %w", p, err)
-		}
-		return true, nil
+		return gcsExists(ctx, p)
 	default:
 		matches, err := List(ctx, p)
 		if err != nil {
@@ -414,13 +336,43 @@ func Exists(ctx context.Context, p string) (bool, error) {
 	}
 }
 
+// Present reports whether p is a file or a folder: for gs://, an object or a prefix with
+// objects under it (GCS has no folders); for memfs://, a file or one directly under p.
+func Present(ctx context.Context, p string) (bool, error) {
+	switch Scheme(p) {
+	case "":
+		_, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("checking %s: %w", p, err)
+		}
+		return true, nil
+	case "gs":
+		if ok, err := gcsExists(ctx, p); ok || err != nil {
+			return ok, err
+		}
+		return gcsHasPrefix(ctx, p)
+	default:
+		if ok, err := Exists(ctx, p); ok || err != nil {
+			return ok, err
+		}
+		under, err := listGlob(ctx, Join(p, "*"))
+		return len(under) > 0, err
+	}
+}
+
 // Remove deletes p. Removing a file that does not exist is not an error.
 func Remove(ctx context.Context, p string) error {
-	if Scheme(p) == "" {
+	switch Scheme(p) {
+	case "":
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing %s: %w", p, err)
 		}
 		return nil
+	case "gs":
+		return gcsRemove(ctx, p)
 	}
 	fs, err := filesystemFor(ctx, p)
 	if err != nil {
@@ -506,26 +458,18 @@ func listGCS(ctx context.Context, dir string, recursive bool) ([]string, error) 
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", dir, err)
 	}
-	client, err := newGCSClient(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	delim := "/"
+	if recursive {
+		delim = ""
 	}
-	q := &gcstorage.Query{Prefix: prefix}
-	if !recursive {
-		q.Delimiter = "/"
-	}
-	it := client.Bucket(bucket).Objects(ctx, q)
 	var names []string
-	for {
-		attrs, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return names, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", dir, err)
-		}
-		if rel := strings.TrimPrefix(attrs.Name, prefix); attrs.Name != "" && rel != "" && !strings.HasSuffix(rel, "/") {
+	err = listGCSObjects(ctx, "listing", dir, bucket, prefix, delim, func(name string) {
+		if rel := strings.TrimPrefix(name, prefix); rel != "" && !strings.HasSuffix(rel, "/") {
 			names = append(names, rel)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return names, nil
 }

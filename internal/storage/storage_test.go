@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 )
@@ -194,5 +196,69 @@ func TestGCSClientIsSharedPerEmulator(t *testing.T) {
 	t.Setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:2")
 	if c, _ := newGCSClient(ctx); c == a {
 		t.Error("the client of another emulator setting was reused")
+	}
+}
+
+func TestDecodeJSONIsStrict(t *testing.T) {
+	type inner struct {
+		A int `json:"a"`
+	}
+	type doc struct {
+		X  []inner         `json:"x"`
+		M  map[string]int  `json:"m"`
+		In inner           `json:"in"`
+		R  json.RawMessage `json:"r"`
+	}
+	tests := []struct {
+		give    string
+		wantErr string
+	}{
+		{`{"x": [{"a": 1}, {"a": 2}], "m": {"a": 1, "b": 2}, "in": {"a": 3}, "r": {"a": 1}}`, ""},
+		{` {"x": []}` + "\n\t ", ""},
+		{`{"x": [], "x": []}`, `key "x" given twice`},
+		{`{"in": {"a": 1, "a": 2}}`, `key "a" given twice`},
+		{`{"x": [{"a": 1, "a": 1}]}`, `key "a" given twice`},
+		{`{"m": {"k": 1, "k": 2}}`, `key "k" given twice`},
+		{`{"r": {"k": 1, "k": 2}}`, `key "k" given twice`},
+		{`{"x": []} garbage`, "data after the JSON value"},
+		{`{"x": []}{}`, "data after the JSON value"},
+		{`{"y": 1}`, "unknown field"},
+		{`{"x": [`, "unexpected EOF"},
+	}
+	for _, tt := range tests {
+		var d doc
+		err := DecodeJSON([]byte(tt.give), &d)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("DecodeJSON(%s) = %v, want %q", tt.give, err, tt.wantErr)
+		}
+	}
+}
+
+// A process killed while writing a file leaves its temporary; the next complete write of the
+// same file removes it, but not a temporary that this process may be writing now.
+func TestWriteRemovesWhatKilledWritesOfTheFileLeft(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "step-000000009.dclckpt")
+	stale := p + TempMarker + "111"
+	live := p + TempMarker + "222"
+	other := filepath.Join(dir, "step-000000012.dclckpt"+TempMarker+"333")
+	for _, f := range []string{stale, live, other} {
+		if err := os.WriteFile(f, []byte("half"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := processStart.Add(-time.Hour)
+	for _, f := range []string{stale, other} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteFile(context.Background(), p, []byte("whole")); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]bool{stale: false, live: true, other: true} {
+		if _, err := os.Stat(f); (err == nil) != want {
+			t.Errorf("%s: present %v, want %v", filepath.Base(f), err == nil, want)
+		}
 	}
 }

@@ -96,6 +96,43 @@ func listTree(ctx context.Context, root string) ([]string, error) {
 	return out, nil
 }
 
+// listSubfolders returns the names of the folders directly under root, even empty ones (a
+// file listing cannot see those): local folders and links to folders, and on gs:// the
+// "name/" placeholder objects that consoles and tools create for empty folders.
+func listSubfolders(ctx context.Context, root string) ([]string, error) {
+	var out []string
+	switch storage.Scheme(root) {
+	case "":
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", root, err)
+		}
+		for _, e := range entries {
+			isDir := e.IsDir()
+			if e.Type()&fs.ModeSymlink != 0 {
+				st, err := os.Stat(filepath.Join(root, e.Name()))
+				isDir = err == nil && st.IsDir()
+			}
+			if isDir {
+				out = append(out, e.Name())
+			}
+		}
+	case "gs":
+		prefix := strings.TrimSuffix(root, "/") + "/"
+		all, err := storage.List(ctx, prefix+"*/")
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range all {
+			if name := strings.TrimSuffix(strings.TrimPrefix(p, prefix), "/"); name != "" {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func walkLocal(root, prefix string, depth int, out *[]string) error {
 	// The trailing separator makes WalkDir enter dir even when it is a link to a folder.
 	dir := filepath.Join(root, filepath.FromSlash(prefix)) + string(filepath.Separator)

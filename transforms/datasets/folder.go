@@ -25,7 +25,7 @@ func init() {
 
 // classListing is an image folder's files grouped by class folder.
 type classListing struct {
-	classes []string            // sorted class folder names
+	classes []string            // sorted class folder names, empty ones included
 	files   map[string][]string // class -> image files, relative to the class folder, sorted
 	empty   []string            // class folders without an image file
 }
@@ -33,16 +33,25 @@ type classListing struct {
 // listClasses lists root and groups its image files by top-level folder, as torchvision's
 // ImageFolder does: a file anywhere under a class folder belongs to that class; files
 // directly in root and files that are not JPEG or PNG (by extension, in any case) are not
-// records and go to ignore.
+// records and go to ignore. Every top-level folder is a class, whether it holds images or
+// not, so that a class keeps its label in a split where its folder is empty.
 func listClasses(ctx context.Context, root string, ignore func(rel string)) (classListing, error) {
 	all, err := listTree(ctx, root)
 	if err != nil {
 		return classListing{}, err
 	}
-	if len(all) == 0 {
+	folders, err := listSubfolders(ctx, root)
+	if err != nil {
+		return classListing{}, err
+	}
+	if len(all) == 0 && len(folders) == 0 {
 		return classListing{}, fmt.Errorf("%s holds no files", root)
 	}
 	l := classListing{files: map[string][]string{}}
+	for _, class := range folders {
+		l.classes = append(l.classes, class)
+		l.files[class] = nil
+	}
 	for _, rel := range all {
 		class, inner, ok := strings.Cut(rel, "/")
 		if !ok {
@@ -89,7 +98,8 @@ func planFolder(ctx context.Context, s Spec) (Plan, error) {
 		return Plan{}, fmt.Errorf("folder: %s has no class folders (want one subfolder of JPEG or PNG files per class)", s.Input)
 	}
 	if len(l.empty) > 0 {
-		return Plan{}, fmt.Errorf("folder: %s: class folders without a JPEG or PNG file: %s", s.Input, strings.Join(l.empty, ", "))
+		p.Warnings = append(p.Warnings, fmt.Sprintf("folder: %s: class folders without a JPEG or PNG file keep their labels with no records: %s",
+			s.Input, strings.Join(l.empty, ", ")))
 	}
 	p.Classes = l.classes
 	var index int64

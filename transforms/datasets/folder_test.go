@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
@@ -86,6 +89,45 @@ func TestFolderFollowsLinks(t *testing.T) {
 	}
 }
 
+// TestFolderEmptyClassKeepsItsLabel: labels are the sorted class folder names, whether a
+// folder holds images or not (empty, only other files, or on gs:// a folder placeholder), so a
+// class absent from one split keeps its label there, with a warning naming it.
+func TestFolderEmptyClassKeepsItsLabel(t *testing.T) {
+	train, test := t.TempDir(), t.TempDir()
+	writeFolder(t, train, map[string][]byte{
+		"a/1.jpg": testfiles.JPEG(t, 2, 2, 1), "b/2.jpg": testfiles.JPEG(t, 2, 2, 2), "c/3.jpg": testfiles.JPEG(t, 2, 2, 3),
+	})
+	writeFolder(t, test, map[string][]byte{"b/readme.txt": []byte("no images"), "c/4.jpg": testfiles.JPEG(t, 2, 2, 4)})
+	if err := os.Mkdir(filepath.Join(test, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bucket := gcstest.Start(t, "classes")
+	remote := bucket + "/test"
+	upload(t, test, remote)
+	if err := storage.WriteFile(t.Context(), remote+"/a/", nil); err != nil { // a console's empty folder
+		t.Fatal(err)
+	}
+	want := []string{"a", "b", "c"}
+	for _, in := range []string{train, test, remote} {
+		p := mustPlan(t, Spec{Dataset: Folder, Input: in})
+		if !slices.Equal(p.Classes, want) {
+			t.Errorf("%s: classes %q, want %q", in, p.Classes, want)
+		}
+		r := readPlan(t, p)
+		for _, rec := range r.recs {
+			if wantLabel := int(rec.Key[len("train/")] - 'a'); rec.Label != wantLabel {
+				t.Errorf("%s: %s has label %d, want %d", in, rec.Key, rec.Label, wantLabel)
+			}
+		}
+		if in == train {
+			continue
+		}
+		if len(r.recs) != 1 || len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "keep their labels with no records: a, b") {
+			t.Errorf("%s: %d records, warnings %q; want 1 and a warning naming a and b", in, len(r.recs), p.Warnings)
+		}
+	}
+}
+
 func TestFolderBadInput(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -97,11 +139,9 @@ func TestFolderBadInput(t *testing.T) {
 		wantGood int
 	}{
 		{name: "empty folder", files: nil, planErr: []string{"holds no files"}},
-		{name: "missing folder", input: "nope", planErr: []string{"nope", "no such file"}},
+		{name: "missing folder", input: "nope", planErr: []string{"nope", "does not exist"}},
 		{name: "no class folders", files: map[string][]byte{"a.jpg": testfiles.JPEG(t, 2, 2, 1)},
 			planErr: []string{"has no class folders"}},
-		{name: "class without images", files: map[string][]byte{"a/x.jpg": testfiles.JPEG(t, 2, 2, 1), "b/readme.txt": nil},
-			planErr: []string{"class folders without a JPEG or PNG file: b"}},
 		{name: "corrupt and absurd images", files: map[string][]byte{
 			"a/good.jpg":     testfiles.JPEG(t, 4, 4, 1),
 			"a/garbage.jpg":  []byte("this is text, not a JPEG"),

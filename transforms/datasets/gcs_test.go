@@ -89,7 +89,9 @@ func TestGCSInput(t *testing.T) {
 		})
 	}
 	t.Run("missing", func(t *testing.T) {
-		wantErrorMentions(t, planErr(t, Spec{Dataset: CIFAR10, Input: bucket + "/nothing"}), bucket+"/nothing", "lacks data_batch_1.bin")
-		wantErrorMentions(t, planErr(t, Spec{Dataset: Folder, Input: bucket + "/nothing"}), "holds no files")
+		for _, d := range []string{CIFAR10, Folder, FashionMNIST} {
+			wantErrorMentions(t, planErr(t, Spec{Dataset: d, Input: bucket + "/nothing"}), "input "+bucket+"/nothing does not exist")
+		}
+		wantErrorMentions(t, planErr(t, Spec{Dataset: CIFAR10, Input: bucket + "/data/fashion"}), bucket+"/data/fashion", "lacks data_batch_1.bin")
 	})
 }

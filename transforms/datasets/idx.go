@@ -194,30 +194,24 @@ func sizeMismatch(p string, h idxHeader, got int64) error {
 		p, what, got, h.Count, h.recordBytes(), h.Len, h.dataBytes())
 }
 
-// checkIDXSize checks that a whole IDX file is as long as its header says. For gzipped files
-// the gzip trailer's size (mod 2^32) is compared first, and only when it disagrees is the
-// stream decompressed to measure it (a concatenated gzip file's trailer tells only its last
-// member's size).
-func checkIDXSize(ctx context.Context, p string, s *idxStream) error {
-	want := s.header.dataBytes()
+// checkIDXRest reads what is left of s (read bytes of it already consumed after the
+// header) and checks that the file is as long as its header says. A gzipped stream is read
+// to its very end, so that gzip's CRC-32 there vouches for every record before any is
+// trusted: a unit that reads only the first records (--limit) never reaches it, and deflate
+// turns a damaged byte into garbage pixels without an error of its own. (A concatenated gzip
+// file's members are each checked.) Plain files were measured by openIDX.
+func checkIDXRest(p string, s *idxStream, read int64) error {
 	if !s.gz {
-		return nil // openIDX compared the file size already
-	}
-	f, err := storage.OpenFile(ctx, p)
-	if err != nil {
-		return err
-	}
-	var trailer [4]byte
-	_, err = f.ReadAt(trailer[:], f.Size()-4)
-	f.Close()
-	if err == nil && binary.LittleEndian.Uint32(trailer[:]) == uint32(want) {
 		return nil
 	}
 	n, err := io.Copy(io.Discard, s)
-	if err != nil {
-		return fmt.Errorf("%s: decompressing: %w (after %d bytes; the header promises %d)", p, err, s.header.Len+n, want)
-	}
-	if got := s.header.Len + n; got != want {
+	got := s.header.Len + read + n
+	switch {
+	case errors.Is(err, gzip.ErrChecksum):
+		return fmt.Errorf("%s: corrupt gzip stream: its CRC-32 does not match the data (the whole stream is checked before any record is used, with --limit too)", p)
+	case err != nil:
+		return fmt.Errorf("%s: corrupt gzip stream after %d decompressed bytes: %w (the whole stream is checked before any record is used, with --limit too)", p, got, err)
+	case got != s.header.dataBytes():
 		return sizeMismatch(p+" (decompressed)", s.header, got)
 	}
 	return nil
@@ -267,7 +261,7 @@ func planIDX(ctx context.Context, s Spec) (Plan, error) {
 		return Plan{}, err
 	}
 	defer is.Close()
-	if err := checkIDXSize(ctx, images, is); err != nil {
+	if err := checkIDXRest(images, is, 0); err != nil {
 		return Plan{}, err
 	}
 	ls, err := openIDX(ctx, labels, 1, 0, -1)
@@ -283,7 +277,7 @@ func planIDX(ctx context.Context, s Spec) (Plan, error) {
 		// Any byte is a label: the classes are 0..the largest label seen (a pass over a
 		// file of one byte a record).
 		maxLabel := -1
-		br := bufio.NewReaderSize(ls, readBuffer)
+		br := bufio.NewReaderSize(io.LimitReader(ls, ls.header.Count), readBuffer)
 		for i := int64(0); i < ls.header.Count; i++ {
 			b, err := br.ReadByte()
 			if err != nil {
@@ -291,12 +285,12 @@ func planIDX(ctx context.Context, s Spec) (Plan, error) {
 			}
 			maxLabel = max(maxLabel, int(b))
 		}
-		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-			return Plan{}, fmt.Errorf("%s: longer than the %d labels its header promises (or unreadable: %v)", labels, ls.header.Count, err)
+		if err := checkIDXRest(labels, ls, ls.header.Count); err != nil {
+			return Plan{}, err
 		}
 		classes = numberedClasses(maxLabel + 1)
 	} else {
-		if err := checkIDXSize(ctx, labels, ls); err != nil {
+		if err := checkIDXRest(labels, ls, 0); err != nil {
 			return Plan{}, err
 		}
 		if classes, err = ClassNames(s.Dataset, false); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 
 	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
 )
@@ -197,5 +198,54 @@ func TestFashionMNIST(t *testing.T) {
 				t.Errorf("pixel mean %.5f std %.5f, want %.4f %.4f", mean, std, tt.mean, tt.std)
 			}
 		})
+	}
+}
+
+// A byte flipped in the middle of Fashion-MNIST's gzipped images (deflate decodes it into
+// garbage pixels, with no error of its own) is found when the split is planned, whatever
+// part of it is read afterwards: gzip's CRC-32 sits at the end of the stream, past what a
+// --limit reads. Also in a gzipped labels file, and with the generic IDX dataset, which scans
+// the labels itself.
+func TestIDXCorruptGzipIsRefusedBeforeAnyRecord(t *testing.T) {
+	src := fashionmnist.Dir(t)
+	tests := []struct {
+		dataset, file string
+	}{
+		{FashionMNIST, "train-images-idx3-ubyte.gz"},
+		{FashionMNIST, "train-labels-idx1-ubyte.gz"},
+		{IDX, "train-labels-idx1-ubyte.gz"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dataset+"/"+tt.file, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, name := range []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"} {
+				data, err := os.ReadFile(filepath.Join(src, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if name == tt.file {
+					data[len(data)/2] ^= 0x10
+				}
+				testfiles.WriteFile(t, filepath.Join(dir, name), data)
+			}
+			err := planErr(t, Spec{Dataset: tt.dataset, Input: dir, Split: "train"})
+			wantErrorMentions(t, err, tt.file, "CRC-32", "before any record")
+		})
+	}
+}
+
+// An input that is not there is reported as such, not as a folder lacking some file; a split
+// the dataset does not have is a usage error.
+func TestPlanMissingInputAndUnknownSplit(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nonexistent")
+	for _, d := range []string{FashionMNIST, IDX, CIFAR10, STL10, Folder, ImageNet} {
+		wantErrorMentions(t, planErr(t, Spec{Dataset: d, Input: missing}), "input "+missing+" does not exist")
+	}
+	dir := t.TempDir()
+	writeIDX(t, dir, 2, 2, true)
+	err := planErr(t, Spec{Dataset: IDX, Input: dir, Split: "val"})
+	wantErrorMentions(t, err, "--split=val", "want one of train, test")
+	if !usage.Is(err) {
+		t.Errorf("an unknown split is not a usage error: %v", err)
 	}
 }

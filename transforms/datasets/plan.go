@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
 // Dataset names, as --dataset takes them: each is registered (Register) by the file that
@@ -217,7 +220,18 @@ func MakePlan(ctx context.Context, spec Spec) (Plan, error) {
 		return Plan{}, fmt.Errorf("%s: no input given", spec.Dataset)
 	}
 	if d.Splits != nil && !slices.Contains(d.Splits, spec.Split) {
-		return Plan{}, fmt.Errorf("%s has no split %q: want one of %s", spec.Dataset, spec.Split, strings.Join(d.Splits, ", "))
+		return Plan{}, usage.Errorf("--split=%s: %s has no split %q; want one of %s", spec.Split, spec.Dataset, spec.Split, strings.Join(d.Splits, ", "))
+	}
+	// A glob is the planner's to match; anything else must be there, or every dataset's
+	// planner would report the first file it looks for as missing.
+	if !strings.ContainsAny(spec.Input, "*?[") {
+		ok, err := storage.Present(ctx, spec.Input)
+		if err != nil {
+			return Plan{}, err
+		}
+		if !ok {
+			return Plan{}, fmt.Errorf("%s: input %s does not exist", spec.Dataset, spec.Input)
+		}
 	}
 	p, err := d.Plan(ctx, spec)
 	if err != nil {

@@ -153,14 +153,14 @@ func TestToyDatasetIsOneRegistration(t *testing.T) {
 			return Plan{Classes: []string{"small", "large"}, Units: []Unit{{Kind: KindIDX, Split: s.Split, Path: s.Input, Records: 4, Exact: true}}}, nil
 		},
 	})
-	p, err := MakePlan(context.Background(), Spec{Dataset: "toy-squares", Input: "somewhere"})
+	p, err := MakePlan(context.Background(), Spec{Dataset: "toy-squares", Input: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Records != 4 || len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "published dataset has 5") {
 		t.Errorf("plan: %d records, warnings %q", p.Records, p.Warnings)
 	}
-	if _, err := MakePlan(context.Background(), Spec{Dataset: "toy-squares", Input: "x", Split: "test"}); err == nil {
+	if _, err := MakePlan(context.Background(), Spec{Dataset: "toy-squares", Input: t.TempDir(), Split: "test"}); err == nil {
 		t.Error("a split the descriptor does not list was accepted")
 	}
 	if !slices.Contains(Names(), "toy-squares") {

@@ -1,0 +1,194 @@
+package pipelines
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/dcl-beam/dcl-beam/internal/usage"
+)
+
+// Runners are the --runner values the pipelines run on (README, section Runners). Beam also
+// registers aliases (DirectRunner, PortableRunner, …), accepted as Beam spells them.
+var Runners = []string{"prism", "direct", "dataflow", "flink", "spark", "universal"}
+
+var runnerAliases = map[string]string{
+	"PrismRunner": "prism", "DirectRunner": "direct", "DataflowRunner": "dataflow",
+	"FlinkRunner": "flink", "SparkRunner": "spark", "portable": "universal", "PortableRunner": "universal",
+}
+
+// JobServerWait bounds how long a run waits for a portable job server's port to accept a
+// connection before it says the endpoint does not answer (Beam itself waits two minutes,
+// in silence).
+const JobServerWait = 10 * time.Second
+
+// runnerName is the selected runner under its canonical name ("" when unknown).
+func runnerName() string {
+	name := *runners.Runner
+	if name == "" {
+		return "prism"
+	}
+	if slices.Contains(Runners, name) {
+		return name
+	}
+	return runnerAliases[name]
+}
+
+// usesJobServer reports a runner that submits to a job server at --endpoint: the portable
+// ones, and prism when it is given one (without, prism runs in this process).
+func usesJobServer(name string) bool {
+	switch name {
+	case "flink", "spark", "universal":
+		return true
+	case "prism":
+		return *jobopts.Endpoint != "" && !inProcessPrism()
+	}
+	return false
+}
+
+// inProcessPrism reports that the endpoint is the job server prism started in this process
+// for an earlier run (prism.Execute sets --endpoint to it, and loopback workers).
+func inProcessPrism() bool {
+	inProcess.Lock()
+	defer inProcess.Unlock()
+	return inProcess.endpoint != "" && inProcess.endpoint == *jobopts.Endpoint
+}
+
+var inProcess struct {
+	sync.Mutex
+	endpoint string
+}
+
+// CheckRunner checks the Beam flags that say where pipelines run, before any work: an
+// unknown runner, a portable runner without --endpoint, or workers that would need a binary
+// Beam could only build with `go build` on this machine are usage errors.
+func CheckRunner() error {
+	name := runnerName()
+	if name == "" {
+		return usage.Errorf("--runner=%q: unknown runner; want one of %s", *runners.Runner, strings.Join(Runners, ", "))
+	}
+	if (name == "flink" || name == "spark" || name == "universal") && *jobopts.Endpoint == "" {
+		return usage.Errorf("--runner=%s needs --endpoint=HOST:PORT, the job server's address", *runners.Runner)
+	}
+	// Without a binary Beam cross-compiles the program's sources, which only exist on the
+	// machine that built dcl: say what to give instead.
+	needsBinary := (usesJobServer(name) && !jobopts.IsLoopback()) || (name == "dataflow" && !dryRun())
+	if needsBinary && *jobopts.WorkerBinary == "" {
+		if name == "dataflow" {
+			return usage.Errorf("--runner=dataflow needs --worker_binary=PATH, the program its workers run (make worker builds bin/dcl-worker-linux-amd64)")
+		}
+		return usage.Errorf("--runner=%s starts workers from a binary: give --environment_type=LOOPBACK (workers in this process) or --worker_binary=PATH (make worker builds bin/dcl-worker-linux-amd64)", *runners.Runner)
+	}
+	return nil
+}
+
+// checkJobServer fails, naming the endpoint, when a job server's port does not accept a
+// connection within JobServerWait.
+func checkJobServer(ctx context.Context) error {
+	if !usesJobServer(runnerName()) {
+		return nil
+	}
+	endpoint := *jobopts.Endpoint
+	d := net.Dialer{Timeout: JobServerWait}
+	conn, err := d.DialContext(ctx, "tcp", endpoint)
+	if err != nil {
+		return fmt.Errorf("the job server at %s (--endpoint) does not answer within %s: %w", endpoint, JobServerWait, err)
+	}
+	conn.Close()
+	return nil
+}
+
+// runPipeline runs p on the runner the Beam flags select, once they pass CheckRunner and
+// the job server (if any) answers; name says which pipeline failed. A failed job is reported
+// by the DoFn error at its root.
+func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.PipelineResult, error) {
+	if err := CheckRunner(); err != nil {
+		return nil, err
+	}
+	if err := checkJobServer(ctx); err != nil {
+		return nil, err
+	}
+	release := privateTempDir()
+	defer release()
+	inProcessBefore := *jobopts.Endpoint == "" && runnerName() == "prism"
+	pr, err := beamx.RunWithMetrics(ctx, p)
+	if inProcessBefore && *jobopts.Endpoint != "" {
+		inProcess.Lock()
+		inProcess.endpoint = *jobopts.Endpoint
+		inProcess.Unlock()
+	}
+	if err != nil {
+		slog.Debug("the "+name+" pipeline failed", "error", err)
+		return nil, fmt.Errorf("%s pipeline failed: %s", name, rootCause(err))
+	}
+	return pr, nil
+}
+
+// rootCause returns the message of the DoFn error at the bottom of a runner's error: the
+// runners wrap it in a description of the bundle and its plan, which says nothing to the
+// user.
+func rootCause(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, "] failed:\n"); i >= 0 {
+		return strings.TrimSpace(s[i+len("] failed:\n"):])
+	}
+	return s
+}
+
+// loopbackTemp is the temporary folder that runs use while they are in flight. Beam v2.77.0
+// creates an empty "beamloopbackworker-*" file in os.TempDir for every loopback job (prism
+// in process included) and never removes it (runners/universal/runnerlib/execute.go); with
+// TMPDIR pointing here during the run, the file lands here and goes when the last run ends.
+var loopbackTemp struct {
+	sync.Mutex
+	users   int
+	dir     string
+	prev    string
+	hadPrev bool
+}
+
+func privateTempDir() (release func()) {
+	lt := &loopbackTemp
+	lt.Lock()
+	defer lt.Unlock()
+	if lt.users == 0 {
+		dir, err := os.MkdirTemp("", "dcl-beam-run-")
+		if err != nil {
+			return func() {} // the leftover file is a nuisance, not worth failing the run for
+		}
+		lt.dir = dir
+		lt.prev, lt.hadPrev = os.LookupEnv("TMPDIR")
+		os.Setenv("TMPDIR", dir)
+	}
+	lt.users++
+	return func() {
+		lt.Lock()
+		defer lt.Unlock()
+		if lt.users--; lt.users > 0 {
+			return
+		}
+		if lt.hadPrev {
+			os.Setenv("TMPDIR", lt.prev)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+		leftovers, _ := filepath.Glob(filepath.Join(lt.dir, "beamloopbackworker-*"))
+		for _, f := range leftovers {
+			os.Remove(f)
+		}
+		// Only when empty: anything else in it belongs to whoever made it meanwhile.
+		os.Remove(lt.dir)
+	}
+}
