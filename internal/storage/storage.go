@@ -350,8 +350,10 @@ func Present(ctx context.Context, p string) (bool, error) {
 		}
 		return true, nil
 	case "gs":
-		if ok, err := gcsExists(ctx, p); ok || err != nil {
-			return ok, err
+		if _, object, err := gcsx.ParseObject(p); err == nil && object != "" { // not a bucket's root
+			if ok, err := gcsExists(ctx, p); ok || err != nil {
+				return ok, err
+			}
 		}
 		return gcsHasPrefix(ctx, p)
 	default:

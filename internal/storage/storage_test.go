@@ -262,3 +262,27 @@ func TestWriteRemovesWhatKilledWritesOfTheFileLeft(t *testing.T) {
 		}
 	}
 }
+
+func TestPresent(t *testing.T) {
+	ctx := context.Background()
+	roots := map[string]string{"local": t.TempDir(), "mem": "memfs://present", "gcs": gcstest.Start(t, "present")}
+	for name, root := range roots {
+		if err := WriteFile(ctx, Join(root, "d", "e", "f.bin"), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			give string
+			want bool
+		}{
+			{root, true}, {Join(root, "d"), true}, {Join(root, "d", "e", "f.bin"), true},
+			{Join(root, "nothing"), false}, {Join(root, "d", "e", "f"), false},
+		} {
+			if name == "mem" && (tt.give == root || tt.give == Join(root, "d")) {
+				continue // memfs lists one level under a folder only
+			}
+			if got, err := Present(ctx, tt.give); got != tt.want || err != nil {
+				t.Errorf("%s: Present(%s) = %v, %v; want %v", name, tt.give, got, err, tt.want)
+			}
+		}
+	}
+}
