@@ -177,13 +177,19 @@ func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 		if err != nil {
 			return nil, bad("variable %s/%s has unknown dtype %q", v.Scope, v.Name, v.DType)
 		}
+		// Sizes are checked against the data before any product or sum that could overflow.
+		elements := int64(1)
 		for _, d := range v.Dims {
 			if d < 0 {
 				return nil, bad("variable %s/%s has negative dimension in %v", v.Scope, v.Name, v.Dims)
 			}
+			if d > 0 && elements > int64(len(c.data))/int64(d) {
+				return nil, bad("variable %s/%s (%s %v) is larger than the %d bytes of tensor data", v.Scope, v.Name, v.DType, v.Dims, len(c.data))
+			}
+			elements *= int64(d)
 		}
 		want := shapes.Make(dt, v.Dims...).ByteSize()
-		if v.Bytes != want || v.Offset < 0 || v.Offset+v.Bytes > int64(len(c.data)) {
+		if v.Bytes != want || v.Offset < 0 || v.Offset > int64(len(c.data)) || v.Bytes > int64(len(c.data))-v.Offset {
 			return nil, bad("variable %s/%s (%s %v) at bytes %d+%d does not fit the %d bytes of tensor data",
 				v.Scope, v.Name, v.DType, v.Dims, v.Offset, v.Bytes, len(c.data))
 		}

@@ -36,6 +36,8 @@ func FuzzCheckpointHeader(f *testing.F) {
 	f.Add([]byte(`{"format_version":1,"variables":[{"scope":"/m","name":"w","dtype":"Float32","dims":[2],"offset":0,"bytes":8}]}`), make([]byte, 8))
 	f.Add([]byte(`{"format_version":1,"variables":[{"scope":"/m","name":"w","dtype":"Float32","dims":[2],"offset":-8,"bytes":8}]}`), make([]byte, 8))
 	f.Add([]byte(`{"format_version":1,"variables":[{"scope":"/m","name":"w","dtype":"Float32","dims":[-2],"offset":0,"bytes":8}]}`), make([]byte, 8))
+	// An offset and a size whose sum overflows int64 (accepted once, then read out of range).
+	f.Add([]byte(`{"format_version":1,"variables":[{"scope":"/m","name":"w","dtype":"Uint8","dims":[4611686018427387904],"offset":4611686018427387904,"bytes":4611686018427387904}]}`), make([]byte, 8))
 	f.Add([]byte(`{"format_version":1,"state":{"epoch":-1}}`), []byte{})
 	f.Add([]byte(`{"format_version":2}`), []byte{})
 	f.Add([]byte(`not json`), []byte{1, 2, 3})

@@ -370,14 +370,76 @@ func finishedAlready(ctx context.Context, plan *runPlan, run RunConfig, info Sou
 	if h.State.StepsDone < stepsPerEpoch*run.Epochs {
 		return nil, nil
 	}
+	summaryPath := storage.Join(run.Out, SummaryName)
 	var sum Summary
-	if err := storage.LoadJSON(ctx, storage.Join(run.Out, SummaryName), &sum); err != nil {
-		// The summary belongs with the run folder; a checkpoint copied elsewhere has none.
-		sum = Summary{StepsDone: h.State.StepsDone, TotalSteps: h.State.StepsDone, Epoch: h.State.Epoch, Finished: true, StepsPerEpoch: stepsPerEpoch}
+	if ok, err := storage.Exists(ctx, summaryPath); err != nil {
+		return nil, err
+	} else if ok {
+		if err := storage.LoadJSON(ctx, summaryPath, &sum); err != nil {
+			return nil, err
+		}
+	} else {
+		// Killed between its final checkpoint and its summary: the summary is rebuilt from
+		// the checkpoint and the log (all but the throughput, which only the killed process
+		// knew) and written, so the run folder is complete.
+		if sum, err = summaryFromLog(ctx, run.Out, h, stepsPerEpoch*run.Epochs, stepsPerEpoch); err != nil {
+			return nil, err
+		}
+		sum.Checkpoint = plan.checkpoint
+		if err := writeSummary(ctx, run.Out, &sum); err != nil {
+			return nil, err
+		}
 	}
 	sum.Checkpoint = plan.checkpoint
 	logger.Info("the run is already finished: nothing to do", "checkpoint", plan.checkpoint, "steps", h.State.StepsDone, "epochs", h.State.Epoch)
 	return &sum, nil
+}
+
+// writeSummary writes a finished run's summary.json in out, atomically.
+func writeSummary(ctx context.Context, out string, s *Summary) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return storage.WriteFile(ctx, storage.Join(out, SummaryName), append(data, '\n'))
+}
+
+// summaryFromLog rebuilds the summary of a finished run from its final checkpoint's header
+// and its log: the last step's loss and mean q, the last monitor results, the parameter count
+// from the header's variables. The throughput is not recorded anywhere and stays 0.
+func summaryFromLog(ctx context.Context, out string, h *CheckpointHeader, total, stepsPerEpoch int) (Summary, error) {
+	sum := Summary{StepsDone: h.State.StepsDone, TotalSteps: total, Epoch: h.State.Epoch, Finished: true, StepsPerEpoch: stepsPerEpoch}
+	for _, v := range h.Variables {
+		if v.Trainable && isModelScope(v.Scope) {
+			size := 1
+			for _, d := range v.Dims {
+				size *= d
+			}
+			sum.Parameters += size
+		}
+	}
+	log, err := storage.ReadFile(ctx, storage.Join(out, LogName))
+	if err != nil {
+		return sum, fmt.Errorf("rebuilding the summary of the finished run in %s: %w", out, err)
+	}
+	for line := range bytes.Lines(keepLogLines(log, h.State.StepsDone)) {
+		var entry map[string]any
+		if json.Unmarshal(line, &entry) != nil {
+			continue
+		}
+		if _, isStep := entry["loss"]; isStep {
+			var l LogLine
+			if json.Unmarshal(line, &l) == nil && l.Step == h.State.StepsDone {
+				sum.Loss, sum.MeanQ = l.Loss, l.MeanQ
+			}
+			continue
+		}
+		for _, k := range []string{"epoch", "step", "time"} {
+			delete(entry, k)
+		}
+		sum.Monitor = entry
+	}
+	return sum, nil
 }
 
 // resume restores the checkpoint at path (checked by planRun) into step and returns its state.
@@ -466,11 +528,7 @@ func (l *loop) stop(ctx context.Context, finished bool) (*Summary, error) {
 		s.ImagesPerSec = float64(l.images) / l.trainTime.Seconds()
 	}
 	if finished {
-		data, err := json.MarshalIndent(s, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		if err := storage.WriteFile(ctx, storage.Join(l.run.Out, SummaryName), append(data, '\n')); err != nil {
+		if err := writeSummary(ctx, l.run.Out, s); err != nil {
 			return nil, err
 		}
 		l.logger.Info("training finished", "steps", s.StepsDone, "loss", s.Loss, "mean_q", s.MeanQ, "checkpoint", path)

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -609,6 +610,25 @@ func TestResumeFinishedRunChangesNothing(t *testing.T) {
 	}
 	if !strings.Contains(notices.String(), "already finished") {
 		t.Errorf("no notice that the run is finished: %q", notices.String())
+	}
+
+	// Killed between its final checkpoint and its summary: resuming writes the summary, with
+	// the run's figures (the throughput aside, which only the killed process knew).
+	if err := os.Remove(filepath.Join(out, SummaryName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Train(ctx, cfg, testRunConfig(t, out), opts); err != nil {
+		t.Fatal(err)
+	}
+	var rebuilt Summary
+	mustUnmarshal(t, string(read(SummaryName)), &rebuilt)
+	want := *first
+	want.ImagesPerSec = 0
+	if !reflect.DeepEqual(rebuilt, want) {
+		t.Errorf("rebuilt summary %+v, want %+v", rebuilt, want)
+	}
+	if !bytes.Equal(read(LogName), log) {
+		t.Error("rebuilding the summary changed the log")
 	}
 }
 
