@@ -85,41 +85,34 @@ func compare(cfg *Config, res *Results, prev *Reproduction) {
 		res.Previous = &ReproductionInfo{File: prev.File, Time: prev.Time, CodeVersion: prev.CodeVersion, ConfigFingerprint: prev.ConfigFingerprint}
 	}
 	res.Changes, res.Gates = nil, nil
-	for i := range res.Runs {
-		run := &res.Runs[i]
-		for _, m := range metrics {
-			v, ok := m.of(run)
-			if !ok {
-				continue
-			}
-			c := Change{Run: run.Config.Name, Metric: m.Name, Value: v}
-			if prev != nil {
-				if p, ok := prev.Value(c.Run, m.Name); ok {
-					c.Previous = &p
-				}
-			}
-			if p, ok := m.paperOf(run.Paper); ok {
-				c.Paper = &p
-			}
-			res.Changes = append(res.Changes, c)
-			gate, ok := cfg.Gates[m.Name]
-			if !ok {
-				continue
-			}
-			for _, b := range []struct {
-				against string
-				max     *float64
-				ref     *float64
-			}{{VsPrevious, gate.MaxDropVsPrevious, c.Previous}, {VsPaper, gate.MaxDropVsPaper, c.Paper}} {
-				if b.max == nil || b.ref == nil {
-					continue
-				}
-				d := m.drop(*b.ref, v)
-				res.Gates = append(res.Gates, GateCheck{Run: c.Run, Metric: m.Name, Against: b.against,
-					Reference: *b.ref, Value: v, Drop: d, MaxDrop: *b.max, Failed: d > *b.max+dropTolerance})
+	eachFigure(res, func(run *RunResult, m Metric, v float64) {
+		c := Change{Run: run.Config.Name, Metric: m.Name, Value: v}
+		if prev != nil {
+			if p, ok := prev.Value(c.Run, m.Name); ok {
+				c.Previous = &p
 			}
 		}
-	}
+		if p, ok := m.paperOf(run.Paper); ok {
+			c.Paper = &p
+		}
+		res.Changes = append(res.Changes, c)
+		gate, ok := cfg.Gates[m.Name]
+		if !ok {
+			return
+		}
+		for _, b := range []struct {
+			against string
+			max     *float64
+			ref     *float64
+		}{{VsPrevious, gate.MaxDropVsPrevious, c.Previous}, {VsPaper, gate.MaxDropVsPaper, c.Paper}} {
+			if b.max == nil || b.ref == nil {
+				continue
+			}
+			d := m.drop(*b.ref, v)
+			res.Gates = append(res.Gates, GateCheck{Run: c.Run, Metric: m.Name, Against: b.against,
+				Reference: *b.ref, Value: v, Drop: d, MaxDrop: *b.max, Failed: d > *b.max+dropTolerance})
+		}
+	})
 }
 
 // num formats a figure for messages and tables: as many digits as it needs, at most four

@@ -118,21 +118,14 @@ func readHistoryFile(ctx context.Context, p string) (rows []HistoryRow, err erro
 // historyRows are a reproduction's figures: every metric of every run that has it.
 func historyRows(res *Results) []HistoryRow {
 	var rows []HistoryRow
-	for i := range res.Runs {
-		run := &res.Runs[i]
-		for _, m := range metrics {
-			v, ok := m.of(run)
-			if !ok {
-				continue
-			}
-			row := HistoryRow{Time: res.Time, CodeVersion: res.CodeVersion, ConfigFingerprint: res.ConfigFingerprint,
-				Experiment: res.Experiment, Run: run.Config.Name, Metric: m.Name, Value: v}
-			if p, ok := m.paperOf(run.Paper); ok {
-				row.Paper = &p
-			}
-			rows = append(rows, row)
+	eachFigure(res, func(run *RunResult, m Metric, v float64) {
+		row := HistoryRow{Time: res.Time, CodeVersion: res.CodeVersion, ConfigFingerprint: res.ConfigFingerprint,
+			Experiment: res.Experiment, Run: run.Config.Name, Metric: m.Name, Value: v}
+		if p, ok := m.paperOf(run.Paper); ok {
+			row.Paper = &p
 		}
-	}
+		rows = append(rows, row)
+	})
 	return rows
 }
 

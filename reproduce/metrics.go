@@ -118,3 +118,16 @@ func metricsWithPaper() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// eachFigure calls visit with every metric of every run of res that has it, runs in order,
+// metrics in the order of metrics.
+func eachFigure(res *Results, visit func(run *RunResult, m Metric, value float64)) {
+	for i := range res.Runs {
+		run := &res.Runs[i]
+		for _, m := range metrics {
+			if v, ok := m.of(run); ok {
+				visit(run, m, v)
+			}
+		}
+	}
+}

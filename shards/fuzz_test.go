@@ -105,16 +105,7 @@ func FuzzEmbeddingFile(f *testing.F) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r, err := OpenEmbeddings(context.Background(), p, 2)
-		if err != nil {
-			return
-		}
-		defer r.Close()
-		for {
-			if _, err := r.Next(); err != nil {
-				return
-			}
-		}
+		readAllEmbeddings(context.Background(), p, 2)
 	})
 }
 
@@ -149,15 +140,21 @@ func FuzzEmbeddingsManifest(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, EmbeddingsManifestName), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r, err := OpenEmbeddings(ctx, dir, 4)
-		if err != nil {
+		readAllEmbeddings(ctx, dir, 4)
+	})
+}
+
+// readAllEmbeddings opens the embeddings at path (blocks of blockRows) and reads them to their end or first error:
+// what a fuzz target checks is only that no input panics.
+func readAllEmbeddings(ctx context.Context, path string, blockRows int) {
+	r, err := OpenEmbeddings(ctx, path, blockRows)
+	if err != nil {
+		return
+	}
+	defer r.Close()
+	for {
+		if _, err := r.Next(); err != nil {
 			return
 		}
-		defer r.Close()
-		for {
-			if _, err := r.Next(); err != nil {
-				return
-			}
-		}
-	})
+	}
 }

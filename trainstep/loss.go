@@ -122,16 +122,7 @@ func (c LossConfig) withUsedParams() LossConfig {
 	}
 	used := LossConfig{Kind: c.Kind, Temperature: c.Temperature, Reduction: c.Reduction, WeightGrad: c.WeightGrad && spec.HasWeights}
 	for _, p := range spec.Params {
-		switch p {
-		case ParamSigma:
-			used.Sigma = c.Sigma
-		case ParamDelta:
-			used.Delta = c.Delta
-		case ParamAlpha:
-			used.Alpha = c.Alpha
-		case ParamUniformT:
-			used.UniformT = c.UniformT
-		}
+		*p.field(&used) = p.value(c)
 	}
 	return used
 }

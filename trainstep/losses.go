@@ -54,16 +54,19 @@ const (
 )
 
 // value is the parameter's value in c.
-func (p LossParam) value(c LossConfig) float64 {
+func (p LossParam) value(c LossConfig) float64 { return *p.field(&c) }
+
+// field is the parameter's field in c.
+func (p LossParam) field(c *LossConfig) *float64 {
 	switch p {
 	case ParamSigma:
-		return c.Sigma
+		return &c.Sigma
 	case ParamDelta:
-		return c.Delta
+		return &c.Delta
 	case ParamAlpha:
-		return c.Alpha
+		return &c.Alpha
 	case ParamUniformT:
-		return c.UniformT
+		return &c.UniformT
 	}
 	panic(fmt.Sprintf("unknown loss parameter %q", string(p)))
 }

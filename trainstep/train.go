@@ -142,7 +142,7 @@ type runPlan struct {
 	info       SourceInfo
 	checkpoint string // the checkpoint to resume from, or ""
 	fresh      TrainState
-	finished   bool // the checkpoint is the end of a finished run
+	header     *CheckpointHeader // the checkpoint's header, when resuming
 }
 
 // CheckRun checks that a run can start, before any compute backend exists: the settings, the
@@ -223,7 +223,7 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	case cfg.InitSeed != h.Step.InitSeed:
 		return nil, setupErr(fmt.Errorf("checkpoint %s started from initial weights of seed %d, not %d: a resumed run keeps its own (leave --init-seed out)", p.checkpoint, h.Step.InitSeed, cfg.InitSeed))
 	}
-	p.finished = h.State.Finished
+	p.header = h
 	// A resumed run keeps its precision (a checkpoint without one was trained in float32):
 	// the other would not continue the same run, nor bit for bit.
 	trained := h.Step.Precision.orDefault()
@@ -359,12 +359,9 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 // with nothing left to do (the same number of epochs): resuming it changes nothing and says
 // so. It returns nil when there are steps to run (a finished run given more epochs goes on).
 func finishedAlready(ctx context.Context, plan *runPlan, run RunConfig, info SourceInfo, logger *slog.Logger) (*Summary, error) {
-	if !plan.finished {
+	h := plan.header
+	if h == nil || !h.State.Finished {
 		return nil, nil
-	}
-	h, err := ReadCheckpointHeader(ctx, plan.checkpoint)
-	if err != nil {
-		return nil, err
 	}
 	stepsPerEpoch := info.Examples / run.BatchSize
 	if h.State.StepsDone < stepsPerEpoch*run.Epochs {

@@ -317,14 +317,7 @@ func Size(ctx context.Context, p string) (int64, error) {
 func Exists(ctx context.Context, p string) (bool, error) {
 	switch Scheme(p) {
 	case "":
-		_, err := os.Stat(p)
-		if errors.Is(err, os.ErrNotExist) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("checking %s: %w", p, err)
-		}
-		return true, nil
+		return localExists(p)
 	case "gs":
 		return gcsExists(ctx, p)
 	default:
@@ -336,19 +329,24 @@ func Exists(ctx context.Context, p string) (bool, error) {
 	}
 }
 
+// localExists reports whether the local path p exists.
+func localExists(p string) (bool, error) {
+	_, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("checking %s: %w", p, err)
+	}
+	return true, nil
+}
+
 // Present reports whether p is a file or a folder: for gs://, an object or a prefix with
 // objects under it (GCS has no folders); for memfs://, a file or one directly under p.
 func Present(ctx context.Context, p string) (bool, error) {
 	switch Scheme(p) {
 	case "":
-		_, err := os.Stat(p)
-		if errors.Is(err, os.ErrNotExist) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("checking %s: %w", p, err)
-		}
-		return true, nil
+		return localExists(p)
 	case "gs":
 		if _, object, err := gcsx.ParseObject(p); err == nil && object != "" { // not a bucket's root
 			if ok, err := gcsExists(ctx, p); ok || err != nil {
