@@ -93,6 +93,10 @@ func (p *Pool) Conv(s ConvShape, x, w, y []float32) error {
 	if n := extent(s.YStrides.Major, s.Batch, s.YStrides.Minor, s.OutChannels, s.YStrides.Spatial, s.Out); len(y) < n {
 		return fmt.Errorf("conv: output has %d elements, its strides reach %d", len(y), n)
 	}
+	if pl, ok := planWinograd(p.kernel, &s); ok {
+		p.convWinograd(&s, pl, x, w, y)
+		return nil
+	}
 	pixels := s.Out[0] * s.Out[1] * s.Out[2]
 	m := s.Batch * pixels
 	kSpatial := s.Kernel[0] * s.Kernel[1] * s.Kernel[2]

@@ -26,6 +26,15 @@ func convIndirectAVX2(nseg, kc int, offs *int64, x, zero, b, c unsafe.Pointer, l
 //go:noescape
 func gatherRunsAVX512(dst *float32, w int, x *float32, offs *int64, kc, n int)
 
+//go:noescape
+func winogradInputAVX2(ptrs *unsafe.Pointer, tiles, c int, dst unsafe.Pointer, plane int)
+
+//go:noescape
+func winogradOutputAVX2(src unsafe.Pointer, plane, tiles, c int, ptrs *unsafe.Pointer)
+
+//go:noescape
+func winogradKernelAVX2(src *unsafe.Pointer, n int, dst unsafe.Pointer, plane int)
+
 func fmaPeakAVX2(iters int)
 func fmaPeakAVX512(iters int)
 
@@ -153,3 +162,19 @@ func vecBinaryScalar(op BinOp, dst, x []float32, s float32, scalarFirst bool, n 
 func vecSign(dst, x []float32, n int) { vecSignAVX2(&dst[0], &x[0], n) }
 
 func vecAffine(dst, x, m, c []float32, n int) { vecAffineAVX2(&dst[0], &x[0], &m[0], &c[0], n) }
+
+// hasWinograd is whether Winograd's transforms have their AVX2 loops (without them the direct
+// convolution is faster).
+var hasWinograd = hasVectorLoops
+
+func winogradInput(ptrs []unsafe.Pointer, tiles, c int, dst []float32, plane int) {
+	winogradInputAVX2(&ptrs[0], tiles, c, unsafe.Pointer(&dst[0]), plane)
+}
+
+func winogradOutput(src []float32, plane, tiles, c int, ptrs []unsafe.Pointer) {
+	winogradOutputAVX2(unsafe.Pointer(&src[0]), plane, tiles, c, &ptrs[0])
+}
+
+func winogradKernelVec(src *[9]unsafe.Pointer, n int, dst []float32, plane int) {
+	winogradKernelAVX2(&src[0], n, unsafe.Pointer(&dst[0]), plane)
+}

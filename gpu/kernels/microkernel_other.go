@@ -2,6 +2,8 @@
 
 package kernels
 
+import "unsafe"
+
 func bestKernel() *microKernel { return genericKernel }
 
 // peakKernels lists the FMA peak loops this build has: none without amd64 assembly.
@@ -16,3 +18,9 @@ func vecBinary(BinOp, []float32, []float32, []float32, int)           {}
 func vecBinaryScalar(BinOp, []float32, []float32, float32, bool, int) {}
 func vecSign([]float32, []float32, int)                               {}
 func vecAffine([]float32, []float32, []float32, []float32, int)       {}
+
+const hasWinograd = false
+
+func winogradInput([]unsafe.Pointer, int, int, []float32, int)  {}
+func winogradOutput([]float32, int, int, int, []unsafe.Pointer) {}
+func winogradKernelVec(*[9]unsafe.Pointer, int, []float32, int)  {}

@@ -1,6 +1,7 @@
 // Command asmgen writes microkernel_amd64.s, the amd64 assembly of package kernels: the
 // packed GEMM micro-kernels (AVX2 6×16, AVX-512 12×32), the indirect convolution kernels, the
-// masked gather used to pack kernel-gradient operands, and the FMA peak loops. The kernels are
+// masked gather used to pack kernel-gradient operands, the FMA peak loops, the element-wise
+// loops and Winograd F(2×2, 3×3)'s kernel, input and output transforms. The kernels are
 // fully unrolled register tiles, regular enough that generating them is clearer (and safer to
 // change) than editing 800 lines by hand.
 //
@@ -357,6 +358,196 @@ func (a *asm) vecAffine(name string) {
 	a.l("")
 }
 
+// winogradInput writes Winograd F(2×2, 3×3)'s input transform V = Bᵀ·d·B, eight channels per
+// step, for tiles tiles: tile t's 4×4 block of channel vectors d[r][col] starts at
+// ptrs[16·t + 4·r + col] (c floats each), and V[k] (k = 4·r + col) goes to
+// dst + 4·(t·c + k·plane). Bᵀ's rows are (1, 0, −1, 0), (0, 1, 1, 0), (0, −1, 1, 0),
+// (0, 1, 0, −1): additions only, exact up to their rounding. The column pass leaves t[r][col]
+// = (Bᵀ·d)[r][col] in Y(4·col + r); the row pass reuses those registers in place.
+func (a *asm) winogradInput(name string) {
+	a.l("// func %s(ptrs *unsafe.Pointer, tiles, c int, dst unsafe.Pointer, plane int)", name)
+	a.l("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	a.l("\tMOVQ ptrs+0(FP), AX")
+	a.l("\tMOVQ tiles+8(FP), BX")
+	a.l("\tMOVQ c+16(FP), CX")
+	a.l("\tSHLQ $2, CX")
+	a.l("\tMOVQ dst+24(FP), DX")
+	a.l("\tMOVQ plane+32(FP), R8")
+	a.l("\tSHLQ $2, R8")
+	a.l("\tLEAQ (R8)(R8*2), R12") // 3·plane
+	a.l("\tMOVQ R8, R13")
+	a.l("\tSHLQ $2, R13") // 4·plane
+	a.l("\tTESTQ BX, BX")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_tile:", name)
+	a.l("\tXORQ R9, R9")
+	a.l("%s_chunk:", name)
+	for col := range 4 {
+		for r := range 4 {
+			a.l("\tMOVQ %d(AX), R10", 8*(4*r+col))
+			a.l("\tVMOVUPS (R10)(R9*1), Y%d", 4*col+r)
+		}
+		d0, d1, d2, d3 := 4*col, 4*col+1, 4*col+2, 4*col+3
+		a.l("\tVSUBPS Y%d, Y%d, Y%d", d2, d0, d0) // t0 = d0 − d2
+		a.l("\tVSUBPS Y%d, Y%d, Y%d", d3, d1, d3) // t3 = d1 − d3
+		a.l("\tVSUBPS Y%d, Y%d, Y%d", d1, d2, d2) // t2 = d2 − d1
+		a.l("\tMOVQ %d(AX), R10", 8*(8+col))
+		a.l("\tVADDPS (R10)(R9*1), Y%d, Y%d", d1, d1) // t1 = d1 + d2 (d2 reloaded)
+	}
+	a.l("\tLEAQ (DX)(R9*1), R11")
+	for r := range 4 {
+		t0, t1, t2, t3 := r, 4+r, 8+r, 12+r
+		a.l("\tVSUBPS Y%d, Y%d, Y%d", t2, t0, t0) // v0 = t0 − t2
+		a.l("\tVMOVUPS Y%d, (R11)", t0)
+		a.l("\tVSUBPS Y%d, Y%d, Y%d", t3, t1, t3) // v3 = t1 − t3
+		a.l("\tVMOVUPS Y%d, (R11)(R12*1)", t3)
+		a.l("\tVADDPS Y%d, Y%d, Y%d", t2, t1, t0) // v1 = t1 + t2
+		a.l("\tVMOVUPS Y%d, (R11)(R8*1)", t0)
+		a.l("\tVSUBPS Y%d, Y%d, Y%d", t1, t2, t2) // v2 = t2 − t1
+		a.l("\tVMOVUPS Y%d, (R11)(R8*2)", t2)
+		if r < 3 {
+			a.l("\tADDQ R13, R11")
+		}
+	}
+	a.l("\tADDQ $32, R9")
+	a.l("\tCMPQ R9, CX")
+	a.l("\tJLT %s_chunk", name)
+	a.l("\tADDQ $128, AX")
+	a.l("\tADDQ CX, DX")
+	a.l("\tDECQ BX")
+	a.l("\tJNZ %s_tile", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
+// winogradOutput writes Winograd F(2×2, 3×3)'s output transform Y = Aᵀ·m·A, eight channels per
+// step, for tiles tiles: m[r][col] (k = 4·r + col) is at src + 4·(t·c + k·plane), and Y[i][j]
+// goes to ptrs[4·t + 2·i + j] (c floats each). Aᵀ's rows are (1, 1, 1, 0) and (0, 1, −1, −1).
+// The column pass leaves s[i][col] = (Aᵀ·m)[i][col] in Y(2·col + i).
+func (a *asm) winogradOutput(name string) {
+	a.l("// func %s(src unsafe.Pointer, plane, tiles, c int, ptrs *unsafe.Pointer)", name)
+	a.l("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	a.l("\tMOVQ src+0(FP), DX")
+	a.l("\tMOVQ plane+8(FP), R8")
+	a.l("\tSHLQ $2, R8")
+	a.l("\tMOVQ tiles+16(FP), BX")
+	a.l("\tMOVQ c+24(FP), CX")
+	a.l("\tSHLQ $2, CX")
+	a.l("\tMOVQ ptrs+32(FP), AX")
+	a.l("\tMOVQ R8, R12")
+	a.l("\tSHLQ $2, R12")           // 4·plane
+	a.l("\tLEAQ (R12)(R12*2), R13") // 12·plane
+	a.l("\tTESTQ BX, BX")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_tile:", name)
+	a.l("\tXORQ R9, R9")
+	a.l("%s_chunk:", name)
+	a.l("\tLEAQ (DX)(R9*1), R11")
+	for col := range 4 {
+		s0, s1 := 2*col, 2*col+1
+		a.l("\tVMOVUPS (R11), Y%d", s0)
+		a.l("\tVMOVUPS (R11)(R12*1), Y%d", s1)
+		a.l("\tVMOVUPS (R11)(R12*2), Y8")
+		a.l("\tVMOVUPS (R11)(R13*1), Y9")
+		a.l("\tVADDPS Y%d, Y%d, Y%d", s1, s0, s0) // m0 + m1
+		a.l("\tVSUBPS Y8, Y%d, Y%d", s1, s1)      // m1 − m2
+		a.l("\tVADDPS Y8, Y%d, Y%d", s0, s0)      // s0 = m0 + m1 + m2
+		a.l("\tVSUBPS Y9, Y%d, Y%d", s1, s1)      // s1 = m1 − m2 − m3
+		if col < 3 {
+			a.l("\tADDQ R8, R11")
+		}
+	}
+	for i := range 2 {
+		a.l("\tVADDPS Y%d, Y%d, Y10", 2+i, i)
+		a.l("\tVADDPS Y%d, Y10, Y10", 4+i)
+		a.l("\tMOVQ %d(AX), R10", 8*(2*i))
+		a.l("\tVMOVUPS Y10, (R10)(R9*1)")
+		a.l("\tVSUBPS Y%d, Y%d, Y11", 4+i, 2+i)
+		a.l("\tVSUBPS Y%d, Y11, Y11", 6+i)
+		a.l("\tMOVQ %d(AX), R10", 8*(2*i+1))
+		a.l("\tVMOVUPS Y11, (R10)(R9*1)")
+	}
+	a.l("\tADDQ $32, R9")
+	a.l("\tCMPQ R9, CX")
+	a.l("\tJLT %s_chunk", name)
+	a.l("\tADDQ $32, AX")
+	a.l("\tADDQ CX, DX")
+	a.l("\tDECQ BX")
+	a.l("\tJNZ %s_tile", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
+// winogradKernel writes Winograd F(2×2, 3×3)'s kernel transform U = G·g·Gᵀ for n output
+// channels (a multiple of 8), eight per step: g[a][b] is at src[3·a + b] (n floats each) and
+// U[k] goes to dst + 4·k·plane. G's rows are (1, 0, 0), (½, ½, ½), (½, −½, ½), (0, 0, 1).
+// Registers: g[a][b] in Y(3·a + b), one row of G·g in Y9..Y11, ½ in Y15.
+func (a *asm) winogradKernel(name string) {
+	a.l("// func %s(src *unsafe.Pointer, n int, dst unsafe.Pointer, plane int)", name)
+	a.l("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	a.l("\tMOVQ src+0(FP), AX")
+	a.l("\tMOVQ n+8(FP), CX")
+	a.l("\tSHLQ $2, CX")
+	a.l("\tMOVQ dst+16(FP), DX")
+	a.l("\tMOVQ plane+24(FP), R8")
+	a.l("\tSHLQ $2, R8")
+	a.l("\tLEAQ (R8)(R8*2), R12") // 3·plane
+	a.l("\tMOVQ R8, R13")
+	a.l("\tSHLQ $2, R13")         // 4·plane
+	a.l("\tMOVL $0x3f000000, BX") // ½
+	a.l("\tMOVL BX, X15")
+	a.l("\tVBROADCASTSS X15, Y15")
+	a.l("\tTESTQ CX, CX")
+	a.l("\tJZ %s_done", name)
+	a.l("\tXORQ R9, R9")
+	a.l("%s_chunk:", name)
+	for i := range 9 {
+		a.l("\tMOVQ %d(AX), R10", 8*i)
+		a.l("\tVMOVUPS (R10)(R9*1), Y%d", i)
+	}
+	a.l("\tLEAQ (DX)(R9*1), R11")
+	// row writes one row t0, t1, t2 of G·g as U's row i: t0, ½(t0+t1+t2), ½(t0−t1+t2), t2.
+	row := func(t0, t1, t2 int, last bool) {
+		a.l("\tVMOVUPS Y%d, (R11)", t0)
+		a.l("\tVADDPS Y%d, Y%d, Y12", t2, t0)
+		a.l("\tVADDPS Y%d, Y12, Y13", t1)
+		a.l("\tVMULPS Y15, Y13, Y13")
+		a.l("\tVMOVUPS Y13, (R11)(R8*1)")
+		a.l("\tVSUBPS Y%d, Y12, Y12", t1)
+		a.l("\tVMULPS Y15, Y12, Y12")
+		a.l("\tVMOVUPS Y12, (R11)(R8*2)")
+		a.l("\tVMOVUPS Y%d, (R11)(R12*1)", t2)
+		if !last {
+			a.l("\tADDQ R13, R11")
+		}
+	}
+	row(0, 1, 2, false) // G's row (1, 0, 0): g's row 0
+	for j := range 3 {  // ½(g0 + g1 + g2)
+		a.l("\tVADDPS Y%d, Y%d, Y%d", 6+j, j, 9+j)
+		a.l("\tVADDPS Y%d, Y%d, Y%d", 3+j, 9+j, 9+j)
+		a.l("\tVMULPS Y15, Y%d, Y%d", 9+j, 9+j)
+	}
+	row(9, 10, 11, false)
+	for j := range 3 { // ½(g0 − g1 + g2)
+		a.l("\tVADDPS Y%d, Y%d, Y%d", 6+j, j, 9+j)
+		a.l("\tVSUBPS Y%d, Y%d, Y%d", 3+j, 9+j, 9+j)
+		a.l("\tVMULPS Y15, Y%d, Y%d", 9+j, 9+j)
+	}
+	row(9, 10, 11, false)
+	row(6, 7, 8, true) // G's row (0, 0, 1): g's row 2
+	a.l("\tADDQ $32, R9")
+	a.l("\tCMPQ R9, CX")
+	a.l("\tJLT %s_chunk", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
 func log2(n int) int {
 	k := 0
 	for 1<<k < n {
@@ -398,6 +589,9 @@ func main() {
 	a.vecScalarFirst("vecScalarDivAVX2", "VDIVPS")
 	a.vecSign("vecSignAVX2")
 	a.vecAffine("vecAffineAVX2")
+	a.winogradInput("winogradInputAVX2")
+	a.winogradOutput("winogradOutputAVX2")
+	a.winogradKernel("winogradKernelAVX2")
 	if err := os.WriteFile(*out, a.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

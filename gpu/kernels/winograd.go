@@ -1,0 +1,257 @@
+package kernels
+
+import (
+	"os"
+	"sync"
+	"unsafe"
+)
+
+// Winograd's minimal filtering F(2×2, 3×3) (Lavin & Gray, "Fast Algorithms for Convolutional
+// Neural Networks", 2016) computes each 2×2 block of outputs of a 3×3 stride-1 convolution from
+// a 4×4 block of inputs with 16 multiplications per channel pair instead of 36:
+//
+//	Y = Aᵀ·[(G·g·Gᵀ) ⊙ (Bᵀ·d·B)]·A
+//
+// Summed over input channels, the element-wise products become 16 independent matrix products
+// (tiles × input channels)·(input channels × output channels), which run on the packed
+// micro-kernels. The transforms are additions and halvings (exact up to their rounding), so
+// results differ from the direct convolution by a few units in the last place of the sums.
+// Residual networks spend most of their time in exactly these convolutions, forward and in
+// GoMLX's input gradient (a stride-1 convolution with the reversed kernel).
+
+// winogradTiles is how many 2×2 output tiles one block transforms and multiplies together: a
+// multiple of every micro-kernel's mr (4, 6, 12) within blockM, so the products need no edge
+// tiles, and few enough that a block's transformed inputs and products (16 planes each) stay
+// in L2 at 64 channels.
+const winogradTiles = 96
+
+// winogradMinChannels is the fewest input and output channels worth transforming: below it the
+// products are too shallow for the transforms' cost to pay off.
+const winogradMinChannels = 32
+
+// winogradMinTiles is the fewest tiles worth transforming the kernel for: its transform costs
+// about as much per (input, output) channel pair as the multiplications it saves on this many
+// tiles. (A variable so tests can run small shapes.)
+var winogradMinTiles = 256
+
+// useWinograd turns the Winograd path on where the transforms are vectorised; DCL_WINOGRAD=0
+// turns it off (to compare with the direct convolution, or to rule it out).
+var useWinograd = hasWinograd && os.Getenv("DCL_WINOGRAD") != "0"
+
+// winogradPlan is an eligible convolution's geometry: the two spatial axes with 3-tap kernels
+// and the grid of 2×2 output tiles over them.
+type winogradPlan struct {
+	da, db         int // spatial axes of the kernel's rows and columns
+	tilesA, tilesB int // tiles along da and db
+	tiles          int // Batch·tilesA·tilesB
+}
+
+// planWinograd reports whether s is a 3×3 stride-1 convolution (any padding, no dilation, one
+// group) with channels contiguous in x and y, and the plan to run it.
+func planWinograd(mk *microKernel, s *ConvShape) (winogradPlan, bool) {
+	var pl winogradPlan
+	if !useWinograd || mk.indirect == nil || s.Groups != 1 || s.XStrides.Minor != 1 || s.YStrides.Minor != 1 ||
+		s.Channels%8 != 0 || s.OutChannels%8 != 0 || s.OutChannels%mk.nr != 0 ||
+		s.Channels < winogradMinChannels || s.OutChannels < winogradMinChannels {
+		return pl, false
+	}
+	var axes []int
+	for d := range 3 {
+		if s.Stride[d] != 1 || s.InputDilation[d] != 1 || s.KernelDilation[d] != 1 {
+			return pl, false
+		}
+		switch {
+		case s.Kernel[d] == 3:
+			axes = append(axes, d)
+		case s.Kernel[d] == 1 && s.In[d] == 1 && s.Out[d] == 1 && s.PadLo[d] == 0:
+		default:
+			return pl, false
+		}
+	}
+	if len(axes) != 2 {
+		return pl, false
+	}
+	pl.da, pl.db = axes[0], axes[1]
+	pl.tilesA, pl.tilesB = (s.Out[pl.da]+1)/2, (s.Out[pl.db]+1)/2
+	pl.tiles = s.Batch * pl.tilesA * pl.tilesB
+	return pl, pl.tiles >= winogradMinTiles
+}
+
+// winogradScratch is one block's workspace.
+type winogradScratch struct {
+	v, m       []float32        // transformed inputs [16][tiles][Channels], products [16][tiles][OutChannels]
+	zero, sink []float32        // reads of padding, writes past the output's edge
+	in, out    []unsafe.Pointer // per tile: its 16 input vectors, its 4 output vectors
+	offs       []int64          // row ends for the indirect micro-kernel
+}
+
+var winogradScratchPool = sync.Pool{New: func() any { return new(winogradScratch) }}
+
+// winogradKernels recycles the transformed kernels (16·Channels·OutChannels floats per call).
+var winogradKernels slicePool[float32]
+
+func resized[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// convWinograd computes y = conv(x, w) for a convolution planWinograd accepted, in parallel over
+// blocks of tiles. Blocks do not depend on the thread count, so neither do the results.
+func (p *Pool) convWinograd(s *ConvShape, pl winogradPlan, x, w, y []float32) {
+	mk := p.kernel
+	cin, cout := s.Channels, s.OutChannels
+	uBuf := winogradKernels.get(16 * cin * cout)
+	defer winogradKernels.put(uBuf)
+	u := *uBuf
+	p.winogradKernel(mk, s, pl, w, u)
+	T := winogradTiles
+	blocks := (pl.tiles + T - 1) / T
+	threads := 1
+	if p.threads > 1 && pl.tiles*cin*cout >= minParallelFlops {
+		threads = p.threads
+	}
+	pts := splitPoints(blocks, threads, 1)
+	p.ParallelFor(len(pts)-1, func(t int) {
+		sc := winogradScratchPool.Get().(*winogradScratch)
+		defer winogradScratchPool.Put(sc)
+		for b := pts[t]; b < pts[t+1]; b++ {
+			winogradBlock(mk, s, pl, sc, x, u, y, b*T, min(T, pl.tiles-b*T))
+		}
+		clear(sc.in) // keep no references to x and y
+		clear(sc.out)
+	})
+}
+
+// winogradKernel writes U = G·g·Gᵀ for every (input channel, output channel) pair into u, as
+// the indirect micro-kernel reads its right operand: for each of the 16 positions k, a
+// Channels×OutChannels matrix in blockK-deep blocks of nr-wide panels ([kc][nr], the nr output
+// channels of one input channel contiguous). The transform runs eight output channels at a
+// time, so they must be contiguous in w; where they are not (GoMLX's input gradient reads the
+// kernel with input and output channels swapped) the taps are first copied with them so.
+func (p *Pool) winogradKernel(mk *microKernel, s *ConvShape, pl winogradPlan, w, u []float32) {
+	cin, cout, nr := s.Channels, s.OutChannels, mk.nr
+	ws := s.WStrides
+	src, major, sa, sb := w, ws.Major, ws.Spatial[pl.da], ws.Spatial[pl.db]
+	if ws.Minor != 1 {
+		tmp := winogradKernels.get(9 * cin * cout)
+		defer winogradKernels.put(tmp)
+		p.ParallelFor(9, func(tap int) {
+			transposeTap(s, pl, w, tap/3, tap%3, (*tmp)[tap*cin*cout:(tap+1)*cin*cout])
+		})
+		src, major, sa, sb = *tmp, cout, 3*cin*cout, cin*cout
+	}
+	plane := cin * cout
+	p.ParallelRange(cin, 8, func(lo, hi int) {
+		var taps [9]unsafe.Pointer
+		for c := lo; c < hi; c++ {
+			pc := c / blockK * blockK
+			kc := min(blockK, cin-pc)
+			for jr := 0; jr < cout; jr += nr {
+				for a := range 3 {
+					for b := range 3 {
+						taps[3*a+b] = unsafe.Pointer(&src[c*major+jr+a*sa+b*sb])
+					}
+				}
+				winogradKernelVec(&taps, nr, u[pc*cout+(c-pc)*nr+jr*kc:], plane)
+			}
+		}
+	})
+}
+
+// transposeTap copies kernel tap (a, b) into dst as a Channels×OutChannels row-major matrix,
+// sixteen input channels at a time so the writes stay on a few cache lines.
+func transposeTap(s *ConvShape, pl winogradPlan, w []float32, a, b int, dst []float32) {
+	cin, cout := s.Channels, s.OutChannels
+	ws := s.WStrides
+	base := a*ws.Spatial[pl.da] + b*ws.Spatial[pl.db]
+	for c0 := 0; c0 < cin; c0 += 16 {
+		c1 := min(cin, c0+16)
+		for o := range cout {
+			col := base + o*ws.Minor
+			for c := c0; c < c1; c++ {
+				dst[c*cout+o] = w[col+c*ws.Major]
+			}
+		}
+	}
+}
+
+// winogradBlock computes the n tiles from tile t0: it points each tile's 16 inputs into x (or at
+// zeros for padding) and its 4 outputs into y (or at a sink past the edge), transforms the
+// inputs, runs the 16 products and transforms them back into y. Blocks of fewer than
+// winogradTiles tiles are padded with zero tiles.
+func winogradBlock(mk *microKernel, s *ConvShape, pl winogradPlan, sc *winogradScratch, x, u, y []float32, t0, n int) {
+	T, cin, cout := winogradTiles, s.Channels, s.OutChannels
+	sc.v = resized(sc.v, 16*T*cin)
+	sc.m = resized(sc.m, 16*T*cout)
+	sc.in = resized(sc.in, 16*T)
+	sc.out = resized(sc.out, 4*T)
+	sc.offs = resized(sc.offs, T)
+	if len(sc.zero) < cin {
+		sc.zero = make([]float32, cin)
+	}
+	sc.sink = resized(sc.sink, cout)
+	zero, sink := unsafe.Pointer(&sc.zero[0]), unsafe.Pointer(&sc.sink[0])
+	xs, ys := s.XStrides, s.YStrides
+	inA, inB := s.In[pl.da], s.In[pl.db]
+	outA, outB := s.Out[pl.da], s.Out[pl.db]
+	padA, padB := s.PadLo[pl.da], s.PadLo[pl.db]
+	perImage := pl.tilesA * pl.tilesB
+	for i := range T {
+		ins, outs := sc.in[16*i:16*i+16], sc.out[4*i:4*i+4]
+		if i >= n {
+			for k := range ins {
+				ins[k] = zero
+			}
+			for k := range outs {
+				outs[k] = sink
+			}
+			continue
+		}
+		q := t0 + i
+		b, r := q/perImage, q%perImage
+		ta, tb := 2*(r/pl.tilesB), 2*(r%pl.tilesB)
+		for ra := range 4 {
+			ia := ta + ra - padA
+			for rb := range 4 {
+				ib := tb + rb - padB
+				if ia < 0 || ia >= inA || ib < 0 || ib >= inB {
+					ins[4*ra+rb] = zero
+					continue
+				}
+				ins[4*ra+rb] = unsafe.Pointer(&x[b*xs.Major+ia*xs.Spatial[pl.da]+ib*xs.Spatial[pl.db]])
+			}
+		}
+		for ra := range 2 {
+			for rb := range 2 {
+				oa, ob := ta+ra, tb+rb
+				if oa >= outA || ob >= outB {
+					outs[2*ra+rb] = sink
+					continue
+				}
+				outs[2*ra+rb] = unsafe.Pointer(&y[b*ys.Major+oa*ys.Spatial[pl.da]+ob*ys.Spatial[pl.db]])
+			}
+		}
+	}
+	winogradInput(sc.in, T, cin, sc.v, T*cin)
+	clear(sc.m)
+	mr, nr := mk.mr, mk.nr
+	for pc := 0; pc < cin; pc += blockK {
+		kc := min(blockK, cin-pc)
+		for i := range T {
+			sc.offs[i] = int64(i*cin + pc + kc)
+		}
+		for k := range 16 {
+			vBase := unsafe.Pointer(&sc.v[k*T*cin])
+			block := u[k*cin*cout+pc*cout:]
+			for jr := 0; jr < cout; jr += nr {
+				bPanel := unsafe.Pointer(&block[(jr/nr)*kc*nr])
+				for ir := 0; ir < T; ir += mr {
+					mk.indirect(1, kc, &sc.offs[ir], vBase, zero, bPanel, unsafe.Pointer(&sc.m[(k*T+ir)*cout+jr]), cout)
+				}
+			}
+		}
+	}
+	winogradOutput(sc.m, T*cout, T, cout, sc.out)
+}
