@@ -97,6 +97,10 @@ func (p *Pool) Conv(s ConvShape, x, w, y []float32) error {
 		p.convWinograd(&s, pl, x, w, y)
 		return nil
 	}
+	if pl, ok := planWinogradGrad(p.kernel, &s); ok {
+		p.convWinogradGrad(&s, pl, x, w, y)
+		return nil
+	}
 	pixels := s.Out[0] * s.Out[1] * s.Out[2]
 	m := s.Batch * pixels
 	kSpatial := s.Kernel[0] * s.Kernel[1] * s.Kernel[2]

@@ -35,6 +35,12 @@ func winogradOutputAVX2(src unsafe.Pointer, plane, tiles, c int, ptrs *unsafe.Po
 //go:noescape
 func winogradKernelAVX2(src *unsafe.Pointer, n int, dst unsafe.Pointer, plane int)
 
+//go:noescape
+func winogradFilterAVX2(ptrs *unsafe.Pointer, tiles, c int, dst unsafe.Pointer, plane int)
+
+//go:noescape
+func winogradGradOutputAVX2(src unsafe.Pointer, plane, n int, ptrs *unsafe.Pointer)
+
 func fmaPeakAVX2(iters int)
 func fmaPeakAVX512(iters int)
 
@@ -177,4 +183,12 @@ func winogradOutput(src []float32, plane, tiles, c int, ptrs []unsafe.Pointer) {
 
 func winogradKernelVec(src *[9]unsafe.Pointer, n int, dst []float32, plane int) {
 	winogradKernelAVX2(&src[0], n, unsafe.Pointer(&dst[0]), plane)
+}
+
+func winogradFilter(ptrs []unsafe.Pointer, tiles, c int, dst []float32, plane int) {
+	winogradFilterAVX2(&ptrs[0], tiles, c, unsafe.Pointer(&dst[0]), plane)
+}
+
+func winogradGradOutput(src []float32, plane, n int, ptrs *[9]unsafe.Pointer) {
+	winogradGradOutputAVX2(unsafe.Pointer(&src[0]), plane, n, &ptrs[0])
 }

@@ -21,6 +21,8 @@ func vecAffine([]float32, []float32, []float32, []float32, int)       {}
 
 const hasWinograd = false
 
-func winogradInput([]unsafe.Pointer, int, int, []float32, int)  {}
-func winogradOutput([]float32, int, int, int, []unsafe.Pointer) {}
+func winogradInput([]unsafe.Pointer, int, int, []float32, int)   {}
+func winogradOutput([]float32, int, int, int, []unsafe.Pointer)  {}
 func winogradKernelVec(*[9]unsafe.Pointer, int, []float32, int)  {}
+func winogradFilter([]unsafe.Pointer, int, int, []float32, int)  {}
+func winogradGradOutput([]float32, int, int, *[9]unsafe.Pointer) {}

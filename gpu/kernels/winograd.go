@@ -87,7 +87,9 @@ type winogradScratch struct {
 
 var winogradScratchPool = sync.Pool{New: func() any { return new(winogradScratch) }}
 
-// winogradKernels recycles the transformed kernels (16·Channels·OutChannels floats per call).
+// winogradKernels recycles the transformed kernels and the kernel gradient's sums
+// (16·Channels·OutChannels floats per call): allocated per call instead, they are garbage by
+// the hundred megabytes per step, and the heap grows by as much before a collection.
 var winogradKernels slicePool[float32]
 
 func resized[T any](s []T, n int) []T {
@@ -117,7 +119,7 @@ func (p *Pool) convWinograd(s *ConvShape, pl winogradPlan, x, w, y []float32) {
 		sc := winogradScratchPool.Get().(*winogradScratch)
 		defer winogradScratchPool.Put(sc)
 		for b := pts[t]; b < pts[t+1]; b++ {
-			winogradBlock(mk, s, pl, sc, x, u, y, b*T, min(T, pl.tiles-b*T))
+			winogradBlock(mk, s, pl, sc, x, u, y, T, b*T, min(T, pl.tiles-b*T))
 		}
 		clear(sc.in) // keep no references to x and y
 		clear(sc.out)
@@ -128,61 +130,69 @@ func (p *Pool) convWinograd(s *ConvShape, pl winogradPlan, x, w, y []float32) {
 // the indirect micro-kernel reads its right operand: for each of the 16 positions k, a
 // Channels×OutChannels matrix in blockK-deep blocks of nr-wide panels ([kc][nr], the nr output
 // channels of one input channel contiguous). The transform runs eight output channels at a
-// time, so they must be contiguous in w; where they are not (GoMLX's input gradient reads the
-// kernel with input and output channels swapped) the taps are first copied with them so.
+// time, so they must be contiguous; where they are not in w (GoMLX's input gradient reads the
+// kernel with input and output channels swapped) each thread first copies the taps of
+// sixteen input channels at a time with them so.
 func (p *Pool) winogradKernel(mk *microKernel, s *ConvShape, pl winogradPlan, w, u []float32) {
 	cin, cout, nr := s.Channels, s.OutChannels, mk.nr
 	ws := s.WStrides
-	src, major, sa, sb := w, ws.Major, ws.Spatial[pl.da], ws.Spatial[pl.db]
-	if ws.Minor != 1 {
-		tmp := winogradKernels.get(9 * cin * cout)
-		defer winogradKernels.put(tmp)
-		p.ParallelFor(9, func(tap int) {
-			transposeTap(s, pl, w, tap/3, tap%3, (*tmp)[tap*cin*cout:(tap+1)*cin*cout])
-		})
-		src, major, sa, sb = *tmp, cout, 3*cin*cout, cin*cout
-	}
 	plane := cin * cout
-	p.ParallelRange(cin, 8, func(lo, hi int) {
+	const chunk = 16
+	p.ParallelRange(cin, chunk, func(lo, hi int) {
 		var taps [9]unsafe.Pointer
-		for c := lo; c < hi; c++ {
-			pc := c / blockK * blockK
-			kc := min(blockK, cin-pc)
-			for jr := 0; jr < cout; jr += nr {
-				for a := range 3 {
-					for b := range 3 {
-						taps[3*a+b] = unsafe.Pointer(&src[c*major+jr+a*sa+b*sb])
+		var tmp *[]float32
+		if ws.Minor != 1 {
+			tmp = f32Scratch.get(9 * chunk * cout)
+			defer f32Scratch.put(tmp)
+		}
+		for c0 := lo; c0 < hi; c0 += chunk {
+			c1 := min(hi, c0+chunk)
+			src, major, sa, sb, first := w, ws.Major, ws.Spatial[pl.da], ws.Spatial[pl.db], 0
+			if tmp != nil {
+				transposeTaps(s, pl, w, c0, c1, *tmp)
+				src, major, sa, sb, first = *tmp, 9*cout, 3*cout, cout, c0
+			}
+			for c := c0; c < c1; c++ {
+				pc := c / blockK * blockK
+				kc := min(blockK, cin-pc)
+				for jr := 0; jr < cout; jr += nr {
+					for a := range 3 {
+						for b := range 3 {
+							taps[3*a+b] = unsafe.Pointer(&src[(c-first)*major+jr+a*sa+b*sb])
+						}
 					}
+					winogradKernelVec(&taps, nr, u[pc*cout+(c-pc)*nr+jr*kc:], plane)
 				}
-				winogradKernelVec(&taps, nr, u[pc*cout+(c-pc)*nr+jr*kc:], plane)
 			}
 		}
 	})
 }
 
-// transposeTap copies kernel tap (a, b) into dst as a Channels×OutChannels row-major matrix,
-// sixteen input channels at a time so the writes stay on a few cache lines.
-func transposeTap(s *ConvShape, pl winogradPlan, w []float32, a, b int, dst []float32) {
-	cin, cout := s.Channels, s.OutChannels
+// transposeTaps copies the kernel taps of input channels [c0, c1) into dst as [c][a][b][o], the
+// output channels contiguous. Reading sixteen input channels per output channel keeps the
+// reads on one cache line where the input channels are contiguous.
+func transposeTaps(s *ConvShape, pl winogradPlan, w []float32, c0, c1 int, dst []float32) {
+	cout := s.OutChannels
 	ws := s.WStrides
-	base := a*ws.Spatial[pl.da] + b*ws.Spatial[pl.db]
-	for c0 := 0; c0 < cin; c0 += 16 {
-		c1 := min(cin, c0+16)
-		for o := range cout {
-			col := base + o*ws.Minor
-			for c := c0; c < c1; c++ {
-				dst[c*cout+o] = w[col+c*ws.Major]
+	for a := range 3 {
+		for b := range 3 {
+			base := a*ws.Spatial[pl.da] + b*ws.Spatial[pl.db]
+			for o := range cout {
+				col := base + o*ws.Minor
+				for c := c0; c < c1; c++ {
+					dst[((c-c0)*9+3*a+b)*cout+o] = w[col+c*ws.Major]
+				}
 			}
 		}
 	}
 }
 
-// winogradBlock computes the n tiles from tile t0: it points each tile's 16 inputs into x (or at
+// winogradBlock computes the n tiles from tile t0 in a block of T: it points each tile's 16 inputs into x (or at
 // zeros for padding) and its 4 outputs into y (or at a sink past the edge), transforms the
-// inputs, runs the 16 products and transforms them back into y. Blocks of fewer than
-// winogradTiles tiles are padded with zero tiles.
-func winogradBlock(mk *microKernel, s *ConvShape, pl winogradPlan, sc *winogradScratch, x, u, y []float32, t0, n int) {
-	T, cin, cout := winogradTiles, s.Channels, s.OutChannels
+// inputs, runs the 16 products and transforms them back into y. A block of fewer than T tiles
+// is padded with zero tiles.
+func winogradBlock(mk *microKernel, s *ConvShape, pl winogradPlan, sc *winogradScratch, x, u, y []float32, T, t0, n int) {
+	cin, cout := s.Channels, s.OutChannels
 	sc.v = resized(sc.v, 16*T*cin)
 	sc.m = resized(sc.m, 16*T*cout)
 	sc.in = resized(sc.in, 16*T)

@@ -53,6 +53,7 @@ func TestWinogradMatchesDirectLoop(t *testing.T) {
 		{1, 11, 3, 32, 32, 1, -1}, // cropping
 		{2, 4, 4, 288, 64, 1, 1},  // two depth blocks (blockK = 256)
 		{5, 12, 12, 32, 32, 1, 1}, // several tile blocks (5·36 tiles)
+		{1, 6, 6, 264, 256, 1, 1}, // wide channels
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, mk := range availableKernels() {
@@ -138,26 +139,39 @@ func TestWinogradIsDeterministicAcrossThreads(t *testing.T) {
 		t.Skip("no vectorised Winograd transforms on this machine")
 	}
 	allowSmallWinograd(t)
-	g := winogradCase{3, 10, 10, 64, 64, 1, 1}
-	s, nx, nw, ny := g.shape(false, 0)
-	r := rand.New(rand.NewPCG(5, 6))
-	x, w := randSlice(r, nx), randSlice(r, nw)
-	var first []float32
-	for _, threads := range []int{1, 2, 4} {
-		pool := NewPool(threads)
-		y := make([]float32, ny)
-		if err := pool.Conv(s, x, w, y); err != nil {
-			t.Fatal(err)
-		}
-		pool.Close()
-		if first == nil {
-			first = y
-			continue
-		}
-		if !slices.Equal(first, y) {
-			t.Fatalf("%d threads: results differ from 1 thread's", threads)
+	forward, _, _, _ := winogradCase{3, 10, 10, 64, 64, 1, 1}.shape(false, 0)
+	grad, _, _, _ := gradCase{30, 8, 8, 64, 64, 1}.shape() // 480 tiles: two blocks
+	for _, tc := range []struct {
+		name string
+		s    ConvShape
+	}{{"forward", forward}, {"kernel gradient", grad}} {
+		s := tc.s
+		r := rand.New(rand.NewPCG(5, 6))
+		x := randSlice(r, tensorSize(s.XStrides, s.Batch, s.Channels, s.In))
+		w := randSlice(r, tensorSize(s.WStrides, s.Channels, s.OutChannels, s.Kernel))
+		ny := tensorSize(s.YStrides, s.Batch, s.OutChannels, s.Out)
+		var first []float32
+		for _, threads := range []int{1, 2, 4} {
+			pool := NewPool(threads)
+			y := make([]float32, ny)
+			if err := pool.Conv(s, x, w, y); err != nil {
+				t.Fatal(err)
+			}
+			pool.Close()
+			if first == nil {
+				first = y
+				continue
+			}
+			if !slices.Equal(first, y) {
+				t.Fatalf("%s, %d threads: results differ from 1 thread's", tc.name, threads)
+			}
 		}
 	}
+}
+
+// tensorSize is the elements a tensor with these strides and sizes spans.
+func tensorSize(st ConvStrides, major, minor int, spatial [3]int) int {
+	return extent(st.Major, major, st.Minor, minor, st.Spatial, spatial)
 }
 
 func TestWinogradDeclinesOtherConvolutions(t *testing.T) {
@@ -185,5 +199,68 @@ func TestWinogradDeclinesOtherConvolutions(t *testing.T) {
 		if _, ok := planWinograd(selectedKernel, &s); ok {
 			t.Errorf("%s: planned for Winograd", tc.name)
 		}
+	}
+}
+
+// gradCase is the kernel gradient of a 3×3 convolution over n images of h×w with cin → cout
+// channels and padding pad (dY is (h+2·pad−2)×(w+2·pad−2)), laid out as GoMLX emits it.
+type gradCase struct{ n, h, w, cin, cout, pad int }
+
+func (g gradCase) shape() (s ConvShape, nx, nw, ny int) {
+	kh, kw := g.h+2*g.pad-2, g.w+2*g.pad-2
+	s = ConvShape{Batch: g.cin, Channels: g.n, OutChannels: g.cout, Groups: 1,
+		In: [3]int{1, g.h, g.w}, Out: [3]int{1, 3, 3}, Kernel: [3]int{1, kh, kw},
+		Stride: [3]int{1, 1, 1}, PadLo: [3]int{0, g.pad, g.pad},
+		InputDilation: [3]int{1, 1, 1}, KernelDilation: [3]int{1, 1, 1}}
+	// x [n, h, w, cin] read with cin as the batch; w = dY [n, kh, kw, cout]; y [3, 3, cin, cout].
+	s.XStrides = ConvStrides{Major: 1, Minor: g.h * g.w * g.cin, Spatial: [3]int{0, g.w * g.cin, g.cin}}
+	s.WStrides = ConvStrides{Major: kh * kw * g.cout, Minor: 1, Spatial: [3]int{0, kw * g.cout, g.cout}}
+	s.YStrides = ConvStrides{Major: g.cout, Minor: 1, Spatial: [3]int{0, 3 * g.cin * g.cout, g.cin * g.cout}}
+	return s, g.n * g.h * g.w * g.cin, g.n * kh * kw * g.cout, 9 * g.cin * g.cout
+}
+
+func TestWinogradKernelGradientMatchesDirectLoop(t *testing.T) {
+	if !hasWinograd {
+		t.Skip("no vectorised Winograd transforms on this machine")
+	}
+	allowSmallWinograd(t)
+	cases := []gradCase{
+		{2, 4, 4, 32, 32, 1},  // ResNet's shape: dY as large as x
+		{3, 7, 5, 40, 32, 1},  // odd sides: tiles past dY's edge
+		{2, 8, 6, 32, 48, 0},  // no padding: dY smaller than x
+		{1, 5, 5, 32, 32, 2},  // padding 2: dY larger than x
+		{40, 8, 8, 32, 32, 1}, // several blocks of 256 tiles
+		{2, 4, 4, 64, 296, 1}, // output channels past a panel
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, mk := range availableKernels() {
+		for _, threads := range []int{1, 2, 3} {
+			pool := newPoolWithKernel(threads, mk)
+			for _, g := range cases {
+				s, nx, nw, ny := g.shape()
+				name := fmt.Sprintf("%s/threads%d/%+v", mk.name, threads, g)
+				if _, ok := planWinogradGrad(mk, &s); !ok {
+					t.Fatalf("%s: not run with Winograd", name)
+				}
+				x, w := randSlice(r, nx), randSlice(r, nw)
+				y := randSlice(r, ny)
+				if err := pool.Conv(s, x, w, y); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				closeEnough(t, name, y, refConv(s, x, w, ny), g.n*s.Kernel[1]*s.Kernel[2])
+			}
+			pool.Close()
+		}
+	}
+}
+
+func TestWinogradKernelGradientDeclinesWideLayers(t *testing.T) {
+	s, _, _, _ := gradCase{64, 4, 4, 256, 512, 1}.shape()
+	if _, ok := planWinogradGrad(selectedKernel, &s); !ok && hasWinograd {
+		t.Fatalf("256×512 channels not run with Winograd")
+	}
+	s, _, _, _ = gradCase{64, 4, 4, 512, 512, 1}.shape()
+	if _, ok := planWinogradGrad(selectedKernel, &s); ok {
+		t.Errorf("512×512 channels planned for Winograd, beyond winogradGradMaxPairs")
 	}
 }

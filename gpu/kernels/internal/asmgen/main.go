@@ -1,7 +1,7 @@
 // Command asmgen writes microkernel_amd64.s, the amd64 assembly of package kernels: the
 // packed GEMM micro-kernels (AVX2 6×16, AVX-512 12×32), the indirect convolution kernels, the
 // masked gather used to pack kernel-gradient operands, the FMA peak loops, the element-wise
-// loops and Winograd F(2×2, 3×3)'s kernel, input and output transforms. The kernels are
+// loops and the transforms of Winograd's F(2×2, 3×3) and F(3×3, 2×2). The kernels are
 // fully unrolled register tiles, regular enough that generating them is clearer (and safer to
 // change) than editing 800 lines by hand.
 //
@@ -548,6 +548,134 @@ func (a *asm) winogradKernel(name string) {
 	a.l("")
 }
 
+// winogradFilter writes Winograd F(3×3, 2×2)'s transform of 2×2 filter tiles, U = G·g·Gᵀ with
+// G's rows (1, 0), (½, ½), (½, −½), (0, −1) (the last row negated so that winogradInput's Bᵀ
+// serves this algorithm too), eight channels per step, for tiles tiles: g[r][s] is at
+// ptrs[4·t + 2·r + s] (c floats each) and U[k] goes to dst + 4·(t·c + k·plane).
+// Registers: g in Y0..Y3, one row of G·g in Y4, Y5, zero in Y14, ½ in Y15.
+func (a *asm) winogradFilter(name string) {
+	a.l("// func %s(ptrs *unsafe.Pointer, tiles, c int, dst unsafe.Pointer, plane int)", name)
+	a.l("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	a.l("\tMOVQ ptrs+0(FP), AX")
+	a.l("\tMOVQ tiles+8(FP), BX")
+	a.l("\tMOVQ c+16(FP), CX")
+	a.l("\tSHLQ $2, CX")
+	a.l("\tMOVQ dst+24(FP), DX")
+	a.l("\tMOVQ plane+32(FP), R8")
+	a.l("\tSHLQ $2, R8")
+	a.l("\tLEAQ (R8)(R8*2), R12")
+	a.l("\tMOVQ R8, R13")
+	a.l("\tSHLQ $2, R13")
+	a.l("\tMOVL $0x3f000000, R10")
+	a.l("\tMOVL R10, X15")
+	a.l("\tVBROADCASTSS X15, Y15")
+	a.l("\tVXORPS Y14, Y14, Y14")
+	a.l("\tTESTQ BX, BX")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_tile:", name)
+	a.l("\tXORQ R9, R9")
+	a.l("%s_chunk:", name)
+	for i := range 4 {
+		a.l("\tMOVQ %d(AX), R10", 8*i)
+		a.l("\tVMOVUPS (R10)(R9*1), Y%d", i)
+	}
+	a.l("\tLEAQ (DX)(R9*1), R11")
+	// row writes U's row from one row (x0, x1) of G·g: x0, ½(x0+x1), ½(x0−x1), −x1.
+	row := func(x0, x1 int, last bool) {
+		a.l("\tVMOVUPS Y%d, (R11)", x0)
+		a.l("\tVADDPS Y%d, Y%d, Y6", x1, x0)
+		a.l("\tVMULPS Y15, Y6, Y6")
+		a.l("\tVMOVUPS Y6, (R11)(R8*1)")
+		a.l("\tVSUBPS Y%d, Y%d, Y7", x1, x0)
+		a.l("\tVMULPS Y15, Y7, Y7")
+		a.l("\tVMOVUPS Y7, (R11)(R8*2)")
+		a.l("\tVSUBPS Y%d, Y14, Y6", x1)
+		a.l("\tVMOVUPS Y6, (R11)(R12*1)")
+		if !last {
+			a.l("\tADDQ R13, R11")
+		}
+	}
+	row(0, 1, false) // (1, 0): g's row 0
+	a.l("\tVADDPS Y2, Y0, Y4")
+	a.l("\tVMULPS Y15, Y4, Y4")
+	a.l("\tVADDPS Y3, Y1, Y5")
+	a.l("\tVMULPS Y15, Y5, Y5")
+	row(4, 5, false) // (½, ½)
+	a.l("\tVSUBPS Y2, Y0, Y4")
+	a.l("\tVMULPS Y15, Y4, Y4")
+	a.l("\tVSUBPS Y3, Y1, Y5")
+	a.l("\tVMULPS Y15, Y5, Y5")
+	row(4, 5, false) // (½, −½)
+	a.l("\tVSUBPS Y2, Y14, Y4")
+	a.l("\tVSUBPS Y3, Y14, Y5")
+	row(4, 5, true) // (0, −1)
+	a.l("\tADDQ $32, R9")
+	a.l("\tCMPQ R9, CX")
+	a.l("\tJLT %s_chunk", name)
+	a.l("\tADDQ $32, AX")
+	a.l("\tADDQ CX, DX")
+	a.l("\tDECQ BX")
+	a.l("\tJNZ %s_tile", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
+// winogradGradOutput writes Winograd F(3×3, 2×2)'s output transform Y = Aᵀ·m·A for n channels
+// (a multiple of 8), eight per step: m[r][col] (k = 4·r + col) is at src + 4·k·plane and Y[i][j]
+// goes to ptrs[3·i + j]. Aᵀ's rows are (1, 1, 1, 0), (0, 1, −1, 0), (0, 1, 1, 1). The column
+// pass leaves s[i][col] = (Aᵀ·m)[i][col] in Y(3·col + i).
+func (a *asm) winogradGradOutput(name string) {
+	a.l("// func %s(src unsafe.Pointer, plane, n int, ptrs *unsafe.Pointer)", name)
+	a.l("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	a.l("\tMOVQ src+0(FP), DX")
+	a.l("\tMOVQ plane+8(FP), R8")
+	a.l("\tSHLQ $2, R8")
+	a.l("\tMOVQ n+16(FP), CX")
+	a.l("\tSHLQ $2, CX")
+	a.l("\tMOVQ ptrs+24(FP), AX")
+	a.l("\tMOVQ R8, R12")
+	a.l("\tSHLQ $2, R12")
+	a.l("\tLEAQ (R12)(R12*2), R13")
+	a.l("\tTESTQ CX, CX")
+	a.l("\tJZ %s_done", name)
+	a.l("\tXORQ R9, R9")
+	a.l("%s_chunk:", name)
+	a.l("\tLEAQ (DX)(R9*1), R11")
+	for col := range 4 {
+		a.l("\tVMOVUPS (R11)(R12*1), Y12")
+		a.l("\tVMOVUPS (R11)(R12*2), Y13")
+		a.l("\tVSUBPS Y13, Y12, Y%d", 3*col+1) // s1 = m1 − m2
+		a.l("\tVADDPS Y13, Y12, Y12")
+		a.l("\tVADDPS (R11), Y12, Y%d", 3*col)          // s0 = m0 + m1 + m2
+		a.l("\tVADDPS (R11)(R13*1), Y12, Y%d", 3*col+2) // s2 = m1 + m2 + m3
+		if col < 3 {
+			a.l("\tADDQ R8, R11")
+		}
+	}
+	for i := range 3 {
+		s0, s1, s2, s3 := i, 3+i, 6+i, 9+i
+		a.l("\tVADDPS Y%d, Y%d, Y13", s2, s1)
+		a.l("\tVADDPS Y%d, Y13, Y12", s0)
+		a.l("\tMOVQ %d(AX), R10", 8*(3*i))
+		a.l("\tVMOVUPS Y12, (R10)(R9*1)")
+		a.l("\tVSUBPS Y%d, Y%d, Y12", s2, s1)
+		a.l("\tMOVQ %d(AX), R10", 8*(3*i+1))
+		a.l("\tVMOVUPS Y12, (R10)(R9*1)")
+		a.l("\tVADDPS Y%d, Y13, Y12", s3)
+		a.l("\tMOVQ %d(AX), R10", 8*(3*i+2))
+		a.l("\tVMOVUPS Y12, (R10)(R9*1)")
+	}
+	a.l("\tADDQ $32, R9")
+	a.l("\tCMPQ R9, CX")
+	a.l("\tJLT %s_chunk", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
 func log2(n int) int {
 	k := 0
 	for 1<<k < n {
@@ -592,6 +720,8 @@ func main() {
 	a.winogradInput("winogradInputAVX2")
 	a.winogradOutput("winogradOutputAVX2")
 	a.winogradKernel("winogradKernelAVX2")
+	a.winogradFilter("winogradFilterAVX2")
+	a.winogradGradOutput("winogradGradOutputAVX2")
 	if err := os.WriteFile(*out, a.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

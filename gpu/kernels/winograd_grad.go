@@ -1,0 +1,152 @@
+package kernels
+
+import "unsafe"
+
+// The kernel gradient of a 3×3 convolution, as GoMLX emits it, is itself a convolution: the
+// images' channels are its batch, the images its input channels, the output gradient dY its
+// kernel (as large as the image) and the 3×3 kernel gradient its output. Cutting dY into 2×2
+// tiles turns it into a sum of F(3×3, 2×2) problems (Lavin & Gray's algorithm with the roles of
+// the 3×3 output and the 2×2 filter): per tile, 16 multiplications per channel pair instead of
+// 36, and summed over every tile of every image, 16 matrix products (channels × tiles)·(tiles ×
+// output channels) deep in tiles, whose operands pack as contiguous runs. The output
+// transform runs once per call, on the sums. Results do not depend on the thread count.
+
+// winogradGradTiles is how many dY tiles one block transforms: the depth of one packed block
+// (blockK), so each product packs its operands once.
+const winogradGradTiles = blockK
+
+// winogradGradMaxPairs bounds Batch·OutChannels: the sums (16 floats per channel pair) and a
+// block's transforms are alive at the training step's peak of memory (the start of the
+// backward pass, where every activation is alive), and beyond 256×512 channels they raise it.
+const winogradGradMaxPairs = 256 * 512
+
+// winogradGradPlan is an eligible convolution's geometry: the two spatial axes with 3×3 outputs
+// and the grid of 2×2 tiles over the kernel (dY) along them.
+type winogradGradPlan struct {
+	da, db         int
+	tilesA, tilesB int
+	tiles          int // Channels·tilesA·tilesB
+}
+
+// planWinogradGrad reports whether s is a stride-1 convolution with a 3×3 output (any kernel
+// size and padding, no dilation, one group) whose batch axis is contiguous in x and whose
+// output channels are contiguous in w and y: the kernel gradient of a channels-last 3×3
+// stride-1 convolution.
+func planWinogradGrad(mk *microKernel, s *ConvShape) (winogradGradPlan, bool) {
+	var pl winogradGradPlan
+	if !useWinograd || s.Groups != 1 || s.XStrides.Major != 1 || s.WStrides.Minor != 1 || s.YStrides.Minor != 1 ||
+		s.Batch%8 != 0 || s.OutChannels%8 != 0 || s.Batch < winogradMinChannels || s.OutChannels < winogradMinChannels ||
+		s.Batch*s.OutChannels > winogradGradMaxPairs {
+		return pl, false
+	}
+	var axes []int
+	for d := range 3 {
+		if s.Stride[d] != 1 || s.InputDilation[d] != 1 || s.KernelDilation[d] != 1 {
+			return pl, false
+		}
+		switch {
+		case s.Out[d] == 3:
+			axes = append(axes, d)
+		case s.Kernel[d] == 1 && s.In[d] == 1 && s.Out[d] == 1 && s.PadLo[d] == 0:
+		default:
+			return pl, false
+		}
+	}
+	if len(axes) != 2 {
+		return pl, false
+	}
+	pl.da, pl.db = axes[0], axes[1]
+	pl.tilesA, pl.tilesB = (s.Kernel[pl.da]+1)/2, (s.Kernel[pl.db]+1)/2
+	pl.tiles = s.Channels * pl.tilesA * pl.tilesB
+	return pl, pl.tiles >= winogradMinTiles
+}
+
+// convWinogradGrad computes y = conv(x, w) for a convolution planWinogradGrad accepted, one block
+// of tiles at a time: the threads transform the block's tiles together, then share out the 16
+// products, each adding into its own planes of one sum. No thread keeps partial sums, and every
+// value is added in the same order whatever the thread count.
+func (p *Pool) convWinogradGrad(s *ConvShape, pl winogradGradPlan, x, w, y []float32) {
+	mk := p.kernel
+	cin, cout := s.Batch, s.OutChannels
+	T := winogradGradTiles
+	sumBuf := winogradKernels.get(16 * cin * cout)
+	defer winogradKernels.put(sumBuf)
+	sum := *sumBuf
+	clear(sum)
+	sc := winogradScratchPool.Get().(*winogradScratch)
+	defer winogradScratchPool.Put(sc)
+	for t0 := 0; t0 < pl.tiles; t0 += T {
+		n := min(T, pl.tiles-t0)
+		winogradGradPoint(s, pl, sc, x, w, t0, n)
+		p.ParallelRange(n, 16, func(lo, hi int) {
+			winogradInput(sc.in[16*lo:], hi-lo, cin, sc.v[lo*cin:], n*cin)
+			winogradFilter(sc.out[4*lo:], hi-lo, cout, sc.m[lo*cout:], n*cout)
+		})
+		p.ParallelFor(16, func(k int) {
+			a := Strided{Data: sc.v, Off: k * n * cin, RowStride: 1, DepthStride: cin}
+			b := Strided{Data: sc.m, Off: k * n * cout, RowStride: 1, DepthStride: cout}
+			gemmSerial(mk, cin, cout, n, 1, a, b, sum[k*cin*cout:], cout)
+		})
+	}
+	clear(sc.in) // keep no references to x and w
+	clear(sc.out)
+	ys := s.YStrides
+	plane := cin * cout
+	p.ParallelRange(cin, 8, func(lo, hi int) {
+		var outs [9]unsafe.Pointer
+		for c := lo; c < hi; c++ {
+			for a := range 3 {
+				for b := range 3 {
+					outs[3*a+b] = unsafe.Pointer(&y[c*ys.Major+a*ys.Spatial[pl.da]+b*ys.Spatial[pl.db]])
+				}
+			}
+			winogradGradOutput(sum[c*cout:], plane, cout, &outs)
+		}
+	})
+}
+
+// winogradGradPoint sizes sc for a block of n tiles from tile t0 and points each tile's 16 inputs
+// into x (zeros for padding) and its 2×2 block of w into w (zeros past its edge).
+func winogradGradPoint(s *ConvShape, pl winogradGradPlan, sc *winogradScratch, x, w []float32, t0, n int) {
+	cin, cout := s.Batch, s.OutChannels
+	sc.v = resized(sc.v, 16*n*cin)
+	sc.m = resized(sc.m, 16*n*cout)
+	sc.in = resized(sc.in, 16*n)
+	sc.out = resized(sc.out, 4*n)
+	if len(sc.zero) < max(cin, cout) {
+		sc.zero = make([]float32, max(cin, cout))
+	}
+	zero := unsafe.Pointer(&sc.zero[0])
+	xs, ws := s.XStrides, s.WStrides
+	inA, inB := s.In[pl.da], s.In[pl.db]
+	kA, kB := s.Kernel[pl.da], s.Kernel[pl.db]
+	padA, padB := s.PadLo[pl.da], s.PadLo[pl.db]
+	perImage := pl.tilesA * pl.tilesB
+	for i := range n {
+		ins, filters := sc.in[16*i:16*i+16], sc.out[4*i:4*i+4]
+		q := t0 + i
+		img, r := q/perImage, q%perImage
+		ta, tb := 2*(r/pl.tilesB), 2*(r%pl.tilesB)
+		for ra := range 4 {
+			ia := ta + ra - padA
+			for rb := range 4 {
+				ib := tb + rb - padB
+				if ia < 0 || ia >= inA || ib < 0 || ib >= inB {
+					ins[4*ra+rb] = zero
+					continue
+				}
+				ins[4*ra+rb] = unsafe.Pointer(&x[img*xs.Minor+ia*xs.Spatial[pl.da]+ib*xs.Spatial[pl.db]])
+			}
+		}
+		for ra := range 2 {
+			for rb := range 2 {
+				ka, kb := ta+ra, tb+rb
+				if ka >= kA || kb >= kB {
+					filters[2*ra+rb] = zero
+					continue
+				}
+				filters[2*ra+rb] = unsafe.Pointer(&w[img*ws.Major+ka*ws.Spatial[pl.da]+kb*ws.Spatial[pl.db]])
+			}
+		}
+	}
+}
