@@ -70,6 +70,9 @@ var convCases = []convCase{
 	{b: 2, h: 5, w: 7, c: 4, o: 3, kh: 1, kw: 1, stride: 1, pad: 0},
 	{b: 2, h: 6, w: 6, c: 3, o: 4, kh: 3, kw: 3, stride: 1, pad: 0},   // no padding
 	{b: 2, h: 11, w: 10, c: 3, o: 8, kh: 7, kw: 7, stride: 2, pad: 3}, // ResNet-50 stem
+	// 256 tiles of 2×2 in every pass: the forward convolution and both gradients take the
+	// kernels' Winograd paths (channels-last; channels-first stays direct).
+	{b: 16, h: 8, w: 8, c: 32, o: 32, kh: 3, kw: 3, stride: 1, pad: 1},
 }
 
 // TestConvForwardAndGradients checks the convolution and both gradients GoMLX derives from it
