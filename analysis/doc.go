@@ -31,9 +31,20 @@
 // # Reports and plots
 //
 // Results are written and read with internal/storage's SaveJSON/LoadJSON; Table renders
-// Markdown. WritePNG/SavePNG draw LineChart and HistogramChart panels in a grid;
-// NPCSummaryCharts and NPCDistributionChart are the paper's Fig. 1(a) and (b),
-// MetricByEpochChart and AccuracyByBatchSizeChart the reproduction's usual plots.
+// Markdown. WritePNG/SavePNG draw LineChart, HistogramChart and ScatterChart panels in a
+// grid, in Okabe and Ito's colour-blind-safe palette, with each legend beside its chart
+// (Outside) unless a chart asks for a corner; a LineChart's References are horizontal
+// lines (baselines, the paper's figures). NPCSummaryCharts and NPCDistributionChart are the
+// paper's Fig. 1(a) and (b), MetricByEpochChart and AccuracyByBatchSizeChart the
+// reproduction's usual plots.
+//
+// # t-SNE
+//
+// TSNE is exact t-SNE (perplexity calibration by bisection, early exaggeration, momentum
+// and gains, as van der Maaten's reference implementation), deterministic for a seed and
+// parallel over rows; ClassSample draws the per-class sample it lays out and ScatterChart
+// draws it coloured by class: the paper's Fig. 4(c). NeighbourAgreement scores a layout by
+// how often a point's nearest neighbours in it share its label.
 //
 // Every matrix multiply goes through one function (sgemm in matmul.go), on gpu/kernels'
 // packed GEMM.

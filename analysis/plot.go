@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -24,11 +26,36 @@ import (
 type Series struct {
 	Name string
 	X, Y []float64
+	// Style is 1 + the place of the series' colour, dashes and marker in the palette's
+	// order, so that a run keeps its colour in every figure of a report even where some
+	// figures leave runs out; 0 takes the series' position in its chart.
+	Style int
+}
+
+// style is the palette position of series i of a chart.
+func (s Series) style(i int) int {
+	if s.Style > 0 {
+		return s.Style - 1
+	}
+	return i
 }
 
 // Panel is one chart of a figure.
 type Panel interface {
 	build() (*plot.Plot, error)
+}
+
+// legendOf returns where a built panel's legend goes.
+func legendOf(p Panel) Corner {
+	switch c := p.(type) {
+	case LineChart:
+		return c.Legend
+	case HistogramChart:
+		return c.Legend
+	case ScatterChart:
+		return Outside
+	}
+	return Outside
 }
 
 // LineChart draws series as lines with points, one colour per series.
@@ -43,7 +70,18 @@ type LineChart struct {
 	YMin   *float64 // fix the Y range; nil fits the data
 	YMax   *float64
 	Series []Series
-	Legend Corner
+	// References are horizontal lines across the chart (baselines, published figures).
+	References []Reference
+	Legend     Corner
+}
+
+// Reference is a horizontal reference line at Y. With Of naming one of the chart's series it
+// is drawn dashed in that series' colour (the paper's figure for a run); otherwise in grey,
+// with a dash pattern of its own (a baseline that belongs to no series).
+type Reference struct {
+	Name string
+	Y    float64
+	Of   string
 }
 
 // XTick is a tick mark on X and its label (which may hold a line break).
@@ -82,15 +120,22 @@ type HistogramChart struct {
 // Corner is where a chart's legend goes.
 type Corner int
 
-// The corners a legend can sit in; TopRight is the default.
+// Where a legend can sit. Outside, the default, is right of the chart's axes, where it
+// never covers data; the corners put it inside, for charts known to leave one empty.
 const (
-	TopRight Corner = iota
+	Outside Corner = iota
+	TopRight
 	TopLeft
 	BottomRight
 	BottomLeft
 )
 
 func placeLegend(p *plot.Plot, c Corner) {
+	if c == Outside {
+		// Drawn by WritePNG beside the chart; entries start at the top, text after icons.
+		p.Legend.Top, p.Legend.Left = true, true
+		return
+	}
 	p.Legend.Top = c == TopRight || c == TopLeft
 	p.Legend.Left = c == TopLeft || c == BottomLeft
 	// Keep the legend off the axes and the frame.
@@ -101,6 +146,43 @@ func placeLegend(p *plot.Plot, c Corner) {
 	if !p.Legend.Top {
 		p.Legend.YOffs = vg.Millimeter * 2
 	}
+}
+
+// distinctTicks are gonum's default ticks, labelled with as many decimals as it takes to
+// tell them apart: the default labels of a narrow range (83.96 to 84.04) all read "84".
+type distinctTicks struct{}
+
+func (distinctTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	if distinctLabels(ticks) {
+		return ticks
+	}
+	for prec := 1; prec <= 6; prec++ {
+		relabelled := slices.Clone(ticks)
+		for i, t := range relabelled {
+			if t.Label != "" {
+				relabelled[i].Label = strconv.FormatFloat(t.Value, 'f', prec, 64)
+			}
+		}
+		if distinctLabels(relabelled) {
+			return relabelled
+		}
+	}
+	return ticks
+}
+
+func distinctLabels(ticks []plot.Tick) bool {
+	seen := map[string]bool{}
+	for _, t := range ticks {
+		if t.Label == "" {
+			continue
+		}
+		if seen[t.Label] {
+			return false
+		}
+		seen[t.Label] = true
+	}
+	return true
 }
 
 // Float returns a pointer to v, for LineChart's optional bounds.
@@ -135,12 +217,37 @@ func WritePNG(w io.Writer, width, height, cols int, panels ...Panel) error {
 	dc := draw.New(c)
 	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
 		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	// A legend outside its chart takes a strip on the right of the chart's tile, as wide as
+	// its longest entry; the chart is drawn in the rest.
+	outside := make([][]plot.Legend, rows)
+	for i, p := range panels {
+		pl := grid[i/cols][i%cols]
+		var leg plot.Legend
+		if legendOf(p) == Outside {
+			leg, pl.Legend = pl.Legend, plot.NewLegend()
+		}
+		outside[i/cols] = append(outside[i/cols], leg)
+	}
 	canvases := plot.Align(grid, tiles, dc)
 	for r := range grid {
 		for col, pl := range grid[r] {
-			if pl != nil {
-				pl.Draw(canvases[r][col])
+			if pl == nil {
+				continue
 			}
+			c := canvases[r][col]
+			if leg := outside[r][col]; leg.Rectangle(c).Size().X > 0 {
+				w := leg.Rectangle(c).Size().X + vg.Millimeter*4
+				chart := draw.Crop(c, 0, -w, 0, 0)
+				pl.Draw(chart)
+				// Level with the top of the axes: below the chart's title.
+				top := vg.Length(0)
+				if pl.Title.Text != "" {
+					top = pl.Title.TextStyle.Rectangle(pl.Title.Text).Size().Y + pl.Title.Padding + vg.Millimeter*2
+				}
+				leg.Draw(draw.Crop(c, c.Size().X-w+vg.Millimeter*3, 0, 0, -top))
+				continue
+			}
+			pl.Draw(c)
 		}
 	}
 	_, err := vgimg.PngCanvas{Canvas: c}.WriteTo(w)
@@ -181,15 +288,19 @@ func (lc LineChart) build() (*plot.Plot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("series %q: %w", s.Name, err)
 		}
-		line.Color = seriesColor(i)
+		st := s.style(i)
+		line.Color = seriesColor(st)
 		line.Width = vg.Points(1.5)
-		line.Dashes = seriesDashes(i)
-		points.Color = seriesColor(i)
-		points.Shape = plotutil.Shape(i)
+		line.Dashes = seriesDashes(st)
+		points.Color = seriesColor(st)
+		points.Shape = plotutil.Shape(st)
 		p.Add(line, points)
 		if s.Name != "" {
 			p.Legend.Add(s.Name, line, points)
 		}
+	}
+	if err := lc.addReferences(p, xs); err != nil {
+		return nil, err
 	}
 	if lc.LogX && len(xs) > 0 {
 		p.X.Scale = plot.LogScale{}
@@ -219,6 +330,7 @@ func (lc LineChart) build() (*plot.Plot, error) {
 		}
 		p.X.Tick.Marker = ticks
 	}
+	p.Y.Tick.Marker = distinctTicks{}
 	if lc.YMin != nil {
 		p.Y.Min = *lc.YMin
 	}
@@ -227,6 +339,51 @@ func (lc LineChart) build() (*plot.Plot, error) {
 	}
 	placeLegend(p, lc.Legend)
 	return p, nil
+}
+
+// referenceGrey is the colour of reference lines that belong to no series: a mid grey,
+// distinct from every palette colour for every kind of colour vision.
+var referenceGrey = color.RGBA{0x88, 0x88, 0x88, 0xff}
+
+// addReferences draws the chart's reference lines across the series' X range (xs).
+func (lc LineChart) addReferences(p *plot.Plot, xs []float64) error {
+	if len(lc.References) == 0 {
+		return nil
+	}
+	if len(xs) == 0 {
+		return errors.New("reference lines need a series to span")
+	}
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	if lo == hi {
+		lo, hi = lo-0.5, hi+0.5
+	}
+	neutral := 0
+	for _, ref := range lc.References {
+		if math.IsNaN(ref.Y) || math.IsInf(ref.Y, 0) {
+			return fmt.Errorf("reference %q is not a finite number", ref.Name)
+		}
+		line, err := plotter.NewLine(plotter.XYs{{X: lo, Y: ref.Y}, {X: hi, Y: ref.Y}})
+		if err != nil {
+			return fmt.Errorf("reference %q: %w", ref.Name, err)
+		}
+		line.Width = vg.Points(1.2)
+		if i := slices.IndexFunc(lc.Series, func(s Series) bool { return ref.Of != "" && s.Name == ref.Of }); i >= 0 {
+			line.Color = seriesColor(lc.Series[i].style(i))
+			line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		} else {
+			if ref.Of != "" {
+				return fmt.Errorf("reference %q belongs to series %q, which the chart does not have", ref.Name, ref.Of)
+			}
+			line.Color = referenceGrey
+			line.Dashes = plotutil.Dashes(1 + neutral)
+			neutral++
+		}
+		p.Add(line)
+		if ref.Name != "" {
+			p.Legend.Add(ref.Name, line)
+		}
+	}
+	return nil
 }
 
 func (hc HistogramChart) build() (*plot.Plot, error) {
@@ -274,7 +431,7 @@ func (hc HistogramChart) build() (*plot.Plot, error) {
 // NPCSummaryCharts are the panels of the paper's Fig. 1(a): mean q and its coefficient of
 // variation C_v = σ/μ against batch size, one line per report.
 func NPCSummaryCharts(reports []NPCReport) (meanQ, cv LineChart) {
-	meanQ = LineChart{Title: "NPC multiplier", XLabel: "batch size", YLabel: "mean q", LogX: true, YMin: Float(0), YMax: Float(1), Legend: BottomRight}
+	meanQ = LineChart{Title: "NPC multiplier", XLabel: "batch size", YLabel: "mean q", LogX: true, YMin: Float(0), YMax: Float(1)}
 	cv = LineChart{Title: "Coefficient of variation", XLabel: "batch size", YLabel: "C_v = σ/μ of q", LogX: true, YMin: Float(0)}
 	for _, r := range reports {
 		m, c := Series{Name: r.Name}, Series{Name: r.Name}
@@ -317,4 +474,75 @@ func finite(v []float64) bool {
 		}
 	}
 	return true
+}
+
+// ScatterChart draws points coloured by class, with a legend of the class names: a t-SNE
+// layout (TSNE). Class l is drawn in palette colour l mod 7 with marker shape l div 7, so
+// that up to 42 classes stay distinct without a colour that colour-blind readers confuse.
+type ScatterChart struct {
+	Title  string
+	X, Y   []float64
+	Labels []int32
+	// Classes names the labels (label l is Classes[l]); a label without a name is "class l".
+	Classes []string
+}
+
+// scatterShapes are the class markers after the colours run out: filled ones first.
+var scatterShapes = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.PyramidGlyph{}, draw.BoxGlyph{},
+	draw.CrossGlyph{}, draw.PlusGlyph{}, draw.RingGlyph{}}
+
+func classStyle(l int32) draw.GlyphStyle {
+	return draw.GlyphStyle{Color: seriesColor(int(l)), Radius: vg.Points(2),
+		Shape: scatterShapes[(int(l)/len(palette))%len(scatterShapes)]}
+}
+
+func (sc ScatterChart) build() (*plot.Plot, error) {
+	n := len(sc.X)
+	if len(sc.Y) != n || len(sc.Labels) != n {
+		return nil, fmt.Errorf("scatter %q: %d x, %d y and %d labels, want one of each per point", sc.Title, n, len(sc.Y), len(sc.Labels))
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("scatter %q has no points", sc.Title)
+	}
+	if !finite(sc.X) || !finite(sc.Y) {
+		return nil, fmt.Errorf("scatter %q has a NaN or infinite coordinate", sc.Title)
+	}
+	p := plot.New()
+	p.Title.Text = sc.Title
+	p.HideAxes()
+	placeLegend(p, Outside)
+	present := map[int32]bool{}
+	for _, l := range sc.Labels {
+		if l < 0 {
+			return nil, fmt.Errorf("scatter %q: label %d (unlabelled points cannot be coloured by class)", sc.Title, l)
+		}
+		present[l] = true
+	}
+	// Points are drawn in an order that mixes the classes (a fixed permutation), so that no
+	// class is always drawn over the others where they overlap.
+	order := rand.New(rand.NewPCG(uint64(n), 0x5ca7)).Perm(n)
+	pts := make(plotter.XYs, n)
+	for i, j := range order {
+		pts[i] = plotter.XY{X: sc.X[j], Y: sc.Y[j]}
+	}
+	s, err := plotter.NewScatter(pts)
+	if err != nil {
+		return nil, fmt.Errorf("scatter %q: %w", sc.Title, err)
+	}
+	s.GlyphStyleFunc = func(i int) draw.GlyphStyle { return classStyle(sc.Labels[order[i]]) }
+	p.Add(s)
+	for _, l := range slices.Sorted(maps.Keys(present)) {
+		name := "class " + strconv.Itoa(int(l))
+		if int(l) < len(sc.Classes) {
+			name = sc.Classes[l]
+		}
+		p.Legend.Add(name, &plotter.Scatter{GlyphStyle: classStyle(l)})
+	}
+	// The same scale on both axes, so that the layout's distances are not stretched one way
+	// more than the other (as far as the panel is square).
+	x0, x1, y0, y1 := slices.Min(sc.X), slices.Max(sc.X), slices.Min(sc.Y), slices.Max(sc.Y)
+	half := max(x1-x0, y1-y0, 1e-9) / 2 * 1.04
+	p.X.Min, p.X.Max = (x0+x1)/2-half, (x0+x1)/2+half
+	p.Y.Min, p.Y.Max = (y0+y1)/2-half, (y0+y1)/2+half
+	return p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"image"
+	"image/color"
 	"image/png"
 	"math"
 	"os"
@@ -158,6 +159,10 @@ func TestPlotsDecode(t *testing.T) {
 		{"by epoch", 640, 480, 1, []Panel{MetricByEpochChart("kNN accuracy", "top-1 (%)", runs)}},
 		{"by batch", 641, 479, 1, []Panel{AccuracyByBatchSizeChart("CIFAR-10", []Series{{Name: "dcl", X: []float64{32, 64, 128}, Y: []float64{80, 82, 83}}})}},
 		{"three in two columns", 900, 900, 2, []Panel{meanQ, cv, NPCDistributionChart(reports[0])}},
+		{"with references", 700, 400, 1, []Panel{LineChart{Title: "kNN", Series: runs, References: []Reference{
+			{Name: "dcl, paper", Y: 70, Of: "dcl"}, {Name: "random-init baseline", Y: 20}, {Name: "raw-pixels baseline", Y: 30}}}}},
+		{"scatter", 500, 400, 1, []Panel{ScatterChart{Title: "t-SNE", X: []float64{0, 1, 2, 3}, Y: []float64{0, 1, 0, 1},
+			Labels: []int32{0, 1, 2, 9}, Classes: []string{"cat", "dog", "bird"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,11 +195,58 @@ func TestPlotErrors(t *testing.T) {
 		{[]Panel{LineChart{LogX: true, Series: []Series{{Name: "s", X: []float64{0}, Y: []float64{1}}}}}, "on a log scale"},
 		{[]Panel{HistogramChart{Names: []string{"a"}}}, "1 names for 0 histograms"},
 		{[]Panel{HistogramChart{Names: []string{"a"}, Histograms: []Histogram{{}}}}, `histogram "a" has no bins`},
+		{[]Panel{LineChart{Series: []Series{{Name: "s", X: []float64{1}, Y: []float64{1}}}, References: []Reference{{Name: "r", Y: 1, Of: "t"}}}}, `reference "r" belongs to series "t"`},
+		{[]Panel{LineChart{References: []Reference{{Name: "r", Y: 1}}}}, "reference lines need a series"},
+		{[]Panel{LineChart{Series: []Series{{Name: "s", X: []float64{1}, Y: []float64{1}}}, References: []Reference{{Name: "r", Y: math.Inf(1)}}}}, `reference "r" is not a finite`},
+		{[]Panel{ScatterChart{Title: "t", X: []float64{1, 2}, Y: []float64{1}, Labels: []int32{0, 0}}}, `scatter "t": 2 x, 1 y and 2 labels`},
+		{[]Panel{ScatterChart{Title: "t"}}, `scatter "t" has no points`},
+		{[]Panel{ScatterChart{Title: "t", X: []float64{1}, Y: []float64{1}, Labels: []int32{-1}}}, "label -1"},
 	}
 	for _, tt := range tests {
 		err := WritePNG(&bytes.Buffer{}, 100, 100, 1, tt.panels...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("error %v, want %q", err, tt.want)
 		}
+	}
+}
+
+// A legend outside the chart (the default) sits right of every data point: a line across
+// the whole top of the chart, where a legend inside would cover it, ends left of the legend's
+// thumbnail of it with white space between. Inside the chart there is no such gap.
+func TestLegendOutsideDoesNotCoverData(t *testing.T) {
+	series := []Series{
+		{Name: "", X: []float64{0, 10}, Y: []float64{0, 0}},
+		{Name: "a series with a long name", X: []float64{0, 10}, Y: []float64{1, 1}},
+	}
+	orange := palette[1].(color.RGBA)
+	gap := func(legend Corner) int {
+		var buf bytes.Buffer
+		if err := WritePNG(&buf, 600, 300, 1, LineChart{Series: series, Legend: legend}); err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cols []int
+		for x := range 600 {
+			for y := range 300 {
+				if r, g, b, _ := img.At(x, y).RGBA(); r>>8 == uint32(orange.R) && g>>8 == uint32(orange.G) && b>>8 == uint32(orange.B) {
+					cols = append(cols, x)
+					break
+				}
+			}
+		}
+		widest := 0
+		for i := 1; i < len(cols); i++ {
+			widest = max(widest, cols[i]-cols[i-1])
+		}
+		return widest
+	}
+	if g := gap(Outside); g < 10 {
+		t.Errorf("outside legend: the widest gap between the line and its thumbnail is %d px, want the legend clear of the data", g)
+	}
+	if g := gap(TopRight); g >= 10 {
+		t.Errorf("inside legend: a gap of %d px: the test cannot tell an inside legend from an outside one", g)
 	}
 }

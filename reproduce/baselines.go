@@ -33,7 +33,7 @@ func (r *runner) baseline(ctx context.Context, name string, data dataGen) (*Base
 	b := &BaselineResult{Name: name, Description: baselineDescriptions[name]}
 	switch name {
 	case RawPixels:
-		embTrain, embTest := storage.Join(dir, "embeddings", "train"), storage.Join(dir, "embeddings", "test")
+		embTrain, embTest := embeddingsDir(dir, "train"), embeddingsDir(dir, "test")
 		var embedded gen
 		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
 			g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: data.eval,

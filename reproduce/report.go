@@ -3,12 +3,15 @@ package reproduce
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/pipelines"
+	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -19,8 +22,12 @@ const (
 	BatchSizePlotName   = "accuracy-by-batch-size.png"
 	NPCPlotName         = "npc-mean-cv.png"
 	TrendPlotName       = "trend.png"
+	TSNEPlotName        = "tsne.png"
 	plotWidth, plotRows = 900, 600
 )
+
+// maxTSNEPanels bounds the t-SNE figure: one panel per method, the first of each.
+const maxTSNEPanels = 4
 
 // lossName is a loss as the paper's tables name it (its registry entry's display name).
 func lossName(l string) string {
@@ -30,77 +37,280 @@ func lossName(l string) string {
 	return l
 }
 
+// figure is one image the report shows: its caption and its path relative to report.md.
+type figure struct {
+	Caption, Path string
+}
+
 // writeReport writes the plots, results.json and report.md (the last two last of all).
 // history is every reproduction of the run directory, this one last.
 func writeReport(ctx context.Context, out string, res *Results, history []Reproduction) error {
-	plots, err := writePlots(ctx, storage.Join(out, PlotsDir), res, history)
+	figures, err := writePlots(ctx, out, res, history)
 	if err != nil {
 		return err
 	}
 	if err := storage.SaveJSON(ctx, storage.Join(out, ResultsName), res); err != nil {
 		return err
 	}
-	return storage.WriteFile(ctx, storage.Join(out, ReportName), []byte(markdown(res, plots)))
+	return storage.WriteFile(ctx, storage.Join(out, ReportName), []byte(markdown(res, figures)))
 }
 
-// writePlots draws the figures the results and the history support and returns their names.
-func writePlots(ctx context.Context, dir string, res *Results, history []Reproduction) ([]string, error) {
-	var written []string
-	save := func(name string, cols int, panels ...analysis.Panel) error {
-		h := plotRows
-		if len(panels) > cols {
-			h *= (len(panels) + cols - 1) / cols
+// seriesNames are the runs' names in plot legends and NPC reports: the method as the report
+// names it (runLabel), with the settings that tell apart runs of the same method (batch
+// size, τ, model, epochs, queue), or the run's name where none does.
+func seriesNames(runs []RunConfig) map[string]string {
+	byLabel := map[string][]RunConfig{}
+	for _, r := range runs {
+		byLabel[runLabel(r)] = append(byLabel[runLabel(r)], r)
+	}
+	names := map[string]string{}
+	for label, group := range byLabel {
+		settings := []struct {
+			name string
+			of   func(RunConfig) string
+		}{
+			{"batch", func(c RunConfig) string { return strconv.Itoa(c.BatchSize) }},
+			{"τ=", func(c RunConfig) string { return strconv.FormatFloat(c.Temperature, 'g', -1, 64) }},
+			{"", func(c RunConfig) string { return c.Model }},
+			{"epochs", func(c RunConfig) string { return strconv.Itoa(c.Epochs) }},
+			{"queue", func(c RunConfig) string { return strconv.Itoa(c.QueueSize) }},
 		}
+		parts := make(map[string][]string, len(group))
+		for _, set := range settings {
+			values := map[string]bool{}
+			for _, c := range group {
+				values[set.of(c)] = true
+			}
+			if len(values) < 2 {
+				continue
+			}
+			for _, c := range group {
+				v := set.of(c)
+				switch {
+				case set.name == "":
+				case strings.HasSuffix(set.name, "="):
+					v = set.name + v
+				default:
+					v = set.name + " " + v
+				}
+				parts[c.Name] = append(parts[c.Name], v)
+			}
+		}
+		seen := map[string]int{}
+		for _, c := range group {
+			names[c.Name] = label
+			if len(parts[c.Name]) > 0 {
+				names[c.Name] = label + ", " + strings.Join(parts[c.Name], ", ")
+			}
+			seen[names[c.Name]]++
+		}
+		for _, c := range group {
+			if seen[names[c.Name]] > 1 {
+				names[c.Name] += " (" + c.Name + ")"
+			}
+		}
+	}
+	return names
+}
+
+// runSeries names the runs in plots (seriesNames) and gives each run its colour, the same in
+// every figure.
+type runSeries struct {
+	names map[string]string
+	style map[string]int
+}
+
+func newRunSeries(runs []RunResult) runSeries {
+	var configs []RunConfig
+	rs := runSeries{style: map[string]int{}}
+	for i, r := range runs {
+		configs = append(configs, r.Config)
+		rs.style[r.Config.Name] = i + 1
+	}
+	rs.names = seriesNames(configs)
+	return rs
+}
+
+// of is run's series of y against x.
+func (rs runSeries) of(run RunConfig, x, y []float64) analysis.Series {
+	return analysis.Series{Name: rs.names[run.Name], X: x, Y: y, Style: rs.style[run.Name]}
+}
+
+// writePlots draws the figures the results and the history support into out's plots/ and
+// returns every figure the report shows (with the runs' NPC distributions, which the NPC
+// stage drew in each run's folder).
+func writePlots(ctx context.Context, out string, res *Results, history []Reproduction) ([]figure, error) {
+	dir := storage.Join(out, PlotsDir)
+	var figures []figure
+	save := func(name, caption string, cols int, panels ...analysis.Panel) error {
+		cols = min(cols, len(panels))
+		h := plotRows * ((len(panels) + cols - 1) / cols)
 		if err := analysis.SavePNG(ctx, storage.Join(dir, name), plotWidth*cols, h, cols, panels...); err != nil {
 			return fmt.Errorf("plot %s: %w", name, err)
 		}
-		written = append(written, name)
+		figures = append(figures, figure{Caption: caption, Path: PlotsDir + "/" + name})
 		return nil
 	}
-	var loss, knn []analysis.Series
-	for _, r := range res.Runs {
-		if len(r.Curves.Epoch) > 0 {
-			loss = append(loss, analysis.Series{Name: r.Config.Name, X: r.Curves.Epoch, Y: r.Curves.Loss})
-		}
-		if len(r.Curves.KNNEpoch) > 0 {
-			knn = append(knn, analysis.Series{Name: r.Config.Name, X: r.Curves.KNNEpoch, Y: r.Curves.KNNTop1})
-		}
-	}
-	if len(loss) > 0 {
-		if err := save(LossPlotName, 1, analysis.MetricByEpochChart("Training loss", "loss", loss)); err != nil {
+	names := newRunSeries(res.Runs)
+	if panels := lossCharts(res, names); len(panels) > 0 {
+		if err := save(LossPlotName, "training loss by epoch, one panel per objective", 2, panels...); err != nil {
 			return nil, err
 		}
 	}
-	if len(knn) > 0 {
-		chart := analysis.MetricByEpochChart("kNN top-1 during training", "kNN top-1 (%)", knn)
-		chart.Legend = analysis.BottomRight // accuracy rises: the lower right is free
-		if err := save(KNNPlotName, 1, chart); err != nil {
+	if chart, ok := knnChart(res, names); ok {
+		if err := save(KNNPlotName, "kNN top-1 during training, with the baselines and the paper's figures", 1, chart); err != nil {
 			return nil, err
 		}
 	}
 	if series := batchSizeSeries(res); len(series) > 0 {
-		if err := save(BatchSizePlotName, 1, analysis.AccuracyByBatchSizeChart("kNN top-1 against batch size", series)); err != nil {
+		chart := analysis.AccuracyByBatchSizeChart("kNN top-1 against batch size", series)
+		chart.References = baselineReferences(res)
+		if err := save(BatchSizePlotName, "kNN top-1 against batch size, ours and the paper's, with the baselines", 1, chart); err != nil {
 			return nil, err
 		}
 	}
 	var npc []analysis.NPCReport
+	var npcStyle []int
 	for _, r := range res.Runs {
 		if r.NPC != nil && len(r.NPC.Stats) > 0 {
-			npc = append(npc, *r.NPC)
+			rep := *r.NPC
+			rep.Name = names.names[r.Config.Name] // reports of older versions carry the run's name
+			npc = append(npc, rep)
+			npcStyle = append(npcStyle, names.style[r.Config.Name])
 		}
 	}
 	if len(npc) > 0 {
 		meanQ, cv := analysis.NPCSummaryCharts(npc)
-		if err := save(NPCPlotName, 2, meanQ, cv); err != nil {
+		for i, st := range npcStyle {
+			meanQ.Series[i].Style, cv.Series[i].Style = st, st
+		}
+		if err := save(NPCPlotName, "NPC multiplier q against batch size (the paper's Fig. 1a)", 2, meanQ, cv); err != nil {
 			return nil, err
 		}
 	}
-	if panels := trendCharts(res, history); len(panels) > 0 {
-		if err := save(TrendPlotName, 2, panels...); err != nil {
+	for _, r := range res.Runs {
+		if r.NPC == nil || len(r.NPC.Stats) == 0 {
+			continue
+		}
+		// Drawn by the NPC stage in the run's folder: the report links it where it is.
+		rel := storage.Join(npcDir(runDir("", r.Config.Name)), pipelines.NPCDistPlotName)
+		ok, err := storage.Exists(ctx, storage.Join(out, rel))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			figures = append(figures, figure{Caption: "distribution of q per batch size (the paper's Fig. 1b): " + names.names[r.Config.Name], Path: filepath.ToSlash(rel)})
+		}
+	}
+	if opts, ok, err := tsneOptions(ctx, out, res, names); err != nil {
+		return nil, err
+	} else if ok {
+		opts.Output = storage.Join(dir, TSNEPlotName)
+		if _, err := pipelines.RunTSNE(ctx, opts); err != nil {
+			return nil, fmt.Errorf("plot %s: %w", TSNEPlotName, err)
+		}
+		figures = append(figures, figure{Caption: fmt.Sprintf("t-SNE of %d test embeddings of each class (the first %d classes), coloured by class (the paper's Fig. 4c)", opts.PerClass, opts.Classes), Path: PlotsDir + "/" + TSNEPlotName})
+	}
+	if panels := trendCharts(res, history, names); len(panels) > 0 {
+		if err := save(TrendPlotName, "every gated metric and the paper's accuracies by reproduction", 2, panels...); err != nil {
 			return nil, err
 		}
 	}
-	return written, nil
+	return figures, nil
+}
+
+// lossCharts draw the training loss against epoch with a panel per objective (runLabel):
+// the losses of different objectives are different quantities (DCL's can be negative) and
+// never share an axis.
+func lossCharts(res *Results, names runSeries) []analysis.Panel {
+	var order []string
+	byLabel := map[string][]analysis.Series{}
+	for _, r := range res.Runs {
+		if len(r.Curves.Epoch) == 0 {
+			continue
+		}
+		l := runLabel(r.Config)
+		if byLabel[l] == nil {
+			order = append(order, l)
+		}
+		byLabel[l] = append(byLabel[l], names.of(r.Config, r.Curves.Epoch, r.Curves.Loss))
+	}
+	var panels []analysis.Panel
+	for _, l := range order {
+		series := byLabel[l]
+		if len(series) == 1 {
+			series[0].Name = "" // the title names it
+		}
+		panels = append(panels, analysis.MetricByEpochChart("Training loss: "+l, "loss", series))
+	}
+	return panels
+}
+
+// knnChart is the kNN monitor's top-1 against epoch, one line per run, with the baselines'
+// kNN top-1 and the paper's figure for each run as horizontal reference lines.
+func knnChart(res *Results, names runSeries) (analysis.LineChart, bool) {
+	chart := analysis.MetricByEpochChart("kNN top-1 during training", "kNN top-1 (%)", nil)
+	for _, r := range res.Runs {
+		if len(r.Curves.KNNEpoch) > 0 {
+			chart.Series = append(chart.Series, names.of(r.Config, r.Curves.KNNEpoch, r.Curves.KNNTop1))
+		}
+	}
+	if len(chart.Series) == 0 {
+		return chart, false
+	}
+	for _, r := range res.Runs {
+		if r.Paper.KNNTop1 != 0 && len(r.Curves.KNNEpoch) > 0 {
+			n := names.names[r.Config.Name]
+			chart.References = append(chart.References, analysis.Reference{Name: n + ", paper", Y: r.Paper.KNNTop1, Of: n})
+		}
+	}
+	chart.References = append(chart.References, baselineReferences(res)...)
+	return chart, true
+}
+
+// baselineReferences are the baselines' kNN top-1, as reference lines.
+func baselineReferences(res *Results) []analysis.Reference {
+	var refs []analysis.Reference
+	for _, b := range res.Baselines {
+		if b.KNN != nil {
+			refs = append(refs, analysis.Reference{Name: b.Name + " baseline", Y: b.KNN.Top1})
+		}
+	}
+	return refs
+}
+
+// tsneOptions lay out the test embeddings of the first run of each method (runLabel), up to
+// maxTSNEPanels, side by side: the paper's Fig. 4c compares SimCLR's and DCL's. Its first 10
+// classes, as the paper's CIFAR-10: 1,000 points a panel, seconds, for any dataset. ok is false
+// when the config has no kNN or linear evaluation (no test embeddings) or none is there.
+func tsneOptions(ctx context.Context, out string, res *Results, names runSeries) (o pipelines.TSNEOptions, ok bool, err error) {
+	if res.Evaluate.KNN == nil && res.Evaluate.Linear == nil {
+		return o, false, nil
+	}
+	seen := map[string]bool{}
+	for _, r := range res.Runs {
+		l := runLabel(r.Config)
+		if seen[l] || len(o.Embeddings) == maxTSNEPanels {
+			continue
+		}
+		p := embeddingsDir(runDir(out, r.Config.Name), "test")
+		there, err := storage.Exists(ctx, storage.Join(p, shards.EmbeddingsManifestName))
+		if err != nil {
+			return o, false, err
+		}
+		if !there {
+			continue
+		}
+		seen[l] = true
+		o.Embeddings, o.Labels = append(o.Embeddings, p), append(o.Labels, names.names[r.Config.Name])
+	}
+	if len(o.Embeddings) == 0 {
+		return o, false, nil
+	}
+	o.PerClass, o.Classes, o.Config = pipelines.DefaultTSNEPerClass, 10, analysis.DefaultTSNEConfig()
+	o.Config.Seed = res.Preprocess.Seed
+	o.Width, o.Height = plotWidth*2/3, plotRows*5/6
+	return o, true, nil
 }
 
 // maxTrendTicks bounds the labelled reproductions on a trend plot's axis, so that the
@@ -109,7 +319,7 @@ const maxTrendTicks = 8
 
 // trendCharts draw the paper's accuracies and every gated metric against the reproductions
 // of the history (by date and code version), one line per run.
-func trendCharts(res *Results, history []Reproduction) []analysis.Panel {
+func trendCharts(res *Results, history []Reproduction, names runSeries) []analysis.Panel {
 	if len(history) == 0 {
 		return nil
 	}
@@ -127,11 +337,8 @@ func trendCharts(res *Results, history []Reproduction) []analysis.Panel {
 		}
 		chart := analysis.LineChart{Title: m.Description + " by reproduction", XLabel: "reproduction (UTC date, dcl version)",
 			YLabel: m.Name, XTicks: ticks}
-		if m.HigherIsBetter {
-			chart.Legend = analysis.BottomRight
-		}
 		for _, r := range res.Runs {
-			s := analysis.Series{Name: r.Config.Name}
+			s := names.of(r.Config, nil, nil)
 			for i := range history {
 				if v, ok := history[i].Value(r.Config.Name, m.Name); ok {
 					s.X, s.Y = append(s.X, float64(i)), append(s.Y, v)
@@ -199,7 +406,7 @@ func batchSizeSeries(res *Results) []analysis.Series {
 
 // markdown renders report.md: the runs against the paper, the baselines, the NPC statistics,
 // the plots and what each stage did.
-func markdown(res *Results, plots []string) string {
+func markdown(res *Results, figures []figure) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", res.Experiment)
 	if res.Description != "" {
@@ -258,10 +465,10 @@ func markdown(res *Results, plots []string) string {
 		b.WriteString("\n")
 	}
 	changesSection(&b, res)
-	if len(plots) > 0 {
+	if len(figures) > 0 {
 		b.WriteString("## Plots\n\n")
-		for _, p := range plots {
-			fmt.Fprintf(&b, "![%s](%s/%s)\n\n", strings.TrimSuffix(p, ".png"), PlotsDir, p)
+		for _, f := range figures {
+			fmt.Fprintf(&b, "![%s](%s)\n*%s*\n\n", f.Caption, f.Path, f.Caption)
 		}
 	}
 	b.WriteString("## Stages\n\n")

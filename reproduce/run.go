@@ -69,6 +69,26 @@ const (
 	runRecordName = "run.json"
 )
 
+// The folders of one encoder's evaluations (a run's, or a baseline's), relative to its
+// folder: its embeddings of each split (test, train, pairs) and its NPC report and figures.
+func embeddingsDir(dir, split string) string { return storage.Join(dir, "embeddings", split) }
+func npcDir(dir string) string               { return storage.Join(dir, "npc") }
+
+// seriesName is how plots and NPC reports name run name (seriesNames); a baseline keeps its
+// name.
+func (r *runner) seriesName(name string) string {
+	if r.names == nil {
+		r.names = seriesNames(r.cfg.Runs)
+	}
+	if n, ok := r.names[name]; ok {
+		return n
+	}
+	return name
+}
+
+// runDir is run name's folder in the run directory out.
+func runDir(out, name string) string { return storage.Join(out, RunsDir, name) }
+
 // runner holds one reproduction's state as it goes through the stages.
 type runner struct {
 	cfg    *Config
@@ -83,6 +103,7 @@ type runner struct {
 	stages []StageRecord
 	// size and classes of the data, known once the evaluation shards exist.
 	numClasses int
+	names      map[string]string // seriesNames of the config's runs, once asked for
 }
 
 func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
@@ -381,7 +402,7 @@ func (r *runner) sameDataset(ctx context.Context, dir string, want shards.Config
 
 // run trains one run and evaluates it.
 func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResult, error) {
-	dir := r.path(RunsDir, run.Name)
+	dir := runDir(r.opts.Out, run.Name)
 	changed, err := r.checkRunRecord(ctx, dir, run)
 	if err != nil {
 		return nil, err
@@ -567,7 +588,7 @@ func readSummary(ctx context.Context, dir string) (*trainstep.Summary, error) {
 // evaluate embeds the evaluation shards with the checkpoint in dir (a training run or a
 // baseline's random encoder) and runs the evaluations the config asks for.
 func (r *runner) evaluate(ctx context.Context, dir, name string, temperature float64, up gen, npc bool, ev *Evaluation) error {
-	embTrain, embTest := storage.Join(dir, "embeddings", "train"), storage.Join(dir, "embeddings", "test")
+	embTrain, embTest := embeddingsDir(dir, "train"), embeddingsDir(dir, "test")
 	feature := trainstep.Feature(orDefault(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
 	var embedded gen
 	for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
@@ -661,7 +682,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 		}
 	}
 	if n := r.cfg.Evaluate.NPC; n != nil && npc {
-		pairs, out := storage.Join(dir, "embeddings", "pairs"), storage.Join(dir, "npc")
+		pairs, out := embeddingsDir(dir, "pairs"), npcDir(dir)
 		ev.NPC = new(analysis.NPCReport)
 		_, err := r.stage(ctx, stageSpec{kind: StageNPC, name: "npc " + name, up: up,
 			done: func() (outcome, error) { return loadIfExists(ctx, storage.Join(out, pipelines.NPCReportName), ev.NPC) },
@@ -671,7 +692,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 					return err
 				}
 				job, err := pipelines.PlanNPC(ctx, pipelines.NPCOptions{Embeddings: pairs, BatchSizes: n.BatchSizes,
-					Temperature: temperature, Seed: r.cfg.Preprocess.Seed, MaxBatches: n.Samples, Name: name, Output: out})
+					Temperature: temperature, Seed: r.cfg.Preprocess.Seed, MaxBatches: n.Samples, Name: r.seriesName(name), Output: out})
 				if err != nil {
 					return err
 				}

@@ -141,12 +141,13 @@ func TestRunWritesResultsAndIsANoOpWhenComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| infonce ", "| dcl ", "SimCLR (InfoNCE)", "raw-pixels", "random-init", "NPC multiplier", "plots/" + NPCPlotName, "plots/" + LossPlotName} {
+	for _, want := range []string{"| infonce ", "| dcl ", "SimCLR (InfoNCE)", "raw-pixels", "random-init", "NPC multiplier", "plots/" + NPCPlotName, "plots/" + LossPlotName,
+		"plots/" + TSNEPlotName, "](runs/dcl/npc/npc-distribution.png)"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
 	}
-	for _, p := range []string{LossPlotName, KNNPlotName, NPCPlotName} {
+	for _, p := range []string{LossPlotName, KNNPlotName, NPCPlotName, TSNEPlotName} {
 		if _, err := os.Stat(filepath.Join(out, PlotsDir, p)); err != nil {
 			t.Errorf("plot %s: %v", p, err)
 		}

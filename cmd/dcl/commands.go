@@ -10,6 +10,7 @@ func commands() []*command {
 		knnCommand(),
 		linearCommand(),
 		npcCommand(),
+		tsneCommand(),
 		lossCommand(),
 		shardsCommand(),
 		reproduceCommand(),

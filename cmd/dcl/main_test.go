@@ -32,7 +32,7 @@ func TestHelpListsEverySubcommand(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("dcl help exited %d", code)
 	}
-	for _, name := range []string{"preprocess", "train", "embed", "knn", "linear", "npc", "loss", "shards", "reproduce", "demo", "version"} {
+	for _, name := range []string{"preprocess", "train", "embed", "knn", "linear", "npc", "tsne", "loss", "shards", "reproduce", "demo", "version"} {
 		if !strings.Contains(out, "\n  "+name+" ") {
 			t.Errorf("dcl help does not list %q:\n%s", name, out)
 		}

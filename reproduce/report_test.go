@@ -1,0 +1,138 @@
+package reproduce
+
+import (
+	"context"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+)
+
+// Plots name runs by their method, with the settings that tell apart runs of one method.
+func TestSeriesNames(t *testing.T) {
+	tests := []struct {
+		name string
+		give []RunConfig
+		want map[string]string
+	}{
+		{name: "one run per method",
+			give: []RunConfig{{Name: "infonce-b32", Loss: "infonce", BatchSize: 32}, {Name: "dcl-b32", Loss: "dcl", BatchSize: 32}, {Name: "moco", Method: "moco", Loss: "dcl", BatchSize: 32}},
+			want: map[string]string{"infonce-b32": "SimCLR (InfoNCE)", "dcl-b32": "DCL", "moco": "MoCo-v2 (DCL)"}},
+		{name: "a batch-size sweep",
+			give: []RunConfig{{Name: "a", Loss: "dcl", BatchSize: 32, Temperature: 0.1}, {Name: "b", Loss: "dcl", BatchSize: 256, Temperature: 0.1}, {Name: "c", Loss: "infonce", BatchSize: 32}},
+			want: map[string]string{"a": "DCL, batch 32", "b": "DCL, batch 256", "c": "SimCLR (InfoNCE)"}},
+		{name: "temperatures and models",
+			give: []RunConfig{{Name: "a", Loss: "dcl", Temperature: 0.1, Model: "resnet18-cifar"}, {Name: "b", Loss: "dcl", Temperature: 0.5, Model: "resnet50-cifar"}},
+			want: map[string]string{"a": "DCL, τ=0.1, resnet18-cifar", "b": "DCL, τ=0.5, resnet50-cifar"}},
+		{name: "no setting differs: the run names do",
+			give: []RunConfig{{Name: "seed1", Loss: "dcl", Seed: 1}, {Name: "seed2", Loss: "dcl", Seed: 2}},
+			want: map[string]string{"seed1": "DCL (seed1)", "seed2": "DCL (seed2)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := seriesNames(tt.give)
+			for run, want := range tt.want {
+				if got[run] != want {
+					t.Errorf("run %s is %q, want %q", run, got[run], want)
+				}
+			}
+		})
+	}
+}
+
+// sweepResults are the results of a batch-size sweep of two losses, with the paper's
+// figures and both baselines, as if every stage had run.
+func sweepResults() *Results {
+	res := &Results{Experiment: "sweep", Evaluate: EvaluateConfig{}}
+	for _, loss := range []string{"infonce", "dcl"} {
+		for _, bs := range []int{32, 256} {
+			base := 60.0
+			if loss == "dcl" {
+				base = 70
+			}
+			r := RunResult{Config: RunConfig{Name: loss + "-b" + map[int]string{32: "32", 256: "256"}[bs], Loss: loss, BatchSize: bs, Epochs: 3}}
+			r.Curves = Curves{Epoch: []float64{1, 2, 3}, Loss: []float64{5, 4.5, 4.2}, KNNEpoch: []float64{1, 2, 3}, KNNTop1: []float64{base - 10, base - 5, base}}
+			if loss == "dcl" {
+				r.Curves.Loss = []float64{-1, -1.5, -1.7} // DCL's loss is another quantity, here negative
+			}
+			r.KNN = &analysis.KNNResult{Top1: base, Top5: 95}
+			r.Paper = PaperFigures{KNNTop1: base + 8}
+			res.Runs = append(res.Runs, r)
+		}
+	}
+	res.Baselines = []BaselineResult{
+		{Name: RawPixels, Evaluation: Evaluation{KNN: &analysis.KNNResult{Top1: 35}}},
+		{Name: RandomInit, Evaluation: Evaluation{KNN: &analysis.KNNResult{Top1: 30}}},
+	}
+	return res
+}
+
+// The report's figures of a sweep: a loss panel per objective, kNN by epoch with the paper's
+// figures and the baselines as reference lines, accuracy by batch size; each linked from
+// report.md with a caption.
+func TestPlotsOfASweep(t *testing.T) {
+	out := t.TempDir()
+	res := sweepResults()
+	figures, err := writePlots(context.Background(), out, res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSize := map[string][2]int{
+		PlotsDir + "/" + LossPlotName:      {2 * plotWidth, plotRows}, // two objectives, two panels
+		PlotsDir + "/" + KNNPlotName:       {plotWidth, plotRows},
+		PlotsDir + "/" + BatchSizePlotName: {plotWidth, plotRows},
+	}
+	if len(figures) != len(wantSize) {
+		t.Errorf("figures %+v, want %d", figures, len(wantSize))
+	}
+	report := markdown(res, figures)
+	for _, f := range figures {
+		size, ok := wantSize[f.Path]
+		if !ok {
+			t.Errorf("unexpected figure %s", f.Path)
+			continue
+		}
+		file, err := os.Open(filepath.Join(out, f.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(file)
+		file.Close()
+		if err != nil || cfg.Width != size[0] || cfg.Height != size[1] {
+			t.Errorf("%s: %dx%d (%v), want %dx%d", f.Path, cfg.Width, cfg.Height, err, size[0], size[1])
+		}
+		if !strings.Contains(report, "]("+f.Path+")") {
+			t.Errorf("report.md does not show %s", f.Path)
+		}
+	}
+	chart, ok := knnChart(res, newRunSeries(res.Runs))
+	if !ok {
+		t.Fatal("no kNN chart")
+	}
+	var refs []string
+	for _, r := range chart.References {
+		refs = append(refs, r.Name+"@"+r.Of)
+	}
+	want := "SimCLR (InfoNCE), batch 32, paper@SimCLR (InfoNCE), batch 32|SimCLR (InfoNCE), batch 256, paper@SimCLR (InfoNCE), batch 256|" +
+		"DCL, batch 32, paper@DCL, batch 32|DCL, batch 256, paper@DCL, batch 256|raw-pixels baseline@|random-init baseline@"
+	if got := strings.Join(refs, "|"); got != want {
+		t.Errorf("kNN reference lines\n%s\nwant\n%s", got, want)
+	}
+	for _, s := range chart.Series {
+		if strings.Contains(s.Name, "-b") {
+			t.Errorf("legend entry %q is a run's id, not its method", s.Name)
+		}
+	}
+	losses := lossCharts(res, newRunSeries(res.Runs))
+	if len(losses) != 2 {
+		t.Fatalf("%d loss panels, want one per objective (2)", len(losses))
+	}
+	for i, want := range []string{"Training loss: SimCLR (InfoNCE)", "Training loss: DCL"} {
+		if c := losses[i].(analysis.LineChart); c.Title != want || len(c.Series) != 2 {
+			t.Errorf("loss panel %d: %q with %d series, want %q with the 2 runs of that objective", i, c.Title, len(c.Series), want)
+		}
+	}
+}
