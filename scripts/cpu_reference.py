@@ -11,7 +11,9 @@ Measures, on this machine, what dcl-beam's CPU benchmarks are compared with:
 - infer: PyTorch's CPU inference of the backbone (eval mode, no_grad), resnet18-cifar 32x32 at
   batch 128 and resnet50 224x224 at batch 16, the shapes of gpu/cpu's BenchmarkResNetInference.
 
-Each figure is the median of the timed repetitions after warm-up. Thread counts are set per
+Each figure is the median of the timed repetitions after warm-up, in wall time and in the
+process's CPU time (which other processes' turns dilute less on a shared machine, as the Go
+benchmarks' cpu- figures). Thread counts are set per
 child process (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and torch.set_num_threads), so the BLAS and
 OpenMP pools never hold more threads than asked. PyTorch and numpy are references, not
 dependencies: install python3-torch, python3-torchvision, python3-numpy and
@@ -19,6 +21,9 @@ libopenblas0-pthread to run this.
 
 Usage: /usr/bin/python3 scripts/cpu_reference.py [--threads 1,2] [--only gemm,step,infer]
        [--steps 5] [--batch 64] [--out cpu-reference.json]
+
+The AVX2 path on an AVX-512 machine: OPENBLAS_CORETYPE=Haswell DNNL_MAX_CPU_ISA=AVX2
+ATEN_CPU_CAPABILITY=avx2 (beside DCL_KERNEL=avx2 for dcl-beam's benchmarks).
 """
 
 import argparse
@@ -43,14 +48,16 @@ def parse_args():
 
 
 def median_seconds(fn, warmup, reps):
+    """Median wall seconds and median process CPU seconds of one call."""
     for _ in range(warmup):
         fn()
-    times = []
+    walls, cpus = [], []
     for _ in range(reps):
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu0)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def child_gemm(threads):
@@ -61,7 +68,7 @@ def child_gemm(threads):
     a = rng.random((n, n), dtype=np.float32)
     b = rng.random((n, n), dtype=np.float32)
     c = np.empty((n, n), dtype=np.float32)
-    sec = median_seconds(lambda: np.matmul(a, b, out=c), 5, 21)
+    sec, cpu = median_seconds(lambda: np.matmul(a, b, out=c), 5, 21)
     blas = ""
     try:
         info = np.__config__.get_info("blas_opt_info")
@@ -69,7 +76,8 @@ def child_gemm(threads):
     except Exception:
         pass
     lib = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
-    return {"what": "gemm", "threads": threads, "n": n, "gflops": 2 * n**3 / sec / 1e9, "blas": blas or lib, "libblas": lib}
+    return {"what": "gemm", "threads": threads, "n": n, "gflops": 2 * n**3 / sec / 1e9,
+            "cpu_gflops": 2 * n**3 / cpu / 1e9, "blas": blas or lib, "libblas": lib}
 
 
 def build(torch, nn, torchvision, model_name, projector):
@@ -121,9 +129,10 @@ def child_step(threads, batch, steps):
         loss.backward()
         opt.step()
 
-    sec = median_seconds(step, 2, steps)
+    sec, cpu = median_seconds(step, 2, steps)
     return {"what": "step", "threads": threads, "model": "resnet18-cifar", "batch_pairs": batch,
-            "ms_per_image": sec * 1000 / (2 * batch), "torch": torch.__version__}
+            "ms_per_image": sec * 1000 / (2 * batch), "cpu_ms_per_image": cpu * 1000 / (2 * batch),
+            "torch": torch.__version__}
 
 
 def child_infer(threads):
@@ -138,9 +147,9 @@ def child_infer(threads):
         model = build(torch, nn, torchvision, model_name, False).eval()
         x = torch.rand(batch, 3, size, size)
         with torch.no_grad():
-            sec = median_seconds(lambda: model(x), 2, reps)
+            sec, cpu = median_seconds(lambda: model(x), 2, reps)
         rows.append({"what": "infer", "threads": threads, "model": model_name, "size": size, "batch": batch,
-                     "images_per_s": batch / sec, "torch": torch.__version__})
+                     "images_per_s": batch / sec, "images_per_cpu_s": batch / cpu, "torch": torch.__version__})
     return rows
 
 

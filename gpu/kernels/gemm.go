@@ -135,38 +135,74 @@ func gemmSerial(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c
 	s := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(s)
 	ap, bp := aligned(s.a), aligned(s.b)
-	mr, nr := mk.mr, mk.nr
-	tile := s.tile[:mr*nr]
 	for jc := 0; jc < n; jc += blockN {
 		nc := min(blockN, n-jc)
 		for pc := 0; pc < k; pc += blockK {
 			kc := min(blockK, k-pc)
-			b.Pack(bp, jc, nc, pc, kc, nr, 1)
-			for ic := 0; ic < m; ic += blockM {
-				mc := min(blockM, m-ic)
-				a.Pack(ap, ic, mc, pc, kc, mr, alpha)
-				for jr := 0; jr < nc; jr += nr {
-					nv := min(nr, nc-jr)
-					bPanel := unsafe.Pointer(&bp[(jr/nr)*kc*nr])
-					for ir := 0; ir < mc; ir += mr {
-						mv := min(mr, mc-ir)
-						aPanel := unsafe.Pointer(&ap[(ir/mr)*kc*mr])
-						ci := (ic+ir)*ldc + jc + jr
-						if mv == mr && nv == nr {
-							mk.fn(kc, aPanel, bPanel, unsafe.Pointer(&c[ci]), ldc)
-							continue
-						}
-						clear(tile)
-						mk.fn(kc, aPanel, bPanel, unsafe.Pointer(&tile[0]), nr)
-						for i := range mv {
-							row := c[ci+i*ldc : ci+i*ldc+nv]
-							for j, v := range tile[i*nr : i*nr+nv] {
-								row[j] += v
-							}
-						}
+			b.Pack(bp, jc, nc, pc, kc, mk.nr, 1)
+			gemmBlock(mk, 0, m, jc, nc, pc, kc, alpha, a, ap, bp, s.tile, c, ldc)
+		}
+	}
+}
+
+// gemmBlock adds rows [i0, i1) of A·B over depth [pc, pc+kc) into C's columns [jc, jc+nc),
+// B's kc×nc block being packed in bp: A is packed blockM rows at a time into ap, and the
+// micro-kernel runs over the tiles, through tile where a tile crosses C's edge.
+func gemmBlock(mk *microKernel, i0, i1, jc, nc, pc, kc int, alpha float32, a PanelSource, ap, bp, tileBuf, c []float32, ldc int) {
+	mr, nr := mk.mr, mk.nr
+	tile := tileBuf[:mr*nr]
+	for ic := i0; ic < i1; ic += blockM {
+		mc := min(blockM, i1-ic)
+		a.Pack(ap, ic, mc, pc, kc, mr, alpha)
+		for jr := 0; jr < nc; jr += nr {
+			nv := min(nr, nc-jr)
+			bPanel := unsafe.Pointer(&bp[(jr/nr)*kc*nr])
+			for ir := 0; ir < mc; ir += mr {
+				mv := min(mr, mc-ir)
+				aPanel := unsafe.Pointer(&ap[(ir/mr)*kc*mr])
+				ci := (ic+ir)*ldc + jc + jr
+				if mv == mr && nv == nr {
+					mk.fn(kc, aPanel, bPanel, unsafe.Pointer(&c[ci]), ldc)
+					continue
+				}
+				clear(tile)
+				mk.fn(kc, aPanel, bPanel, unsafe.Pointer(&tile[0]), nr)
+				for i := range mv {
+					row := c[ci+i*ldc : ci+i*ldc+nv]
+					for j, v := range tile[i*nr : i*nr+nv] {
+						row[j] += v
 					}
 				}
 			}
+		}
+	}
+}
+
+// gemmSharedB splits C's rows between the pool's threads, which share each packed block of B
+// (BLIS's scheme): together they pack a kc×nc block, then each multiplies its rows by it. Every
+// thread reads the same B panels from the shared cache instead of packing and holding a copy
+// of its own, which on two cores with a small shared cache decides how well the product
+// scales. Each element of C is still computed by one thread in a fixed order.
+func (p *Pool) gemmSharedB(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
+	mr, nr := mk.mr, mk.nr
+	rows := splitPoints(m, p.threads, mr)
+	bpBuf := f32Scratch.get(blockK*blockN + 64)
+	defer f32Scratch.put(bpBuf)
+	bp := aligned(*bpBuf)
+	for jc := 0; jc < n; jc += blockN {
+		nc := min(blockN, n-jc)
+		panels := splitPoints((nc+nr-1)/nr, p.threads, 1)
+		for pc := 0; pc < k; pc += blockK {
+			kc := min(blockK, k-pc)
+			p.ParallelFor(len(panels)-1, func(t int) {
+				lo, hi := panels[t], panels[t+1]
+				b.Pack(bp[lo*kc*nr:], jc+lo*nr, min(nc, hi*nr)-lo*nr, pc, kc, nr, 1)
+			})
+			p.ParallelFor(len(rows)-1, func(t int) {
+				s := scratchPool.Get().(*scratch)
+				defer scratchPool.Put(s)
+				gemmBlock(mk, rows[t], rows[t+1], jc, nc, pc, kc, alpha, a, aligned(s.a), bp, s.tile, c, ldc)
+			})
 		}
 	}
 }
@@ -176,9 +212,10 @@ func gemmSerial(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c
 const minParallelFlops = 1 << 17
 
 // Gemm computes C = alpha·A·B + beta·C with A (m×k) and B (k×n) read through their packing and
-// C row-major (row stride ldc) at c[0], in parallel on the pool. The work is split along m, n or
-// k, whichever repeats the least packing: along m every thread packs all of B, along n all of A,
-// along k each thread sums into its own copy of C.
+// C row-major (row stride ldc) at c[0], in parallel on the pool. The work is split along m
+// where C has rows enough (the threads share B's packing, gemmSharedB), else along n or k,
+// whichever repeats the least work: along n every thread packs all of A, along k each thread
+// sums into its own copy of C.
 func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("kernels.Gemm: negative size m=%d n=%d k=%d", m, n, k))
@@ -204,7 +241,7 @@ func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, 
 	const inf = int(^uint(0) >> 1)
 	costM, costN, costK := inf, inf, inf
 	if m >= threads*mk.mr*2 {
-		costM = (threads - 1) * k * n
+		costM = 0
 	}
 	if n >= threads*mk.nr*2 {
 		costN = (threads - 1) * m * k
@@ -216,11 +253,7 @@ func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, 
 	case costM == inf && costN == inf && costK == inf:
 		gemmSerial(mk, m, n, k, alpha, a, b, c, ldc)
 	case costM <= costN && costM <= costK:
-		parts := splitPoints(m, threads, mk.mr)
-		p.ParallelFor(len(parts)-1, func(t int) {
-			lo, hi := parts[t], parts[t+1]
-			gemmSerial(mk, hi-lo, n, k, alpha, offsetRows{a, lo}, b, c[lo*ldc:], ldc)
-		})
+		p.gemmSharedB(mk, m, n, k, alpha, a, b, c, ldc)
 	case costN <= costK:
 		parts := splitPoints(n, threads, mk.nr)
 		p.ParallelFor(len(parts)-1, func(t int) {
