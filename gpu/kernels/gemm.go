@@ -36,6 +36,10 @@ type Strided struct {
 // Pack implements PanelSource.
 func (s Strided) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
 	panels := (rows + w - 1) / w
+	if s.RowStride == 1 && scale == 1 && rows >= 2*w {
+		s.packContiguousRows(dst, r0, rows, p0, kc, w)
+		return
+	}
 	for pi := range panels {
 		panel := dst[pi*kc*w : (pi+1)*kc*w]
 		rBase := r0 + pi*w
@@ -57,6 +61,21 @@ func (s Strided) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
 					for i, v := range src {
 						d[i] = v * scale
 					}
+				}
+			}
+		case s.DepthStride == 1 && valid == w && scale == 1:
+			// Each row is contiguous along the depth: transpose. One depth at a time, the panel
+			// is written in order and the w rows are read at one position each; the reads go
+			// through pointers because bounds checks would cost as much as the copy.
+			base := unsafe.Pointer(&s.Data[s.Off+rBase*s.RowStride+p0])
+			last := s.Off + (rBase+w-1)*s.RowStride + p0 + kc - 1
+			_ = s.Data[last] // every read below lies within the slice
+			step := uintptr(4 * s.RowStride)
+			for p := range kc {
+				d := panel[p*w : p*w+w]
+				src := unsafe.Add(base, 4*p)
+				for i := range d {
+					d[i] = *(*float32)(unsafe.Add(src, uintptr(i)*step))
 				}
 			}
 		case s.DepthStride == 1:
@@ -87,6 +106,33 @@ func (s Strided) Pack(dst []float32, r0, rows, p0, kc, w int, scale float32) {
 				}
 				clear(d[valid:])
 			}
+		}
+	}
+}
+
+// packContiguousRows packs rows that are contiguous at each depth (B's columns, B row-major)
+// one depth at a time across every panel: the reads then run along one row of the matrix,
+// where the panel-at-a-time order would jump a whole row (often a page) per depth and defeat
+// the hardware prefetcher.
+func (s Strided) packContiguousRows(dst []float32, r0, rows, p0, kc, w int) {
+	full := rows / w
+	for p := range kc {
+		src := s.Data[s.Off+r0+(p0+p)*s.DepthStride:][:rows]
+		for pi := range full {
+			d := dst[(pi*kc+p)*w:][:w]
+			switch w {
+			case 32:
+				*(*[32]float32)(d) = *(*[32]float32)(src[pi*w:])
+			case 16:
+				*(*[16]float32)(d) = *(*[16]float32)(src[pi*w:])
+			default:
+				copy(d, src[pi*w:pi*w+w])
+			}
+		}
+		if rest := rows - full*w; rest > 0 {
+			d := dst[(full*kc+p)*w:][:w]
+			copy(d, src[full*w:])
+			clear(d[rest:])
 		}
 	}
 }
