@@ -97,7 +97,7 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 	switch views := set.Meta[MetaViews]; {
 	case views == "2" || o.Concatenated:
 	case set.Meta == nil:
-		return nil, fmt.Errorf("%s: a single file does not say whether its rows are view pairs: pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings)
+		return nil, fmt.Errorf("%s: the file has no dcl metadata to say whether its rows are view pairs: pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings)
 	default:
 		return nil, fmt.Errorf("%s: not view pairs (metadata views=%q): embed augmented shards with --views=2, or pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings, views)
 	}
