@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -94,7 +93,7 @@ func trainTinyEncoder(t testing.TB, data string) string {
 		InitSeed:  1,
 	}
 	run := trainstep.RunConfig{Data: data, Out: out, BatchSize: 4, Epochs: 1, BaseLR: 0.1, Seed: 1, MaxSteps: 3}
-	if _, err := trainstep.Train(ctx, cfg, run, trainstep.TrainOptions{Backend: backend, Source: src, Stderr: io.Discard, Logger: discardLogger()}); err != nil {
+	if _, err := trainstep.Train(ctx, cfg, run, trainstep.TrainOptions{Backend: backend, Source: src, Logger: discardLogger()}); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -187,16 +187,14 @@ func (r *Reporter) Sub(name string, total int64, unit string) *Reporter {
 	return s
 }
 
-// Finish shows the stage complete (done = total, 100%) and ends its line.
+// Finish shows the stage complete and ends its line: at 100% (done = total), or, for a
+// followed count, at the count the work itself kept, which is never claimed.
 func (r *Reporter) Finish() {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
-	if r.count != nil {
-		r.done = r.count()
-	}
-	if r.total > 0 {
+	if r.count == nil && r.total > 0 {
 		r.done = r.total
 	}
 	r.mu.Unlock()
@@ -300,40 +298,57 @@ func (r *Reporter) clearLine() {
 	}
 }
 
-// text is the stage's state in words: "train [=====>    ] 45% 450/1000 steps, 3.1 steps/s,
-// 2m25s, ETA 2m57s | loss …" (the bar graphic only in Bar mode).
+// text is the stage's state in words. A bar is short, to fit a terminal's line:
+// "train [=====>    ] 45% 450/1000 steps 3.1/s ETA 2m57s | loss …"; a log's line says more:
+// "train: 450/1000 steps (45%), 3.1 steps/s, 2m25s, ETA 2m57s | loss …".
 func (r *Reporter) text(now time.Time) string {
 	var b strings.Builder
-	b.WriteString(r.name)
-	if r.o.Mode == Lines {
-		b.WriteString(":")
-	}
 	elapsed := now.Sub(r.start)
 	rate := 0.0
 	if s := elapsed.Seconds(); s > 0 {
 		rate = float64(r.done-r.base) / s
 	}
+	frac := 0.0
 	if r.total > 0 {
-		frac := min(1, max(0, float64(r.done)/float64(r.total)))
-		if r.o.Mode == Bar {
+		frac = min(1, max(0, float64(r.done)/float64(r.total)))
+	}
+	eta := ""
+	if r.total > 0 && r.done < r.total && rate > 0 {
+		eta = roundDuration(time.Duration(float64(r.total-r.done) / rate * float64(time.Second))).String()
+	}
+	if r.o.Mode == Bar {
+		b.WriteString(r.name)
+		if r.total > 0 {
 			const cells = 20
 			full := int(frac * cells)
 			b.WriteString(" [" + strings.Repeat("=", full))
 			if full < cells {
 				b.WriteString(">" + strings.Repeat(" ", cells-full-1))
 			}
-			b.WriteString("]")
+			fmt.Fprintf(&b, "] %d%% %d/%d %s", int(frac*100), r.done, r.total, r.unit)
+		} else {
+			fmt.Fprintf(&b, " %d %s", r.done, r.unit)
 		}
-		fmt.Fprintf(&b, " %d/%d %s (%d%%)", r.done, r.total, r.unit, int(frac*100))
+		if rate > 0 {
+			fmt.Fprintf(&b, " %s/s", rateString(rate))
+		}
+		if eta != "" {
+			b.WriteString(" ETA " + eta)
+		}
 	} else {
-		fmt.Fprintf(&b, " %d %s", r.done, r.unit)
-	}
-	if rate > 0 {
-		fmt.Fprintf(&b, ", %s %s/s", rateString(rate), r.unit)
-	}
-	fmt.Fprintf(&b, ", %s", roundDuration(elapsed))
-	if r.total > 0 && r.done < r.total && rate > 0 {
-		fmt.Fprintf(&b, ", ETA %s", roundDuration(time.Duration(float64(r.total-r.done)/rate*float64(time.Second))))
+		b.WriteString(r.name + ":")
+		if r.total > 0 {
+			fmt.Fprintf(&b, " %d/%d %s (%d%%)", r.done, r.total, r.unit, int(frac*100))
+		} else {
+			fmt.Fprintf(&b, " %d %s", r.done, r.unit)
+		}
+		if rate > 0 {
+			fmt.Fprintf(&b, ", %s %s/s", rateString(rate), r.unit)
+		}
+		fmt.Fprintf(&b, ", %s", roundDuration(elapsed))
+		if eta != "" {
+			b.WriteString(", ETA " + eta)
+		}
 	}
 	if r.status != "" {
 		b.WriteString(" | " + r.status)
@@ -359,14 +374,14 @@ func roundDuration(d time.Duration) time.Duration {
 }
 
 // width is the terminal's width, so that a bar never wraps (a wrapped line is not redrawn
-// in place); 100 when w is not a terminal.
+// in place); 0 (no limit) when w is not a terminal.
 func width(w io.Writer) int {
 	if f, ok := w.(*os.File); ok {
 		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
 			return cols
 		}
 	}
-	return 100
+	return 0
 }
 
 // fit cuts s to the cols-1 characters that fit on a line (the last column left free, as

@@ -85,12 +85,12 @@ func TestBarRedrawsAndEndsItsLine(t *testing.T) {
 	r := Options{W: &out, Mode: Bar}.Start("train", 10, 100, "steps")
 	r.Set(40)
 	time.Sleep(2 * barRefresh)
-	if s := out.String(); !strings.HasPrefix(s, "\rtrain [") || !strings.Contains(s, "40/100 steps (40%)") || strings.Contains(s, "\n") {
+	if s := out.String(); !strings.HasPrefix(s, "\rtrain [") || !strings.Contains(s, "40% 40/100 steps") || strings.Contains(s, "\n") {
 		t.Errorf("bar %q: want it redrawn in place with the counts", s)
 	}
 	r.Finish()
 	s := out.String()
-	if !strings.HasSuffix(s, "\n") || !strings.Contains(s[strings.LastIndex(s, "\r"):], "[====================] 100/100 steps (100%)") {
+	if !strings.HasSuffix(s, "\n") || !strings.Contains(s[strings.LastIndex(s, "\r"):], "[====================] 100% 100/100 steps") {
 		t.Errorf("after Finish: %q, want a full bar on a line of its own", s)
 	}
 }
@@ -103,7 +103,7 @@ func TestEndLeavesTheCountAndEndsTheLine(t *testing.T) {
 		r.Set(37)
 		r.End()
 		s := out.String()
-		if !strings.HasSuffix(s, "\n") || !strings.Contains(s, "37/100 steps (37%)") {
+		if !strings.HasSuffix(s, "\n") || !strings.Contains(s, "37/100 steps") {
 			t.Errorf("mode %v: %q, want the count at the interrupt and a finished line", mode, s)
 		}
 	}
