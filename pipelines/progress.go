@@ -13,7 +13,7 @@ import (
 )
 
 // Progress counts what a pipeline's DoFns have done while it runs: records read and rows
-// written (or found unusable). Beam has no channel from a running DoFn back to the program
+// written (or found unusable) by preprocess, units of work done by the evaluations. Beam has no channel from a running DoFn back to the program
 // that launched it, and runners report metrics only when the job ends; but when the DoFns
 // run in the launching process (prism in process, the direct runner, a job server with
 // LOOPBACK workers), they can find a Progress by its id in a process-wide registry. That

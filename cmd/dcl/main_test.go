@@ -112,7 +112,7 @@ func TestSubcommandHelpListsEveryFlagWithItsDefault(t *testing.T) {
 	for _, want := range []string{
 		"Usage: dcl beamtest [flags] DIR",
 		"--rows=int\n      rows to show (default 4)",
-		"--output=string\n      where to write (default \"\")",
+		"--output=string\n      where to write\n", // an empty default is not shown
 		"--log-level=string",
 		"Beam flags",
 		"--runner=string", // a Beam flag, with its default

@@ -121,7 +121,8 @@ func TestPreprocessCommandBadInput(t *testing.T) {
 		{"corrupt JPEG", folder, []string{"1 of 6 records", "--max-bad-fraction=0", shards.DeadLettersName, "no manifest"}},
 	}
 	for _, tt := range tests {
-		code, _, stderr := runPreprocessInProcess(t, tt.give...)
+		// Without progress lines (a log's, as stderr is no terminal) the error is all there is.
+		code, _, stderr := runPreprocessInProcess(t, append(tt.give, "--progress=off")...)
 		if code != exitError {
 			t.Errorf("%s: exit %d, want 1:\n%s", tt.name, code, stderr)
 		}
