@@ -55,8 +55,8 @@ type TrainOptions struct {
 	// Resume is a checkpoint file or a run's output folder to continue from ("": start fresh).
 	Resume string
 	// Monitor, if set, runs after every RunConfig.MonitorEvery epochs (e.g. a kNN accuracy on
-	// held-out data); what it returns is logged. It reports its own progress on p (a stage
-	// shown instead of training's; nil when progress is off).
+	// held-out data); what it returns is logged. p is the run's progress (nil when it is
+	// off): the monitor shows its own as p.Sub, which has the line until it ends.
 	Monitor func(ctx context.Context, epoch int, s *Step, p *progress.Reporter) (map[string]any, error)
 	// Log, if set, gets a copy of every line of the JSON-lines log, which always goes to the
 	// run's train.jsonl (dcl train --json: stdout).
@@ -669,13 +669,10 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 	if l.opts.Monitor == nil || l.run.MonitorEvery == 0 || (epoch+1)%l.run.MonitorEvery != 0 {
 		return nil
 	}
-	sub := l.bar.Sub(fmt.Sprintf("kNN monitor after epoch %d", epoch), 0, "images")
-	res, err := l.opts.Monitor(ctx, epoch, l.step, sub)
+	res, err := l.opts.Monitor(ctx, epoch, l.step, l.bar)
 	if err != nil {
-		sub.End()
 		return fmt.Errorf("monitor after epoch %d: %w", epoch+1, err)
 	}
-	sub.Finish()
 	l.summary.Monitor = res
 	now := time.Now()
 	entry := map[string]any{"epoch": epoch, "step": l.state.StepsDone, "time": now.UTC().Format(time.RFC3339Nano)}

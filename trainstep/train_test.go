@@ -419,9 +419,10 @@ func TestProgressShowsTheRun(t *testing.T) {
 	opts := quietOptions(t, mustMemorySource(t, syntheticPairs(5, 8, 2, 4, 4, 1)))
 	opts.Progress = progress.Options{W: &console, Mode: progress.Bar}
 	opts.Log = &log
-	opts.Monitor = func(_ context.Context, _ int, _ *Step, p *progress.Reporter) (map[string]any, error) {
-		p.SetTotal(3)
-		p.Add(3)
+	opts.Monitor = func(_ context.Context, epoch int, _ *Step, p *progress.Reporter) (map[string]any, error) {
+		sub := p.Sub(fmt.Sprintf("kNN monitor after epoch %d", epoch), 3, "images")
+		sub.Add(3)
+		sub.Finish()
 		return map[string]any{"knn_top1": 50.0}, nil
 	}
 	run := testRunConfig(t, t.TempDir())
@@ -445,7 +446,8 @@ func TestProgressShowsTheRun(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("epoch %d (0-%d) loss", last.Epoch, run.Epochs-1), // the log's numbering
 		"lr ", "img/s",
-		"kNN monitor after epoch 0",
+		"kNN monitor after epoch 0 [>", // the monitor's own bar
+		"knn_top1 50",                  // its result, in the training's status
 		"[====================] 100% 4/4 steps",
 	} {
 		if !strings.Contains(s, want) {

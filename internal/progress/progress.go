@@ -242,7 +242,9 @@ func (r *Reporter) stop(finished bool) {
 		p.mu.Lock()
 		if p.sub == r {
 			p.sub = nil
-			p.show(true)
+			if p.o.Mode == Bar { // a log's next line comes at the next interval
+				p.show(true)
+			}
 		}
 		p.mu.Unlock()
 	}

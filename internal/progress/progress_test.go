@@ -119,6 +119,7 @@ func TestSubStageHasTheLine(t *testing.T) {
 	sub.Set(100)
 	time.Sleep(60 * time.Millisecond)
 	sub.Finish()
+	time.Sleep(30 * time.Millisecond) // the next interval
 	r.End()
 	s := out.String()
 	firstKNN, lastKNN := strings.Index(s, "kNN monitor:"), strings.LastIndex(s, "kNN monitor:")

@@ -75,10 +75,11 @@ func (m *Monitor) Check(model *trainstep.Model) error {
 }
 
 // Run encodes bank and queries with the step's current weights (inference mode) and returns
-// the kNN accuracy as log fields: knn_top1, knn_top5 (percent), knn_k. It counts the images
-// it encodes on p.
-func (m *Monitor) Run(ctx context.Context, _ int, s *trainstep.Step, p *progress.Reporter) (map[string]any, error) {
-	p.SetTotal(int64(m.bank.N + m.queries.N))
+// the kNN accuracy as log fields: knn_top1, knn_top5 (percent), knn_k. It shows the images
+// it encodes as a stage of the training's progress p.
+func (m *Monitor) Run(ctx context.Context, epoch int, s *trainstep.Step, p *progress.Reporter) (map[string]any, error) {
+	p = p.Sub(fmt.Sprintf("kNN monitor after epoch %d", epoch), int64(m.bank.N+m.queries.N), "images")
+	defer p.End() // after Finish, nothing
 	bank, err := features(ctx, s, m.bank, p)
 	if err != nil {
 		return nil, err
@@ -91,6 +92,7 @@ func (m *Monitor) Run(ctx context.Context, _ int, s *trainstep.Step, p *progress
 	if err != nil {
 		return nil, err
 	}
+	p.Finish()
 	return map[string]any{"knn_top1": res.Top1, "knn_top5": res.Top5, "knn_k": res.K}, nil
 }
 
