@@ -111,9 +111,10 @@ type PreprocessJob struct {
 	Output         string
 	MaxBadFraction float64
 	Overwrite      bool
-	Display        progress.Options
-	// Progress counts what the DoFns did, while RunPreprocess runs (nil: nothing counts).
-	Progress *Progress
+	// Display shows the run's progress (PreprocessOptions.Progress); progress counts what
+	// the DoFns did while RunPreprocess runs (nil: nothing counts; see watch).
+	Display  progress.Options
+	progress *Progress
 
 	// failAfterRows, in tests, makes WriteParts fail after writing that many rows of a
 	// shard: a worker dying part-way.
@@ -319,7 +320,7 @@ func humanBytes(n int64) string {
 func Preprocess(s beam.Scope, job *PreprocessJob) error {
 	s = s.Scope("Preprocess")
 	cfg := job.Config
-	progressID := job.Progress.id()
+	progressID := job.progress.id()
 
 	tasks := make([]string, len(job.Plan.Units))
 	for i, u := range job.Plan.Units {
@@ -382,7 +383,7 @@ func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, 
 		}
 	}
 	counts, end := watchPreprocess(job.Display, job)
-	job.Progress = counts
+	job.progress = counts
 	p, s := beam.NewPipelineWithRoot()
 	if err := Preprocess(s, job); err != nil {
 		end(false)

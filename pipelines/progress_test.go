@@ -3,6 +3,7 @@ package pipelines
 import (
 	"bytes"
 	"context"
+	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,5 +83,39 @@ func TestEvaluationsShowTheirProgress(t *testing.T) {
 				t.Errorf("last progress line %q, want %q", last, tt.want)
 			}
 		})
+	}
+}
+
+// A count is shown only where the DoFns run in this process; a remote runner's workers
+// cannot reach it, and a count that stays at 0 would lie.
+func TestProgressOnlyWhereTheWorkersAre(t *testing.T) {
+	tests := []struct {
+		runner, environment, endpoint string
+		want                          bool
+	}{
+		{"", "", "", true}, // prism in this process
+		{"prism", "", "", true},
+		{"direct", "", "", true},
+		{"flink", "LOOPBACK", "localhost:8099", true},
+		{"flink", "DOCKER", "localhost:8099", false},
+		{"prism", "DOCKER", "localhost:8073", false}, // a prism job server of its own
+		{"dataflow", "", "", false},
+	}
+	for _, tt := range tests {
+		for name, v := range map[string]string{"runner": tt.runner, "environment_type": tt.environment, "endpoint": tt.endpoint} {
+			f := flag.CommandLine.Lookup(name)
+			old := f.Value.String()
+			t.Cleanup(func() { f.Value.Set(old) })
+			if err := f.Value.Set(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var shown bytes.Buffer
+		p, end := watch(progress.Options{W: &shown, Mode: progress.Lines, Interval: time.Hour}, "embed", 10, "rows")
+		p.addDone(4)
+		end(true)
+		if got := shown.Len() > 0; got != tt.want || (p != nil) != tt.want {
+			t.Errorf("--runner=%q --environment_type=%q: shown %v (%q), want %v", tt.runner, tt.environment, got, shown.String(), tt.want)
+		}
 	}
 }
