@@ -350,7 +350,7 @@ func printHelp(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'dcl <subcommand> -h' for its flags and their defaults.\n")
+	fmt.Fprintf(w, "\nRun 'dcl <subcommand> -h' for its flags and their defaults, 'dcl --version' for the version.\n")
 }
 
 func lookup(name string) *command {
