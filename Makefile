@@ -65,7 +65,7 @@ deps-go:
 
 # deps-data installs Debian's dataset-fashion-mnist when it is missing and it can (as root or
 # with password-less sudo). It only warns when it cannot: the tests that read it then skip,
-# and `dcl demo` says how to point it at a copy (--data=PATH). CI checks it is there.
+# and `dcl demo` says how to point it at a copy (--input=PATH). CI checks it is there.
 deps-data:
 	@if [ -f $(FASHION_MNIST)/train-images-idx3-ubyte.gz ]; then \
 		echo "deps: Fashion-MNIST found in $(FASHION_MNIST)"; \
@@ -74,7 +74,7 @@ deps-data:
 		echo "deps: installing Debian package dataset-fashion-mnist"; \
 		$$SUDO apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1; } || \
-		echo "deps: WARNING: could not install dataset-fashion-mnist (needs root or sudo); tests that read it will skip, and the demo needs --data=PATH (make demo FASHION_MNIST=PATH)"; \
+		echo "deps: WARNING: could not install dataset-fashion-mnist (needs root or sudo); tests that read it will skip, and the demo needs --input=PATH (make demo FASHION_MNIST=PATH)"; \
 	else \
 		echo "deps: WARNING: no apt-get here; get Fashion-MNIST's four IDX files and run make demo FASHION_MNIST=PATH"; \
 	fi
@@ -104,7 +104,7 @@ lint: ## go vet and staticcheck, on the pure-Go and the cuda builds; builds the 
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 
 demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (~4 min on 2 free cores): demo-out/report.md
-	$(BIN)/dcl demo --data=$(FASHION_MNIST) --out=demo-out
+	$(BIN)/dcl demo --input=$(FASHION_MNIST) --output=demo-out
 
 clean: ## remove build outputs and the GPU pack (not .gpu-work/, the GPU experiment's state)
 	rm -rf $(BIN) $(GPU_PACK)

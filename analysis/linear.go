@@ -197,6 +197,12 @@ func stepMilestones(c LinearConfig) []int {
 // LinearProbe trains a linear classifier on train's frozen features and reports its top-1
 // and top-5 accuracy on test.
 func LinearProbe(train, test LabeledVectors, cfg LinearConfig) (*LinearResult, *LinearModel, error) {
+	return LinearProbeEach(train, test, cfg, nil)
+}
+
+// LinearProbeEach is LinearProbe calling epochDone (if not nil) after each training epoch,
+// for a caller that shows progress.
+func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearResult, *LinearModel, error) {
 	if cfg.NumClasses == 0 {
 		n, err := NumClassesOf(train, test)
 		if err != nil {
@@ -210,7 +216,7 @@ func LinearProbe(train, test LabeledVectors, cfg LinearConfig) (*LinearResult, *
 	if test.Vectors.Len() > 0 && test.Vectors.Dim != train.Vectors.Dim {
 		return nil, nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", train.Source, train.Vectors.Dim, test.Source, test.Vectors.Dim)
 	}
-	model, losses, err := TrainLinear(train, cfg)
+	model, losses, err := trainLinear(train, cfg, epochDone)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -228,6 +234,10 @@ func LinearProbe(train, test LabeledVectors, cfg LinearConfig) (*LinearResult, *
 // TrainLinear fits a linear classifier to train and returns it with the mean training loss
 // of each epoch. Each epoch visits the examples in a permutation drawn from (Seed, epoch).
 func TrainLinear(train LabeledVectors, cfg LinearConfig) (*LinearModel, []float64, error) {
+	return trainLinear(train, cfg, nil)
+}
+
+func trainLinear(train LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearModel, []float64, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -289,6 +299,9 @@ func TrainLinear(train LabeledVectors, cfg LinearConfig) (*LinearModel, []float6
 			m.step(cfg, lr, gradW, gradB, velW, velB)
 		}
 		losses[epoch] = epochLoss / float64(batches)
+		if epochDone != nil {
+			epochDone()
+		}
 	}
 	return m, losses, nil
 }

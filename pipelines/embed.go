@@ -15,6 +15,7 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -64,6 +65,10 @@ type EmbedJob struct {
 	Rows   int64
 	Dim    int
 	Meta   map[string]string
+	// Display shows the job's progress while it runs in this process (set it after
+	// planning; see watch).
+	Display  progress.Options
+	progress *Progress
 }
 
 // embedRange is one EmbedRange work item: rows [Start, Start+Count) of a pass's reading order.
@@ -225,7 +230,7 @@ func Embed(s beam.Scope, job *EmbedJob) (beam.PCollection, error) {
 	o := job.Opts
 	infos := beam.ParDo(s.Scope("EmbedRange"), &embedRangeFn{
 		Checkpoint: o.Checkpoint, Data: o.Data, PartsDir: partsDir(o.Output), Feature: string(o.Feature),
-		Views: o.Views, BatchSize: o.BatchSize, Dim: job.Dim, Meta: job.Meta, Threads: o.Threads,
+		Views: o.Views, BatchSize: o.BatchSize, Dim: job.Dim, Meta: job.Meta, Threads: o.Threads, ProgressID: job.progress.id(),
 	}, beam.Reshuffle(s, beam.CreateList(s, tasks)))
 	manifest := beam.ParDo(s.Scope("Commit"), &commitEmbeddingsFn{
 		Output: o.Output, Dim: job.Dim, Meta: job.Meta, Parts: len(job.Ranges), Rows: job.Rows,
@@ -253,13 +258,16 @@ type embedRangeFn struct {
 	Dim        int
 	Meta       map[string]string
 	Threads    int
+	ProgressID string
 
-	backend compute.Backend
-	enc     *trainstep.Encoder
+	backend  compute.Backend
+	enc      *trainstep.Encoder
+	progress *Progress
 }
 
 // Setup loads the encoder once for this DoFn instance, not once per element.
 func (f *embedRangeFn) Setup(ctx context.Context) error {
+	f.progress = lookupProgress(f.ProgressID)
 	be, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Threads: f.Threads, Logger: discardLogger()})
 	if err != nil {
 		return err
@@ -325,6 +333,7 @@ func (f *embedRangeFn) ProcessElement(ctx context.Context, task string, emit fun
 		}
 		done += int64(n)
 		embedRows.Inc(ctx, int64(n))
+		f.progress.addDone(int64(n))
 		reader.Release(b)
 	}
 	info, err := w.Close()
@@ -460,11 +469,16 @@ type EmbedResult struct {
 // then checks the output.
 func RunEmbed(ctx context.Context, job *EmbedJob) (*EmbedResult, error) {
 	start := time.Now()
+	var end func(bool)
+	job.progress, end = watch(job.Display, "embed", job.Rows, "rows")
 	p, s := beam.NewPipelineWithRoot()
 	if _, err := Embed(s, job); err != nil {
+		end(false)
 		return nil, err
 	}
-	if _, err := runPipeline(ctx, "embed", p); err != nil {
+	_, err := runPipeline(ctx, "embed", p)
+	end(err == nil)
+	if err != nil {
 		return nil, err
 	}
 	if submitOnly() {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,7 +93,7 @@ func trainTinyEncoder(t testing.TB, data string) string {
 		InitSeed:  1,
 	}
 	run := trainstep.RunConfig{Data: data, Out: out, BatchSize: 4, Epochs: 1, BaseLR: 0.1, Seed: 1, MaxSteps: 3}
-	if _, err := trainstep.Train(ctx, cfg, run, trainstep.TrainOptions{Backend: backend, Source: src, Stderr: io.Discard, Logger: discardLogger()}); err != nil {
+	if _, err := trainstep.Train(ctx, cfg, run, trainstep.TrainOptions{Backend: backend, Source: src, Logger: discardLogger()}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -214,9 +214,14 @@ func TestEmbedPipelineMatchesTheEncoder(t *testing.T) {
 			if _, err := os.Stat(partsDir(o.Output)); !os.IsNotExist(err) {
 				t.Errorf("the part files' folder of a single-file output was left behind: %v", err)
 			}
-			// The pairs feed the NPC pipeline, which takes the temperature from the metadata.
-			if _, err := PlanNPC(ctx, NPCOptions{Embeddings: o.Output, Output: t.TempDir(), BatchSizes: []int{8}}); err == nil || !strings.Contains(err.Error(), "--concatenated") {
-				t.Errorf("a single file's pairs without --concatenated: %v", err)
+			// The pairs feed the NPC pipeline as they are: the file's footer says they are
+			// pairs and gives the temperature, as a directory's embeddings.json would.
+			npc, err := PlanNPC(ctx, NPCOptions{Embeddings: o.Output, Output: t.TempDir(), BatchSizes: []int{8}})
+			if err != nil {
+				t.Fatalf("a single file's pairs, without --concatenated or --temperature: %v", err)
+			}
+			if want := job.Meta[MetaTemperature]; npc.Opts.Temperature == 0 || strconv.FormatFloat(npc.Opts.Temperature, 'g', -1, 64) != want {
+				t.Errorf("temperature %v, the footer says %s", npc.Opts.Temperature, want)
 			}
 		})
 	}

@@ -29,8 +29,8 @@ import (
 // EvalMetricsNamespace is the namespace of the evaluation pipelines' counters.
 const EvalMetricsNamespace = "dcl.eval"
 
-// Meta keys of an embeddings manifest (and of each embedding file's footer) that the
-// evaluations read back.
+// Meta keys of an embeddings manifest (and, prefixed with shards.EmbeddingFooterPrefix, of
+// each embedding file's footer) that the evaluations read back.
 const (
 	MetaDataset    = "dataset"    // the shards' dataset, for its class count
 	MetaSplit      = "split"      // the shards' split
@@ -55,7 +55,7 @@ type embeddingSet struct {
 	Files []embeddingFile
 	Rows  int64
 	Dim   int
-	Meta  map[string]string // the directory manifest's meta; nil for a single file
+	Meta  map[string]string // the directory manifest's meta, or a single file's footer's; nil when a file has none
 	// Classes is the class list the embeddings carry (shards.EmbeddingReader.Classes).
 	Classes []string
 }

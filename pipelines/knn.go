@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
@@ -73,6 +74,10 @@ type KNNJob struct {
 	NTest      int64
 	Dim        int
 	Groups     [][]embeddingFile // the training files of each bank group
+	// Display shows the job's progress while it runs in this process (set it after
+	// planning; see watch).
+	Display  progress.Options
+	progress *Progress
 }
 
 // PlanKNN checks the options against the embedding files (schemas, dimensions, sizes) and
@@ -199,7 +204,7 @@ func KNN(s beam.Scope, job *KNNJob) {
 	}, beam.Impulse(s))
 	partials := beam.ParDo(s.Scope("SearchTiles"), &searchTileFn{
 		Groups: groups, Offsets: offsets, Rows: rows, K: job.Opts.K, Metric: int(job.Opts.Metric),
-		BankBlock: job.Opts.BankBlock, NumClasses: job.NumClasses,
+		BankBlock: job.Opts.BankBlock, NumClasses: job.NumClasses, ProgressID: job.progress.id(),
 	}, beam.Reshuffle(s, tiles))
 	tallies := beam.ParDo(s.Scope("MergeAndVote"), &mergeVoteFn{
 		K: job.Opts.K, Temperature: job.Opts.Temperature, NumClasses: job.NumClasses,
@@ -353,7 +358,12 @@ type searchTileFn struct {
 	Metric     int
 	BankBlock  int
 	NumClasses int
+	ProgressID string
+
+	progress *Progress
 }
+
+func (f *searchTileFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
 func (f *searchTileFn) ProcessElement(ctx context.Context, block int, data []byte, emit func(int, []byte)) error {
 	t, err := decodeQueryTile(data)
@@ -376,6 +386,7 @@ func (f *searchTileFn) ProcessElement(ctx context.Context, block int, data []byt
 	}
 	knnBankRows.Inc(ctx, search.Seen())
 	knnTilesDone.Inc(ctx, 1)
+	f.progress.addDone(int64(len(t.Labels)))
 	p := partialTopK{Group: t.Group, Offset: t.Offset, Labels: t.Labels, Seen: search.Seen(), Top: search.Results()}
 	emit(block, p.encode())
 	return nil
@@ -536,7 +547,11 @@ func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies
 // reach.
 func RunKNN(ctx context.Context, job *KNNJob) (*analysis.KNNResult, error) {
 	var res analysis.KNNResult
+	// Each query is searched once per bank group.
+	var end func(bool)
+	job.progress, end = watch(job.Display, "knn", job.NTest*int64(len(job.Groups)), "query searches")
 	ok, err := runForResult(ctx, "knn", &job.Opts.Output, func(s beam.Scope) { KNN(s, job) }, &res)
+	end(err == nil)
 	if !ok {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
@@ -35,6 +36,10 @@ type LinearJob struct {
 	Opts   LinearOptions
 	NTrain int64
 	NTest  int64
+	// Display shows the job's progress while it runs in this process (set it after
+	// planning; see watch).
+	Display  progress.Options
+	progress *Progress
 }
 
 // PlanLinear checks the options against the embedding files.
@@ -74,13 +79,18 @@ func init() {
 // Linear adds the linear-probe pipeline of job to s.
 func Linear(s beam.Scope, job *LinearJob) {
 	s = s.Scope("Linear")
-	beam.ParDo0(s.Scope("TrainProbe"), &trainProbeFn{Opts: job.Opts}, beam.Impulse(s))
+	beam.ParDo0(s.Scope("TrainProbe"), &trainProbeFn{Opts: job.Opts, ProgressID: job.progress.id()}, beam.Impulse(s))
 }
 
 // trainProbeFn reads the embeddings, trains the probe and writes the result.
 type trainProbeFn struct {
-	Opts LinearOptions
+	Opts       LinearOptions
+	ProgressID string
+
+	progress *Progress
 }
+
+func (f *trainProbeFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
 func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 	o := f.Opts
@@ -92,7 +102,7 @@ func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 	if err != nil {
 		return err
 	}
-	res, model, err := analysis.LinearProbe(train, test, o.Config)
+	res, model, err := analysis.LinearProbeEach(train, test, o.Config, func() { f.progress.addDone(1) })
 	if err != nil {
 		return err
 	}
@@ -111,7 +121,10 @@ func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 // select, then reads back the result (see RunKNN about Output).
 func RunLinear(ctx context.Context, job *LinearJob) (*analysis.LinearResult, error) {
 	var res analysis.LinearResult
+	var end func(bool)
+	job.progress, end = watch(job.Display, "linear", int64(job.Opts.Config.Epochs), "epochs")
 	ok, err := runForResult(ctx, "linear", &job.Opts.Output, func(s beam.Scope) { Linear(s, job) }, &res)
+	end(err == nil)
 	if !ok {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -65,6 +66,10 @@ type NPCJob struct {
 	Opts  NPCOptions
 	Pairs int64
 	Dim   int // of one view
+	// Display shows the job's progress while it runs in this process (set it after
+	// planning; see watch).
+	Display  progress.Options
+	progress *Progress
 }
 
 // PlanNPC checks the options against the embeddings' metadata and sizes.
@@ -97,7 +102,7 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 	switch views := set.Meta[MetaViews]; {
 	case views == "2" || o.Concatenated:
 	case set.Meta == nil:
-		return nil, fmt.Errorf("%s: a single file does not say whether its rows are view pairs: pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings)
+		return nil, fmt.Errorf("%s: the file has no dcl metadata to say whether its rows are view pairs: pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings)
 	default:
 		return nil, fmt.Errorf("%s: not view pairs (metadata views=%q): embed augmented shards with --views=2, or pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings, views)
 	}
@@ -138,7 +143,7 @@ func NPC(s beam.Scope, job *NPCJob) {
 	batches := beam.ParDo(s.Scope("DrawBatches"), &drawBatchesFn{
 		Embeddings: o.Embeddings, BatchSizes: o.BatchSizes, Seed: o.Seed, Passes: o.Passes, MaxBatches: o.MaxBatches,
 	}, beam.Impulse(s))
-	qs := beam.ParDo(s.Scope("Multipliers"), &multipliersFn{Temperature: o.Temperature}, beam.Reshuffle(s, batches))
+	qs := beam.ParDo(s.Scope("Multipliers"), &multipliersFn{Temperature: o.Temperature, ProgressID: job.progress.id()}, beam.Reshuffle(s, batches))
 	stats := beam.ParDo(s.Scope("Summarise"), &summariseFn{Bins: o.Bins}, beam.GroupByKey(s, qs))
 	beam.ParDo0(s.Scope("WriteReport"), &writeNPCReportFn{
 		Output: o.Output, Name: o.Name, Source: o.Embeddings, Temperature: o.Temperature, Seed: o.Seed,
@@ -241,7 +246,12 @@ func (f *drawBatchesFn) ProcessElement(ctx context.Context, _ []byte, emit func(
 // multipliersFn computes the NPC multipliers of one batch, keyed by its batch size.
 type multipliersFn struct {
 	Temperature float64
+	ProgressID  string
+
+	progress *Progress
 }
+
+func (f *multipliersFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
 func (f *multipliersFn) ProcessElement(ctx context.Context, data []byte, emit func(int, []byte)) error {
 	b, err := decodeNPCBatch(data)
@@ -260,6 +270,7 @@ func (f *multipliersFn) ProcessElement(ctx context.Context, data []byte, emit fu
 		e.float64(v)
 	}
 	npcBatches.Inc(ctx, 1)
+	f.progress.addDone(1)
 	emit(b.Size, e.b)
 	return nil
 }
@@ -363,12 +374,32 @@ func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCRepor
 	return storage.SaveJSON(ctx, storage.Join(dir, NPCReportName), js)
 }
 
+// batches is the number of batches the job draws, of every size (0 when it is not known).
+func (job *NPCJob) batches() int64 {
+	var n int64
+	if job.Display.Mode == progress.Off {
+		return 0 // drawing the batches to count them costs time for nothing
+	}
+	for _, size := range job.Opts.BatchSizes {
+		b, err := analysis.NPCBatches(int(job.Pairs), size, job.Opts.Seed, job.Opts.Passes, job.Opts.MaxBatches)
+		if err != nil {
+			return 0
+		}
+		n += int64(len(b))
+	}
+	return n
+}
+
 // RunNPC builds the NPC pipeline and runs it on the runner the Beam flags select, then reads
 // back the report.
 func RunNPC(ctx context.Context, job *NPCJob) (*analysis.NPCReport, error) {
+	var end func(bool)
+	job.progress, end = watch(job.Display, "npc", job.batches(), "batches")
 	p, s := beam.NewPipelineWithRoot()
 	NPC(s, job)
-	if _, err := runPipeline(ctx, "npc", p); err != nil {
+	_, err := runPipeline(ctx, "npc", p)
+	end(err == nil)
+	if err != nil {
 		return nil, err
 	}
 	if submitOnly() {

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -95,10 +96,10 @@ type PreprocessOptions struct {
 	Overwrite bool
 	// CodeVersion is recorded in every shard and the manifest.
 	CodeVersion string
-	// Progress, when not nil, counts records read and rows written while the pipeline runs
-	// in this process (prism, direct, a LOOPBACK job server); workers in other processes
-	// cannot reach it.
-	Progress *Progress
+	// Progress shows the records read and the rows written while the pipeline runs in this
+	// process (prism, direct, a LOOPBACK job server); workers in other processes cannot
+	// report them, and nothing is shown.
+	Progress progress.Options
 }
 
 // PreprocessJob is a planned run: the units to read and the configuration of the shards.
@@ -110,7 +111,10 @@ type PreprocessJob struct {
 	Output         string
 	MaxBadFraction float64
 	Overwrite      bool
-	Progress       *Progress
+	// Display shows the run's progress (PreprocessOptions.Progress); progress counts what
+	// the DoFns did while RunPreprocess runs (nil: nothing counts; see watch).
+	Display  progress.Options
+	progress *Progress
 
 	// failAfterRows, in tests, makes WriteParts fail after writing that many rows of a
 	// shard: a worker dying part-way.
@@ -230,7 +234,7 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 	}
 	cfg.SourceChecksum = ""
 	return &PreprocessJob{Plan: plan, Config: cfg, Output: o.Output, MaxBadFraction: o.MaxBadFraction,
-		Overwrite: o.Overwrite, Progress: o.Progress}, nil
+		Overwrite: o.Overwrite, Display: o.Progress}, nil
 }
 
 // pendingChecksum stands in for the source checksum while the config is validated before
@@ -316,7 +320,7 @@ func humanBytes(n int64) string {
 func Preprocess(s beam.Scope, job *PreprocessJob) error {
 	s = s.Scope("Preprocess")
 	cfg := job.Config
-	progressID := job.Progress.id()
+	progressID := job.progress.id()
 
 	tasks := make([]string, len(job.Plan.Units))
 	for i, u := range job.Plan.Units {
@@ -378,11 +382,15 @@ func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, 
 			return nil, err
 		}
 	}
+	counts, end := watchPreprocess(job.Display, job)
+	job.progress = counts
 	p, s := beam.NewPipelineWithRoot()
 	if err := Preprocess(s, job); err != nil {
+		end(false)
 		return nil, err
 	}
 	pr, err := runPipeline(ctx, "preprocess", p)
+	end(err == nil)
 	res := &PreprocessResult{Wall: time.Since(start), DryRun: dryRun()}
 	if err != nil {
 		return res, err

@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 
@@ -28,11 +30,14 @@ import (
 // and metrics that add up; and a dataset that Verify accepts.
 func TestPreprocessCIFARWritesEveryRowAsAugmentDoes(t *testing.T) {
 	o := cifarOptions(t, 6) // 30 train records in 8 units of up to 4
-	o.Progress = NewProgress()
-	defer o.Progress.Close()
+	var shown bytes.Buffer
+	o.Progress = progress.Options{W: &shown, Mode: progress.Lines, Interval: time.Hour}
 	res := mustPreprocess(t, o)
-	if o.Progress.Read() != 30 || o.Progress.Written() != 60 {
-		t.Errorf("progress: %d read, %d written; want 30 and 60", o.Progress.Read(), o.Progress.Written())
+	// The lines show what the DoFns counted, not the totals: every record read, every row written.
+	for _, want := range []string{"preprocess reading: 30/30 records (100%)", "preprocess writing: 60/60 rows (100%)"} {
+		if !strings.Contains(shown.String(), want) {
+			t.Errorf("progress lines lack %q:\n%s", want, shown.String())
+		}
 	}
 	m := res.Manifest
 	const n = 30

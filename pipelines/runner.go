@@ -24,6 +24,9 @@ import (
 // registers aliases (DirectRunner, PortableRunner, …), accepted as Beam spells them.
 var Runners = []string{"prism", "direct", "dataflow", "flink", "spark", "universal"}
 
+// DefaultRunner is the runner of a command line without --runner: prism, in this process.
+const DefaultRunner = "prism"
+
 var runnerAliases = map[string]string{
 	"PrismRunner": "prism", "DirectRunner": "direct", "DataflowRunner": "dataflow",
 	"FlinkRunner": "flink", "SparkRunner": "spark", "portable": "universal", "PortableRunner": "universal",
@@ -34,11 +37,11 @@ var runnerAliases = map[string]string{
 // in silence).
 const JobServerWait = 10 * time.Second
 
-// runnerName is the selected runner under its canonical name ("" when unknown).
-func runnerName() string {
+// RunnerName is the selected runner under its canonical name ("" when unknown).
+func RunnerName() string {
 	name := *runners.Runner
 	if name == "" {
-		return "prism"
+		return DefaultRunner
 	}
 	if slices.Contains(Runners, name) {
 		return name
@@ -75,7 +78,7 @@ var inProcess struct {
 // unknown runner, a portable runner without --endpoint, or workers that would need a binary
 // Beam could only build with `go build` on this machine are usage errors.
 func CheckRunner() error {
-	name := runnerName()
+	name := RunnerName()
 	if name == "" {
 		return usage.Errorf("--runner=%q: unknown runner; want one of %s", *runners.Runner, strings.Join(Runners, ", "))
 	}
@@ -97,7 +100,7 @@ func CheckRunner() error {
 // checkJobServer fails, naming the endpoint, when a job server's port does not accept a
 // connection within JobServerWait.
 func checkJobServer(ctx context.Context) error {
-	if !usesJobServer(runnerName()) {
+	if !usesJobServer(RunnerName()) {
 		return nil
 	}
 	endpoint := *jobopts.Endpoint
@@ -122,7 +125,7 @@ func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.Pipel
 	}
 	release := privateTempDir()
 	defer release()
-	inProcessBefore := *jobopts.Endpoint == "" && runnerName() == "prism"
+	inProcessBefore := *jobopts.Endpoint == "" && RunnerName() == "prism"
 	pr, err := beamx.RunWithMetrics(ctx, p)
 	if inProcessBefore && *jobopts.Endpoint != "" {
 		inProcess.Lock()

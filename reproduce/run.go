@@ -13,6 +13,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
 	"github.com/dcl-beam/dcl-beam/pipelines"
@@ -44,12 +45,12 @@ type Options struct {
 	// WaitLock waits for another reproduction that holds the run directory to finish,
 	// instead of failing at once with ErrLocked.
 	WaitLock bool
-	// Stderr gets the progress bars (Progress: terminals only) and, with TrainLog, a copy of
-	// each training's JSON-lines log, which always goes to its run folder's train.jsonl; the
-	// stages' notices go to Logger.
+	// Stderr gets, with TrainLog, a copy of each training's JSON-lines log, which always
+	// goes to its run folder's train.jsonl; the stages' notices go to Logger.
 	Stderr   io.Writer
-	Progress bool
 	TrainLog bool
+	// Progress shows every stage's progress (preprocess, train, embed, knn, linear, npc).
+	Progress progress.Options
 	Logger   *slog.Logger
 	// Now is the clock (tests fix it); nil: time.Now.
 	Now func() time.Time
@@ -108,7 +109,7 @@ type runner struct {
 
 func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
 	if opts.Out == "" {
-		return nil, errors.New("no run directory (--out)")
+		return nil, errors.New("no run directory (--output)")
 	}
 	if opts.Input != "" {
 		cfg.Dataset.Input = opts.Input
@@ -284,6 +285,7 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 			Spec:   datasets.Spec{Dataset: d.Name, Input: d.Input, Split: ds.split},
 			Output: ds.dir, Augment: ds.aug, Passes: ds.passes, Seed: r.cfg.Preprocess.Seed,
 			Parts: r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
+			Progress: r.opts.Progress,
 		})
 		if err != nil {
 			return dataGen{}, fmt.Errorf("%s: %w", ds.name, err)
@@ -394,7 +396,7 @@ func (r *runner) sameDataset(ctx context.Context, dir string, want shards.Config
 			if r.rerun[StagePreprocess] {
 				return outcome{complete: true, stale: "it holds another dataset (" + diff + ")"}, nil
 			}
-			return outcome{}, fmt.Errorf("%s holds another dataset (%s); pass --rerun=preprocess to replace it, remove it or use another --out", dir, diff)
+			return outcome{}, fmt.Errorf("%s holds another dataset (%s); pass --rerun=preprocess to replace it, remove it or use another --output", dir, diff)
 		}
 	}
 	return outcome{complete: true, version: m.Config.CodeVersion}, nil
@@ -479,7 +481,7 @@ func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) 
 		return "", fmt.Errorf("%s: %w", p, err)
 	}
 	if diff != "" && !r.rerun[StageTrain] {
-		return "", fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --out", p, diff, dir)
+		return "", fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --output", p, diff, dir)
 	}
 	return diff, nil
 }
@@ -565,10 +567,14 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 		resume = dir
 		r.log.Info("resuming", "run", run.Name, "from_step", steps[len(steps)-1])
 	}
+	var log io.Writer
+	if r.opts.TrainLog {
+		log = r.opts.Stderr
+	}
 	return shardrun.Train(ctx, shardrun.Options{
 		Step: step, Run: train, Backend: kind, Plugin: r.opts.Plugin, Resume: resume,
 		KNNData: r.evalTrainDir(), KNNTest: r.evalTestDir(),
-		Stderr: r.opts.Stderr, Progress: r.opts.Progress, QuietLog: !r.opts.TrainLog, Logger: r.log,
+		Log: log, Progress: r.opts.Progress, Logger: r.log,
 	})
 }
 
@@ -619,6 +625,7 @@ func (r *runner) embed(ctx context.Context, o pipelines.EmbedOptions) error {
 	if err != nil {
 		return err
 	}
+	job.Display = r.opts.Progress
 	_, err = pipelines.RunEmbed(ctx, job)
 	return err
 }
@@ -637,6 +644,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 				if err != nil {
 					return err
 				}
+				job.Display = r.opts.Progress
 				res, err := pipelines.RunKNN(ctx, job)
 				if err == nil && res != nil {
 					*ev.KNN = *res
@@ -671,6 +679,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 				if err != nil {
 					return err
 				}
+				job.Display = r.opts.Progress
 				res, err := pipelines.RunLinear(ctx, job)
 				if err == nil && res != nil {
 					*ev.Linear = *res
@@ -696,6 +705,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 				if err != nil {
 					return err
 				}
+				job.Display = r.opts.Progress
 				res, err := pipelines.RunNPC(ctx, job)
 				if err == nil && res != nil {
 					*ev.NPC = *res

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
@@ -301,5 +303,26 @@ func TestClassCountOfADatasetWithoutAClassList(t *testing.T) {
 	bl := res.Baselines[0]
 	if bl.KNN == nil || bl.KNN.NumClasses != 3 || bl.Linear == nil {
 		t.Fatalf("raw-pixel baseline = %+v, want kNN and linear results over 3 classes", bl)
+	}
+}
+
+// Every stage of a reproduction shows its progress: in a log, a line for each stage at least.
+func TestEveryStageShowsProgress(t *testing.T) {
+	input := t.TempDir()
+	writeBarsIDX(t, input)
+	var shown bytes.Buffer
+	opts := Options{Out: t.TempDir(), Progress: progress.Options{W: &shown, Mode: progress.Lines, Interval: time.Hour}}
+	oneRun := func(s string) string {
+		s = strings.Replace(s, "    - {name: infonce, loss: infonce}\n", "", 1)
+		return strings.Replace(s, "  baselines: [raw-pixels, random-init]\n", "", 1)
+	}
+	if _, err := Run(context.Background(), parseTiny(t, input, oneRun), opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"preprocess reading: ", "preprocess writing: ", "train: 16/16 steps (100%)", "kNN monitor after epoch 1: ",
+		"embed: ", "knn: ", "linear: 5/5 epochs (100%)", "npc: "} {
+		if !strings.Contains(shown.String(), want) {
+			t.Errorf("no progress line %q:\n%s", want, shown.String())
+		}
 	}
 }

@@ -134,9 +134,9 @@ if [ "$PART" = all ] || [ "$PART" = check ]; then
 	TORCH_ARG=()
 	[ -s "$OUT/torch-step.json" ] && TORCH_ARG=(--torch="$OUT/torch-step.json")
 	DATA_ARG=()
-	[ -f "$DATA/train-images-idx3-ubyte.gz" ] && DATA_ARG=(--data="$DATA")
+	[ -f "$DATA/train-images-idx3-ubyte.gz" ] && DATA_ARG=(--input="$DATA")
 	# shellcheck disable=SC2086
-	step gpu-check "${CHECK_TIMEOUT:-900}" "$DCL" gpu-check --backend=cuda --out="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
+	step gpu-check "${CHECK_TIMEOUT:-900}" "$DCL" gpu-check --backend=cuda --output="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
 		--record="$PYTHON scripts/torch_step.py --out OUT/torch-step.json ${DCL_TORCH_FLAGS:-}" ${DCL_GPU_CHECK_FLAGS:-}
 fi
 
@@ -145,7 +145,7 @@ if [ "$PART" = all ] || [ "$PART" = experiment ]; then
 	if [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
 		# shellcheck disable=SC2086
 		step experiment "${EXPERIMENT_TIMEOUT:-1800}" "$DCL" reproduce --config=fashion-mnist-gpu --input="$DATA" \
-			--out="$WORK/experiment" --backend=cuda --progress=off ${DCL_EXPERIMENT_FLAGS:-}
+			--output="$WORK/experiment" --backend=cuda --progress=off ${DCL_EXPERIMENT_FLAGS:-}
 		cp "$WORK/experiment/report.md" "$OUT/experiment-report.md" 2>/dev/null || log "the experiment wrote no report (yet)"
 		cp "$WORK/experiment/results.json" "$OUT/experiment-results.json" 2>/dev/null || true
 	else

@@ -32,9 +32,16 @@ const EmbeddingsManifestName = "embeddings.json"
 // dimension, so that opening one needs no data page.
 const embeddingDimKey = "dcl.embedding_dim"
 
-// EmbeddingClassesKey is the metadata key, in an embeddings manifest and in each embedding
-// file's footer, of the shards' class list (Config.Classes) as a JSON array of names.
+// EmbeddingClassesKey is the metadata key, in an embeddings manifest and (prefixed, see
+// EmbeddingFooterPrefix) in each embedding file's footer, of the shards' class list
+// (Config.Classes) as a JSON array of names.
 const EmbeddingClassesKey = "classes"
+
+// EmbeddingFooterPrefix starts every metadata key in an embedding file's footer, as it starts
+// a shard's (FormatKey…): the footer is a namespace shared with other tools, the manifest's
+// meta is not, so the manifest's keys go without it. OpenEmbeddings gives a single file's
+// footer metadata back under the manifest's keys.
+const EmbeddingFooterPrefix = "dcl."
 
 // ClassesMeta encodes a class list for EmbeddingClassesKey.
 func ClassesMeta(classes []string) string {
@@ -108,6 +115,9 @@ func NewEmbeddingWriter(ctx context.Context, p string, dim int, meta map[string]
 		parquet.KeyValueMetadata(embeddingDimKey, strconv.Itoa(dim)),
 	}
 	for k, v := range meta {
+		if !strings.HasPrefix(k, EmbeddingFooterPrefix) {
+			k = EmbeddingFooterPrefix + k
+		}
 		options = append(options, parquet.KeyValueMetadata(k, v))
 	}
 	f := storage.NewWriter(ctx, p)
@@ -296,6 +306,9 @@ type EmbeddingFileSummary struct {
 	Dim  int
 	// Classes is the class list in the file's footer (EmbeddingClassesKey); nil without.
 	Classes []string
+	// Meta is the dcl metadata in the file's footer under the manifest's keys (without
+	// EmbeddingFooterPrefix); nil when the footer has none.
+	Meta map[string]string
 }
 
 // OpenEmbeddings opens path: a Parquet file (of any name), or a directory with
@@ -373,7 +386,9 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		r.rows += f.Rows
 	}
 	if single {
-		r.classes = r.files[0].Classes
+		// A single file carries in its footer what a directory's manifest carries: the
+		// evaluations read the same facts (views, temperature, dataset…) from either.
+		r.classes, r.meta = r.files[0].Classes, r.files[0].Meta
 	}
 	return r, nil
 }
@@ -387,8 +402,8 @@ func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary
 		return EmbeddingFileSummary{}, err
 	}
 	defer ef.Close()
-	s := EmbeddingFileSummary{Path: p, Rows: ef.pf.NumRows()}
-	if v, ok := ef.pf.Lookup(EmbeddingClassesKey); ok {
+	s := EmbeddingFileSummary{Path: p, Rows: ef.pf.NumRows(), Meta: footerMeta(ef.pf)}
+	if v, ok := s.Meta[EmbeddingClassesKey]; ok {
 		if s.Classes, err = parseClassesMeta(p, v); err != nil {
 			return EmbeddingFileSummary{}, err
 		}
@@ -420,6 +435,35 @@ func summarizeEmbeddingFile(ctx context.Context, p string) (EmbeddingFileSummary
 	return s, nil
 }
 
+// footerMeta returns the dcl metadata of an embedding file's footer under the manifest's keys;
+// nil when there is none. Files written before the footer keys took EmbeddingFooterPrefix
+// have them bare: those are read too, but only from a file this project wrote (one with
+// embeddingDimKey), never from another tool's footer, whose bare keys mean something else.
+func footerMeta(pf *parquet.File) map[string]string {
+	kvs := pf.Metadata().KeyValueMetadata
+	_, ours := pf.Lookup(embeddingDimKey)
+	var meta map[string]string
+	set := func(k, v string) {
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[k] = v
+	}
+	for _, kv := range kvs {
+		if k, ok := strings.CutPrefix(kv.Key, EmbeddingFooterPrefix); ok && kv.Key != embeddingDimKey {
+			set(k, kv.Value)
+		}
+	}
+	if ours {
+		for _, kv := range kvs {
+			if _, prefixed := meta[kv.Key]; !prefixed && !strings.HasPrefix(kv.Key, EmbeddingFooterPrefix) {
+				set(kv.Key, kv.Value)
+			}
+		}
+	}
+	return meta
+}
+
 // isFile reports whether p is a file (locally: not a directory; on gs://: an object).
 func isFile(ctx context.Context, p string) (bool, error) {
 	if storage.Scheme(p) == "" {
@@ -438,8 +482,8 @@ func (r *EmbeddingReader) Rows() int64 { return r.rows }
 // Dim returns the vectors' dimension (0 when there are no rows).
 func (r *EmbeddingReader) Dim() int { return r.dim }
 
-// Meta returns the directory manifest's metadata (empty when it has none); nil for a
-// single file.
+// Meta returns the directory manifest's metadata (empty when it has none), or a single
+// file's footer metadata under the same keys (nil when its footer has none).
 func (r *EmbeddingReader) Meta() map[string]string { return r.meta }
 
 // Classes returns the class list the embeddings carry (the directory manifest's, or a single

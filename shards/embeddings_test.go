@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -414,5 +415,92 @@ func TestEmbeddingsManifestRefusesForeignPaths(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), EmbeddingsManifestName) {
 			t.Errorf("%s: %v, want an error naming the manifest and saying %q", tt.give, err, tt.want)
 		}
+	}
+}
+
+// writeFooterFile writes a one-row embedding file whose footer holds exactly kvs, as an
+// older dcl (bare keys) or another tool (its own keys, or dcl.-prefixed ones) would.
+func writeFooterFile(t *testing.T, p string, kvs map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	var opts []parquet.WriterOption
+	for k, v := range kvs {
+		opts = append(opts, parquet.KeyValueMetadata(k, v))
+	}
+	w := parquet.NewGenericWriter[EmbeddingRow](&buf, opts...)
+	if _, err := w.Write([]EmbeddingRow{{ID: 1, Label: 0, Embedding: []float32{1, 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A single embedding file gives back the metadata it was written with, under the manifest's
+// keys, as a directory's embeddings.json does; its footer keys carry the dcl. prefix of the
+// shards' footers; files of older dcl versions (bare keys) still read, other tools' bare keys
+// are not taken for dcl's.
+func TestEmbeddingFileFooterMeta(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	classes := ClassesMeta([]string{"cat", "dog"})
+
+	written := filepath.Join(dir, "written.parquet")
+	w, err := NewEmbeddingWriter(ctx, written, 2, map[string]string{"views": "2", "temperature": "0.2", EmbeddingClassesKey: classes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(1, 0, []float32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(written)
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range pf.Metadata().KeyValueMetadata {
+		if !strings.HasPrefix(kv.Key, EmbeddingFooterPrefix) {
+			t.Errorf("footer key %q lacks the %s prefix", kv.Key, EmbeddingFooterPrefix)
+		}
+	}
+
+	old := filepath.Join(dir, "old.parquet")
+	writeFooterFile(t, old, map[string]string{embeddingDimKey: "2", "views": "2", "temperature": "0.2", EmbeddingClassesKey: classes})
+	foreignBare := filepath.Join(dir, "foreign-bare.parquet")
+	writeFooterFile(t, foreignBare, map[string]string{"views": "2", "temperature": "0.2"})
+	foreignPrefixed := filepath.Join(dir, "foreign-prefixed.parquet")
+	writeFooterFile(t, foreignPrefixed, map[string]string{"dcl.views": "2", "dcl.temperature": "0.2", "dcl.classes": classes, "views": "1"})
+
+	want := map[string]string{"views": "2", "temperature": "0.2", EmbeddingClassesKey: classes}
+	tests := []struct {
+		give        string
+		want        map[string]string
+		wantClasses []string
+	}{
+		{written, want, []string{"cat", "dog"}},
+		{old, want, []string{"cat", "dog"}},
+		{foreignBare, nil, nil},
+		{foreignPrefixed, want, []string{"cat", "dog"}},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.give), func(t *testing.T) {
+			r, err := OpenEmbeddings(ctx, tt.give, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if got := r.Meta(); !maps.Equal(got, tt.want) || (tt.want == nil) != (got == nil) {
+				t.Errorf("Meta() = %v, want %v", got, tt.want)
+			}
+			if !slices.Equal(r.Classes(), tt.wantClasses) {
+				t.Errorf("Classes() = %v, want %v", r.Classes(), tt.wantClasses)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard/tbtest"
 )
@@ -51,7 +52,7 @@ func TestTrainWritesTensorBoard(t *testing.T) {
 	run := testRunConfig(t, out)
 	run.MaxSteps, run.MonitorEvery = 3, 1
 	opts := quietOptions(t, src)
-	opts.Monitor = func(_ context.Context, epoch int, _ *Step) (map[string]any, error) {
+	opts.Monitor = func(_ context.Context, epoch int, _ *Step, _ *progress.Reporter) (map[string]any, error) {
 		return map[string]any{"knn_top1": 50 + float64(epoch), "knn_top5": 90.5, "knn_k": 200}, nil
 	}
 	if _, err := Train(ctx, testStepConfig(MLP), run, opts); err != nil {

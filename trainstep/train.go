@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/gomlx/compute"
-	"github.com/schollz/progressbar/v3"
 
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
 )
@@ -55,15 +55,15 @@ type TrainOptions struct {
 	// Resume is a checkpoint file or a run's output folder to continue from ("": start fresh).
 	Resume string
 	// Monitor, if set, runs after every RunConfig.MonitorEvery epochs (e.g. a kNN accuracy on
-	// held-out data); what it returns is logged.
-	Monitor func(ctx context.Context, epoch int, s *Step) (map[string]any, error)
-	// Stderr receives the JSON-lines log (and the progress bar); nil: os.Stderr.
-	Stderr io.Writer
-	// Progress shows a progress bar on Stderr (meant for terminals).
-	Progress bool
-	// QuietLog keeps the JSON-lines log out of Stderr: it goes only to the run's train.jsonl
-	// (for callers that run many trainings and report on them, like dcl reproduce).
-	QuietLog bool
+	// held-out data); what it returns is logged. p is the run's progress (nil when it is
+	// off): the monitor shows its own as p.Sub, which has the line until it ends.
+	Monitor func(ctx context.Context, epoch int, s *Step, p *progress.Reporter) (map[string]any, error)
+	// Log, if set, gets a copy of every line of the JSON-lines log, which always goes to the
+	// run's train.jsonl (dcl train --json: stdout).
+	Log io.Writer
+	// Progress shows the run's progress and key metrics (a bar on a terminal, a line every
+	// interval in a log).
+	Progress progress.Options
 	// Logger gets the run's notices; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -281,10 +281,6 @@ func checkResume(path string, h *CheckpointHeader, model *Model, run RunConfig, 
 // checkpoints, exact resume and a JSON-lines log. A cancelled ctx stops it after the current
 // step with a checkpoint to resume from.
 func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions) (*Summary, error) {
-	stderr := opts.Stderr
-	if stderr == nil {
-		stderr = os.Stderr
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -325,7 +321,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
 		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
 
-	log, err := openRunLog(ctx, run.Out, stderr, !opts.QuietLog, state.StepsDone)
+	log, err := openRunLog(ctx, run.Out, opts.Log, state.StepsDone)
 	if err != nil {
 		return nil, err
 	}
@@ -345,13 +341,10 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		stepsPerEpoch: stepsPerEpoch, total: total,
 		summary: &Summary{TotalSteps: total, StepsPerEpoch: stepsPerEpoch, Parameters: step.NumParameters()},
 	}
-	if opts.Progress {
-		l.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
-			progressbar.OptionSetDescription("training"), progressbar.OptionClearOnFinish())
-		_ = l.bar.Set(state.StepsDone)
-		log.bar = l.bar
-	}
+	// Epochs are shown as the log numbers them: from 0, the epoch under way.
+	l.bar = opts.Progress.Start("train", int64(state.StepsDone), int64(total), "steps")
+	defer l.bar.End() // a failed run ends the bar's line before its error is printed
+	log.bar = l.bar
 	return l.runAll(ctx)
 }
 
@@ -486,11 +479,12 @@ type loop struct {
 	log           *runLog
 	tb            *tensorboard.Writer
 	logger        *slog.Logger
-	bar           *progressbar.ProgressBar
+	bar           *progress.Reporter
 	stepsPerEpoch int
 	total         int
 	summary       *Summary
-	images        int // images through the network since the start of this process
+	images        int    // images through the network since the start of this process
+	monitorNote   string // the last monitor's measurements, for the progress status
 	trainTime     time.Duration
 }
 
@@ -518,6 +512,12 @@ func (l *loop) stop(ctx context.Context, finished bool) (*Summary, error) {
 	path, err := l.checkpoint(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// The bar's line ends (complete, or where an interrupt stopped it) before the notices.
+	if finished {
+		l.bar.Finish()
+	} else {
+		l.bar.End()
 	}
 	s := l.summary
 	s.StepsDone, s.Epoch, s.Finished, s.Checkpoint = l.state.StepsDone, l.state.Epoch, finished, path
@@ -628,10 +628,8 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 			tensorboard.Scalar{Tag: "images_per_s", Value: line.ImagesPerSec}); err != nil {
 			return false, err
 		}
-		if l.bar != nil {
-			l.bar.Describe(fmt.Sprintf("epoch %d loss %.4f q %.3f", epoch+1, res.Loss, res.MeanQ))
-			_ = l.bar.Add(1)
-		}
+		l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", epoch, l.run.Epochs-1, res.Loss, res.MeanQ, lr, line.ImagesPerSec, l.monitorNote))
+		l.bar.Set(int64(l.state.StepsDone))
 		epochDone := l.state.Batch == l.stepsPerEpoch
 		if epochDone {
 			l.state.Epoch++
@@ -671,7 +669,7 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 	if l.opts.Monitor == nil || l.run.MonitorEvery == 0 || (epoch+1)%l.run.MonitorEvery != 0 {
 		return nil
 	}
-	res, err := l.opts.Monitor(ctx, epoch, l.step)
+	res, err := l.opts.Monitor(ctx, epoch, l.step, l.bar)
 	if err != nil {
 		return fmt.Errorf("monitor after epoch %d: %w", epoch+1, err)
 	}
@@ -686,9 +684,11 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 	}
 	// Measurements (float64: the kNN accuracies) are curves; integers (kNN's k) are settings.
 	var scalars []tensorboard.Scalar
+	l.monitorNote = ""
 	for _, k := range slices.Sorted(maps.Keys(res)) {
 		if v, ok := res[k].(float64); ok {
 			scalars = append(scalars, tensorboard.Scalar{Tag: k, Value: v})
+			l.monitorNote += fmt.Sprintf(" %s %.4g", k, v)
 		}
 	}
 	if len(scalars) == 0 {
@@ -729,24 +729,23 @@ func (l *loop) checkpoint(ctx context.Context) (string, error) {
 	return path, nil
 }
 
-// runLog writes JSON lines to stderr and to the log in the output folder: appended as it goes
-// for a local folder; rewritten whole at each checkpoint for remote ones (objects cannot be
-// appended to).
+// runLog writes JSON lines to the log in the output folder, and a copy to echo if set:
+// appended as it goes for a local folder; rewritten whole at each checkpoint for remote ones
+// (objects cannot be appended to).
 type runLog struct {
-	stderr io.Writer
-	echo   bool // copy each line to stderr
-	bar    *progressbar.ProgressBar
-	file   *os.File // local output
-	remote string   // remote output path
-	lines  []byte   // the whole log, for remote output
+	echo   io.Writer          // a copy of each line; nil: none
+	bar    *progress.Reporter // cleared before a copy is printed, in case both are on a terminal
+	file   *os.File           // local output
+	remote string             // remote output path
+	lines  []byte             // the whole log, for remote output
 }
 
 // openRunLog opens the log of a run that has done stepsDone steps: lines of later steps
 // (written after the checkpoint it resumes from, by a run that was then killed) are dropped,
 // so the log holds every step once.
-func openRunLog(ctx context.Context, out string, stderr io.Writer, echo bool, stepsDone int) (*runLog, error) {
+func openRunLog(ctx context.Context, out string, echo io.Writer, stepsDone int) (*runLog, error) {
 	path := storage.Join(out, LogName)
-	l := &runLog{stderr: stderr, echo: echo}
+	l := &runLog{echo: echo}
 	var old []byte
 	if ok, err := storage.Exists(ctx, path); err != nil {
 		return nil, err
@@ -796,11 +795,9 @@ func (l *runLog) write(v any) error {
 		return err
 	}
 	data = append(data, '\n')
-	if l.echo {
-		if l.bar != nil {
-			_ = l.bar.Clear()
-		}
-		_, _ = l.stderr.Write(data)
+	if l.echo != nil {
+		l.bar.Clear()
+		_, _ = l.echo.Write(data)
 	}
 	if l.file != nil {
 		if _, err := l.file.Write(data); err != nil {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -15,7 +15,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
@@ -79,7 +81,7 @@ func mustMemorySource(t *testing.T, passes ...[]Pair) *MemorySource {
 }
 
 func quietOptions(t *testing.T, src BatchSource) TrainOptions {
-	return TrainOptions{Backend: newTestBackend(t), Source: src, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)}
+	return TrainOptions{Backend: newTestBackend(t), Source: src, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // variableBytes reads every variable of a checkpoint as raw bytes, by scope and name.
@@ -223,9 +225,9 @@ func TestTrainLogsAndLearns(t *testing.T) {
 	run.BatchSize, run.Epochs, run.BaseLR = 16, 12, 1
 	run.MonitorEvery = 6
 	var stderr bytes.Buffer
-	opts := TrainOptions{Backend: newTestBackend(t), Source: mustMemorySource(t, pairs), Stderr: &stderr, Logger: slog.New(slog.DiscardHandler)}
+	opts := TrainOptions{Backend: newTestBackend(t), Source: mustMemorySource(t, pairs), Log: &stderr, Logger: slog.New(slog.DiscardHandler)}
 	monitored := 0
-	opts.Monitor = func(_ context.Context, epoch int, s *Step) (map[string]any, error) {
+	opts.Monitor = func(_ context.Context, epoch int, s *Step, _ *progress.Reporter) (map[string]any, error) {
 		monitored++
 		return map[string]any{"monitor_epoch": epoch}, nil
 	}
@@ -244,7 +246,7 @@ func TestTrainLogsAndLearns(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(logData, stderr.Bytes()) {
-		t.Errorf("the log file and stderr differ")
+		t.Errorf("the log file and its copy differ")
 	}
 	lines := strings.Split(strings.TrimSpace(string(logData)), "\n")
 	if len(lines) != 48+2 {
@@ -269,19 +271,20 @@ func TestTrainLogsAndLearns(t *testing.T) {
 
 }
 
-// TestTrainQuietLog checks that QuietLog keeps the JSON lines out of Stderr and in the file.
-func TestTrainQuietLog(t *testing.T) {
+// TestTrainLogOnlyInItsFile checks that without Log the JSON lines go to the run's
+// train.jsonl and not to the console, where the progress shows the key metrics instead.
+func TestTrainLogOnlyInItsFile(t *testing.T) {
 	out := t.TempDir()
 	run := testRunConfig(t, out)
 	run.BatchSize, run.Epochs = 16, 1
 	var stderr bytes.Buffer
 	opts := TrainOptions{Backend: newTestBackend(t), Source: mustMemorySource(t, syntheticPairs(2, 32, 4, 6, 6, 3)),
-		Stderr: &stderr, QuietLog: true, Logger: slog.New(slog.DiscardHandler)}
+		Progress: progress.Options{W: &stderr, Mode: progress.Lines, Interval: time.Hour}, Logger: slog.New(slog.DiscardHandler)}
 	if _, err := Train(context.Background(), testStepConfig(MLP), run, opts); err != nil {
 		t.Fatal(err)
 	}
-	if stderr.Len() != 0 {
-		t.Errorf("stderr got %q, want nothing", stderr.String())
+	if strings.Contains(stderr.String(), "{") {
+		t.Errorf("the console got JSON: %q", stderr.String())
 	}
 	logData, err := os.ReadFile(filepath.Join(out, LogName))
 	if err != nil {
@@ -408,24 +411,51 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
-// TestProgressBarKeepsTheLog: with a progress bar the JSON lines still reach stderr whole.
-func TestProgressBarKeepsTheLog(t *testing.T) {
-	var stderr bytes.Buffer
+// TestProgressShowsTheRun: on a terminal the bar shows the key metrics with epochs numbered as
+// the log numbers them, a kNN evaluation shows its own progress, and the bar reaches 100% on
+// a line of its own; a copy of the log (--json) still gets the JSON lines whole.
+func TestProgressShowsTheRun(t *testing.T) {
+	var console, log bytes.Buffer
 	opts := quietOptions(t, mustMemorySource(t, syntheticPairs(5, 8, 2, 4, 4, 1)))
-	opts.Stderr, opts.Progress = &stderr, true
-	if _, err := Train(context.Background(), testStepConfig(MLP), testRunConfig(t, t.TempDir()), opts); err != nil {
+	opts.Progress = progress.Options{W: &console, Mode: progress.Bar}
+	opts.Log = &log
+	opts.Monitor = func(_ context.Context, epoch int, _ *Step, p *progress.Reporter) (map[string]any, error) {
+		sub := p.Sub(fmt.Sprintf("kNN monitor after epoch %d", epoch), 3, "images")
+		sub.Add(3)
+		sub.Finish()
+		return map[string]any{"knn_top1": 50.0}, nil
+	}
+	run := testRunConfig(t, t.TempDir())
+	run.MonitorEvery = 1
+	if _, err := Train(context.Background(), testStepConfig(MLP), run, opts); err != nil {
 		t.Fatal(err)
 	}
-	lines := 0
-	for _, l := range strings.Split(stderr.String(), "\n") {
-		if i := strings.Index(l, `{"step":`); i >= 0 {
+	var lines []LogLine
+	for _, l := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		if strings.Contains(l, `"loss"`) {
 			var line LogLine
-			mustUnmarshal(t, l[i:], &line)
-			lines++
+			mustUnmarshal(t, l, &line)
+			lines = append(lines, line)
 		}
 	}
-	if lines != 4 || !strings.Contains(stderr.String(), "epoch 2 loss") {
-		t.Errorf("stderr has %d JSON lines (want 4) and the bar's description?\n%s", lines, stderr.String())
+	if len(lines) != 4 {
+		t.Fatalf("the log's copy has %d step lines, want 4:\n%s", len(lines), log.String())
+	}
+	s := console.String()
+	last := lines[len(lines)-1]
+	for _, want := range []string{
+		fmt.Sprintf("epoch %d (0-%d) loss", last.Epoch, run.Epochs-1), // the log's numbering
+		"lr ", "img/s",
+		"kNN monitor after epoch 0 [>", // the monitor's own bar
+		"knn_top1 50",                  // its result, in the training's status
+		"[====================] 100% 4/4 steps",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the console lacks %q:\n%q", want, s)
+		}
+	}
+	if !strings.HasSuffix(s, "\n") || strings.Contains(s, "{") {
+		t.Errorf("the console does not end its line, or got JSON:\n%q", s)
 	}
 }
 

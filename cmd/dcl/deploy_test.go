@@ -40,9 +40,14 @@ func checkReproduceArgs(t *testing.T, where string, args []string) map[string]st
 	if !slices.Contains(experiments.Names(), set["config"]) {
 		t.Errorf("%s: --config=%q is not a built-in config (%s)", where, set["config"], strings.Join(experiments.Names(), ", "))
 	}
-	for _, name := range []string{"out", "gate", "rerun-on-code-change"} {
+	for _, name := range []string{"output", "gate", "rerun-on-code-change"} {
 		if _, ok := set[name]; !ok {
 			t.Errorf("%s: no --%s", where, name)
+		}
+	}
+	for name := range set {
+		if d, ok := fs.Lookup(name).Value.(*deprecatedFlag); ok {
+			t.Errorf("%s: --%s is the deprecated name of --%s", where, name, d.now)
 		}
 	}
 	return set
@@ -86,8 +91,8 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	line := strings.NewReplacer("%i", instance, "$DCL_FLAGS", "").Replace(exec[1])
 	set := checkReproduceArgs(t, "dcl-reproduce@.service", reproduceArgs(t, "ExecStart", line))
-	if set["out"] != "/var/lib/dcl/runs/"+instance || set["wait-lock"] != "true" {
-		t.Errorf("ExecStart: --out=%s --wait-lock=%s; want the instance's own run directory, waiting for its lock", set["out"], set["wait-lock"])
+	if set["output"] != "/var/lib/dcl/runs/"+instance || set["wait-lock"] != "true" {
+		t.Errorf("ExecStart: --output=%s --wait-lock=%s; want the instance's own run directory, waiting for its lock", set["output"], set["wait-lock"])
 	}
 	if !strings.Contains(timer, "Persistent=true") || !strings.Contains(timer, "OnCalendar=") {
 		t.Error("the timer has no OnCalendar= or does not catch up on missed nights (Persistent=true)")
@@ -250,7 +255,7 @@ func TestKubernetesCronJob(t *testing.T) {
 		t.Fatalf("container runs %q %q, want dcl reproduce", c.Command, c.Args)
 	}
 	set := checkReproduceArgs(t, "CronJob", c.Args[1:])
-	if !strings.HasPrefix(set["out"], "gs://") {
-		t.Errorf("--out=%s: want a gs:// run directory, which outlives the pod", set["out"])
+	if !strings.HasPrefix(set["output"], "gs://") {
+		t.Errorf("--output=%s: want a gs:// run directory, which outlives the pod", set["output"])
 	}
 }

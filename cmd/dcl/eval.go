@@ -26,21 +26,27 @@ func embedCommand() *command {
 		summary: "compute embeddings of a dataset with a trained encoder (Beam)",
 		beam:    true,
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-			checkpoint := fs.String("checkpoint", "", "checkpoint file, or a training run's folder for its newest checkpoint (local or gs://)")
-			data := fs.String("data", "", "shard folder written by 'dcl preprocess' (--augment=none for evaluation)")
-			output := fs.String("output", "", "embeddings: a folder (part files and embeddings.json) or one .parquet file")
+			checkpoint := fs.String("checkpoint", "", "checkpoint file, or a training run's folder for its newest checkpoint (local or gs://); required")
+			data := fs.String("input", "", "shard folder written by 'dcl preprocess' (--augment=none for evaluation); required")
+			output := fs.String("output", "", "embeddings to write: a folder (part files and embeddings.json) or one .parquet file; required")
+			renamedFlag(fs, out, "data", "input")
 			feature := fs.String("feature", string(trainstep.Backbone), "backbone (kNN, linear probe) or projection (NPC statistics)")
 			views := fs.Int("views", 1, "1: view 1 of each row; 2: both views of pair shards, concatenated (the input of 'dcl npc')")
 			pass := fs.Int("pass", 0, "augmented pass of the shards to embed; -1: every pass")
 			batch := fs.Int("batch-size", trainstep.EncoderMaxBatch, "images per encoder call")
 			parts := fs.Int("parts", 0, "embedding files to write (0: about one per 16,384 rows)")
 			threads := fs.Int("threads", 0, "goroutines of each worker's CPU encoder (0: all cores)")
+			progressOptions := addProgressFlags(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
 				if *checkpoint == "" || *data == "" || *output == "" {
-					return usagef("--checkpoint, --data and --output are required")
+					return usagef("--checkpoint, --input and --output are required")
+				}
+				display, err := progressOptions(out)
+				if err != nil {
+					return err
 				}
 				f, err := trainstep.ParseFeature(*feature)
 				if err != nil {
@@ -53,6 +59,7 @@ func embedCommand() *command {
 				if err != nil {
 					return err
 				}
+				job.Display = display
 				res, err := pipelines.RunEmbed(ctx, job)
 				if err != nil || res == nil {
 					return submitted(err, *output)
@@ -69,8 +76,8 @@ func knnCommand() *command {
 		summary: "weighted kNN accuracy of test embeddings against train embeddings (Beam)",
 		beam:    true,
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-			train := fs.String("train", "", "training embeddings (the bank): a .parquet file or a 'dcl embed' folder")
-			test := fs.String("test", "", "test embeddings (the queries)")
+			train := fs.String("train", "", "training embeddings (the bank): a .parquet file or a 'dcl embed' folder; required")
+			test := fs.String("test", "", "test embeddings (the queries); required")
 			def := analysis.DefaultKNNConfig()
 			k := fs.Int("k", def.K, "neighbours that vote")
 			temperature := fs.Float64("temperature", def.Temperature, "vote weight exp(similarity/T)")
@@ -81,12 +88,17 @@ func knnCommand() *command {
 			bankGroups := fs.Int("bank-groups", 1, "split the training files into this many groups searched in parallel per query block")
 			bankBlock := fs.Int("bank-block", pipelines.DefaultBankBlock, "training rows read and searched at once")
 			output := fs.String("output", "", "also write the result JSON here (needed, on shared storage, with remote runners)")
+			progressOptions := addProgressFlags(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
 				if *train == "" || *test == "" {
 					return usagef("--train and --test are required")
+				}
+				display, err := progressOptions(out)
+				if err != nil {
+					return err
 				}
 				m, err := analysis.ParseMetric(*metric)
 				if err != nil {
@@ -102,6 +114,7 @@ func knnCommand() *command {
 				if err != nil {
 					return err
 				}
+				job.Display = display
 				res, err := pipelines.RunKNN(ctx, job)
 				if err != nil || res == nil {
 					return submitted(err, *output)
@@ -119,16 +132,17 @@ func linearCommand() *command {
 		beam:    true,
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			def, lars := analysis.DefaultLinearConfig(), analysis.LARSLinearConfig()
-			train := fs.String("train", "", "training embeddings: a .parquet file or a 'dcl embed' folder")
-			test := fs.String("test", "", "test embeddings")
+			train := fs.String("train", "", "training embeddings: a .parquet file or a 'dcl embed' folder; required")
+			test := fs.String("test", "", "test embeddings; required")
 			optimizer := fs.String("optimizer", "sgd", "sgd: the OpenSelfSup protocol; lars: the SimSiam-style one (its own defaults below)")
-			epochs := fs.Int("epochs", def.Epochs, fmt.Sprintf("epochs (lars: %d)", lars.Epochs))
+			epochs := fs.Int("probe-epochs", def.Epochs, fmt.Sprintf("epochs of the probe's training (lars: %d)", lars.Epochs))
+			renamedFlag(fs, out, "epochs", "probe-epochs")
 			batch := fs.Int("batch-size", def.BatchSize, fmt.Sprintf("batch size (lars: %d)", lars.BatchSize))
 			lr := fs.Float64("lr", def.LR, fmt.Sprintf("learning rate (lars: %g)", lars.LR))
 			momentum := fs.Float64("momentum", def.Momentum, "momentum")
 			wd := fs.Float64("weight-decay", def.WeightDecay, "weight decay (weights only)")
 			schedule := fs.String("schedule", string(def.Schedule), "step (×gamma at each milestone) or cosine (lars: cosine)")
-			milestones := fs.String("milestones", "60,80", "epochs of the step schedule's decays (with --epochs alone: scaled to the same fractions)")
+			milestones := fs.String("milestones", "60,80", "epochs of the step schedule's decays (with --probe-epochs alone: scaled to the same fractions)")
 			gamma := fs.Float64("gamma", def.Gamma, "the step schedule's factor")
 			trust := fs.Float64("trust", lars.TrustCoefficient, "LARS trust coefficient η")
 			standardize := fs.Bool("standardize", false, "scale features to zero mean and unit variance with the training set's statistics (not the protocol's default)")
@@ -137,12 +151,17 @@ func linearCommand() *command {
 			perClass := fs.Bool("per-class", false, "include per-class accuracies in the result")
 			model := fs.String("model", "", "write the trained classifier (JSON) here")
 			output := fs.String("output", "", "also write the result JSON here (needed, on shared storage, with remote runners)")
+			progressOptions := addProgressFlags(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
 				if *train == "" || *test == "" {
 					return usagef("--train and --test are required")
+				}
+				display, err := progressOptions(out)
+				if err != nil {
+					return err
 				}
 				opt, err := analysis.ParseOptimizer(*optimizer)
 				if err != nil {
@@ -155,7 +174,7 @@ func linearCommand() *command {
 				set := map[string]bool{}
 				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 				// Flags given on the command line override the protocol's defaults.
-				if set["epochs"] {
+				if set["probe-epochs"] {
 					cfg = cfg.WithEpochs(*epochs)
 				}
 				if set["batch-size"] {
@@ -188,6 +207,7 @@ func linearCommand() *command {
 				if err != nil {
 					return err
 				}
+				job.Display = display
 				res, err := pipelines.RunLinear(ctx, job)
 				if err != nil || res == nil {
 					return submitted(err, *output)
@@ -221,7 +241,8 @@ func npcCommand() *command {
 		summary: "negative-positive coupling statistics over batch sizes, the paper's Fig. 1 (Beam)",
 		beam:    true,
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-			embeddings := fs.String("embeddings", "", "projection embeddings of view pairs ('dcl embed --feature=projection --views=2' over augmented shards)")
+			embeddings := fs.String("input", "", "projection embeddings of view pairs ('dcl embed --feature=projection --views=2' over augmented shards); required")
+			renamedFlag(fs, out, "embeddings", "input")
 			sizes := fs.String("batch-sizes", "32,64,128,256,512,1024", "batch sizes to sample")
 			temperature := fs.Float64("temperature", 0, "τ of the loss (0: the one the encoder was trained with, from the embeddings' metadata)")
 			seed := fs.Uint64("seed", 1, "seed of the batches")
@@ -230,13 +251,18 @@ func npcCommand() *command {
 			bins := fs.Int("bins", analysis.DefaultHistogramBins, "histogram bins on [0, 1]")
 			name := fs.String("name", "", "series name in the table and plots (default τ=…)")
 			concatenated := fs.Bool("concatenated", false, "accept a file without dcl metadata whose rows are view 1's vector followed by view 2's")
-			output := fs.String("output", "", "folder for npc.json, npc.md and the PNG figures (local or gs://)")
+			output := fs.String("output", "", "folder for npc.json, npc.md and the PNG figures (local or gs://); required")
+			progressOptions := addProgressFlags(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
 				if *embeddings == "" || *output == "" {
-					return usagef("--embeddings and --output are required")
+					return usagef("--input and --output are required")
+				}
+				display, err := progressOptions(out)
+				if err != nil {
+					return err
 				}
 				bs, err := parseInts(*sizes)
 				if err != nil || len(bs) == 0 {
@@ -249,6 +275,7 @@ func npcCommand() *command {
 				if err != nil {
 					return err
 				}
+				job.Display = display
 				rep, err := pipelines.RunNPC(ctx, job)
 				if err != nil || rep == nil {
 					return submitted(err, *output)

@@ -16,7 +16,7 @@ func TestEvaluationCommands(t *testing.T) {
 	data, eval, run, work := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	writeTrainShards(t, data, 16, 8, 2)
 	writeTrainShards(t, eval, 12, 8, 1)
-	code, stdout, stderr := runDCL("train", "--data", data, "--out", run, "--model", "mlp", "--width", "4", "--batch-size", "4",
+	code, stdout, stderr := runDCL("train", "--input", data, "--output", run, "--model", "mlp", "--width", "4", "--batch-size", "4",
 		"--epochs", "1", "--lr", "0.1", "--backend", "cpu", "--temperature", "0.2", "--progress", "off")
 	if code != exitOK {
 		t.Fatalf("dcl train = %d\n%s\n%s", code, stdout, stderr)
@@ -37,10 +37,10 @@ func TestEvaluationCommands(t *testing.T) {
 		}
 	}
 	trainEmb, testEmb := filepath.Join(work, "train"), filepath.Join(work, "test.parquet")
-	embed("--data", eval, "--output", trainEmb, "--parts", "2")
-	embed("--data", eval, "--output", testEmb)
+	embed("--input", eval, "--output", trainEmb, "--parts", "2")
+	embed("--input", eval, "--output", testEmb)
 	pairs := filepath.Join(work, "pairs")
-	embed("--data", data, "--output", pairs, "--feature", "projection", "--views", "2")
+	embed("--input", data, "--output", pairs, "--feature", "projection", "--views", "2")
 
 	var knn map[string]any
 	code, stdout, stderr = runDCL("knn", "--train", trainEmb, "--test", testEmb, "--k", "5", "--per-class")
@@ -58,24 +58,24 @@ func TestEvaluationCommands(t *testing.T) {
 	}
 
 	var lin map[string]any
-	code, stdout, stderr = runDCL("linear", "--train", trainEmb, "--test", testEmb, "--epochs", "3", "--batch-size", "4", "--lr", "0.5")
+	code, stdout, stderr = runDCL("linear", "--train", trainEmb, "--test", testEmb, "--probe-epochs", "3", "--batch-size", "4", "--lr", "0.5")
 	if code != exitOK || json.Unmarshal([]byte(stdout), &lin) != nil {
 		t.Fatalf("dcl linear = %d\n%s\n%s", code, stdout, stderr)
 	}
 	if lin["epochs"].(float64) != 3 || lin["optimizer"] != "sgd" || lin["n_test"].(float64) != 12 {
 		t.Errorf("dcl linear: %s", stdout)
 	}
-	// --epochs alone keeps the decays at 60% and 80% of the run, as reproduce does.
+	// --probe-epochs alone keeps the decays at 60% and 80% of the run, as reproduce does.
 	if ms := fmt.Sprint(lin["milestones"]); ms != "[1 2]" {
-		t.Errorf("dcl linear --epochs=3: milestones %s, want [1 2] (60 and 80 of 100 epochs, scaled)", ms)
+		t.Errorf("dcl linear --probe-epochs=3: milestones %s, want [1 2] (60 and 80 of 100 epochs, scaled)", ms)
 	}
-	code, stdout, stderr = runDCL("linear", "--train", trainEmb, "--test", testEmb, "--optimizer", "lars", "--epochs", "2")
+	code, stdout, stderr = runDCL("linear", "--train", trainEmb, "--test", testEmb, "--optimizer", "lars", "--probe-epochs", "2")
 	if code != exitOK || !strings.Contains(stdout, `"optimizer":"lars"`) || !strings.Contains(stdout, `"batch_size":4096`) {
 		t.Errorf("dcl linear --optimizer=lars = %d\n%s\n%s", code, stdout, stderr)
 	}
 
 	npcOut := filepath.Join(work, "npc")
-	code, stdout, stderr = runDCL("npc", "--embeddings", pairs, "--batch-sizes", "4,8", "--output", npcOut)
+	code, stdout, stderr = runDCL("npc", "--input", pairs, "--batch-sizes", "4,8", "--output", npcOut)
 	if code != exitOK {
 		t.Fatalf("dcl npc = %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -168,7 +168,7 @@ func TestEvaluationCommandErrors(t *testing.T) {
 	eval, run, work := t.TempDir(), t.TempDir(), t.TempDir()
 	writeTrainShards(t, eval, 8, 8, 1)
 	emb := filepath.Join(work, "emb.parquet")
-	code, stdout, stderr := runDCL("embed", "--checkpoint", run, "--data", eval, "--output", emb)
+	code, stdout, stderr := runDCL("embed", "--checkpoint", run, "--input", eval, "--output", emb)
 	if code != exitError || !strings.Contains(stderr, run) {
 		t.Errorf("dcl embed without a checkpoint in %s = %d\n%s\n%s", run, code, stdout, stderr)
 	}
@@ -177,17 +177,17 @@ func TestEvaluationCommandErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"embed", "--data", eval}, exitUsage, "--checkpoint, --data and --output are required"},
+		{[]string{"embed", "--input", eval}, exitUsage, "--checkpoint, --input and --output are required"},
 		{[]string{"knn", "--train", "a.parquet"}, exitUsage, "--train and --test are required"},
 		{[]string{"knn", "--train", "a.parquet", "--test", "b.parquet", "--metric", "manhattan"}, exitUsage, "--metric"},
 		{[]string{"knn", "--train", filepath.Join(work, "none.parquet"), "--test", filepath.Join(work, "none.parquet")}, exitError, "none.parquet"},
 		{[]string{"linear", "--train", "a.parquet", "--test", "b.parquet", "--optimizer", "adam"}, exitUsage, "--optimizer"},
-		{[]string{"npc", "--embeddings", "p"}, exitUsage, "--embeddings and --output are required"},
-		{[]string{"npc", "--embeddings", "p", "--output", "o", "--batch-sizes", "a,b"}, exitUsage, "--batch-sizes"},
-		{[]string{"npc", "--embeddings", "p", "--output", "o", "--batch-sizes", "1,64"}, exitUsage, "--batch-sizes: batch size 1: want at least 2"},
-		{[]string{"npc", "--embeddings", "p", "--output", "o", "--temperature", "-1"}, exitUsage, "--temperature=-1: want a positive number"},
-		{[]string{"embed", "--checkpoint", run, "--data", eval, "--output", emb, "--views", "3"}, exitUsage, "--views=3: want 1 or 2"},
-		{[]string{"embed", "--checkpoint", run, "--data", eval, "--output", emb, "--pass", "-2"}, exitUsage, "--pass=-2"},
+		{[]string{"npc", "--input", "p"}, exitUsage, "--input and --output are required"},
+		{[]string{"npc", "--input", "p", "--output", "o", "--batch-sizes", "a,b"}, exitUsage, "--batch-sizes"},
+		{[]string{"npc", "--input", "p", "--output", "o", "--batch-sizes", "1,64"}, exitUsage, "--batch-sizes: batch size 1: want at least 2"},
+		{[]string{"npc", "--input", "p", "--output", "o", "--temperature", "-1"}, exitUsage, "--temperature=-1: want a positive number"},
+		{[]string{"embed", "--checkpoint", run, "--input", eval, "--output", emb, "--views", "3"}, exitUsage, "--views=3: want 1 or 2"},
+		{[]string{"embed", "--checkpoint", run, "--input", eval, "--output", emb, "--pass", "-2"}, exitUsage, "--pass=-2"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(tt.args...)

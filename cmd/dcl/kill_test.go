@@ -58,8 +58,8 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 	ref := func(name string) string { return filepath.Join(root, "ref-"+name, "out") }
 	jobs := []killJob{
 		{name: "preprocess", args: []string{"preprocess", "--dataset=idx", "--input=" + input, "--output=out",
-			"--epochs=3", "--shards=3", "--unit-records=32", "--size=16", "--seed=9", "--progress=off"}},
-		{name: "train", args: []string{"train", "--data=" + ref("preprocess"), "--out=out", "--model=small-cnn", "--width=4",
+			"--passes=3", "--shards=3", "--unit-records=32", "--size=16", "--seed=9", "--progress=off"}},
+		{name: "train", args: []string{"train", "--input=" + ref("preprocess"), "--output=out", "--model=small-cnn", "--width=4",
 			"--batch-size=16", "--epochs=3", "--lr=0.3", "--backend=cpu", "--checkpoint-every=3", "--keep-checkpoints=0", "--progress=off"},
 			resume: func(dir string) []string {
 				if ckpts, _ := filepath.Glob(filepath.Join(dir, "out", "checkpoints", "*.dclckpt")); len(ckpts) > 0 {
@@ -67,9 +67,9 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 				}
 				return nil
 			}},
-		{name: "embed", args: []string{"embed", "--checkpoint=" + ref("train"), "--data=" + ref("preprocess"), "--output=out",
+		{name: "embed", args: []string{"embed", "--checkpoint=" + ref("train"), "--input=" + ref("preprocess"), "--output=out",
 			"--pass=-1", "--parts=4", "--batch-size=32", "--threads=1"}},
-		{name: "reproduce", args: []string{"reproduce", "--config=" + config, "--out=out", "--progress=off"}},
+		{name: "reproduce", args: []string{"reproduce", "--config=" + config, "--output=out", "--progress=off"}},
 	}
 	var killed, finished, afterFinal int
 	var lost int64

@@ -10,19 +10,21 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers --runner and every runner's flags
-	"golang.org/x/term"
 
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // Exit codes: 0 success, 1 the command failed, 2 the command line was wrong, 3 a gate of
-// dcl reproduce --gate failed.
+// dcl reproduce --gate failed, 128+N stopped by signal N (130: Ctrl-C, 143: SIGTERM), as a
+// shell reports a process the signal killed.
 const (
 	exitOK    = 0
 	exitError = 1
@@ -53,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		printHelp(stdout)
 		return exitOK
+	case name == "--version" || name == "-version":
+		return run(append([]string{"version"}, args[1:]...), stdout, stderr)
 	case strings.HasPrefix(name, "-"):
 		return runWorker(args, stderr)
 	}
@@ -153,9 +157,75 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 		quietBeamLogs()
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, interrupted, stop := interruptContext()
 	defer stop()
-	return runFn(ctx, positional)
+	err = runFn(ctx, positional)
+	if sig, ok := interrupted().(syscall.Signal); ok && err != nil {
+		return &exitCodeError{code: 128 + int(sig), err: err}
+	}
+	return err
+}
+
+// interruptContext returns a context that the first SIGINT (Ctrl-C) or SIGTERM cancels, and
+// the signal that did it (nil before). Commands stop cleanly on it (training writes a
+// checkpoint to resume from); a second signal kills the process the default way, for a
+// command that does not stop soon enough.
+func interruptContext() (ctx context.Context, interrupted func() os.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Value
+	go func() {
+		select {
+		case sig := <-ch:
+			got.Store(sig)
+			signal.Stop(ch)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	interrupted = func() os.Signal {
+		sig, _ := got.Load().(os.Signal)
+		return sig
+	}
+	return ctx, interrupted, func() {
+		signal.Stop(ch)
+		cancel()
+	}
+}
+
+// exitCodeError is a failure with its own exit status (a failed gate: 3; a signal: 128+N).
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+func (e *exitCodeError) ExitCode() int { return e.code }
+
+// renamedFlag keeps an old name of the flag now working (see README, "Flag names"): it sets
+// now, says on stderr which name to use, and is left out of -h.
+func renamedFlag(fs *flag.FlagSet, out streams, old, now string) {
+	fs.Var(&deprecatedFlag{fs: fs, old: old, now: now, stderr: out.stderr}, old, "deprecated name of --"+now)
+}
+
+type deprecatedFlag struct {
+	fs       *flag.FlagSet
+	old, now string
+	stderr   io.Writer
+}
+
+func (d *deprecatedFlag) String() string { return "" }
+
+func (d *deprecatedFlag) Set(s string) error {
+	fmt.Fprintf(d.stderr, "dcl: --%s is deprecated, use --%s\n", d.old, d.now)
+	return d.fs.Set(d.now, s)
+}
+
+func (d *deprecatedFlag) IsBoolFlag() bool {
+	b, ok := d.fs.Lookup(d.now).Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // parseInterspersed parses flags that come before, between or after positional arguments,
@@ -186,8 +256,13 @@ func forwardBeamFlags(fs *flag.FlagSet) {
 		if fs.Lookup(f.Name) != nil || strings.HasPrefix(f.Name, "test.") {
 			return
 		}
-		fs.Var(&forwardedFlag{global: f}, f.Name, f.Usage)
-		fs.Lookup(f.Name).DefValue = f.DefValue
+		usage, def := f.Usage, f.DefValue
+		if f.Name == "runner" {
+			// Beam's text names neither the runners nor what an empty --runner runs on.
+			usage, def = "pipeline runner: "+strings.Join(pipelines.Runners, ", ")+" (README, section Runners)", pipelines.DefaultRunner
+		}
+		fs.Var(&forwardedFlag{global: f}, f.Name, usage)
+		fs.Lookup(f.Name).DefValue = def
 	})
 }
 
@@ -219,11 +294,13 @@ func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Flags:\n")
 	var beamFlags []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := f.Value.(*forwardedFlag); ok {
+		switch f.Value.(type) {
+		case *forwardedFlag:
 			beamFlags = append(beamFlags, f)
-			return
+		case *deprecatedFlag:
+		default:
+			printFlag(w, f)
 		}
-		printFlag(w, f)
 	})
 	if len(beamFlags) > 0 {
 		fmt.Fprintf(w, "\nBeam flags (runner selection and pipeline options; see README, section Runners):\n")
@@ -233,8 +310,9 @@ func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
 	}
 }
 
-// printFlag prints one flag with its default, always, unlike flag.PrintDefaults, which
-// leaves out zero defaults.
+// printFlag prints one flag with its default, unlike flag.PrintDefaults, even when it is
+// zero or false; an empty one (a required flag, or one whose absence its text explains) is
+// not shown as a default of "".
 func printFlag(w io.Writer, f *flag.Flag) {
 	typeName, usage := flag.UnquoteUsage(f)
 	if fwd, ok := f.Value.(*forwardedFlag); ok {
@@ -244,11 +322,14 @@ func printFlag(w io.Writer, f *flag.Flag) {
 	if typeName != "" {
 		fmt.Fprintf(w, "=%s", typeName)
 	}
-	def := f.DefValue
-	if def == "" || isStringFlag(f.Value) {
-		def = fmt.Sprintf("%q", def)
+	fmt.Fprintf(w, "\n      %s", strings.ReplaceAll(usage, "\n", "\n      "))
+	if def := f.DefValue; def != "" {
+		if isStringFlag(f.Value) {
+			def = fmt.Sprintf("%q", def)
+		}
+		fmt.Fprintf(w, " (default %s)", def)
 	}
-	fmt.Fprintf(w, "\n      %s (default %s)\n", strings.ReplaceAll(usage, "\n", "\n      "), def)
+	fmt.Fprintln(w)
 }
 
 func isStringFlag(v flag.Value) bool {
@@ -269,7 +350,7 @@ func printHelp(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'dcl <subcommand> -h' for its flags and their defaults.\n")
+	fmt.Fprintf(w, "\nRun 'dcl <subcommand> -h' for its flags and their defaults, 'dcl --version' for the version.\n")
 }
 
 func lookup(name string) *command {
@@ -281,17 +362,19 @@ func lookup(name string) *command {
 	return nil
 }
 
-// wantProgress decides whether to draw progress bars: --progress=auto draws them only when
-// stderr is a terminal.
-func wantProgress(mode string, out streams) (bool, error) {
-	switch mode {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	case "auto":
-		f, ok := out.stderr.(*os.File)
-		return ok && term.IsTerminal(int(f.Fd())), nil
+// addProgressFlags registers --progress and --progress-interval, which every long command
+// takes, and returns what reads them once parsed.
+func addProgressFlags(fs *flag.FlagSet) func(out streams) (progress.Options, error) {
+	mode := fs.String("progress", "auto", "progress on stderr: "+progress.Modes)
+	interval := fs.Duration("progress-interval", progress.DefaultInterval, "time between two progress lines when stderr is not a terminal")
+	return func(out streams) (progress.Options, error) {
+		m, err := progress.ParseMode(*mode, out.stderr)
+		if err != nil {
+			return progress.Options{}, usagef("%v", err)
+		}
+		if *interval <= 0 {
+			return progress.Options{}, usagef("--progress-interval=%v: want a positive duration", *interval)
+		}
+		return progress.Options{W: out.stderr, Mode: m, Interval: *interval}, nil
 	}
-	return false, usagef("--progress=%q: want auto, on or off", mode)
 }

@@ -3,13 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // TestMain lets the tests run the binary as a child process: with DCL_TEST_AS_MAIN set, the
@@ -105,7 +112,7 @@ func TestSubcommandHelpListsEveryFlagWithItsDefault(t *testing.T) {
 	for _, want := range []string{
 		"Usage: dcl beamtest [flags] DIR",
 		"--rows=int\n      rows to show (default 4)",
-		"--output=string\n      where to write (default \"\")",
+		"--output=string\n      where to write\n", // an empty default is not shown
 		"--log-level=string",
 		"Beam flags",
 		"--runner=string", // a Beam flag, with its default
@@ -186,4 +193,146 @@ func TestWorkerStartHandsOverToTheHarness(t *testing.T) {
 	if strings.Contains(stderr.String(), "run 'dcl help'") {
 		t.Errorf("the worker start was taken for a usage error:\n%s", stderr.String())
 	}
+}
+
+// dcl --version prints the version, as dcl version does, not Beam's flag usage.
+func TestVersionFlag(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}} {
+		code, stdout, stderr := runDCL(args...)
+		if code != exitOK || !strings.HasPrefix(stdout, "dcl ") || strings.Count(stdout, "\n") > 6 || stderr != "" {
+			t.Errorf("dcl %s = %d\nstdout: %s\nstderr: %s", args[0], code, stdout, stderr)
+		}
+	}
+}
+
+// -h never shows an empty default (a required flag's) or a deprecated name, and --runner's
+// default is the runner an empty --runner runs on.
+func TestHelpDefaults(t *testing.T) {
+	for _, c := range commands() {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, _ := runDCL(c.name, "-h")
+			if code != exitOK {
+				t.Fatalf("exit %d", code)
+			}
+			if strings.Contains(out, `(default "")`) {
+				t.Errorf("an empty default is shown:\n%s", out)
+			}
+			for _, old := range []string{"--data=", "--out=", "--embeddings=", "--knn-data=", "deprecated"} {
+				if strings.Contains(out, "\n  "+old) || strings.Contains(out, old+"\n") {
+					t.Errorf("the deprecated %s is shown:\n%s", old, out)
+				}
+			}
+			if c.beam && !strings.Contains(out, "  --runner=string\n      pipeline runner: prism, direct") {
+				t.Errorf("--runner does not list the runners:\n%s", out)
+			}
+			if c.beam && !regexp.MustCompile(`--runner=string\n.*\(default "`+pipelines.DefaultRunner+`"\)\n`).MatchString(out) {
+				t.Errorf("--runner's default is not %s:\n%s", pipelines.DefaultRunner, out)
+			}
+		})
+	}
+	flag.CommandLine.Lookup("runner").Value.Set("")
+	if got := pipelines.RunnerName(); got != pipelines.DefaultRunner {
+		t.Errorf("an empty --runner runs on %q, -h says %q", got, pipelines.DefaultRunner)
+	}
+}
+
+// The old names of renamed flags still set the new ones, with a one-line notice on stderr.
+func TestRenamedFlags(t *testing.T) {
+	tests := []struct {
+		command, old, now, value string
+	}{
+		{"preprocess", "epochs", "passes", "3"},
+		{"train", "data", "input", "d"},
+		{"train", "out", "output", "o"},
+		{"train", "knn-data", "knn-train", "k"},
+		{"embed", "data", "input", "d"},
+		{"linear", "epochs", "probe-epochs", "7"},
+		{"npc", "embeddings", "input", "e"},
+		{"tsne", "embeddings", "input", "e"},
+		{"reproduce", "out", "output", "o"},
+		{"demo", "data", "input", "d"},
+		{"demo", "out", "output", "o"},
+		{"gpu-check", "data", "input", "d"},
+		{"gpu-check", "out", "output", "o"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.command+" --"+tt.old, func(t *testing.T) {
+			var stderr bytes.Buffer
+			fs := flag.NewFlagSet(tt.command, flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			lookup(tt.command).setup(fs, streams{stdout: io.Discard, stderr: &stderr})
+			if err := fs.Parse([]string{"--" + tt.old + "=" + tt.value}); err != nil {
+				t.Fatal(err)
+			}
+			if got := fs.Lookup(tt.now).Value.String(); got != tt.value {
+				t.Errorf("--%s=%s set --%s to %q", tt.old, tt.value, tt.now, got)
+			}
+			if want := fmt.Sprintf("dcl: --%s is deprecated, use --%s\n", tt.old, tt.now); stderr.String() != want {
+				t.Errorf("stderr %q, want %q", stderr.String(), want)
+			}
+		})
+	}
+}
+
+// Ctrl-C stops a training run cleanly: the bar's line ends before the error, the exit status
+// is 130, and the checkpoint written on the way out resumes it.
+func TestTrainInterruptExits130(t *testing.T) {
+	data, out := t.TempDir(), t.TempDir()
+	writeTrainShards(t, data, 12, 8, 2)
+	args := []string{"train", "--input", data, "--output", out, "--model", "mlp", "--width", "4", "--batch-size", "4",
+		"--epochs", "100000", "--lr", "0.1", "--backend", "cpu", "--progress", "bar", "--checkpoint-every", "0"}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "DCL_TEST_AS_MAIN=1")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "| epoch") { // the bar shows steps done
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no progress after 30 s:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+		t.Fatalf("exit %v, want 130\n%s", err, stderr.String())
+	}
+	s := stderr.String()
+	if !strings.Contains(s, "\ndcl train: interrupted after step") {
+		t.Errorf("the error does not start a line of its own:\n%q", s)
+	}
+	bar := strings.LastIndex(s, "\r")
+	if end := strings.Index(s[bar:], "\n"); end < 0 || strings.Index(s, "interrupted after step") < bar+end {
+		t.Errorf("the bar's line is not ended before the messages:\n%q", s)
+	}
+	resumed := append(slices.Clone(args), "--resume", "--max-steps", "1") // 1 step in total: already done
+	code, stdout, stderrResumed := runDCL(resumed...)
+	if code != exitOK || !strings.Contains(stdout, "checkpoint") {
+		t.Errorf("resuming the interrupted run = %d\n%s\n%s", code, stdout, stderrResumed)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a child process's output and the test can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -4,13 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
@@ -32,13 +28,14 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 	dataset := fs.String("dataset", "", "dataset: "+strings.Join(datasets.Names(), ", "))
 	input := fs.String("input", "", "where the dataset lies (local or gs://): the folder of the published files, a glob of\n"+
 		"CIFAR .bin files or ImageNet class tars, ImageNet's outer train tar, or a folder of class folders")
-	output := fs.String("output", "", "dataset directory to write (local or gs://): shards, manifest.json, dead-letters.jsonl")
+	output := fs.String("output", "", "dataset directory to write (local or gs://): shards, manifest.json, dead-letters.jsonl; required")
 	split := fs.String("split", "train", "split: train or test (CIFAR, IDX), train, test, unlabeled or train+unlabeled (STL-10),\n"+
 		"train or val (ImageNet); for folder, any name (it prefixes the keys)")
 	preset := fs.String("augment", "", "augmentation preset: "+strings.Join(augment.Presets(), ", ")+
 		"; none writes evaluation shards\n(one centred view per image); empty: the dataset's ("+
 		datasets.Describe(func(d datasets.Descriptor) string { return d.Augment })+")")
-	epochs := fs.Int("epochs", 1, "augmented passes E: each writes one row (two views) per image; training epoch e reads pass e mod E")
+	epochs := fs.Int("passes", 1, "augmented passes E: each writes one row (two views) per image; training epoch e reads pass e mod E")
+	renamedFlag(fs, out, "epochs", "passes")
 	seed := fs.Uint64("seed", 1, "seed of the augmentations and of the rows' order in the shards")
 	parts := fs.Int("shards", 0, fmt.Sprintf("shards per pass (0: about one per %d MiB of output)", pipelines.DefaultShardBytes>>20))
 	encoding := fs.String("encoding", "", "view encoding: raw, png or jpeg; empty: raw up to 96 px, jpeg above")
@@ -54,7 +51,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 	labelsFile := fs.String("labels-file", "", "ImageNet val as a flat folder: its labels file; empty: LOC_val_solution.csv in or beside it")
 	unitRecords := fs.Int("unit-records", 0, fmt.Sprintf("records (or image files) per unit of reading work (0: %d)", datasets.DefaultUnitRecords))
 	maxPixels := fs.Int64("max-pixels", 0, fmt.Sprintf("largest image (width × height) decoded; larger ones are dead letters (0: %d)", datasets.DefaultMaxPixels))
-	progress := fs.String("progress", "auto", "progress display on stderr: auto (on a terminal), on or off")
+	progressOptions := addProgressFlags(fs)
 	overrides := augment.RegisterFlags(fs, "")
 
 	return func(ctx context.Context, args []string) error {
@@ -87,7 +84,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 			return usagef("--size=%d and --view-size=%d disagree: give one", *size, aug.Size)
 		}
 		if aug.Eval && *epochs != 1 {
-			return usagef("--augment=none writes evaluation shards, one pass: drop --epochs=%d", *epochs)
+			return usagef("--augment=none writes evaluation shards, one pass: drop --passes=%d", *epochs)
 		}
 		var enc shards.Encoding
 		if *encoding != "" {
@@ -97,7 +94,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		}
 		switch {
 		case *epochs < 1:
-			return usagef("--epochs=%d: want at least 1", *epochs)
+			return usagef("--passes=%d: want at least 1", *epochs)
 		case *parts < 0 || *parts > 99999:
 			return usagef("--shards=%d: want 1 to 99999, or 0 to choose from the dataset's size", *parts)
 		case *channels != 0 && *channels != 1 && *channels != 3:
@@ -109,7 +106,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		case *unitRecords < 0 || *maxPixels < 0:
 			return usagef("--unit-records and --max-pixels must not be negative")
 		}
-		showProgress, err := wantProgress(*progress, out)
+		display, err := progressOptions(out)
 		if err != nil {
 			return err
 		}
@@ -119,19 +116,11 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 				LabelsFile: *labelsFile, UnitRecords: *unitRecords, Limits: datasets.Limits{MaxPixels: *maxPixels}},
 			Output: *output, Augment: aug, Passes: *epochs, Seed: *seed, Parts: *parts, Encoding: enc,
 			Channels: *channels, Limit: *limit, MaxBadFraction: *maxBad, Overwrite: *overwrite,
-			CodeVersion: codeVersion(),
-		}
-		if showProgress {
-			opts.Progress = pipelines.NewProgress()
-			defer opts.Progress.Close()
+			CodeVersion: codeVersion(), Progress: display,
 		}
 		job, err := pipelines.PlanPreprocess(ctx, opts)
 		if err != nil {
 			return err
-		}
-		if showProgress {
-			stop := showPreprocessProgress(out.stderr, job)
-			defer stop()
 		}
 		res, err := pipelines.RunPreprocess(ctx, job)
 		if err != nil {
@@ -143,47 +132,5 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		}
 		fmt.Fprintln(out.stdout, res.Summary(*output))
 		return nil
-	}
-}
-
-// showPreprocessProgress draws a bar of the records read, then of the rows written, from
-// the counts the pipeline's DoFns keep in this process (pipelines.Progress). It returns the
-// function that stops it.
-func showPreprocessProgress(w io.Writer, job *pipelines.PreprocessJob) func() {
-	records := max(job.Plan.Records, 1)
-	rows := records * int64(job.Config.Passes)
-	bar := progressbar.NewOptions64(records, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(true), progressbar.OptionSetDescription("reading"),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		writing := false
-		for {
-			select {
-			case <-done:
-				_ = bar.Clear()
-				return
-			case <-tick.C:
-			}
-			if n := job.Progress.Written(); n > 0 || writing {
-				if !writing {
-					writing = true
-					bar.Reset()
-					bar.ChangeMax64(rows)
-					bar.Describe("writing")
-				}
-				_ = bar.Set64(min(n, rows))
-				continue
-			}
-			_ = bar.Set64(min(job.Progress.Read(), records))
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
 	}
 }

@@ -42,7 +42,7 @@ func TestPreprocessCommandOnFashionMNIST(t *testing.T) {
 	dir := fashionmnist.Dir(t)
 	out := filepath.Join(t.TempDir(), "fm")
 	code, stdout, stderr := runPreprocessInProcess(t, "--dataset=idx", "--input="+dir, "--split=test",
-		"--output="+out, "--limit=2000", "--epochs=2", "--seed=3")
+		"--output="+out, "--limit=2000", "--passes=2", "--seed=3")
 	if code != exitOK {
 		t.Fatalf("dcl preprocess exited %d:\n%s", code, stderr)
 	}
@@ -76,8 +76,8 @@ func TestPreprocessCommandLineErrorsExit2(t *testing.T) {
 		{[]string{"--dataset=cifar10"}, "--dataset, --input and --output are required"},
 		{[]string{"--dataset=svhn", "--input=x", "--output=y"}, `--dataset="svhn": want one of cifar10`},
 		{append(base, "--augment=simclr-mnist"), "unknown augmentation preset"},
-		{append(base, "--augment=none", "--epochs=3"), "--augment=none writes evaluation shards"},
-		{append(base, "--epochs=0"), "--epochs=0"},
+		{append(base, "--augment=none", "--passes=3"), "--augment=none writes evaluation shards"},
+		{append(base, "--passes=0"), "--passes=0"},
 		{append(base, "--encoding=gif"), `encoding "gif"`},
 		{append(base, "--size=32", "--view-size=28"), "--size=32 and --view-size=28 disagree"},
 		{append(base, "--flip-p=2"), "flip-p 2"},
@@ -121,7 +121,8 @@ func TestPreprocessCommandBadInput(t *testing.T) {
 		{"corrupt JPEG", folder, []string{"1 of 6 records", "--max-bad-fraction=0", shards.DeadLettersName, "no manifest"}},
 	}
 	for _, tt := range tests {
-		code, _, stderr := runPreprocessInProcess(t, tt.give...)
+		// Without progress lines (a log's, as stderr is no terminal) the error is all there is.
+		code, _, stderr := runPreprocessInProcess(t, append(tt.give, "--progress=off")...)
 		if code != exitError {
 			t.Errorf("%s: exit %d, want 1:\n%s", tt.name, code, stderr)
 		}
@@ -221,7 +222,7 @@ func TestPreprocessRunners(t *testing.T) {
 	}
 	in := t.TempDir()
 	pipelinetest.WriteCIFAR10(t, in, 4)
-	job := []string{"preprocess", "--dataset=cifar10", "--input=" + in, "--epochs=2", "--shards=2", "--unit-records=6", "--seed=5"}
+	job := []string{"preprocess", "--dataset=cifar10", "--input=" + in, "--passes=2", "--shards=2", "--unit-records=6", "--seed=5"}
 	root := t.TempDir()
 	outputs := map[string]string{}
 	run := func(name string, args ...string) {

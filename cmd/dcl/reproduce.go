@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 )
@@ -25,31 +26,34 @@ const DefaultFashionMNIST = "/usr/share/datasets/fashion-mnist"
 
 // reproduceFlags are the flags `reproduce` and `demo` share.
 type reproduceFlags struct {
-	out, input, backend, plugin, progress, rerun *string
-	trainLog, rerunOnCodeChange, gate, plan      *bool
-	waitLock                                     *bool
+	out, input, backend, plugin, rerun      *string
+	trainLog, rerunOnCodeChange, gate, plan *bool
+	waitLock                                *bool
+	progress                                func(streams) (progress.Options, error)
 }
 
-func addReproduceFlags(fs *flag.FlagSet, defaultOut string) reproduceFlags {
-	return reproduceFlags{
-		out:      fs.String("out", defaultOut, "run directory: every stage's output, results.json, report.md, plots/, history/ (local or gs://)"),
-		input:    fs.String("input", "", "where the dataset's published files are (overrides the config's dataset.input)"),
+func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage string) reproduceFlags {
+	f := reproduceFlags{
+		out:      fs.String("output", defaultOut, "run directory: every stage's output, results.json, report.md, plots/, history/ (local or gs://)"),
+		input:    fs.String("input", "", inputUsage),
 		backend:  fs.String("backend", "", "compute backend for every run: cpu, cuda or auto (overrides the config)"),
 		plugin:   fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto"),
-		progress: fs.String("progress", "auto", "progress bars: auto (on a terminal), on or off"),
-		trainLog: fs.Bool("train-log", false, "also print every training step's JSON line (always in each run's train.jsonl)"),
+		progress: addProgressFlags(fs),
+		trainLog: fs.Bool("train-log", false, "also print every training step's JSON line on stderr (always in each run's train.jsonl)"),
 		rerun: fs.String("rerun", "", "recompute these stages even where complete, and what depends on them: a comma-separated list of "+
 			strings.Join(reproduce.StageNames(), ", ")),
 		rerunOnCodeChange: fs.Bool("rerun-on-code-change", false, "recompute every output that another version of dcl made"),
 		gate:              fs.Bool("gate", false, "exit 3 when one of the config's gates fails (after writing everything)"),
 		plan:              fs.Bool("plan", false, "print which stages a run would skip and run, and why; run and write nothing"),
-		waitLock:          fs.Bool("wait-lock", false, "if another dcl reproduce is using --out, wait for it to finish instead of exiting"),
+		waitLock:          fs.Bool("wait-lock", false, "if another dcl reproduce is using --output, wait for it to finish instead of exiting"),
 	}
+	renamedFlag(fs, out, "out", "output")
+	return f
 }
 
 // reproduceExitCodes are documented in `dcl reproduce -h` and `dcl demo -h`.
 const reproduceExitCodes = `Exit status: 0 every stage succeeded (and, with --gate, every gate passed); 1 a stage failed
-(or --out is in use by another dcl reproduce); 2 bad command line or config; 3 a gate failed
+(or --output is in use by another dcl reproduce); 2 bad command line or config; 3 a gate failed
 (--gate), after everything was written.`
 
 func reproduceCommand() *command {
@@ -60,7 +64,7 @@ func reproduceCommand() *command {
 		beam:    true,
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			config := fs.String("config", "", "experiment config: a YAML file, or the name of a built-in one ("+strings.Join(experiments.Names(), ", ")+")")
-			f := addReproduceFlags(fs, "")
+			f := addReproduceFlags(fs, out, "", "where the dataset's published files are (overrides the config's dataset.input)")
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
@@ -88,25 +92,23 @@ func demoCommand() *command {
 		details: reproduceExitCodes,
 		beam:    true,
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-			data := fs.String("data", DefaultFashionMNIST, "folder of the Fashion-MNIST IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])")
-			f := addReproduceFlags(fs, "demo-out")
+			f := addReproduceFlags(fs, out, "demo-out", "folder of the Fashion-MNIST IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])")
+			renamedFlag(fs, out, "data", "input")
+			*f.input, fs.Lookup("input").DefValue = DefaultFashionMNIST, DefaultFashionMNIST
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("takes no positional arguments, got %q", args)
 				}
-				if *f.input != "" {
-					*data = *f.input
-				}
+				data := f.input
 				if _, err := os.Stat(filepath.Join(*data, "train-images-idx3-ubyte.gz")); err != nil && storage.Scheme(*data) == "" {
 					if _, err2 := os.Stat(filepath.Join(*data, "train-images-idx3-ubyte")); err2 != nil {
-						return fmt.Errorf("Fashion-MNIST is not in %s: install Debian's package (sudo apt-get install dataset-fashion-mnist) or pass --data=PATH to a folder with the four IDX files", *data)
+						return fmt.Errorf("Fashion-MNIST is not in %s: install Debian's package (sudo apt-get install dataset-fashion-mnist) or pass --input=PATH to a folder with the four IDX files", *data)
 					}
 				}
 				cfg, err := loadConfig(DemoConfig)
 				if err != nil {
 					return err
 				}
-				*f.input = *data
 				return runReproduction(ctx, cfg, f, out)
 			}
 		},
@@ -136,7 +138,7 @@ func loadConfig(name string) (*reproduce.Config, error) {
 }
 
 func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlags, out streams) error {
-	showProgress, err := wantProgress(*f.progress, out)
+	display, err := f.progress(out)
 	if err != nil {
 		return err
 	}
@@ -165,7 +167,7 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	opts := reproduce.Options{
 		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeVersion(),
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
-		Stderr: out.stderr, Progress: showProgress, TrainLog: *f.trainLog, Logger: slog.Default(),
+		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(),
 	}
 	if *f.plan {
 		stages, err := reproduce.Plan(ctx, cfg, opts)
@@ -199,13 +201,3 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	}
 	return &exitCodeError{code: exitGate, err: gateErr}
 }
-
-// exitCodeError is a failure with its own exit status (a failed gate: 3).
-type exitCodeError struct {
-	code int
-	err  error
-}
-
-func (e *exitCodeError) Error() string { return e.err.Error() }
-func (e *exitCodeError) Unwrap() error { return e.err }
-func (e *exitCodeError) ExitCode() int { return e.code }

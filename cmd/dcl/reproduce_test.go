@@ -36,7 +36,7 @@ train: {defaults: {model: small-cnn, epochs: 1, batch_size: 8, temperature: 0.1}
 		{[]string{"reproduce"}, "--config is required"},
 		{[]string{"reproduce", "--config=no-such-experiment"}, "no built-in config of that name"},
 		{[]string{"reproduce", "--config=" + unknownKey}, "field bogus not found"},
-		{[]string{"reproduce", "--config=" + badBeam, "--out=" + dir}, `"--not_a_beam_flag=1" is not a Beam flag`},
+		{[]string{"reproduce", "--config=" + badBeam, "--output=" + dir}, `"--not_a_beam_flag=1" is not a Beam flag`},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(tt.give...)
@@ -48,11 +48,11 @@ train: {defaults: {model: small-cnn, epochs: 1, batch_size: 8, temperature: 0.1}
 
 // Without the Debian package the demo says how to get the data, and how to point at a copy.
 func TestDemoWithoutDataSaysWhatToDo(t *testing.T) {
-	code, _, stderr := runDCL("demo", "--data="+t.TempDir(), "--out="+t.TempDir())
+	code, _, stderr := runDCL("demo", "--input="+t.TempDir(), "--output="+t.TempDir())
 	if code != exitError {
 		t.Fatalf("dcl demo without data exited %d, want %d", code, exitError)
 	}
-	for _, want := range []string{"apt-get install dataset-fashion-mnist", "--data=PATH"} {
+	for _, want := range []string{"apt-get install dataset-fashion-mnist", "--input=PATH"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("dcl demo printed %q, want it to mention %q", stderr, want)
 		}
@@ -118,7 +118,7 @@ func nightly(t *testing.T) (config func(seed int) string) {
 func TestScheduledReproductionFailsItsGate(t *testing.T) {
 	config, out := nightly(t), t.TempDir()
 	call := func(seed int, flags ...string) (int, string, string) {
-		return runDCL(append([]string{"reproduce", "--config=" + config(seed), "--out=" + out, "--log-level=warn", "--progress=off"}, flags...)...)
+		return runDCL(append([]string{"reproduce", "--config=" + config(seed), "--output=" + out, "--log-level=warn", "--progress=off"}, flags...)...)
 	}
 	if code, _, stderr := call(1); code != exitOK {
 		t.Fatalf("first reproduction exited %d: %s", code, stderr)
@@ -188,7 +188,7 @@ func reportRow(report, run, metric string) []string {
 func TestReproducePlanLockAndRerunFlags(t *testing.T) {
 	config := nightly(t)(1)
 	out := filepath.Join(t.TempDir(), "run")
-	code, stdout, stderr := runDCL("reproduce", "--config="+config, "--out="+out, "--plan", "--log-level=warn")
+	code, stdout, stderr := runDCL("reproduce", "--config="+config, "--output="+out, "--plan", "--log-level=warn")
 	if code != exitOK || !regexp.MustCompile(`(?m)^run +train dcl +it depends on preprocess pretrain`).MatchString(stdout) || !strings.Contains(stdout, "7 of 7 stages would run") {
 		t.Errorf("--plan exited %d with %q (%s); want every stage listed to run", code, stdout, stderr)
 	}
@@ -196,7 +196,7 @@ func TestReproducePlanLockAndRerunFlags(t *testing.T) {
 		t.Errorf("--plan created %s (%v)", out, err)
 	}
 
-	code, _, stderr = runDCL("reproduce", "--config="+config, "--out="+out, "--rerun=trian")
+	code, _, stderr = runDCL("reproduce", "--config="+config, "--output="+out, "--rerun=trian")
 	if code != exitUsage || !strings.Contains(stderr, `unknown stage "trian"`) {
 		t.Errorf("--rerun=trian exited %d: %q; want 2 and the unknown stage", code, stderr)
 	}
@@ -212,7 +212,7 @@ func TestReproducePlanLockAndRerunFlags(t *testing.T) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr = runDCL("reproduce", "--config="+config, "--out="+out, "--log-level=warn")
+	code, _, stderr = runDCL("reproduce", "--config="+config, "--output="+out, "--log-level=warn")
 	if code != exitError || !strings.Contains(stderr, "another reproduction holds the run directory") || !strings.Contains(stderr, "--wait-lock") {
 		t.Errorf("dcl reproduce on a locked run directory exited %d: %q; want 1, the reason and --wait-lock", code, stderr)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,24 +51,29 @@ func registerMethodFlags(fs *flag.FlagSet) func() trainstep.MethodConfig {
 	}
 }
 
-// resumeFlag is --resume: bare, it resumes from the newest checkpoint in --out; with a value,
+// resumeFlag is --resume: bare, it resumes from the newest checkpoint in --output; with a value,
 // from that checkpoint file or run folder.
-type resumeFlag struct{ from string }
+type resumeFlag struct {
+	from   string
+	latest bool // bare --resume: the run folder's newest checkpoint
+}
 
 func (f *resumeFlag) String() string { return f.from }
 func (f *resumeFlag) Set(s string) error {
 	if b, err := strconv.ParseBool(s); err == nil {
-		f.from = map[bool]string{true: "out", false: ""}[b]
+		f.from, f.latest = "", b
 		return nil
 	}
-	f.from = s
+	f.from, f.latest = s, false
 	return nil
 }
 func (f *resumeFlag) IsBoolFlag() bool { return true }
 
 func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-	data := fs.String("data", "", "shard folder of view pairs written by 'dcl preprocess' (local or gs://)")
-	outDir := fs.String("out", "", "output folder: checkpoints/, train.jsonl, summary.json (local or gs://)")
+	data := fs.String("input", "", "shard folder of view pairs written by 'dcl preprocess' (local or gs://); required")
+	outDir := fs.String("output", "", "run folder to write: checkpoints/, train.jsonl, summary.json, TensorBoard events (local or gs://); required")
+	renamedFlag(fs, out, "data", "input")
+	renamedFlag(fs, out, "out", "output")
 	model := fs.String("model", trainstep.ResNet18CIFAR, "encoder: "+strings.Join(trainstep.ModelNames(), ", "))
 	width := fs.Int("width", 0, "base channel width of the encoder (0: the model's default, 64 for the ResNets, 32 for small-cnn)")
 	projDim := fs.Int("projection-dim", trainstep.DefaultProjectionDim, "projector output dimension")
@@ -89,28 +95,30 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	ckptEvery := fs.Int("checkpoint-every", paper.CheckpointEvery, "write a checkpoint every N steps (0: only at the end and when interrupted)")
 	keep := fs.Int("keep-checkpoints", 3, "checkpoints to keep, newest first (0: all)")
 	var resume resumeFlag
-	fs.Var(&resume, "resume", "continue a run: bare, from the newest checkpoint in --out; =PATH, from that checkpoint file or run folder")
+	fs.Var(&resume, "resume", "continue a run: bare, from the newest checkpoint in --output; =PATH, from that checkpoint file or run folder")
 	seed := fs.Uint64("seed", 1, "seed of the data order (and of the initial weights unless --init-seed)")
 	initSeed := fs.Uint64("init-seed", 0, "seed of the initial weights (0: --seed; when resuming, the checkpoint's)")
 	maxSteps := fs.Int("max-steps", 0, "stop (with a checkpoint) after this many steps in total; --resume continues")
-	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-data")
-	knnData := fs.String("knn-data", "", "labelled shard folder (preset none) whose backbone features vote in the kNN monitor")
-	knnTest := fs.String("knn-test", "", "labelled shard folder classified by the kNN monitor (empty: every 10th image of --knn-data)")
-	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), on or off")
+	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-train")
+	knnData := fs.String("knn-train", "", "labelled shard folder (preset none) whose backbone features vote in the kNN monitor (as 'dcl knn --train')")
+	knnTest := fs.String("knn-test", "", "labelled shard folder classified by the kNN monitor (empty: every 10th image of --knn-train)")
+	renamedFlag(fs, out, "knn-data", "knn-train")
+	asJSON := fs.Bool("json", false, "also print every line of the training log (train.jsonl) on stdout")
+	progressOptions := addProgressFlags(fs)
 
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("takes no positional arguments, got %q", args)
 		}
 		if *data == "" || *outDir == "" {
-			return usagef("--data and --out are required")
+			return usagef("--input and --output are required")
 		}
 		kind, err := gpu.ParseKind(*backendName)
 		if err != nil {
 			return usagef("--backend: %v", err)
 		}
 		if *knnEvery > 0 && *knnData == "" {
-			return usagef("--knn-every=%d needs --knn-data", *knnEvery)
+			return usagef("--knn-every=%d needs --knn-train", *knnEvery)
 		}
 		lossCfg, err := lossConfig()
 		if err != nil {
@@ -140,18 +148,22 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if err := run.Validate(); err != nil {
 			return usagef("%v", err)
 		}
-		showProgress, err := wantProgress(*progress, out)
+		display, err := progressOptions(out)
 		if err != nil {
 			return err
 		}
+		var log io.Writer
+		if *asJSON {
+			log = out.stdout
+		}
 
 		resumeFrom := resume.from
-		if resumeFrom == "out" {
+		if resume.latest {
 			resumeFrom = *outDir
 		}
 		sum, err := shardrun.Train(ctx, shardrun.Options{
 			Step: cfg, Run: run, Backend: kind, Plugin: *plugin, Resume: resumeFrom,
-			KNNData: *knnData, KNNTest: *knnTest, Stderr: out.stderr, Progress: showProgress,
+			KNNData: *knnData, KNNTest: *knnTest, Log: log, Progress: display,
 		})
 		if err != nil {
 			return setupOr(err)

@@ -52,14 +52,18 @@ func TestTrainRunsAndResumes(t *testing.T) {
 	data, eval, out := t.TempDir(), t.TempDir(), t.TempDir()
 	writeTrainShards(t, data, 12, 8, 2)
 	writeTrainShards(t, eval, 9, 8, 1)
-	args := []string{"train", "--data", data, "--out", out, "--model", "mlp", "--width", "4", "--batch-size", "4",
-		"--epochs", "2", "--lr", "0.1", "--backend", "cpu", "--knn-every", "1", "--knn-data", eval, "--max-steps", "4"}
+	args := []string{"train", "--input", data, "--output", out, "--model", "mlp", "--width", "4", "--batch-size", "4",
+		"--epochs", "2", "--lr", "0.1", "--backend", "cpu", "--knn-every", "1", "--knn-train", eval, "--json", "--max-steps", "4"}
 	code, stdout, stderr := runDCL(args...)
 	if code != exitOK || !strings.Contains(stdout, "trained 4 steps") {
 		t.Fatalf("dcl train = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	if !strings.Contains(stderr, `"knn_top1"`) || !strings.Contains(stderr, `"mean_q"`) {
-		t.Errorf("stderr lacks the JSON log lines with kNN and mean q:\n%s", stderr)
+	// --json copies the log to stdout; stderr (no terminal here) gets progress lines, no JSON.
+	if !strings.Contains(stdout, `"knn_top1"`) || !strings.Contains(stdout, `"mean_q"`) {
+		t.Errorf("stdout lacks the JSON log lines with kNN and mean q:\n%s", stdout)
+	}
+	if strings.Contains(stderr, `"mean_q"`) || !strings.Contains(stderr, "train: 4/6 steps") {
+		t.Errorf("stderr has JSON, or lacks the progress line:\n%s", stderr)
 	}
 	resumed := append(args[:len(args)-2:len(args)-2], "--resume")
 	code, stdout, stderr = runDCL(resumed...)
@@ -80,7 +84,7 @@ func TestTrainRejectsBadCommandLines(t *testing.T) {
 	data, single := t.TempDir(), t.TempDir()
 	writeTrainShards(t, data, 6, 8, 2)
 	writeTrainShards(t, single, 6, 8, 1)
-	base := []string{"train", "--data", data, "--out", t.TempDir(), "--backend", "cpu"}
+	base := []string{"train", "--input", data, "--output", t.TempDir(), "--backend", "cpu"}
 	for _, tc := range []struct {
 		give []string
 		want string
@@ -96,11 +100,11 @@ func TestTrainRejectsBadCommandLines(t *testing.T) {
 		{[]string{"--reduction", "max"}, `unknown reduction "max"`},
 		{[]string{"--loss", "dclw", "--sigma", "0"}, "sigma 0"},
 		{[]string{"--epochs", "0"}, "epochs 0"},
-		{[]string{"--knn-every", "1"}, "needs --knn-data"},
+		{[]string{"--knn-every", "1"}, "needs --knn-train"},
 		{[]string{"--backend", "tpu"}, `unknown backend "tpu"`},
 		{[]string{"--model", "resnet18-cifar"}, "images are 8x8 but resnet18-cifar expects sides of 32 to 96 px"},
 		{[]string{"--model", "mlp", "--batch-size", "7"}, "6 view pairs, fewer than one batch of 7"},
-		{[]string{"--data", single, "--model", "mlp"}, "holds single views"},
+		{[]string{"--input", single, "--model", "mlp"}, "holds single views"},
 		{[]string{"extra"}, "takes no positional arguments"},
 	} {
 		code, _, stderr := runDCL(append(base, tc.give...)...)
@@ -108,8 +112,8 @@ func TestTrainRejectsBadCommandLines(t *testing.T) {
 			t.Errorf("dcl train %q = %d, %q; want exit 2 and one line with %q", tc.give, code, stderr, tc.want)
 		}
 	}
-	code, _, stderr := runDCL("train", "--out", t.TempDir())
-	if code != exitUsage || !strings.Contains(stderr, "--data and --out are required") {
-		t.Errorf("dcl train without --data = %d, %q", code, stderr)
+	code, _, stderr := runDCL("train", "--output", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "--input and --output are required") {
+		t.Errorf("dcl train without --input = %d, %q", code, stderr)
 	}
 }

@@ -38,9 +38,10 @@ func tsneCommand() *command {
 		details: "Samples --per-class rows of each class from each embedding set (the same rows of sets embedded from the same shards), lays each sample out with exact t-SNE and writes one PNG.",
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			embeddings := &listFlag{split: true}
-			fs.Var(embeddings, "embeddings", "`paths` of the embeddings to lay out, each a .parquet file or a 'dcl embed' folder; repeat the flag or give a comma-separated list for side-by-side panels (required)")
+			fs.Var(embeddings, "input", "`paths` of the embeddings to lay out, each a .parquet file or a 'dcl embed' folder; repeat the flag or give a comma-separated list for side-by-side panels (required)")
 			labels := &listFlag{}
-			fs.Var(labels, "label", "`title` of each panel, in the order of --embeddings (repeat the flag, or one comma-separated list); default: the paths")
+			fs.Var(labels, "label", "`title` of each panel, in the order of --input (repeat the flag, or one comma-separated list); default: the paths")
+			renamedFlag(fs, out, "embeddings", "input")
 			def := analysis.DefaultTSNEConfig()
 			output := fs.String("output", "", "the PNG to write, local or gs:// (required)")
 			perClass := fs.Int("per-class", pipelines.DefaultTSNEPerClass, "rows sampled from each class of each set")
@@ -57,7 +58,7 @@ func tsneCommand() *command {
 					return usagef("takes no positional arguments, got %q", args)
 				}
 				if len(embeddings.values) == 0 || *output == "" {
-					return usagef("--embeddings and --output are required")
+					return usagef("--input and --output are required")
 				}
 				names := labels.values
 				if len(names) == 1 && len(embeddings.values) > 1 {

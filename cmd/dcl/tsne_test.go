@@ -73,11 +73,11 @@ func TestTSNECommand(t *testing.T) {
 		wantPoints int
 		wantOther  int64
 	}{
-		{name: "one run", args: []string{"--embeddings", a, "--per-class", "20"}, wantW: 640, wantH: 520, wantPanels: []string{a}, wantPoints: 60},
-		{name: "the first two classes", args: []string{"--embeddings", a, "--classes", "2"}, wantW: 640, wantH: 520, wantPanels: []string{a}, wantPoints: 80, wantOther: 40},
-		{name: "two runs, comma lists", args: []string{"--embeddings", a + "," + b, "--label", "SimCLR (InfoNCE),DCL", "--width", "300", "--height", "250"},
+		{name: "one run", args: []string{"--input", a, "--per-class", "20"}, wantW: 640, wantH: 520, wantPanels: []string{a}, wantPoints: 60},
+		{name: "the first two classes", args: []string{"--input", a, "--classes", "2"}, wantW: 640, wantH: 520, wantPanels: []string{a}, wantPoints: 80, wantOther: 40},
+		{name: "two runs, comma lists", args: []string{"--input", a + "," + b, "--label", "SimCLR (InfoNCE),DCL", "--width", "300", "--height", "250"},
 			wantW: 600, wantH: 250, wantPanels: []string{"SimCLR (InfoNCE)", "DCL"}},
-		{name: "two runs, repeated flags, one column", args: []string{"--embeddings", a, "--embeddings", b, "--label", "x, y", "--label", "z", "--cols", "1", "--width", "300", "--height", "250"},
+		{name: "two runs, repeated flags, one column", args: []string{"--input", a, "--input", b, "--label", "x, y", "--label", "z", "--cols", "1", "--width", "300", "--height", "250"},
 			wantW: 300, wantH: 500, wantPanels: []string{"x, y", "z"}},
 	}
 	for _, tt := range tests {
@@ -139,14 +139,14 @@ func TestTSNECommandErrors(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		{name: "no output", args: []string{"--embeddings", good}, wantCode: exitUsage, want: "--embeddings and --output are required"},
-		{name: "labels do not match", args: []string{"--embeddings", good + "," + other, "--label", "a", "--label", "b", "--label", "c", "--output", out},
+		{name: "no output", args: []string{"--input", good}, wantCode: exitUsage, want: "--input and --output are required"},
+		{name: "labels do not match", args: []string{"--input", good + "," + other, "--label", "a", "--label", "b", "--label", "c", "--output", out},
 			wantCode: exitUsage, want: "3 labels for 2 embedding sets"},
-		{name: "class lists differ", args: []string{"--embeddings", good + "," + other, "--output", out}, wantCode: exitError, want: "other.parquet were embedded from datasets whose class lists differ"},
-		{name: "only unlabelled rows", args: []string{"--embeddings", unlabelled, "--output", out}, wantCode: exitError, want: "unlabelled.parquet: no labelled rows to lay out (12 rows, 12 unlabelled)"},
-		{name: "missing file", args: []string{"--embeddings", missing, "--output", out}, wantCode: exitError, want: "missing.parquet"},
-		{name: "bad perplexity", args: []string{"--embeddings", good, "--output", out, "--perplexity", "0"}, wantCode: exitUsage, want: "--perplexity=0"},
-		{name: "no rows per class", args: []string{"--embeddings", good, "--output", out, "--per-class", "0"}, wantCode: exitUsage, want: "0 rows per class"},
+		{name: "class lists differ", args: []string{"--input", good + "," + other, "--output", out}, wantCode: exitError, want: "other.parquet were embedded from datasets whose class lists differ"},
+		{name: "only unlabelled rows", args: []string{"--input", unlabelled, "--output", out}, wantCode: exitError, want: "unlabelled.parquet: no labelled rows to lay out (12 rows, 12 unlabelled)"},
+		{name: "missing file", args: []string{"--input", missing, "--output", out}, wantCode: exitError, want: "missing.parquet"},
+		{name: "bad perplexity", args: []string{"--input", good, "--output", out, "--perplexity", "0"}, wantCode: exitUsage, want: "--perplexity=0"},
+		{name: "no rows per class", args: []string{"--input", good, "--output", out, "--per-class", "0"}, wantCode: exitUsage, want: "0 rows per class"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

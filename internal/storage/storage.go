@@ -22,6 +22,12 @@ import (
 // A file whose name holds it is never data: readers skip it and RemoveTemporaries deletes it.
 const TempMarker = ".tmp-for-creation-"
 
+// tempPrefix starts the temporary names of the file name: ".NAME.tmp-for-creation-" and
+// random digits. Other programs must not take a temporary for data either: the leading dot
+// hides it from the readers that skip hidden files (pyarrow datasets, Spark, Hadoop), and
+// the digits at the end keep it out of globs such as DuckDB's '**/*.parquet'.
+func tempPrefix(name string) string { return "." + name + TempMarker }
+
 // Scheme returns the filesystem scheme of p: "gs", "memfs" or "" for a local path.
 func Scheme(p string) string {
 	if i := strings.Index(p, "://"); i > 0 {
@@ -92,7 +98,7 @@ func createLocal(p string, write func(w io.Writer) error) (err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating folder for %s: %w", p, err)
 	}
-	f, err := os.CreateTemp(dir, filepath.Base(p)+TempMarker+"*")
+	f, err := os.CreateTemp(dir, tempPrefix(filepath.Base(p))+"*")
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", p, err)
 	}
@@ -136,7 +142,8 @@ func removeStaleTemporaries(dir, name string) {
 		return
 	}
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), name+TempMarker) {
+		// Versions before tempPrefix named them NAME.tmp-for-creation-…: those go too.
+		if !strings.HasPrefix(e.Name(), tempPrefix(name)) && !strings.HasPrefix(e.Name(), name+TempMarker) {
 			continue
 		}
 		if info, err := e.Info(); err == nil && info.ModTime().Before(processStart) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -121,7 +122,7 @@ func TestFilesystemConformance(t *testing.T) {
 func TestLeftoverTemporariesAreNotData(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	planted := filepath.Join(dir, "part-00000.parquet"+TempMarker+"123")
+	planted := filepath.Join(dir, tempPrefix("part-00000.parquet")+"123")
 	if err := os.WriteFile(planted, []byte("half a shard"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +145,37 @@ func TestLeftoverTemporariesAreNotData(t *testing.T) {
 	}
 	if n, err := RemoveTemporaries(ctx, filepath.Join(dir, "missing")); n != 0 || err != nil {
 		t.Errorf("RemoveTemporaries on a missing folder = %d, %v", n, err)
+	}
+}
+
+// The temporary a write leaves when it is interrupted is not data to other programs either:
+// it is hidden (a leading dot, which pyarrow datasets, Spark and Hadoop skip) and no glob
+// for the final name's extension (DuckDB's '**/*.parquet') matches it.
+func TestTemporaryNamesMatchNoGlobOfData(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"part-00000-of-00002.parquet", "manifest.json", "step-000000009.dclckpt"} {
+		t.Run(name, func(t *testing.T) {
+			var temps []string
+			err := Create(context.Background(), filepath.Join(dir, name), func(w io.Writer) error {
+				entries, err := os.ReadDir(dir)
+				for _, e := range entries {
+					if strings.Contains(e.Name(), TempMarker) {
+						temps = append(temps, e.Name())
+					}
+				}
+				return err
+			})
+			if err != nil || len(temps) != 1 {
+				t.Fatalf("Create: %v; temporaries while writing %v, want one", err, temps)
+			}
+			tmp := temps[0]
+			if !strings.HasPrefix(tmp, ".") {
+				t.Errorf("temporary %q is not hidden", tmp)
+			}
+			if ok, _ := path.Match("*"+path.Ext(name), tmp); ok {
+				t.Errorf("temporary %q matches the glob *%s of the final files", tmp, path.Ext(name))
+			}
+		})
 	}
 }
 
@@ -239,16 +271,17 @@ func TestDecodeJSONIsStrict(t *testing.T) {
 func TestWriteRemovesWhatKilledWritesOfTheFileLeft(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "step-000000009.dclckpt")
-	stale := p + TempMarker + "111"
-	live := p + TempMarker + "222"
-	other := filepath.Join(dir, "step-000000012.dclckpt"+TempMarker+"333")
-	for _, f := range []string{stale, live, other} {
+	stale := filepath.Join(dir, tempPrefix(filepath.Base(p))+"111")
+	staleOldName := p + TempMarker + "110" // named as versions before tempPrefix named them
+	live := filepath.Join(dir, tempPrefix(filepath.Base(p))+"222")
+	other := filepath.Join(dir, tempPrefix("step-000000012.dclckpt")+"333")
+	for _, f := range []string{stale, staleOldName, live, other} {
 		if err := os.WriteFile(f, []byte("half"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	old := processStart.Add(-time.Hour)
-	for _, f := range []string{stale, other} {
+	for _, f := range []string{stale, staleOldName, other} {
 		if err := os.Chtimes(f, old, old); err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +289,7 @@ func TestWriteRemovesWhatKilledWritesOfTheFileLeft(t *testing.T) {
 	if err := WriteFile(context.Background(), p, []byte("whole")); err != nil {
 		t.Fatal(err)
 	}
-	for f, want := range map[string]bool{stale: false, live: true, other: true} {
+	for f, want := range map[string]bool{stale: false, staleOldName: false, live: true, other: true} {
 		if _, err := os.Stat(f); (err == nil) != want {
 			t.Errorf("%s: present %v, want %v", filepath.Base(f), err == nil, want)
 		}

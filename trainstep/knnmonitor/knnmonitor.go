@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -74,13 +75,16 @@ func (m *Monitor) Check(model *trainstep.Model) error {
 }
 
 // Run encodes bank and queries with the step's current weights (inference mode) and returns
-// the kNN accuracy as log fields: knn_top1, knn_top5 (percent), knn_k.
-func (m *Monitor) Run(ctx context.Context, _ int, s *trainstep.Step) (map[string]any, error) {
-	bank, err := features(ctx, s, m.bank)
+// the kNN accuracy as log fields: knn_top1, knn_top5 (percent), knn_k. It shows the images
+// it encodes as a stage of the training's progress p.
+func (m *Monitor) Run(ctx context.Context, epoch int, s *trainstep.Step, p *progress.Reporter) (map[string]any, error) {
+	p = p.Sub(fmt.Sprintf("kNN monitor after epoch %d", epoch), int64(m.bank.N+m.queries.N), "images")
+	defer p.End() // after Finish, nothing
+	bank, err := features(ctx, s, m.bank, p)
 	if err != nil {
 		return nil, err
 	}
-	queries, err := features(ctx, s, m.queries)
+	queries, err := features(ctx, s, m.queries, p)
 	if err != nil {
 		return nil, err
 	}
@@ -88,10 +92,11 @@ func (m *Monitor) Run(ctx context.Context, _ int, s *trainstep.Step) (map[string
 	if err != nil {
 		return nil, err
 	}
+	p.Finish()
 	return map[string]any{"knn_top1": res.Top1, "knn_top5": res.Top5, "knn_k": res.K}, nil
 }
 
-func features(ctx context.Context, s *trainstep.Step, imgs *trainstep.LabeledImages) (analysis.LabeledVectors, error) {
+func features(ctx context.Context, s *trainstep.Step, imgs *trainstep.LabeledImages, p *progress.Reporter) (analysis.LabeledVectors, error) {
 	size := imgs.H * imgs.W * imgs.C
 	var rows [][]float32
 	for from := 0; from < imgs.N; from += chunk {
@@ -104,6 +109,7 @@ func features(ctx context.Context, s *trainstep.Step, imgs *trainstep.LabeledIma
 			return analysis.LabeledVectors{}, fmt.Errorf("kNN monitor on %s: %w", imgs.Source, err)
 		}
 		rows = append(rows, feats...)
+		p.Add(int64(n))
 	}
 	v, err := analysis.VectorsFromRows(rows, imgs.Source)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -103,7 +102,7 @@ func TestMonitorDuringTraining(t *testing.T) {
 	}
 	run := trainstep.RunConfig{Data: "memory", Out: t.TempDir(), BatchSize: 10, Epochs: 2, BaseLR: 0.1, MonitorEvery: 1}
 	sum, err := trainstep.Train(context.Background(), cfg, run, trainstep.TrainOptions{
-		Backend: backend, Source: src, Monitor: mon.Run, Stderr: io.Discard, Logger: slog.New(slog.DiscardHandler)})
+		Backend: backend, Source: src, Monitor: mon.Run, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

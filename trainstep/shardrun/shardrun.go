@@ -12,6 +12,7 @@ import (
 	"log/slog"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
 )
@@ -29,11 +30,10 @@ type Options struct {
 	// KNNData is a labelled evaluation shard folder whose backbone features vote in the kNN
 	// monitor; KNNTest is the one classified ("": every 10th image of KNNData).
 	KNNData, KNNTest string
-	// Stderr gets the JSON-lines log and the progress bar (nil: os.Stderr); QuietLog keeps
-	// the log to the run's train.jsonl.
-	Stderr   io.Writer
-	Progress bool
-	QuietLog bool
+	// Log gets a copy of the JSON-lines log (nil: only the run's train.jsonl); Progress
+	// shows how far the run has got.
+	Log      io.Writer
+	Progress progress.Options
 	Logger   *slog.Logger
 }
 
@@ -50,7 +50,7 @@ func Train(ctx context.Context, o Options) (*trainstep.Summary, error) {
 	if err := trainstep.CheckRun(ctx, o.Step, o.Run, src.Info(), o.Resume); err != nil {
 		return nil, err
 	}
-	opts := trainstep.TrainOptions{Source: src, Resume: o.Resume, Stderr: o.Stderr, Progress: o.Progress, QuietLog: o.QuietLog, Logger: o.Logger}
+	opts := trainstep.TrainOptions{Source: src, Resume: o.Resume, Log: o.Log, Progress: o.Progress, Logger: o.Logger}
 	if o.Run.MonitorEvery > 0 {
 		mon, err := knnmonitor.New(ctx, o.KNNData, o.KNNTest)
 		if err != nil {
