@@ -225,33 +225,49 @@ func gemmBlock(mk *microKernel, i0, i1, jc, nc, pc, kc int, alpha float32, a Pan
 }
 
 // gemmSharedB splits C's rows between the pool's threads, which share each packed block of B
-// (BLIS's scheme): together they pack a kc×nc block, then each multiplies its rows by it. Every
-// thread reads the same B panels from the shared cache instead of packing and holding a copy
-// of its own, which on two cores with a small shared cache decides how well the product
-// scales. Each element of C is still computed by one thread in a fixed order.
+// (BLIS's scheme): together they pack B's kc×nc blocks, then each multiplies its rows by them.
+// Every thread reads the same B panels from the shared cache instead of packing and holding a
+// copy of its own, which on two cores with a small shared cache decides how well the product
+// scales. Up to sharedBDepth of depth is packed at once, so a product of ordinary depth needs
+// two hand-offs between the threads, not two per depth block. Each element of C is still
+// computed by one thread in a fixed order.
 func (p *Pool) gemmSharedB(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
 	mr, nr := mk.mr, mk.nr
 	rows := splitPoints(m, p.threads, mr)
-	bpBuf := f32Scratch.get(blockK*blockN + 64)
+	width := min(n, blockN)
+	width = (width + nr - 1) / nr * nr
+	bpBuf := f32Scratch.get(min(k, sharedBDepth)*width + 64)
 	defer f32Scratch.put(bpBuf)
 	bp := aligned(*bpBuf)
 	for jc := 0; jc < n; jc += blockN {
 		nc := min(blockN, n-jc)
-		panels := splitPoints((nc+nr-1)/nr, p.threads, 1)
-		for pc := 0; pc < k; pc += blockK {
-			kc := min(blockK, k-pc)
+		ncPanels := (nc + nr - 1) / nr
+		panels := splitPoints(ncPanels, p.threads, 1)
+		for pg := 0; pg < k; pg += sharedBDepth {
+			depth := min(sharedBDepth, k-pg)
+			// Block pc's panels start at (pc−pg)·ncPanels·nr, as gemmBlock reads one block.
 			p.ParallelFor(len(panels)-1, func(t int) {
 				lo, hi := panels[t], panels[t+1]
-				b.Pack(bp[lo*kc*nr:], jc+lo*nr, min(nc, hi*nr)-lo*nr, pc, kc, nr, 1)
+				for pc := pg; pc < pg+depth; pc += blockK {
+					kc := min(blockK, pg+depth-pc)
+					b.Pack(bp[(pc-pg)*ncPanels*nr+lo*kc*nr:], jc+lo*nr, min(nc, hi*nr)-lo*nr, pc, kc, nr, 1)
+				}
 			})
 			p.ParallelFor(len(rows)-1, func(t int) {
 				s := scratchPool.Get().(*scratch)
 				defer scratchPool.Put(s)
-				gemmBlock(mk, rows[t], rows[t+1], jc, nc, pc, kc, alpha, a, aligned(s.a), bp, s.tile, c, ldc)
+				for pc := pg; pc < pg+depth; pc += blockK {
+					kc := min(blockK, pg+depth-pc)
+					gemmBlock(mk, rows[t], rows[t+1], jc, nc, pc, kc, alpha, a, aligned(s.a), bp[(pc-pg)*ncPanels*nr:], s.tile, c, ldc)
+				}
 			})
 		}
 	}
 }
+
+// sharedBDepth is how much of B's depth gemmSharedB packs at once (a multiple of blockK): a
+// block of 1024 rows of 2048 columns is 8 MiB, within a server's shared cache.
+const sharedBDepth = 4 * blockK
 
 // minParallelFlops is the size (m·n·k) under which a product runs on one thread: below it the
 // hand-off costs more than it saves.

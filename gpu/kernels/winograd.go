@@ -100,7 +100,8 @@ func resized[T any](s []T, n int) []T {
 }
 
 // convWinograd computes y = conv(x, w) for a convolution planWinograd accepted, in parallel over
-// blocks of tiles. Blocks do not depend on the thread count, so neither do the results.
+// blocks of tiles. Each tile is computed alone, whichever thread takes its block, so results
+// do not depend on the threads.
 func (p *Pool) convWinograd(s *ConvShape, pl winogradPlan, x, w, y []float32) {
 	mk := p.kernel
 	cin, cout := s.Channels, s.OutChannels
@@ -114,7 +115,9 @@ func (p *Pool) convWinograd(s *ConvShape, pl winogradPlan, x, w, y []float32) {
 	if p.threads > 1 && pl.tiles*cin*cout >= minParallelFlops {
 		threads = p.threads
 	}
-	pts := splitPoints(blocks, threads, 1)
+	// Several chunks per thread, taken in turn: a thread the machine slows down leaves its
+	// blocks to the others instead of holding everyone at the end.
+	pts := splitPoints(blocks, 4*threads, 1)
 	p.ParallelFor(len(pts)-1, func(t int) {
 		sc := winogradScratchPool.Get().(*winogradScratch)
 		defer winogradScratchPool.Put(sc)

@@ -11,9 +11,12 @@ import "unsafe"
 // output channels) deep in tiles, whose operands pack as contiguous runs. The output
 // transform runs once per call, on the sums. Results do not depend on the thread count.
 
-// winogradGradTiles is how many dY tiles one block transforms: the depth of one packed block
-// (blockK), so each product packs its operands once.
-const winogradGradTiles = blockK
+// winogradGradTiles returns how many dY tiles one block transforms: at least one packed block
+// deep (blockK), and as many more as fit 4 MiB of transforms (16·tiles·(Batch+OutChannels)
+// floats), so narrow layers, whose blocks are quick, hand off between threads less often.
+func winogradGradTiles(s *ConvShape) int {
+	return max(blockK, (1<<20)/(16*(s.Batch+s.OutChannels))/blockK*blockK)
+}
 
 // winogradGradMaxPairs bounds Batch·OutChannels: the sums (16 floats per channel pair) and a
 // block's transforms are alive at the training step's peak of memory (the start of the
@@ -68,7 +71,7 @@ func planWinogradGrad(mk *microKernel, s *ConvShape) (winogradGradPlan, bool) {
 func (p *Pool) convWinogradGrad(s *ConvShape, pl winogradGradPlan, x, w, y []float32) {
 	mk := p.kernel
 	cin, cout := s.Batch, s.OutChannels
-	T := winogradGradTiles
+	T := winogradGradTiles(s)
 	sumBuf := winogradKernels.get(16 * cin * cout)
 	defer winogradKernels.put(sumBuf)
 	sum := *sumBuf

@@ -140,7 +140,7 @@ func TestWinogradIsDeterministicAcrossThreads(t *testing.T) {
 	}
 	allowSmallWinograd(t)
 	forward, _, _, _ := winogradCase{3, 10, 10, 64, 64, 1, 1}.shape(false, 0)
-	grad, _, _, _ := gradCase{30, 8, 8, 64, 64, 1}.shape() // 480 tiles: two blocks
+	grad, _, _, _ := gradCase{70, 8, 8, 64, 64, 1}.shape() // 1,120 tiles: three blocks of up to 512
 	for _, tc := range []struct {
 		name string
 		s    ConvShape

@@ -3,6 +3,12 @@
 // steady interval when stderr is a log file, both with the same facts (done/total, rate,
 // elapsed time, ETA and the stage's own status, such as training's loss). A nil *Reporter
 // does nothing, so callers report without asking whether anyone looks.
+//
+// The bar is drawn here rather than by a progress-bar library (the project used
+// schollz/progressbar): the two renderings must carry the same facts from one state, a stage
+// must be able to lend its line to a sub-stage (the kNN monitor inside training) and take it
+// back, and a log must get whole lines at an interval, not a bar's carriage-return redraws.
+// The bar itself is a few lines of that one state.
 package progress
 
 import (
