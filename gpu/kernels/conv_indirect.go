@@ -179,9 +179,9 @@ func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource,
 	xBase := unsafe.Pointer(&x[0])
 	maxSeg := max(1, indirectMaxDepth/min(cg, indirectChannels))
 	nZeros, nTile, nBp := indirectChannels+1, mr*nr, (og+nr-1)/nr*nr*maxSeg*min(cg, indirectChannels)+16
-	f32Buf := f32Scratch.get(nZeros + nTile + nBp)
-	defer f32Scratch.put(f32Buf)
-	zeros, tile, bp := (*f32Buf)[:nZeros], (*f32Buf)[nZeros:nZeros+nTile], (*f32Buf)[nZeros+nTile:]
+	f32Buf := floats.get(nZeros + nTile + nBp)
+	defer floats.put(f32Buf)
+	zeros, tile, bp := f32Buf[:nZeros], f32Buf[nZeros:nZeros+nTile], f32Buf[nZeros+nTile:]
 	clear(zeros)
 	tiles := (min(hi-lo, blockM) + mr - 1) / mr
 	offsBuf := int64Scratch.get(tiles * maxSeg * mr)

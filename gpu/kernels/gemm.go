@@ -236,9 +236,9 @@ func (p *Pool) gemmSharedB(mk *microKernel, m, n, k int, alpha float32, a, b Pan
 	rows := splitPoints(m, p.threads, mr)
 	width := min(n, blockN)
 	width = (width + nr - 1) / nr * nr
-	bpBuf := f32Scratch.get(min(k, sharedBDepth)*width + 64)
-	defer f32Scratch.put(bpBuf)
-	bp := aligned(*bpBuf)
+	bpBuf := floats.get(min(k, sharedBDepth)*width + 64)
+	defer floats.put(bpBuf)
+	bp := aligned(bpBuf)
 	for jc := 0; jc < n; jc += blockN {
 		nc := min(blockN, n-jc)
 		ncPanels := (nc + nr - 1) / nr
@@ -331,28 +331,28 @@ func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, 
 // zeroed buffers that are then added into C, row blocks in parallel.
 func (p *Pool) gemmSplitK(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
 	parts := splitPoints(k, p.threads, blockK)
-	partial := make([]*[]float32, len(parts)-1)
+	partial := make([][]float32, len(parts)-1)
 	p.ParallelFor(len(parts)-1, func(t int) {
 		lo, hi := parts[t], parts[t+1]
 		if t == 0 {
 			gemmSerial(mk, m, n, hi-lo, alpha, a, b, c, ldc)
 			return
 		}
-		buf := splitKSums.get(m * n)
-		clear(*buf)
-		gemmSerial(mk, m, n, hi-lo, alpha, offsetDepth{a, lo}, offsetDepth{b, lo}, *buf, n)
+		buf := floats.get(m * n)
+		clear(buf)
+		gemmSerial(mk, m, n, hi-lo, alpha, offsetDepth{a, lo}, offsetDepth{b, lo}, buf, n)
 		partial[t] = buf
 	})
 	defer func() {
 		for _, buf := range partial[1:] {
-			splitKSums.put(buf)
+			floats.put(buf)
 		}
 	}()
 	p.ParallelRange(m, 16, func(lo, hi int) {
 		for _, buf := range partial[1:] {
 			for i := lo; i < hi; i++ {
 				row := c[i*ldc : i*ldc+n]
-				for j, v := range (*buf)[i*n : i*n+n] {
+				for j, v := range buf[i*n : i*n+n] {
 					row[j] += v
 				}
 			}

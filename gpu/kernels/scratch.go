@@ -24,7 +24,5 @@ var (
 	intScratch   slicePool[int]
 	int64Scratch slicePool[int64]
 	koffScratch  slicePool[[3]int]
-	f32Scratch   slicePool[float32] // the indirect convolution's panels
-	splitKSums   slicePool[float32] // gemmSplitK's partial products
-	phaseRows    slicePool[int]     // convIndirect's output pixels by phase
+	phaseRows    slicePool[int] // convIndirect's output pixels by phase
 )

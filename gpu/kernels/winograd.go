@@ -29,6 +29,12 @@ const winogradTiles = 96
 // products are too shallow for the transforms' cost to pay off.
 const winogradMinChannels = 32
 
+// winogradMaxPairs bounds Channels·OutChannels: the transformed kernel (16 floats per channel
+// pair), or the kernel gradient's sums, stay in the workspace pool once allocated, and beyond
+// 256×512 channels they would raise the training step's peak memory by more than the
+// multiplications they save are worth (ResNet-18's last stage gains a fifth at most).
+const winogradMaxPairs = 256 * 512
+
 // winogradMinTiles is the fewest tiles worth transforming the kernel for: its transform costs
 // about as much per (input, output) channel pair as the multiplications it saves on this many
 // tiles. (A variable so tests can run small shapes.)
@@ -52,7 +58,7 @@ func planWinograd(mk *microKernel, s *ConvShape) (winogradPlan, bool) {
 	var pl winogradPlan
 	if !useWinograd || mk.indirect == nil || s.Groups != 1 || s.XStrides.Minor != 1 || s.YStrides.Minor != 1 ||
 		s.Channels%8 != 0 || s.OutChannels%8 != 0 || s.OutChannels%mk.nr != 0 ||
-		s.Channels < winogradMinChannels || s.OutChannels < winogradMinChannels {
+		s.Channels < winogradMinChannels || s.OutChannels < winogradMinChannels || s.Channels*s.OutChannels > winogradMaxPairs {
 		return pl, false
 	}
 	var axes []int
@@ -87,10 +93,25 @@ type winogradScratch struct {
 
 var winogradScratchPool = sync.Pool{New: func() any { return new(winogradScratch) }}
 
-// winogradKernels recycles the transformed kernels and the kernel gradient's sums
-// (16·Channels·OutChannels floats per call): allocated per call instead, they are garbage by
-// the hundred megabytes per step, and the heap grows by as much before a collection.
-var winogradKernels slicePool[float32]
+// getWinogradScratch returns a workspace whose transforms hold nv and nm floats. They come from
+// the off-heap pool for one call: a sync.Pool may drop its objects, and an off-heap buffer
+// dropped so would never be reused.
+func getWinogradScratch(nv, nm int) *winogradScratch {
+	sc := winogradScratchPool.Get().(*winogradScratch)
+	sc.v, sc.m = floats.get(nv), floats.get(nm)
+	return sc
+}
+
+// putWinogradScratch gives the transforms back and returns sc to its pool without its
+// pointers into the convolution's operands.
+func putWinogradScratch(sc *winogradScratch) {
+	floats.put(sc.v)
+	floats.put(sc.m)
+	sc.v, sc.m = nil, nil
+	clear(sc.in)
+	clear(sc.out)
+	winogradScratchPool.Put(sc)
+}
 
 func resized[T any](s []T, n int) []T {
 	if cap(s) < n {
@@ -105,9 +126,8 @@ func resized[T any](s []T, n int) []T {
 func (p *Pool) convWinograd(s *ConvShape, pl winogradPlan, x, w, y []float32) {
 	mk := p.kernel
 	cin, cout := s.Channels, s.OutChannels
-	uBuf := winogradKernels.get(16 * cin * cout)
-	defer winogradKernels.put(uBuf)
-	u := *uBuf
+	u := floats.get(16 * cin * cout)
+	defer floats.put(u)
 	p.winogradKernel(mk, s, pl, w, u)
 	T := winogradTiles
 	blocks := (pl.tiles + T - 1) / T
@@ -119,13 +139,11 @@ func (p *Pool) convWinograd(s *ConvShape, pl winogradPlan, x, w, y []float32) {
 	// blocks to the others instead of holding everyone at the end.
 	pts := splitPoints(blocks, 4*threads, 1)
 	p.ParallelFor(len(pts)-1, func(t int) {
-		sc := winogradScratchPool.Get().(*winogradScratch)
-		defer winogradScratchPool.Put(sc)
+		sc := getWinogradScratch(16*T*cin, 16*T*cout)
+		defer putWinogradScratch(sc)
 		for b := pts[t]; b < pts[t+1]; b++ {
 			winogradBlock(mk, s, pl, sc, x, u, y, T, b*T, min(T, pl.tiles-b*T))
 		}
-		clear(sc.in) // keep no references to x and y
-		clear(sc.out)
 	})
 }
 
@@ -143,17 +161,17 @@ func (p *Pool) winogradKernel(mk *microKernel, s *ConvShape, pl winogradPlan, w,
 	const chunk = 16
 	p.ParallelRange(cin, chunk, func(lo, hi int) {
 		var taps [9]unsafe.Pointer
-		var tmp *[]float32
+		var tmp []float32
 		if ws.Minor != 1 {
-			tmp = f32Scratch.get(9 * chunk * cout)
-			defer f32Scratch.put(tmp)
+			tmp = floats.get(9 * chunk * cout)
+			defer floats.put(tmp)
 		}
 		for c0 := lo; c0 < hi; c0 += chunk {
 			c1 := min(hi, c0+chunk)
 			src, major, sa, sb, first := w, ws.Major, ws.Spatial[pl.da], ws.Spatial[pl.db], 0
 			if tmp != nil {
-				transposeTaps(s, pl, w, c0, c1, *tmp)
-				src, major, sa, sb, first = *tmp, 9*cout, 3*cout, cout, c0
+				transposeTaps(s, pl, w, c0, c1, tmp)
+				src, major, sa, sb, first = tmp, 9*cout, 3*cout, cout, c0
 			}
 			for c := c0; c < c1; c++ {
 				pc := c / blockK * blockK
@@ -196,8 +214,6 @@ func transposeTaps(s *ConvShape, pl winogradPlan, w []float32, c0, c1 int, dst [
 // is padded with zero tiles.
 func winogradBlock(mk *microKernel, s *ConvShape, pl winogradPlan, sc *winogradScratch, x, u, y []float32, T, t0, n int) {
 	cin, cout := s.Channels, s.OutChannels
-	sc.v = resized(sc.v, 16*T*cin)
-	sc.m = resized(sc.m, 16*T*cout)
 	sc.in = resized(sc.in, 16*T)
 	sc.out = resized(sc.out, 4*T)
 	sc.offs = resized(sc.offs, T)

@@ -18,11 +18,6 @@ func winogradGradTiles(s *ConvShape) int {
 	return max(blockK, (1<<20)/(16*(s.Batch+s.OutChannels))/blockK*blockK)
 }
 
-// winogradGradMaxPairs bounds Batch·OutChannels: the sums (16 floats per channel pair) and a
-// block's transforms are alive at the training step's peak of memory (the start of the
-// backward pass, where every activation is alive), and beyond 256×512 channels they raise it.
-const winogradGradMaxPairs = 256 * 512
-
 // winogradGradPlan is an eligible convolution's geometry: the two spatial axes with 3×3 outputs
 // and the grid of 2×2 tiles over the kernel (dY) along them.
 type winogradGradPlan struct {
@@ -39,7 +34,7 @@ func planWinogradGrad(mk *microKernel, s *ConvShape) (winogradGradPlan, bool) {
 	var pl winogradGradPlan
 	if !useWinograd || s.Groups != 1 || s.XStrides.Major != 1 || s.WStrides.Minor != 1 || s.YStrides.Minor != 1 ||
 		s.Batch%8 != 0 || s.OutChannels%8 != 0 || s.Batch < winogradMinChannels || s.OutChannels < winogradMinChannels ||
-		s.Batch*s.OutChannels > winogradGradMaxPairs {
+		s.Batch*s.OutChannels > winogradMaxPairs {
 		return pl, false
 	}
 	var axes []int
@@ -72,12 +67,11 @@ func (p *Pool) convWinogradGrad(s *ConvShape, pl winogradGradPlan, x, w, y []flo
 	mk := p.kernel
 	cin, cout := s.Batch, s.OutChannels
 	T := winogradGradTiles(s)
-	sumBuf := winogradKernels.get(16 * cin * cout)
-	defer winogradKernels.put(sumBuf)
-	sum := *sumBuf
+	sum := floats.get(16 * cin * cout)
+	defer floats.put(sum)
 	clear(sum)
-	sc := winogradScratchPool.Get().(*winogradScratch)
-	defer winogradScratchPool.Put(sc)
+	sc := getWinogradScratch(16*min(T, pl.tiles)*cin, 16*min(T, pl.tiles)*cout)
+	defer putWinogradScratch(sc)
 	for t0 := 0; t0 < pl.tiles; t0 += T {
 		n := min(T, pl.tiles-t0)
 		winogradGradPoint(s, pl, sc, x, w, t0, n)
@@ -91,8 +85,6 @@ func (p *Pool) convWinogradGrad(s *ConvShape, pl winogradGradPlan, x, w, y []flo
 			gemmSerial(mk, cin, cout, n, 1, a, b, sum[k*cin*cout:], cout)
 		})
 	}
-	clear(sc.in) // keep no references to x and w
-	clear(sc.out)
 	ys := s.YStrides
 	plane := cin * cout
 	p.ParallelRange(cin, 8, func(lo, hi int) {
@@ -112,8 +104,6 @@ func (p *Pool) convWinogradGrad(s *ConvShape, pl winogradGradPlan, x, w, y []flo
 // into x (zeros for padding) and its 2×2 block of w into w (zeros past its edge).
 func winogradGradPoint(s *ConvShape, pl winogradGradPlan, sc *winogradScratch, x, w []float32, t0, n int) {
 	cin, cout := s.Batch, s.OutChannels
-	sc.v = resized(sc.v, 16*n*cin)
-	sc.m = resized(sc.m, 16*n*cout)
 	sc.in = resized(sc.in, 16*n)
 	sc.out = resized(sc.out, 4*n)
 	if len(sc.zero) < max(cin, cout) {

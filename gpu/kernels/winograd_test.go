@@ -261,6 +261,6 @@ func TestWinogradKernelGradientDeclinesWideLayers(t *testing.T) {
 	}
 	s, _, _, _ = gradCase{64, 4, 4, 512, 512, 1}.shape()
 	if _, ok := planWinogradGrad(selectedKernel, &s); ok {
-		t.Errorf("512×512 channels planned for Winograd, beyond winogradGradMaxPairs")
+		t.Errorf("512×512 channels planned for Winograd, beyond winogradMaxPairs")
 	}
 }
