@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -335,4 +336,25 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+func TestVersionNamesTheCommit(t *testing.T) {
+	withVCS := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "35f05768e045aa"}, {Key: "vcs.modified", Value: "true"}}}
+	clean := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "35f05768e045aa"}, {Key: "vcs.modified", Value: "false"}}}
+	for _, tc := range []struct {
+		name    string
+		info    *debug.BuildInfo
+		version string
+		want    string
+	}{
+		{"a Makefile build of a modified checkout", withVCS, "v0.9", " (commit 35f0576, modified)"},
+		{"a clean checkout", clean, "(devel)", " (commit 35f0576)"},
+		{"a version that names the commit already", withVCS, "v0.0.0-20261124062107-35f05768e045+dirty", ""},
+		{"no build information", nil, "(devel)", ""},
+		{"no VCS information", &debug.BuildInfo{}, "(devel)", ""},
+	} {
+		if got := vcsSuffix(tc.info, tc.version); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }

@@ -50,9 +50,32 @@ func printVersion(w io.Writer) error {
 	for _, b := range gpu.Compiled() {
 		backends = append(backends, string(b))
 	}
-	_, err := fmt.Fprintf(w, "dcl %s\ngo: %s %s/%s\nbackends: %s\nbeam: %s\n",
-		v, runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(backends, ", "), depVersion(info, "github.com/apache/beam/sdks/v2"))
+	_, err := fmt.Fprintf(w, "dcl %s%s\ngo: %s %s/%s\nbackends: %s\nbeam: %s\n",
+		v, vcsSuffix(info, v), runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(backends, ", "), depVersion(info, "github.com/apache/beam/sdks/v2"))
 	return err
+}
+
+// vcsSuffix names the commit a build from a checkout was made at (" (commit 35f0576,
+// modified)") where the version v does not already (a Makefile build's VERSION, "(devel)").
+func vcsSuffix(info *debug.BuildInfo, v string) string {
+	if info == nil {
+		return ""
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value[:min(7, len(s.Value))]
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev == "" || strings.Contains(v, rev) {
+		return ""
+	}
+	return " (commit " + rev + modified + ")"
 }
 
 func depVersion(info *debug.BuildInfo, path string) string {
