@@ -61,26 +61,36 @@ func planWinograd(mk *microKernel, s *ConvShape) (winogradPlan, bool) {
 		s.Channels < winogradMinChannels || s.OutChannels < winogradMinChannels || s.Channels*s.OutChannels > winogradMaxPairs {
 		return pl, false
 	}
-	var axes []int
-	for d := range 3 {
-		if s.Stride[d] != 1 || s.InputDilation[d] != 1 || s.KernelDilation[d] != 1 {
-			return pl, false
-		}
-		switch {
-		case s.Kernel[d] == 3:
-			axes = append(axes, d)
-		case s.Kernel[d] == 1 && s.In[d] == 1 && s.Out[d] == 1 && s.PadLo[d] == 0:
-		default:
-			return pl, false
-		}
-	}
-	if len(axes) != 2 {
+	var ok bool
+	if pl.da, pl.db, ok = winogradAxes(s, func(d int) bool { return s.Kernel[d] == 3 }); !ok {
 		return pl, false
 	}
-	pl.da, pl.db = axes[0], axes[1]
 	pl.tilesA, pl.tilesB = (s.Out[pl.da]+1)/2, (s.Out[pl.db]+1)/2
 	pl.tiles = s.Batch * pl.tilesA * pl.tilesB
 	return pl, pl.tiles >= winogradMinTiles
+}
+
+// winogradAxes returns the two spatial axes d of s for which threes(d) holds (the 3-tap axes of
+// the algorithm), every other axis being a unit one (size 1, no padding), stride 1 and no
+// dilation on every axis; false when s is not so.
+func winogradAxes(s *ConvShape, threes func(d int) bool) (da, db int, ok bool) {
+	var axes []int
+	for d := range 3 {
+		if s.Stride[d] != 1 || s.InputDilation[d] != 1 || s.KernelDilation[d] != 1 {
+			return 0, 0, false
+		}
+		switch {
+		case threes(d):
+			axes = append(axes, d)
+		case s.Kernel[d] == 1 && s.In[d] == 1 && s.Out[d] == 1 && s.PadLo[d] == 0:
+		default:
+			return 0, 0, false
+		}
+	}
+	if len(axes) != 2 {
+		return 0, 0, false
+	}
+	return axes[0], axes[1], true
 }
 
 // winogradScratch is one block's workspace.

@@ -37,23 +37,10 @@ func planWinogradGrad(mk *microKernel, s *ConvShape) (winogradGradPlan, bool) {
 		s.Batch*s.OutChannels > winogradMaxPairs {
 		return pl, false
 	}
-	var axes []int
-	for d := range 3 {
-		if s.Stride[d] != 1 || s.InputDilation[d] != 1 || s.KernelDilation[d] != 1 {
-			return pl, false
-		}
-		switch {
-		case s.Out[d] == 3:
-			axes = append(axes, d)
-		case s.Kernel[d] == 1 && s.In[d] == 1 && s.Out[d] == 1 && s.PadLo[d] == 0:
-		default:
-			return pl, false
-		}
-	}
-	if len(axes) != 2 {
+	var ok bool
+	if pl.da, pl.db, ok = winogradAxes(s, func(d int) bool { return s.Out[d] == 3 }); !ok {
 		return pl, false
 	}
-	pl.da, pl.db = axes[0], axes[1]
 	pl.tilesA, pl.tilesB = (s.Kernel[pl.da]+1)/2, (s.Kernel[pl.db]+1)/2
 	pl.tiles = s.Channels * pl.tilesA * pl.tilesB
 	return pl, pl.tiles >= winogradMinTiles

@@ -388,49 +388,35 @@ func (a *asm) winogradInput(name string) {
 	a.l("\tLEAQ (R8)(R8*2), R12") // 3·plane
 	a.l("\tMOVQ R8, R13")
 	a.l("\tSHLQ $2, R13") // 4·plane
-	a.l("\tTESTQ BX, BX")
-	a.l("\tJZ %s_done", name)
-	a.l("%s_tile:", name)
-	a.l("\tXORQ R9, R9")
-	a.l("%s_chunk:", name)
-	for col := range 4 {
+	a.tileLoop(name, 128, func() {
+		for col := range 4 {
+			for r := range 4 {
+				a.l("\tMOVQ %d(AX), R10", 8*(4*r+col))
+				a.l("\tVMOVUPS (R10)(R9*1), Y%d", 4*col+r)
+			}
+			d0, d1, d2, d3 := 4*col, 4*col+1, 4*col+2, 4*col+3
+			a.l("\tVSUBPS Y%d, Y%d, Y%d", d2, d0, d0) // t0 = d0 − d2
+			a.l("\tVSUBPS Y%d, Y%d, Y%d", d3, d1, d3) // t3 = d1 − d3
+			a.l("\tVSUBPS Y%d, Y%d, Y%d", d1, d2, d2) // t2 = d2 − d1
+			a.l("\tMOVQ %d(AX), R10", 8*(8+col))
+			a.l("\tVADDPS (R10)(R9*1), Y%d, Y%d", d1, d1) // t1 = d1 + d2 (d2 reloaded)
+		}
+		a.l("\tLEAQ (DX)(R9*1), R11")
 		for r := range 4 {
-			a.l("\tMOVQ %d(AX), R10", 8*(4*r+col))
-			a.l("\tVMOVUPS (R10)(R9*1), Y%d", 4*col+r)
+			t0, t1, t2, t3 := r, 4+r, 8+r, 12+r
+			a.l("\tVSUBPS Y%d, Y%d, Y%d", t2, t0, t0) // v0 = t0 − t2
+			a.l("\tVMOVUPS Y%d, (R11)", t0)
+			a.l("\tVSUBPS Y%d, Y%d, Y%d", t3, t1, t3) // v3 = t1 − t3
+			a.l("\tVMOVUPS Y%d, (R11)(R12*1)", t3)
+			a.l("\tVADDPS Y%d, Y%d, Y%d", t2, t1, t0) // v1 = t1 + t2
+			a.l("\tVMOVUPS Y%d, (R11)(R8*1)", t0)
+			a.l("\tVSUBPS Y%d, Y%d, Y%d", t1, t2, t2) // v2 = t2 − t1
+			a.l("\tVMOVUPS Y%d, (R11)(R8*2)", t2)
+			if r < 3 {
+				a.l("\tADDQ R13, R11")
+			}
 		}
-		d0, d1, d2, d3 := 4*col, 4*col+1, 4*col+2, 4*col+3
-		a.l("\tVSUBPS Y%d, Y%d, Y%d", d2, d0, d0) // t0 = d0 − d2
-		a.l("\tVSUBPS Y%d, Y%d, Y%d", d3, d1, d3) // t3 = d1 − d3
-		a.l("\tVSUBPS Y%d, Y%d, Y%d", d1, d2, d2) // t2 = d2 − d1
-		a.l("\tMOVQ %d(AX), R10", 8*(8+col))
-		a.l("\tVADDPS (R10)(R9*1), Y%d, Y%d", d1, d1) // t1 = d1 + d2 (d2 reloaded)
-	}
-	a.l("\tLEAQ (DX)(R9*1), R11")
-	for r := range 4 {
-		t0, t1, t2, t3 := r, 4+r, 8+r, 12+r
-		a.l("\tVSUBPS Y%d, Y%d, Y%d", t2, t0, t0) // v0 = t0 − t2
-		a.l("\tVMOVUPS Y%d, (R11)", t0)
-		a.l("\tVSUBPS Y%d, Y%d, Y%d", t3, t1, t3) // v3 = t1 − t3
-		a.l("\tVMOVUPS Y%d, (R11)(R12*1)", t3)
-		a.l("\tVADDPS Y%d, Y%d, Y%d", t2, t1, t0) // v1 = t1 + t2
-		a.l("\tVMOVUPS Y%d, (R11)(R8*1)", t0)
-		a.l("\tVSUBPS Y%d, Y%d, Y%d", t1, t2, t2) // v2 = t2 − t1
-		a.l("\tVMOVUPS Y%d, (R11)(R8*2)", t2)
-		if r < 3 {
-			a.l("\tADDQ R13, R11")
-		}
-	}
-	a.l("\tADDQ $32, R9")
-	a.l("\tCMPQ R9, CX")
-	a.l("\tJLT %s_chunk", name)
-	a.l("\tADDQ $128, AX")
-	a.l("\tADDQ CX, DX")
-	a.l("\tDECQ BX")
-	a.l("\tJNZ %s_tile", name)
-	a.l("%s_done:", name)
-	a.l("\tVZEROUPPER")
-	a.l("\tRET")
-	a.l("")
+	})
 }
 
 // winogradOutput writes Winograd F(2×2, 3×3)'s output transform Y = Aᵀ·m·A, eight channels per
@@ -450,47 +436,33 @@ func (a *asm) winogradOutput(name string) {
 	a.l("\tMOVQ R8, R12")
 	a.l("\tSHLQ $2, R12")           // 4·plane
 	a.l("\tLEAQ (R12)(R12*2), R13") // 12·plane
-	a.l("\tTESTQ BX, BX")
-	a.l("\tJZ %s_done", name)
-	a.l("%s_tile:", name)
-	a.l("\tXORQ R9, R9")
-	a.l("%s_chunk:", name)
-	a.l("\tLEAQ (DX)(R9*1), R11")
-	for col := range 4 {
-		s0, s1 := 2*col, 2*col+1
-		a.l("\tVMOVUPS (R11), Y%d", s0)
-		a.l("\tVMOVUPS (R11)(R12*1), Y%d", s1)
-		a.l("\tVMOVUPS (R11)(R12*2), Y8")
-		a.l("\tVMOVUPS (R11)(R13*1), Y9")
-		a.l("\tVADDPS Y%d, Y%d, Y%d", s1, s0, s0) // m0 + m1
-		a.l("\tVSUBPS Y8, Y%d, Y%d", s1, s1)      // m1 − m2
-		a.l("\tVADDPS Y8, Y%d, Y%d", s0, s0)      // s0 = m0 + m1 + m2
-		a.l("\tVSUBPS Y9, Y%d, Y%d", s1, s1)      // s1 = m1 − m2 − m3
-		if col < 3 {
-			a.l("\tADDQ R8, R11")
+	a.tileLoop(name, 32, func() {
+		a.l("\tLEAQ (DX)(R9*1), R11")
+		for col := range 4 {
+			s0, s1 := 2*col, 2*col+1
+			a.l("\tVMOVUPS (R11), Y%d", s0)
+			a.l("\tVMOVUPS (R11)(R12*1), Y%d", s1)
+			a.l("\tVMOVUPS (R11)(R12*2), Y8")
+			a.l("\tVMOVUPS (R11)(R13*1), Y9")
+			a.l("\tVADDPS Y%d, Y%d, Y%d", s1, s0, s0) // m0 + m1
+			a.l("\tVSUBPS Y8, Y%d, Y%d", s1, s1)      // m1 − m2
+			a.l("\tVADDPS Y8, Y%d, Y%d", s0, s0)      // s0 = m0 + m1 + m2
+			a.l("\tVSUBPS Y9, Y%d, Y%d", s1, s1)      // s1 = m1 − m2 − m3
+			if col < 3 {
+				a.l("\tADDQ R8, R11")
+			}
 		}
-	}
-	for i := range 2 {
-		a.l("\tVADDPS Y%d, Y%d, Y10", 2+i, i)
-		a.l("\tVADDPS Y%d, Y10, Y10", 4+i)
-		a.l("\tMOVQ %d(AX), R10", 8*(2*i))
-		a.l("\tVMOVUPS Y10, (R10)(R9*1)")
-		a.l("\tVSUBPS Y%d, Y%d, Y11", 4+i, 2+i)
-		a.l("\tVSUBPS Y%d, Y11, Y11", 6+i)
-		a.l("\tMOVQ %d(AX), R10", 8*(2*i+1))
-		a.l("\tVMOVUPS Y11, (R10)(R9*1)")
-	}
-	a.l("\tADDQ $32, R9")
-	a.l("\tCMPQ R9, CX")
-	a.l("\tJLT %s_chunk", name)
-	a.l("\tADDQ $32, AX")
-	a.l("\tADDQ CX, DX")
-	a.l("\tDECQ BX")
-	a.l("\tJNZ %s_tile", name)
-	a.l("%s_done:", name)
-	a.l("\tVZEROUPPER")
-	a.l("\tRET")
-	a.l("")
+		for i := range 2 {
+			a.l("\tVADDPS Y%d, Y%d, Y10", 2+i, i)
+			a.l("\tVADDPS Y%d, Y10, Y10", 4+i)
+			a.l("\tMOVQ %d(AX), R10", 8*(2*i))
+			a.l("\tVMOVUPS Y10, (R10)(R9*1)")
+			a.l("\tVSUBPS Y%d, Y%d, Y11", 4+i, 2+i)
+			a.l("\tVSUBPS Y%d, Y11, Y11", 6+i)
+			a.l("\tMOVQ %d(AX), R10", 8*(2*i+1))
+			a.l("\tVMOVUPS Y11, (R10)(R9*1)")
+		}
+	})
 }
 
 // winogradKernel writes Winograd F(2×2, 3×3)'s kernel transform U = G·g·Gᵀ for n output
@@ -581,56 +553,42 @@ func (a *asm) winogradFilter(name string) {
 	a.l("\tMOVL R10, X15")
 	a.l("\tVBROADCASTSS X15, Y15")
 	a.l("\tVXORPS Y14, Y14, Y14")
-	a.l("\tTESTQ BX, BX")
-	a.l("\tJZ %s_done", name)
-	a.l("%s_tile:", name)
-	a.l("\tXORQ R9, R9")
-	a.l("%s_chunk:", name)
-	for i := range 4 {
-		a.l("\tMOVQ %d(AX), R10", 8*i)
-		a.l("\tVMOVUPS (R10)(R9*1), Y%d", i)
-	}
-	a.l("\tLEAQ (DX)(R9*1), R11")
-	// row writes U's row from one row (x0, x1) of G·g: x0, ½(x0+x1), ½(x0−x1), −x1.
-	row := func(x0, x1 int, last bool) {
-		a.l("\tVMOVUPS Y%d, (R11)", x0)
-		a.l("\tVADDPS Y%d, Y%d, Y6", x1, x0)
-		a.l("\tVMULPS Y15, Y6, Y6")
-		a.l("\tVMOVUPS Y6, (R11)(R8*1)")
-		a.l("\tVSUBPS Y%d, Y%d, Y7", x1, x0)
-		a.l("\tVMULPS Y15, Y7, Y7")
-		a.l("\tVMOVUPS Y7, (R11)(R8*2)")
-		a.l("\tVSUBPS Y%d, Y14, Y6", x1)
-		a.l("\tVMOVUPS Y6, (R11)(R12*1)")
-		if !last {
-			a.l("\tADDQ R13, R11")
+	a.tileLoop(name, 32, func() {
+		for i := range 4 {
+			a.l("\tMOVQ %d(AX), R10", 8*i)
+			a.l("\tVMOVUPS (R10)(R9*1), Y%d", i)
 		}
-	}
-	row(0, 1, false) // (1, 0): g's row 0
-	a.l("\tVADDPS Y2, Y0, Y4")
-	a.l("\tVMULPS Y15, Y4, Y4")
-	a.l("\tVADDPS Y3, Y1, Y5")
-	a.l("\tVMULPS Y15, Y5, Y5")
-	row(4, 5, false) // (½, ½)
-	a.l("\tVSUBPS Y2, Y0, Y4")
-	a.l("\tVMULPS Y15, Y4, Y4")
-	a.l("\tVSUBPS Y3, Y1, Y5")
-	a.l("\tVMULPS Y15, Y5, Y5")
-	row(4, 5, false) // (½, −½)
-	a.l("\tVSUBPS Y2, Y14, Y4")
-	a.l("\tVSUBPS Y3, Y14, Y5")
-	row(4, 5, true) // (0, −1)
-	a.l("\tADDQ $32, R9")
-	a.l("\tCMPQ R9, CX")
-	a.l("\tJLT %s_chunk", name)
-	a.l("\tADDQ $32, AX")
-	a.l("\tADDQ CX, DX")
-	a.l("\tDECQ BX")
-	a.l("\tJNZ %s_tile", name)
-	a.l("%s_done:", name)
-	a.l("\tVZEROUPPER")
-	a.l("\tRET")
-	a.l("")
+		a.l("\tLEAQ (DX)(R9*1), R11")
+		// row writes U's row from one row (x0, x1) of G·g: x0, ½(x0+x1), ½(x0−x1), −x1.
+		row := func(x0, x1 int, last bool) {
+			a.l("\tVMOVUPS Y%d, (R11)", x0)
+			a.l("\tVADDPS Y%d, Y%d, Y6", x1, x0)
+			a.l("\tVMULPS Y15, Y6, Y6")
+			a.l("\tVMOVUPS Y6, (R11)(R8*1)")
+			a.l("\tVSUBPS Y%d, Y%d, Y7", x1, x0)
+			a.l("\tVMULPS Y15, Y7, Y7")
+			a.l("\tVMOVUPS Y7, (R11)(R8*2)")
+			a.l("\tVSUBPS Y%d, Y14, Y6", x1)
+			a.l("\tVMOVUPS Y6, (R11)(R12*1)")
+			if !last {
+				a.l("\tADDQ R13, R11")
+			}
+		}
+		row(0, 1, false) // (1, 0): g's row 0
+		a.l("\tVADDPS Y2, Y0, Y4")
+		a.l("\tVMULPS Y15, Y4, Y4")
+		a.l("\tVADDPS Y3, Y1, Y5")
+		a.l("\tVMULPS Y15, Y5, Y5")
+		row(4, 5, false) // (½, ½)
+		a.l("\tVSUBPS Y2, Y0, Y4")
+		a.l("\tVMULPS Y15, Y4, Y4")
+		a.l("\tVSUBPS Y3, Y1, Y5")
+		a.l("\tVMULPS Y15, Y5, Y5")
+		row(4, 5, false) // (½, −½)
+		a.l("\tVSUBPS Y2, Y14, Y4")
+		a.l("\tVSUBPS Y3, Y14, Y5")
+		row(4, 5, true) // (0, −1)
+	})
 }
 
 // winogradGradOutput writes Winograd F(3×3, 2×2)'s output transform Y = Aᵀ·m·A for n channels
@@ -681,6 +639,29 @@ func (a *asm) winogradGradOutput(name string) {
 	a.l("\tADDQ $32, R9")
 	a.l("\tCMPQ R9, CX")
 	a.l("\tJLT %s_chunk", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
+// tileLoop writes the loops of the Winograd transforms around body: over tiles (BX of them,
+// AX advancing by tileBytes, DX by CX) and, within a tile, over its channels eight at a time
+// (R9 the byte offset, up to CX).
+func (a *asm) tileLoop(name string, tileBytes int, body func()) {
+	a.l("\tTESTQ BX, BX")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_tile:", name)
+	a.l("\tXORQ R9, R9")
+	a.l("%s_chunk:", name)
+	body()
+	a.l("\tADDQ $32, R9")
+	a.l("\tCMPQ R9, CX")
+	a.l("\tJLT %s_chunk", name)
+	a.l("\tADDQ $%d, AX", tileBytes)
+	a.l("\tADDQ CX, DX")
+	a.l("\tDECQ BX")
+	a.l("\tJNZ %s_tile", name)
 	a.l("%s_done:", name)
 	a.l("\tVZEROUPPER")
 	a.l("\tRET")
