@@ -46,31 +46,34 @@ func planWinogradGrad(mk *microKernel, s *ConvShape) (winogradGradPlan, bool) {
 	return pl, pl.tiles >= winogradMinTiles
 }
 
-// convWinogradGrad computes y = conv(x, w) for a convolution planWinogradGrad accepted, one block
-// of tiles at a time: the threads transform the block's tiles together, then share out the 16
-// products, each adding into its own planes of one sum. No thread keeps partial sums, and every
-// value is added in the same order whatever the thread count.
+// convWinogradGrad computes y = conv(x, w) for a convolution planWinogradGrad accepted. Narrow
+// layers (small sums) cut the tiles into fixed parts summed apart and then added in order
+// (winogradGradParts); wide ones go one block of tiles at a time: the threads transform the
+// block's tiles together, then share out the 16 products, each adding into its own planes of
+// one sum. Either way every value is added in the same order whatever the thread count.
 func (p *Pool) convWinogradGrad(s *ConvShape, pl winogradGradPlan, x, w, y []float32) {
 	mk := p.kernel
 	cin, cout := s.Batch, s.OutChannels
 	T := winogradGradTiles(s)
 	sum := floats.get(16 * cin * cout)
 	defer floats.put(sum)
-	clear(sum)
-	sc := getWinogradScratch(16*min(T, pl.tiles)*cin, 16*min(T, pl.tiles)*cout)
-	defer putWinogradScratch(sc)
-	for t0 := 0; t0 < pl.tiles; t0 += T {
-		n := min(T, pl.tiles-t0)
-		winogradGradPoint(s, pl, sc, x, w, t0, n)
-		p.ParallelRange(n, 16, func(lo, hi int) {
-			winogradInput(sc.in[16*lo:], hi-lo, cin, sc.v[lo*cin:], n*cin)
-			winogradFilter(sc.out[4*lo:], hi-lo, cout, sc.m[lo*cout:], n*cout)
-		})
-		p.ParallelFor(16, func(k int) {
-			a := Strided{Data: sc.v, Off: k * n * cin, RowStride: 1, DepthStride: cin}
-			b := Strided{Data: sc.m, Off: k * n * cout, RowStride: 1, DepthStride: cout}
-			gemmSerial(mk, cin, cout, n, 1, a, b, sum[k*cin*cout:], cout)
-		})
+	if 16*cin*cout <= winogradPartSums {
+		p.winogradGradParts(mk, s, pl, x, w, sum)
+	} else {
+		clear(sum)
+		sc := getWinogradScratch(16*min(T, pl.tiles)*cin, 16*min(T, pl.tiles)*cout)
+		defer putWinogradScratch(sc)
+		for t0 := 0; t0 < pl.tiles; t0 += T {
+			n := min(T, pl.tiles-t0)
+			winogradGradPoint(s, pl, sc, x, w, t0, n)
+			p.ParallelRange(n, 16, func(lo, hi int) {
+				winogradInput(sc.in[16*lo:], hi-lo, cin, sc.v[lo*cin:], n*cin)
+				winogradFilter(sc.out[4*lo:], hi-lo, cout, sc.m[lo*cout:], n*cout)
+			})
+			p.ParallelFor(16, func(k int) {
+				winogradGradProducts(mk, sc, cin, cout, n, k, sum)
+			})
+		}
 	}
 	ys := s.YStrides
 	plane := cin * cout
@@ -85,6 +88,59 @@ func (p *Pool) convWinogradGrad(s *ConvShape, pl winogradGradPlan, x, w, y []flo
 			winogradGradOutput(sum[c*cout:], plane, cout, &outs)
 		}
 	})
+}
+
+// winogradPartSums bounds the sums (16·Batch·OutChannels floats) for which the tiles are cut
+// into winogradParts fixed parts, each summed apart by one thread without hand-offs and then
+// added in order: narrow layers' blocks are too quick for two hand-offs each.
+const winogradPartSums = 1 << 18
+
+// winogradParts is how many parts: a fixed number (so the sums' order does not depend on the
+// thread count) several times any thread count here, so threads that start late take fewer.
+const winogradParts = 8
+
+// winogradGradParts sums the kernel gradient's products over winogradParts parts of the tiles,
+// in parallel, into sum, for layers whose sums are small.
+func (p *Pool) winogradGradParts(mk *microKernel, s *ConvShape, pl winogradGradPlan, x, w, sum []float32) {
+	cin, cout := s.Batch, s.OutChannels
+	T := winogradGradTiles(s)
+	size := 16 * cin * cout
+	parts := make([][]float32, winogradParts)
+	parts[0] = sum
+	for i := 1; i < len(parts); i++ {
+		parts[i] = floats.get(size)
+		defer floats.put(parts[i])
+	}
+	p.ParallelFor(len(parts), func(part int) {
+		lo, hi := part*pl.tiles/len(parts), (part+1)*pl.tiles/len(parts)
+		clear(parts[part])
+		if lo == hi {
+			return
+		}
+		sc := getWinogradScratch(16*min(T, hi-lo)*cin, 16*min(T, hi-lo)*cout)
+		defer putWinogradScratch(sc)
+		for t0 := lo; t0 < hi; t0 += T {
+			n := min(T, hi-t0)
+			winogradGradPoint(s, pl, sc, x, w, t0, n)
+			winogradInput(sc.in, n, cin, sc.v, n*cin)
+			winogradFilter(sc.out, n, cout, sc.m, n*cout)
+			for k := range 16 {
+				winogradGradProducts(mk, sc, cin, cout, n, k, parts[part])
+			}
+		}
+	})
+	p.ParallelRange(size, 4096, func(lo, hi int) {
+		for _, part := range parts[1:] {
+			Binary(OpAdd, sum[lo:hi], sum[lo:hi], part[lo:hi])
+		}
+	})
+}
+
+// winogradGradProducts adds position k's product of a block of n transformed tiles into sum.
+func winogradGradProducts(mk *microKernel, sc *winogradScratch, cin, cout, n, k int, sum []float32) {
+	a := Strided{Data: sc.v, Off: k * n * cin, RowStride: 1, DepthStride: cin}
+	b := Strided{Data: sc.m, Off: k * n * cout, RowStride: 1, DepthStride: cout}
+	gemmSerial(mk, cin, cout, n, 1, a, b, sum[k*cin*cout:], cout)
 }
 
 // winogradGradPoint sizes sc for a block of n tiles from tile t0 and points each tile's 16 inputs
