@@ -13,10 +13,10 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
@@ -284,7 +284,7 @@ func TestTrainInterruptExits130(t *testing.T) {
 		"--epochs", "100000", "--lr", "0.1", "--backend", "cpu", "--progress", "bar", "--checkpoint-every", "0"}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "DCL_TEST_AS_MAIN=1")
-	var stderr syncBuffer
+	var stderr testfiles.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -318,24 +318,6 @@ func TestTrainInterruptExits130(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "checkpoint") {
 		t.Errorf("resuming the interrupted run = %d\n%s\n%s", code, stdout, stderrResumed)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a child process's output and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestVersionNamesTheCommit(t *testing.T) {

@@ -4,28 +4,11 @@ import (
 	"bytes"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
-
-// syncBuffer is a bytes.Buffer the reporter's goroutine and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestParseMode(t *testing.T) {
 	tests := []struct {
@@ -51,7 +34,7 @@ func TestParseMode(t *testing.T) {
 // Without a terminal, a line comes at every interval, with the counts, the rate, the ETA
 // and the status, while nothing else happens; Finish writes the 100% line.
 func TestLinesAtASteadyInterval(t *testing.T) {
-	var out syncBuffer
+	var out testfiles.SyncBuffer
 	r := Options{W: &out, Mode: Lines, Interval: 20 * time.Millisecond}.Start("embed", 0, 1000, "rows")
 	r.Set(250)
 	r.Status("pass 1")
@@ -81,7 +64,7 @@ func TestLinesAtASteadyInterval(t *testing.T) {
 
 // On a terminal the bar is redrawn in place, reaches 100% on Finish and ends its line.
 func TestBarRedrawsAndEndsItsLine(t *testing.T) {
-	var out syncBuffer
+	var out testfiles.SyncBuffer
 	r := Options{W: &out, Mode: Bar}.Start("train", 10, 100, "steps")
 	r.Set(40)
 	time.Sleep(2 * barRefresh)
@@ -98,7 +81,7 @@ func TestBarRedrawsAndEndsItsLine(t *testing.T) {
 // End (an interrupt) ends the bar's line without claiming completion.
 func TestEndLeavesTheCountAndEndsTheLine(t *testing.T) {
 	for _, mode := range []Mode{Bar, Lines} {
-		var out syncBuffer
+		var out testfiles.SyncBuffer
 		r := Options{W: &out, Mode: mode, Interval: time.Hour}.Start("train", 0, 100, "steps")
 		r.Set(37)
 		r.End()
@@ -112,7 +95,7 @@ func TestEndLeavesTheCountAndEndsTheLine(t *testing.T) {
 // A sub-stage (the kNN monitor between epochs) has the line while it runs; then the parent's
 // comes back.
 func TestSubStageHasTheLine(t *testing.T) {
-	var out syncBuffer
+	var out testfiles.SyncBuffer
 	r := Options{W: &out, Mode: Lines, Interval: 10 * time.Millisecond}.Start("train", 0, 10, "steps")
 	r.Set(5)
 	sub := r.Sub("kNN monitor", 200, "images")
@@ -136,7 +119,7 @@ func TestSubStageHasTheLine(t *testing.T) {
 
 // Follow reads a counter kept elsewhere (a pipeline's DoFns).
 func TestFollowReadsTheCounter(t *testing.T) {
-	var out syncBuffer
+	var out testfiles.SyncBuffer
 	var n int64 = 7
 	r := Options{W: &out, Mode: Lines, Interval: time.Hour}.Start("knn", 0, 10, "queries")
 	r.Follow(func() int64 { return n })
