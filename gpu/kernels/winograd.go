@@ -93,6 +93,24 @@ func winogradAxes(s *ConvShape, threes func(d int) bool) (da, db int, ok bool) {
 	return axes[0], axes[1], true
 }
 
+// pointWindow points dst[size·ra + rb] (ra, rb < size) at the channel vector (a0+ra, b0+rb)
+// along a tensor's two spatial axes (strides sa and sb, from base in data), or at outside where
+// that position falls off [0, limA)×[0, limB): the padding's zeros, or a sink for outputs past
+// the edge.
+func pointWindow(dst []unsafe.Pointer, size int, data []float32, base, a0, b0, limA, limB, sa, sb int, outside unsafe.Pointer) {
+	for ra := range size {
+		ia := a0 + ra
+		for rb := range size {
+			ib := b0 + rb
+			if ia < 0 || ia >= limA || ib < 0 || ib >= limB {
+				dst[size*ra+rb] = outside
+				continue
+			}
+			dst[size*ra+rb] = unsafe.Pointer(&data[base+ia*sa+ib*sb])
+		}
+	}
+}
+
 // winogradScratch is one block's workspace.
 type winogradScratch struct {
 	v, m       []float32        // transformed inputs [16][tiles][Channels], products [16][tiles][OutChannels]
@@ -251,27 +269,8 @@ func winogradBlock(mk *microKernel, s *ConvShape, pl winogradPlan, sc *winogradS
 		q := t0 + i
 		b, r := q/perImage, q%perImage
 		ta, tb := 2*(r/pl.tilesB), 2*(r%pl.tilesB)
-		for ra := range 4 {
-			ia := ta + ra - padA
-			for rb := range 4 {
-				ib := tb + rb - padB
-				if ia < 0 || ia >= inA || ib < 0 || ib >= inB {
-					ins[4*ra+rb] = zero
-					continue
-				}
-				ins[4*ra+rb] = unsafe.Pointer(&x[b*xs.Major+ia*xs.Spatial[pl.da]+ib*xs.Spatial[pl.db]])
-			}
-		}
-		for ra := range 2 {
-			for rb := range 2 {
-				oa, ob := ta+ra, tb+rb
-				if oa >= outA || ob >= outB {
-					outs[2*ra+rb] = sink
-					continue
-				}
-				outs[2*ra+rb] = unsafe.Pointer(&y[b*ys.Major+oa*ys.Spatial[pl.da]+ob*ys.Spatial[pl.db]])
-			}
-		}
+		pointWindow(ins, 4, x, b*xs.Major, ta-padA, tb-padB, inA, inB, xs.Spatial[pl.da], xs.Spatial[pl.db], zero)
+		pointWindow(outs, 2, y, b*ys.Major, ta, tb, outA, outB, ys.Spatial[pl.da], ys.Spatial[pl.db], sink)
 	}
 	winogradInput(sc.in, T, cin, sc.v, T*cin)
 	clear(sc.m)

@@ -58,7 +58,7 @@ func (p *Pool) convWinogradGrad(s *ConvShape, pl winogradGradPlan, x, w, y []flo
 	sum := floats.get(16 * cin * cout)
 	defer floats.put(sum)
 	if 16*cin*cout <= winogradPartSums {
-		p.winogradGradParts(mk, s, pl, x, w, sum)
+		p.winogradGradParts(mk, s, pl, T, x, w, sum)
 	} else {
 		clear(sum)
 		sc := getWinogradScratch(16*min(T, pl.tiles)*cin, 16*min(T, pl.tiles)*cout)
@@ -100,10 +100,9 @@ const winogradPartSums = 1 << 18
 const winogradParts = 8
 
 // winogradGradParts sums the kernel gradient's products over winogradParts parts of the tiles,
-// in parallel, into sum, for layers whose sums are small.
-func (p *Pool) winogradGradParts(mk *microKernel, s *ConvShape, pl winogradGradPlan, x, w, sum []float32) {
+// in parallel and T tiles at a time, into sum, for layers whose sums are small.
+func (p *Pool) winogradGradParts(mk *microKernel, s *ConvShape, pl winogradGradPlan, T int, x, w, sum []float32) {
 	cin, cout := s.Batch, s.OutChannels
-	T := winogradGradTiles(s)
 	size := 16 * cin * cout
 	parts := make([][]float32, winogradParts)
 	parts[0] = sum
@@ -163,26 +162,7 @@ func winogradGradPoint(s *ConvShape, pl winogradGradPlan, sc *winogradScratch, x
 		q := t0 + i
 		img, r := q/perImage, q%perImage
 		ta, tb := 2*(r/pl.tilesB), 2*(r%pl.tilesB)
-		for ra := range 4 {
-			ia := ta + ra - padA
-			for rb := range 4 {
-				ib := tb + rb - padB
-				if ia < 0 || ia >= inA || ib < 0 || ib >= inB {
-					ins[4*ra+rb] = zero
-					continue
-				}
-				ins[4*ra+rb] = unsafe.Pointer(&x[img*xs.Minor+ia*xs.Spatial[pl.da]+ib*xs.Spatial[pl.db]])
-			}
-		}
-		for ra := range 2 {
-			for rb := range 2 {
-				ka, kb := ta+ra, tb+rb
-				if ka >= kA || kb >= kB {
-					filters[2*ra+rb] = zero
-					continue
-				}
-				filters[2*ra+rb] = unsafe.Pointer(&w[img*ws.Major+ka*ws.Spatial[pl.da]+kb*ws.Spatial[pl.db]])
-			}
-		}
+		pointWindow(ins, 4, x, img*xs.Minor, ta-padA, tb-padB, inA, inB, xs.Spatial[pl.da], xs.Spatial[pl.db], zero)
+		pointWindow(filters, 2, w, img*ws.Major, ta, tb, kA, kB, ws.Spatial[pl.da], ws.Spatial[pl.db], zero)
 	}
 }
