@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"image"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -98,15 +99,7 @@ func TestShardsInspect(t *testing.T) {
 	if first.Key != "tiny/a" || first.Label != 0 || filepath.Base(first.PNG) != "0000-pass000-label0-tiny_a.png" {
 		t.Errorf("first row %+v", first)
 	}
-	f, err := os.Open(first.PNG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := decodePNGFile(t, first.PNG)
 	// Two 16-px views enlarged twice, side by side with a 4-px gap.
 	if b := img.Bounds(); b.Dx() != 2*32+4 || b.Dy() != 32 {
 		t.Errorf("PNG is %dx%d, want 68x32", b.Dx(), b.Dy())
@@ -182,4 +175,19 @@ func TestShardsVerifyFailsFastWhenStorageIsUnreachable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// decodePNGFile decodes the PNG file at path, failing the test if it is not one.
+func decodePNGFile(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return img
 }

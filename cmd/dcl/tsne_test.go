@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"image/png"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -108,15 +107,7 @@ func TestTSNECommand(t *testing.T) {
 			if tt.wantOther > 0 && res.Panels[0].OtherClasses != tt.wantOther {
 				t.Errorf("%d rows of classes not laid out, want %d", res.Panels[0].OtherClasses, tt.wantOther)
 			}
-			f, err := os.Open(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			img, err := png.Decode(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			img := decodePNGFile(t, out)
 			if s := img.Bounds().Size(); s.X != tt.wantW || s.Y != tt.wantH {
 				t.Errorf("the PNG is %dx%d, want %dx%d", s.X, s.Y, tt.wantW, tt.wantH)
 			}

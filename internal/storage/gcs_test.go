@@ -15,28 +15,12 @@ import (
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
-// logLines captures slog's output for the rest of the test.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func captureLog(t *testing.T) *logLines {
-	l := &logLines{}
+// captureLog captures slog's output for the rest of the test.
+func captureLog(t *testing.T) *testfiles.SyncBuffer {
+	l := &testfiles.SyncBuffer{}
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(l, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })
