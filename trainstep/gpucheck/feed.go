@@ -30,7 +30,8 @@ type FeedSpec struct {
 	Pairs    int             `json:"pairs"`
 	Batch    int             `json:"batch"`
 	Epochs   int             `json:"epochs"`
-	// Against names the speed row whose images/s the reader must beat (twice, per issue 11).
+	// Against names the speed row whose images/s the reader must beat (twice, per issue 11):
+	// model/batch/precision.
 	Against string `json:"against"`
 }
 

@@ -47,24 +47,9 @@ func (r *Result) Markdown() string {
 		}
 	}
 
-	if a := r.Agreement; a != nil {
-		b.WriteString("\n## Agreement (float32, TF32 off)\n\n")
-		if a.Error != "" && a.Variables == 0 {
-			fmt.Fprintf(&b, "failed: %s\n", a.Error)
-		} else {
-			fmt.Fprintf(&b, "%s, %d px, batch %d pairs, one step's gradients on %s against %s:\n\n", a.Model, a.Size, a.Batch, a.Backend, a.Reference)
-			b.WriteString("| measure | worst | tolerance | |\n|---|---|---|---|\n")
-			mark := func(v, tol float64) string {
-				if v <= tol {
-					return "ok"
-				}
-				return "**over**"
-			}
-			fmt.Fprintf(&b, "| loss %.7g vs %.7g, relative | %.2g | %.0g | %s |\n", a.Loss, a.LossRef, a.LossRelErr, TolLoss, mark(a.LossRelErr, TolLoss))
-			fmt.Fprintf(&b, "| ‖g‖² per variable (%d), relative | %.2g (%s) | %.0g | %s |\n", a.Variables, a.MaxSumSqRelErr, a.WorstSumSq, TolSumSquares, mark(a.MaxSumSqRelErr, TolSumSquares))
-			fmt.Fprintf(&b, "| max abs per variable, relative | %.2g | %.0g | %s |\n", a.MaxMaxAbsRelErr, TolMaxAbs, mark(a.MaxMaxAbsRelErr, TolMaxAbs))
-			fmt.Fprintf(&b, "| sum per variable, error / (‖g‖·√n) | %.2g | %.0g | %s |\n", a.MaxSumErrNormed, TolSum, mark(a.MaxSumErrNormed, TolSum))
-			fmt.Fprintf(&b, "\nresult: **%s**\n", map[bool]string{true: "agree", false: "DISAGREE"}[a.Pass])
+	for _, a := range []*AgreementResult{r.Agreement, r.AgreementTF32} {
+		if a != nil {
+			a.markdown(&b)
 		}
 	}
 
@@ -126,4 +111,38 @@ func orText(s, alt string) string {
 		return alt
 	}
 	return s
+}
+
+// markdown writes one agreement row's table.
+func (a *AgreementResult) markdown(b *strings.Builder) {
+	fmt.Fprintf(b, "\n## Agreement (%s)\n\n", orText(a.Precision, "float32"))
+	if a.Error != "" && a.Variables == 0 {
+		fmt.Fprintf(b, "failed: %s\n", a.Error)
+		return
+	}
+	fmt.Fprintf(b, "%s, %d px, batch %d pairs, one step's gradients on %s (%s) against %s. "+
+		"Tolerance: %d × the CPU's %s floor (float32: Winograd against direct convolutions; TF32: operands rounded to TF32), "+
+		"never below the a priori float32 bound for depth %d and fan-in %d.\n\n",
+		a.Model, a.Size, a.Batch, a.Backend, a.Precision, a.Reference, Headroom, a.Precision, a.Shape.Depth, a.Shape.FanIn)
+	b.WriteString("| measure | backend | float32 floor | TF32 floor | tolerance | |\n|---|---|---|---|---|---|\n")
+	mark := func(v, tol float64) string {
+		if v <= tol {
+			return "ok"
+		}
+		return "**over**"
+	}
+	for _, m := range []struct {
+		name                  string
+		got, f32, tf32, limit float64
+	}{
+		{fmt.Sprintf("loss (%.7g vs %.7g), relative", a.Loss, a.LossRef), a.Spread.Loss, a.Float32Floor.Loss, a.TF32Floor.Loss, a.Tolerances.Loss},
+		{fmt.Sprintf("‖g‖² of %d gradients, RMS relative", a.Variables), a.Spread.SumSquares, a.Float32Floor.SumSquares, a.TF32Floor.SumSquares, a.Tolerances.SumSquares},
+		{"largest elements, RMS relative", a.Spread.MaxAbs, a.Float32Floor.MaxAbs, a.TF32Floor.MaxAbs, a.Tolerances.MaxAbs},
+		{"sums, RMS of error / (‖g‖·√n)", a.Spread.Sum, a.Float32Floor.Sum, a.TF32Floor.Sum, a.Tolerances.Sum},
+	} {
+		fmt.Fprintf(b, "| %s | %.2g | %.2g | %.2g | %.2g | %s |\n", m.name, m.got, m.f32, m.tf32, m.limit, mark(m.got, m.limit))
+	}
+	fmt.Fprintf(b, "\nworst single gradient: ‖g‖² %.2g (%s); the backend is %.1f× the float32 floor and %.2f× the TF32 floor\n",
+		a.MaxSumSqRelErr, orText(a.WorstSumSq, "—"), a.FloorRatio, a.TF32Ratio)
+	fmt.Fprintf(b, "\nresult: **%s**\n", map[bool]string{true: "AGREE", false: "DISAGREE"}[a.Pass])
 }
