@@ -33,7 +33,7 @@ TEST_TIMEOUT ?= 30m
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data test test-race bench bench-smoke lint demo clean
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data test test-race bench bench-smoke lint demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz) and Fashion-
 	@size=$$(du -sm $(GPU_PACK) | cut -f1); \
 	if [ $$size -gt $(GPU_PACK_MAX_MIB) ]; then echo "gpu-pack: $(GPU_PACK) is $$size MiB, over $(GPU_PACK_MAX_MIB) MiB"; exit 1; fi; \
 	echo "gpu-pack: $(GPU_PACK) is $$size MiB: copy it with the repository to the GPU machine and run scripts/gpu-check.sh OUTDIR there"
+
+gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu/gpu-check.json
+	$(GO) run ./cmd/dcl gpu-check --render=docs/gpu/gpu-check.json --update=README.md,BENCHMARKS.md
 
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl

@@ -162,7 +162,8 @@ func TestQuickOnCPU(t *testing.T) {
 	out := t.TempDir()
 	torch := filepath.Join(out, "torch.json")
 	tj, _ := json.Marshal(TorchResult{Torch: "2.11.0", GPU: "none", Rows: []TorchRow{
-		{Model: trainstep.ResNet18CIFAR, Size: 32, Batch: 4, Precision: "float32", TF32: true, ImagesPerSec: 100, MaxReservedMiB: 10},
+		{Model: trainstep.ResNet18CIFAR, Size: 32, Batch: 4, Precision: "tf32", TF32: true, ImagesPerSec: 100, MaxReservedMiB: 10},
+		{Model: trainstep.ResNet18CIFAR, Size: 32, Batch: 4, Precision: "tf32", TF32: true, Compiled: true, ImagesPerSec: 200, MaxReservedMiB: 10},
 		{Model: trainstep.ResNet50, Size: 64, Batch: 2, Precision: "bf16", Error: "no CUDA"},
 	}})
 	if err := os.WriteFile(torch, tj, 0o644); err != nil {
@@ -189,11 +190,14 @@ func TestQuickOnCPU(t *testing.T) {
 	if a := r.AgreementTF32; a == nil || a.Precision != "tf32" || a.Spread.SumSquares == 0 {
 		t.Errorf("the tf32 row on the CPU did not emulate TF32: %+v", a)
 	}
-	if len(r.Speed) != 4 {
-		t.Fatalf("%d speed rows, want 4", len(r.Speed))
+	if len(r.Speed) != 5 {
+		t.Fatalf("%d speed rows, want 5", len(r.Speed))
+	}
+	if l := r.Loop; l == nil || l.Error != "" || l.ImagesPerSec <= 0 || l.Ratio <= 0 || l.Steps != 24 {
+		t.Errorf("loop %+v", l)
 	}
 	for _, s := range r.Speed {
-		if s.Precision == "float32" && (s.ImagesPerSec <= 0 || s.PeakMemoryMiB <= 0 || len(s.StepMs) != 2) {
+		if s.Precision != "bf16" && (s.ImagesPerSec <= 0 || s.PipelinedImagesPerSec <= 0 || s.PeakMemoryMiB <= 0 || len(s.StepMs) != 2 || s.Allocator != nil) {
 			t.Errorf("speed row %+v", s)
 		}
 	}
@@ -209,7 +213,7 @@ func TestQuickOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Agreement (float32)", "## Agreement (tf32)", "result: **AGREE**", "| resnet18-cifar | 32 | 4 | float32/TF32 |", "100 |", "## Feeding", "quick mode"} {
+	for _, want := range []string{"## Agreement (float32)", "## Agreement (tf32)", "result: **AGREE**", "| resnet18-cifar | 32 | 4 | tf32 |", "| 100 | ", "| 200 | ", "## The step as dcl train runs it", "## Feeding", "quick mode"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
@@ -219,8 +223,73 @@ func TestQuickOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(raw, &back); err != nil || back.Agreement == nil || len(back.Speed) != 4 {
+	if err := json.Unmarshal(raw, &back); err != nil || back.Agreement == nil || back.AgreementTF32 == nil || back.Loop == nil || len(back.Speed) != 5 {
 		t.Fatalf("gpu-check.json does not read back: %v", err)
 	}
 	t.Logf("\n%s", md)
+}
+
+// TestUpdateSections rewrites a document's sections from a result and leaves the rest alone;
+// a second pass changes nothing; a section without its end is an error.
+func TestUpdateSections(t *testing.T) {
+	r := &Result{Host: Host{GPU: "NVIDIA H200", GPUMiB: 143771, Driver: "580.1", CPUs: 16}, Started: "2026-11-26T00:00:00Z",
+		Agreement: &AgreementResult{Precision: "float32", Pass: true, Variables: 65, FloorRatio: 1.2},
+		Speed:     []SpeedResult{{Model: "resnet18-cifar", Size: 32, Batch: 32, Precision: "tf32", ImagesPerSec: 1000}}}
+	doc := []byte("# Title\n\ntext\n<!-- gpu-check summary: begin -->\nold\n<!-- gpu-check summary: end -->\nafter\n")
+	got, err := UpdateSections(doc, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Title\n\ntext\n<!-- gpu-check summary: begin -->\nMeasured on NVIDIA H200", "agreement, float32: **AGREE**",
+		"| resnet18-cifar | 32 | 32 | tf32 | 1000 |", "<!-- gpu-check summary: end -->\nafter\n"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("updated document lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(string(got), "old") {
+		t.Errorf("the old section text stayed:\n%s", got)
+	}
+	again, err := UpdateSections(got, r)
+	if err != nil || string(again) != string(got) {
+		t.Errorf("a second update changed the document (%v)", err)
+	}
+	none, err := UpdateSections(doc, nil)
+	if err != nil || !strings.Contains(string(none), "No GPU run of this check is committed yet") {
+		t.Errorf("without a result: %v\n%s", err, none)
+	}
+	if _, err := UpdateSections([]byte("<!-- gpu-check summary: begin -->\nx\n"), r); err == nil {
+		t.Error("a section without its end marker was accepted")
+	}
+	if _, err := UpdateSections([]byte("<!-- gpu-check other: begin -->\n<!-- gpu-check other: end -->\n"), r); err == nil {
+		t.Error("an unknown section was accepted")
+	}
+}
+
+// TestDocsMatchTheCommittedRun: README.md's and BENCHMARKS.md's GPU tables are what `make
+// gpu-docs` writes from docs/gpu/gpu-check.json (or, without it, say no run is committed).
+func TestDocsMatchTheCommittedRun(t *testing.T) {
+	ctx := context.Background()
+	var r *Result
+	if _, err := os.Stat("../../docs/gpu/gpu-check.json"); err == nil {
+		if r, err = ReadResult(ctx, "../../docs/gpu/gpu-check.json"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []struct{ path, section string }{{"../../README.md", SummarySection}, {"../../BENCHMARKS.md", TablesSection}} {
+		doc, err := os.ReadFile(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), "<!-- gpu-check "+f.section+": begin -->") {
+			t.Errorf("%s has no gpu-check %s section", f.path, f.section)
+			continue
+		}
+		want, err := UpdateSections(doc, r)
+		if err != nil {
+			t.Fatalf("%s: %v", f.path, err)
+		}
+		if string(want) != string(doc) {
+			t.Errorf("%s's GPU tables are not what make gpu-docs writes from docs/gpu/gpu-check.json: run make gpu-docs", f.path)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/gpu/cuda"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
@@ -21,7 +22,7 @@ const PhaseEnv = "DCL_GPUCHECK_PHASE"
 
 // Phase is one measurement, run in a child process.
 type Phase struct {
-	// Kind is "agreement" or "speed".
+	// Kind is "agreement", "speed" or "loop".
 	Kind    string `json:"kind"`
 	Backend string `json:"backend"`
 	Plugin  string `json:"plugin,omitempty"`
@@ -43,6 +44,8 @@ type Phase struct {
 	Seed   uint64 `json:"seed"`
 	// Result is the file the child writes its result to (JSON).
 	Result string `json:"result"`
+	// Data is Fashion-MNIST's folder for the loop's shards ("": random images).
+	Data string `json:"data,omitempty"`
 	// Floors is a file where the agreement's CPU reference and floors are kept for the next
 	// agreement row of the same model and batch ("": computed by each row).
 	Floors string `json:"floors,omitempty"`
@@ -65,6 +68,8 @@ func RunPhase(ctx context.Context) error {
 		res, err = runAgreement(ctx, p)
 	case "speed":
 		res, err = runSpeed(ctx, p)
+	case "loop":
+		res, err = runLoop(ctx, p)
 	default:
 		err = fmt.Errorf("unknown phase %q", p.Kind)
 	}
@@ -122,10 +127,20 @@ type SpeedResult struct {
 	MedianMs     float64   `json:"median_ms"`
 	ImagesPerSec float64   `json:"images_per_sec"`
 	Loss         float64   `json:"last_loss"`
+	// PipelinedImagesPerSec is the throughput of Steps steps launched back to back, each
+	// step's loss read while the next runs (as dcl train does): no host round trip between
+	// steps.
+	PipelinedImagesPerSec float64 `json:"pipelined_images_per_sec,omitempty"`
 	// PeakMemoryMiB is the child's peak GPU memory (nvidia-smi, its process or, when
 	// nvidia-smi cannot see processes, the device's growth) or, on the CPU, its peak RSS.
 	PeakMemoryMiB float64 `json:"peak_memory_mib,omitempty"`
 	MemorySource  string  `json:"memory_source,omitempty"`
+	// Allocator is the GPU allocator's own figures after the timed steps (PJRT's memory
+	// statistics): its peak in use (as torch.cuda.max_memory_allocated) and the peak of the
+	// pool it held (as max_memory_reserved). Absent on the CPU.
+	Allocator *cuda.MemoryStats `json:"allocator,omitempty"`
+	// AllocatorError says why Allocator is absent on a GPU.
+	AllocatorError string `json:"allocator_error,omitempty"`
 	Error         string  `json:"error,omitempty"`
 	// Seconds is the child's wall time.
 	Seconds float64 `json:"seconds"`
@@ -179,7 +194,43 @@ func runSpeed(ctx context.Context, p Phase) (*SpeedResult, error) {
 	}
 	res.MedianMs = median(res.StepMs)
 	res.ImagesPerSec = float64(2*p.Batch) / (res.MedianMs / 1000)
+	if res.PipelinedImagesPerSec, err = pipelined(ctx, s, b, lr, max(p.Steps, 1)); err != nil {
+		return nil, err
+	}
+	if p.Backend != string(gpu.CPU) {
+		if m, err := gpu.DeviceMemory(be); err != nil {
+			res.AllocatorError = err.Error()
+		} else {
+			res.Allocator = &m
+		}
+	}
 	return res, nil
+}
+
+// pipelined times n steps launched back to back, each one's loss read once the next is
+// launched, and returns their images/s.
+func pipelined(ctx context.Context, s *trainstep.Step, b *trainstep.Batch, lr float64, n int) (float64, error) {
+	start := time.Now()
+	var prev *trainstep.PendingStep
+	for i := range n {
+		p, err := s.Launch(b, lr)
+		if err != nil {
+			return 0, fmt.Errorf("pipelined step %d: %w", i, err)
+		}
+		if prev != nil {
+			if _, err := prev.Wait(); err != nil {
+				return 0, err
+			}
+		}
+		prev = p
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := prev.Wait(); err != nil {
+		return 0, err
+	}
+	return float64(2*b.N*n) / time.Since(start).Seconds(), nil
 }
 
 func median(xs []float64) float64 {

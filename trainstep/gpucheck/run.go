@@ -44,7 +44,7 @@ type Config struct {
 	// PhaseTimeout bounds each child (0: 5 minutes; a first step that compiles and autotunes
 	// ResNet-50 takes a minute or two).
 	PhaseTimeout time.Duration
-	// Skip lists parts not to run: "agreement", "speed", "feeding".
+	// Skip lists parts not to run: "agreement", "speed", "loop", "feeding".
 	Skip []string
 	// Commands are the command lines that produced the results, for the report.
 	Commands []string
@@ -65,6 +65,7 @@ type Result struct {
 	Agreement     *AgreementResult `json:"agreement,omitempty"`
 	AgreementTF32 *AgreementResult `json:"agreement_tf32,omitempty"`
 	Speed         []SpeedResult    `json:"speed"`
+	Loop          *LoopResult      `json:"loop,omitempty"`
 	Feeding       []FeedResult     `json:"feeding"`
 	Torch         *TorchResult     `json:"torch,omitempty"`
 	Commands      []string         `json:"commands,omitempty"`
@@ -198,7 +199,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	// say it once, and still measure what does not need the GPU.
 	if c.Backend == "cuda" && (!cuda.Compiled || len(r.Doctor.DeviceFiles) == 0 || r.Doctor.Plugin.Path == "") {
 		r.Errors = append(r.Errors, "cuda: not available ("+r.Doctor.Why+"); agreement and speed skipped (`dcl doctor` says more)")
-		c.Skip = append(c.Skip, "agreement", "speed")
+		c.Skip = append(c.Skip, "agreement", "speed", "loop")
 	}
 
 	if !c.skip("agreement") {
@@ -244,6 +245,27 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 			r.Speed = append(r.Speed, s)
 			c.logf("speed: %.0f images/s (median %.1f ms, first step %.1f s), peak memory %.0f MiB", s.ImagesPerSec, s.MedianMs, s.FirstStepSeconds, s.PeakMemoryMiB)
 		}
+	}
+
+	if !c.skip("loop") {
+		p := Phase{Kind: "loop", Backend: c.Backend, Plugin: c.Plugin, Model: trainstep.ResNet18CIFAR, Size: 32, Batch: 32, Channels: 3,
+			Precision: string(trainstep.TF32), Seed: 1, Steps: 200, Data: c.Data}
+		if c.Quick {
+			p.Width, p.Batch, p.Steps = 4, 4, 4
+		}
+		c.logf("loop: dcl train's loop, %s %d px, batch %d, %s, %d steps", p.Model, p.Size, p.Batch, p.Precision, p.Steps+loopSkip)
+		var l LoopResult
+		if _, err := c.child(ctx, work, p, &l); err != nil {
+			l = LoopResult{Model: p.Model, Size: p.Size, Batch: p.Batch, Precision: p.Precision, Error: err.Error()}
+			r.Errors = append(r.Errors, "loop: "+err.Error())
+		}
+		for _, s := range r.Speed {
+			if s.Model == p.Model && s.Batch == p.Batch && s.Precision == p.Precision && s.PipelinedImagesPerSec > 0 {
+				l.BareImagesPerSec, l.Ratio = s.PipelinedImagesPerSec, l.ImagesPerSec/s.PipelinedImagesPerSec
+			}
+		}
+		r.Loop = &l
+		c.logf("loop: %.0f images/s, %.2f× the bare step", l.ImagesPerSec, l.Ratio)
 	}
 
 	if !c.skip("feeding") {

@@ -15,13 +15,12 @@ import (
 //
 //   - The batch-norm scale and offset gradients are sums over every position of the batch
 //     (65,536 terms in the stem of resnet18-cifar at batch 32) with heavy cancellation, at the
-//     end of ~20 layers forward and ~20 back. Measured on the CPU (resnet18-cifar, 32 px,
-//     batch 32 pairs of random pixels): moving every weight by one float32 ulp (relative
-//     6e-8) moves their sums of squares by up to 4e-4, a condition number near 7,000; two
-//     correct float32 algorithms, the CPU's direct convolutions and its Winograd kernel
-//     gradient, differ by up to 2.8e-3 (median 2.4e-4 over the 65 gradients). That is as
-//     far as the H200's first agreement run was (1e-3 to 6e-3), which failed tolerances
-//     set a priori at 1e-3 with no TF32 needed to explain it.
+//     end of ~20 layers forward and ~20 back: they are ill-conditioned. Moving every weight
+//     by one float32 ulp moves their sums of squares by thousands of ulps, and two correct
+//     float32 algorithms of the step (the CPU's direct and Winograd convolutions) differ by
+//     as much as the H200's first agreement run did, which failed tolerances set a priori
+//     with no TF32 needed to explain it (BENCHMARKS.md, "Rounding floors of the agreement
+//     check", has the figures and the command).
 //   - To first order, a result's error is linear in the rounding of each operation
 //     (Σᵢ κᵢ·δᵢ, δᵢ the relative rounding of operation i): any float32 implementation of the
 //     step, whatever its algorithms (cuDNN's implicit GEMM, Winograd, FFT; cuBLAS's split-K),
@@ -45,8 +44,9 @@ import (
 //	tf32 row:    spread(G − R) ≤ Headroom · max(spread(T − R), a priori TF32 bound)
 //
 // Headroom = 4 leaves room for GPU algorithms that round more than the CPU's (larger
-// Winograd tiles, FFT) while TF32's spread measured 11× (median) to 13× (RMS) float32's on
-// the CPU: a TF32 computation cannot pass the float32 row.
+// Winograd tiles, FFT), while TF32's spread on this step is an order of magnitude above
+// float32's (measured in every run: the report's ratios; TestTF32CannotPassTheFloat32Row
+// fails below twice Headroom): a TF32 computation cannot pass the float32 row.
 //
 // A single measured floor can be small by chance (the loss is one number) or vanish (F equals
 // R where the CPU has no Winograd for the model: small widths, CPUs without its kernels), so
