@@ -28,8 +28,9 @@ RACE_FLAGS := -race -gcflags='github.com/gomlx/compute/...=-d=checkptr=0'
 
 TEST_TIMEOUT ?= 30m
 
-# What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary
-# and Fashion-MNIST's four files, at most GPU_PACK_MAX_MIB in all.
+# What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary,
+# Fashion-MNIST's four files and a few photographs from Debian's packages (scripts/photos.sh),
+# at most GPU_PACK_MAX_MIB in all.
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
@@ -44,12 +45,13 @@ build: ## build bin/dcl (pure Go, CPU backend)
 build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
 	CGO_ENABLED=1 $(GO) build -tags cuda -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
 
-gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz) and Fashion-MNIST, for scripts/gpu-check.sh on a GPU machine
+gpu-pack: deps-data ## .gpu/: the cuda binary (stripped, xz), Fashion-MNIST and photographs, for scripts/gpu-check.sh on a GPU machine
 	@test -f $(FASHION_MNIST)/train-images-idx3-ubyte.gz || { echo "gpu-pack: no Fashion-MNIST in $(FASHION_MNIST) (make deps-data, or FASHION_MNIST=PATH)"; exit 1; }
 	mkdir -p $(BIN) $(GPU_PACK)/fashion-mnist
 	CGO_ENABLED=1 $(GO) build -tags cuda -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
 	xz -T0 -6 -c $(BIN)/dcl-cuda > $(GPU_PACK)/dcl-cuda.xz.tmp && mv $(GPU_PACK)/dcl-cuda.xz.tmp $(GPU_PACK)/dcl-cuda.xz
 	cp $(FASHION_MNIST)/{train-images-idx3-ubyte,train-labels-idx1-ubyte,t10k-images-idx3-ubyte,t10k-labels-idx1-ubyte}.gz $(GPU_PACK)/fashion-mnist/
+	scripts/photos.sh $(GPU_PACK)/photos || echo "gpu-pack: WARNING: no photographs; the JPEG feeding test will cut upscaled Fashion-MNIST"
 	@size=$$(du -sm $(GPU_PACK) | cut -f1); \
 	if [ $$size -gt $(GPU_PACK_MAX_MIB) ]; then echo "gpu-pack: $(GPU_PACK) is $$size MiB, over $(GPU_PACK_MAX_MIB) MiB"; exit 1; fi; \
 	echo "gpu-pack: $(GPU_PACK) is $$size MiB: copy it with the repository to the GPU machine and run scripts/gpu-check.sh OUTDIR there"

@@ -19,6 +19,7 @@ func gpuCheckCommand() *command {
 			plugin := fs.String("plugin", "", "CUDA PJRT plugin (default: search, as --backend=cuda does)")
 			quick := fs.Bool("quick", false, "tiny models and batches: seconds on a CPU, to see the check work")
 			data := fs.String("input", "", "folder of Fashion-MNIST's four .gz IDX files for the feeding test (default: random images)")
+			photos := fs.String("photos", "", "folder of photographs for the 224 px JPEG feeding test (scripts/photos.sh; default: --input's images, upscaled)")
 			outDir := fs.String("output", "gpu-check-out", "folder for gpu-check.json and gpu-check.md")
 			renamedFlag(fs, out, "data", "input")
 			renamedFlag(fs, out, "out", "output")
@@ -47,7 +48,7 @@ func gpuCheckCommand() *command {
 				if err != nil {
 					return fmt.Errorf("finding this program to re-run its phases: %w", err)
 				}
-				cfg := gpucheck.Config{Backend: *backend, Plugin: *plugin, Quick: *quick, Data: *data, Out: *outDir, Torch: *torch,
+				cfg := gpucheck.Config{Backend: *backend, Plugin: *plugin, Quick: *quick, Data: *data, Photos: *photos, Out: *outDir, Torch: *torch,
 					Self: []string{exe, "gpu-check"}, Warmup: *warmup, Steps: *steps, Log: out.stderr}
 				if *skip != "" {
 					cfg.Skip = strings.Split(*skip, ",")

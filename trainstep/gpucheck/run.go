@@ -31,6 +31,9 @@ type Config struct {
 	// Data is the folder of Fashion-MNIST's four .gz files for the feeding test; empty means
 	// random images.
 	Data string
+	// Photos is a folder of real photographs (scripts/photos.sh) for the JPEG feeding test;
+	// empty means Data's images, upscaled.
+	Photos string
 	// Out is the folder for gpu-check.json and gpu-check.md (created); empty writes neither.
 	Out string
 	// Torch is scripts/torch_step.py's JSON, merged into the tables when given.
@@ -41,8 +44,8 @@ type Config struct {
 	// Warmup and Steps override the untimed and timed steps of each speed row (0: 5 and 20;
 	// 1 and 2 when Quick).
 	Warmup, Steps int
-	// PhaseTimeout bounds each child (0: 5 minutes; a first step that compiles and autotunes
-	// ResNet-50 takes a minute or two).
+	// PhaseTimeout bounds each child (0: 3 minutes; a first step that compiles and autotunes
+	// ResNet-50 took under a minute on an H200).
 	PhaseTimeout time.Duration
 	// Skip lists parts not to run: "agreement", "speed", "loop", "feeding".
 	Skip []string
@@ -118,7 +121,7 @@ func feedRows(quick bool) []FeedSpec {
 	if quick {
 		return []FeedSpec{
 			{Name: "32px-raw", Size: 32, Channels: 1, Encoding: shards.Raw, Pairs: 256, Batch: 32, Epochs: 1, Against: "resnet18-cifar/4/tf32"},
-			{Name: "64px-jpeg", Size: 64, Channels: 3, Encoding: shards.JPEG, Pairs: 32, Batch: 8, Epochs: 1, Against: "resnet50/2/tf32"},
+			{Name: "64px-jpeg", Size: 64, Channels: 3, Encoding: shards.JPEG, Pairs: 32, Batch: 8, Epochs: 1, Against: "resnet50/2/tf32", Photos: true},
 		}
 	}
 	return []FeedSpec{
@@ -126,7 +129,7 @@ func feedRows(quick bool) []FeedSpec {
 		// writes them; 20,480 pairs = 80 batches an epoch.
 		{Name: "32px-raw", Size: 32, Channels: 1, Encoding: shards.Raw, Pairs: 20480, Batch: 256, Epochs: 2, Against: "resnet18-cifar/256/bf16"},
 		// ImageNet-style views: 224 px RGB JPEG (quality 95), decoded by the reader.
-		{Name: "224px-jpeg", Size: 224, Channels: 3, Encoding: shards.JPEG, Pairs: 4096, Batch: 64, Epochs: 1, Against: "resnet50/64/bf16"},
+		{Name: "224px-jpeg", Size: 224, Channels: 3, Encoding: shards.JPEG, Pairs: 4096, Batch: 64, Epochs: 1, Against: "resnet50/64/bf16", Photos: true},
 	}
 }
 
@@ -156,7 +159,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return nil, errors.New("gpu-check: Config.Self (the command that re-executes this program) is empty")
 	}
 	if c.PhaseTimeout == 0 {
-		c.PhaseTimeout = 5 * time.Minute
+		c.PhaseTimeout = 3 * time.Minute
 	}
 	warmup, steps := 5, 20
 	if c.Quick {
@@ -202,6 +205,14 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		c.Skip = append(c.Skip, "agreement", "speed", "loop")
 	}
 
+	// The results so far are written after each part: a check stopped by its time limit
+	// leaves what it measured.
+	save := func() {
+		r.Seconds = time.Since(start).Seconds()
+		_ = r.write(ctx, c.Out)
+	}
+	save()
+
 	if !c.skip("agreement") {
 		// Two rows on one reference: float32 must agree within float32's floor, tf32 within
 		// TF32's. No NVIDIA_TF32_OVERRIDE: what the backend's precision option does, alone,
@@ -228,6 +239,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 			} else {
 				r.AgreementTF32 = &a
 			}
+			save()
 		}
 	}
 
@@ -243,6 +255,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 			}
 			s.PeakMemoryMiB, s.MemorySource = mem.peak, mem.source
 			r.Speed = append(r.Speed, s)
+			save()
 			c.logf("speed: %.0f images/s (median %.1f ms, first step %.1f s), peak memory %.0f MiB", s.ImagesPerSec, s.MedianMs, s.FirstStepSeconds, s.PeakMemoryMiB)
 		}
 	}
@@ -265,13 +278,14 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 			}
 		}
 		r.Loop = &l
+		save()
 		c.logf("loop: %.0f images/s, %.2f× the bare step", l.ImagesPerSec, l.Ratio)
 	}
 
 	if !c.skip("feeding") {
 		for _, spec := range feedRows(c.Quick) {
 			c.logf("feeding: %s shards, batch %d", spec.Name, spec.Batch)
-			f := runFeed(ctx, work, c.Data, spec)
+			f := runFeed(ctx, work, c.Data, c.Photos, spec)
 			if f.Error != "" {
 				r.Errors = append(r.Errors, fmt.Sprintf("feeding %s: %s", spec.Name, f.Error))
 			}
