@@ -674,9 +674,10 @@ type inflightStep struct {
 	epoch   int
 	images  int
 	lr      float64
-	// launched is when it was launched. Its time is from then to the next launch, which
-	// waited for nothing but this step's results (a CPU backend computes in Launch, a GPU
-	// one queues there and the next launch follows this step's end), or to its results.
+	// launched is when it was launched. Its time is from then to the next launch (or, last
+	// in line, to its results): a CPU backend computes in Launch, so that is the step
+	// itself; a GPU one queues there, and each launch follows the read of the step two
+	// before it, so in the steady state launches are one step's time apart.
 	launched time.Time
 }
 
