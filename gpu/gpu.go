@@ -25,6 +25,10 @@ type Options struct {
 	// precision HIGHEST on every convolution and dot. The CPU backend always computes in full
 	// float32.
 	TF32 bool
+	// ConvDefaultPrecision leaves CUDA's convolutions at XLA's DEFAULT precision (TF32 on
+	// tensor cores) even when TF32 is off, as before dcl-beam patched go-xla: only for the
+	// GPU check's measurement of the patch. Ignored by the CPU.
+	ConvDefaultPrecision bool
 	// EmulateTF32 makes the CPU backend round the operands of float32 convolutions and
 	// matrix products to TF32, as tensor cores do (cpu.Config.EmulateTF32): for measuring TF32
 	// and testing the GPU check without a GPU. Ignored by CUDA.
@@ -81,7 +85,7 @@ func New(ctx context.Context, opts Options) (compute.Backend, error) {
 }
 
 func loadCUDA(ctx context.Context, opts Options) (compute.Backend, error) {
-	return cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: opts.TF32})
+	return cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: opts.TF32, ConvDefaultPrecision: opts.ConvDefaultPrecision})
 }
 
 func newCPU(opts Options, log *slog.Logger, reason string) (compute.Backend, error) {

@@ -63,6 +63,10 @@ type Options struct {
 	// XLA for precision HIGHEST: go-xla's "tf32" option, which dcl-beam's copy of go-xla
 	// (third_party/go-xla/PATCHES.md) applies to convolutions as well as to DotGeneral.
 	TF32 bool
+	// ConvDefaultPrecision leaves convolutions at XLA's DEFAULT precision even when TF32 is
+	// off, as go-xla did before dcl-beam's patch: only for the GPU check's measurement of
+	// what the patch changes.
+	ConvDefaultPrecision bool
 	// Env is the machine to search; nil means DefaultEnv().
 	Env *Env
 }
@@ -99,6 +103,9 @@ func Load(ctx context.Context, opts Options) (compute.Backend, error) {
 	// explicitly, it holds for a plugin file named otherwise too (the whole GPU is not taken
 	// at start, so PyTorch or a second process can share it, and nvidia-smi shows real use).
 	config := found.Path + ",preallocate=false" + tf32Option(opts.TF32)
+	if opts.ConvDefaultPrecision {
+		config += ",conv_default_precision=true"
+	}
 	be, _, err := load(ctx, config, r.Preload, r.CUDADataDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: loading PJRT plugin %s: %w (run `dcl doctor` for the fix)", ErrUnavailable, found.Path, err)

@@ -19,6 +19,9 @@ type Options struct {
 	Plugin string
 	// TF32 lets float32 convolutions and matrix products use TF32 tensor cores.
 	TF32 bool
+	// ConvDefaultPrecision leaves convolutions at XLA's DEFAULT precision (the GPU check's
+	// measurement of dcl-beam's go-xla patch).
+	ConvDefaultPrecision bool
 	// Env is the machine to search; nil means DefaultEnv().
 	Env *Env
 }

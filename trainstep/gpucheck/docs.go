@@ -64,7 +64,7 @@ func (r *Result) summaryMarkdown() string {
 		fmt.Fprintf(&b, ", beside PyTorch %s (cuDNN %s)", r.Torch.Torch, orText(r.Torch.CuDNN, "—"))
 	}
 	b.WriteString(", by `scripts/gpu-check.sh OUT check` (docs/gpu/gpu-check.json; BENCHMARKS.md has every table).\n\n")
-	for _, a := range []*AgreementResult{r.Agreement, r.AgreementTF32} {
+	for _, a := range []*AgreementResult{r.Agreement, r.AgreementTF32, r.AgreementConvDefault} {
 		if a == nil {
 			continue
 		}
@@ -72,8 +72,12 @@ func (r *Result) summaryMarkdown() string {
 		if a.Error != "" && a.Variables == 0 {
 			verdict = "failed: " + a.Error
 		}
+		what := a.Precision
+		if a.ConvDefault {
+			what += " with convolutions at XLA's DEFAULT precision (go-xla before dcl-beam's patch; a diagnostic)"
+		}
 		fmt.Fprintf(&b, "- agreement, %s: **%s** (the gradients' spread from the CPU is %.1f× the CPU's own float32 floor and %.2f× its TF32 floor)\n",
-			a.Precision, verdict, a.FloorRatio, a.TF32Ratio)
+			what, verdict, a.FloorRatio, a.TF32Ratio)
 	}
 	r.speedMarkdown(&b)
 	return b.String()

@@ -38,6 +38,9 @@ type Phase struct {
 	// EmulateTF32 runs a CPU backend that rounds product operands to TF32 (the agreement
 	// check's tf32 row without a GPU).
 	EmulateTF32 bool `json:"emulate_tf32,omitempty"`
+	// ConvDefault leaves CUDA's convolutions at XLA's DEFAULT precision, as go-xla did
+	// before dcl-beam's patch: the agreement row that shows what the patch changes.
+	ConvDefault bool `json:"conv_default,omitempty"`
 	// Warmup and Steps: untimed steps (the first compiles), then timed ones.
 	Warmup int    `json:"warmup,omitempty"`
 	Steps  int    `json:"steps,omitempty"`
@@ -107,7 +110,8 @@ func (p Phase) backend(ctx context.Context, kind string, threads int, emulateTF3
 	if err != nil {
 		return gpu.Options{}, err
 	}
-	return gpu.Options{Kind: b, Plugin: p.Plugin, TF32: prec.AllowsTF32(), EmulateTF32: emulateTF32, Threads: threads}, ctx.Err()
+	return gpu.Options{Kind: b, Plugin: p.Plugin, TF32: prec.AllowsTF32(), ConvDefaultPrecision: p.ConvDefault,
+		EmulateTF32: emulateTF32, Threads: threads}, ctx.Err()
 }
 
 // SpeedResult is one training-step measurement.
@@ -141,7 +145,7 @@ type SpeedResult struct {
 	Allocator *cuda.MemoryStats `json:"allocator,omitempty"`
 	// AllocatorError says why Allocator is absent on a GPU.
 	AllocatorError string `json:"allocator_error,omitempty"`
-	Error         string  `json:"error,omitempty"`
+	Error          string `json:"error,omitempty"`
 	// Seconds is the child's wall time.
 	Seconds float64 `json:"seconds"`
 }
@@ -254,9 +258,12 @@ type AgreementResult struct {
 	Batch int    `json:"batch"`
 	// Precision is the backend's: "float32" or "tf32" (the reference is always float32).
 	Precision string `json:"precision"`
-	Reference string `json:"reference"`
-	Backend   string `json:"backend"`
-	Device    string `json:"device,omitempty"`
+	// ConvDefault: the backend's convolutions ran at XLA's DEFAULT precision, as before
+	// dcl-beam patched go-xla (a diagnostic row: its verdict is not the check's).
+	ConvDefault bool   `json:"conv_default,omitempty"`
+	Reference   string `json:"reference"`
+	Backend     string `json:"backend"`
+	Device      string `json:"device,omitempty"`
 	// LossRef and Loss are the two losses; LossRelErr their relative difference.
 	LossRef    float64 `json:"loss_reference"`
 	Loss       float64 `json:"loss"`
@@ -427,6 +434,7 @@ func runAgreement(ctx context.Context, p Phase) (*AgreementResult, error) {
 	r := Compare(fl, prec, got)
 	r.Model, r.Size, r.Batch, r.Backend, r.Device = p.Model, p.Size, p.Batch, p.Backend, dev
 	r.Reference = "cpu, direct convolutions, 1 thread"
+	r.ConvDefault = p.ConvDefault
 	r.Seconds = time.Since(start).Seconds()
 	return &r, nil
 }

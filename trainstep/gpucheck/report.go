@@ -119,7 +119,7 @@ func (r *Result) Markdown() string {
 		}
 	}
 
-	for _, a := range []*AgreementResult{r.Agreement, r.AgreementTF32} {
+	for _, a := range []*AgreementResult{r.Agreement, r.AgreementTF32, r.AgreementConvDefault} {
 		if a != nil {
 			a.markdown(&b)
 		}
@@ -171,7 +171,11 @@ func orText(s, alt string) string {
 
 // markdown writes one agreement row's table.
 func (a *AgreementResult) markdown(b *strings.Builder) {
-	fmt.Fprintf(b, "\n## Agreement (%s)\n\n", orText(a.Precision, "float32"))
+	title := orText(a.Precision, "float32")
+	if a.ConvDefault {
+		title += ", convolutions at XLA's DEFAULT precision as before the go-xla patch: a diagnostic"
+	}
+	fmt.Fprintf(b, "\n## Agreement (%s)\n\n", title)
 	if a.Error != "" && a.Variables == 0 {
 		fmt.Fprintf(b, "failed: %s\n", a.Error)
 		return

@@ -20,18 +20,18 @@ type TorchResult struct {
 
 // TorchRow is one PyTorch training-step measurement.
 type TorchRow struct {
-	Model        string  `json:"model"`
-	Size         int     `json:"size"`
-	Batch        int     `json:"batch"`
-	Precision    string  `json:"precision"`
-	TF32         bool    `json:"tf32"`
+	Model     string `json:"model"`
+	Size      int    `json:"size"`
+	Batch     int    `json:"batch"`
+	Precision string `json:"precision"`
+	TF32      bool   `json:"tf32"`
 	// Compiled is a torch.compile row (model and loss compiled, the optimiser eager);
 	// FirstStepSeconds its compilation with the first step.
 	Compiled         bool    `json:"compiled,omitempty"`
 	FirstStepSeconds float64 `json:"first_step_seconds,omitempty"`
 	ChannelsLast     bool    `json:"channels_last"`
-	MedianMs     float64 `json:"median_ms"`
-	ImagesPerSec float64 `json:"images_per_sec"`
+	MedianMs         float64 `json:"median_ms"`
+	ImagesPerSec     float64 `json:"images_per_sec"`
 	// MaxAllocatedMiB and MaxReservedMiB are torch.cuda.max_memory_allocated and
 	// max_memory_reserved; ProcessMiB is nvidia-smi's figure for the process (context
 	// included), comparable with the dcl rows' peak.

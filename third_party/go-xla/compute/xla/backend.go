@@ -26,6 +26,10 @@ type Backend struct {
 	// DotGeneralUseTF32 controls whether to use TF32 for DotGeneral operations that are using float32.
 	// (it can be faster in modern GPUs, and it's enabled by default)
 	DotGeneralUseTF32 bool
+
+	// ConvDefaultPrecision keeps convolutions at precision DEFAULT whatever DotGeneralUseTF32
+	// says (the "conv_default_precision" option; dcl-beam patch, see PATCHES.md).
+	ConvDefaultPrecision bool
 }
 
 // Compile-time check:

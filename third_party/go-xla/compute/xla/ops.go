@@ -617,7 +617,8 @@ func (f *Function) ConvGeneral(input, kernel compute.Value,
 // (DotGeneralUseTF32, the "tf32" option), as DotGeneral does; DEFAULT lets XLA and cuDNN use
 // TF32 tensor cores for float32 convolutions whatever that option says.
 func (f *Function) convPrecision(dtype dtypes.DType) stablehlotypes.DotGeneralPrecisionType {
-	if f.builder.backend.plugin.IsCUDA() && dtype == dtypes.Float32 && !f.builder.backend.DotGeneralUseTF32 {
+	b := f.builder.backend
+	if b.plugin.IsCUDA() && dtype == dtypes.Float32 && !b.DotGeneralUseTF32 && !b.ConvDefaultPrecision {
 		return stablehlotypes.DotGeneralPrecisionHighest
 	}
 	return stablehlotypes.DotGeneralPrecisionDefault

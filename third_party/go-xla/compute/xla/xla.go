@@ -227,6 +227,15 @@ func NewWithOptions(config string, options pjrt.NamedValuesMap) (*Backend, error
 		backend.DotGeneralUseTF32 = b
 	}
 
+	// dcl-beam patch (PATCHES.md): "conv_default_precision" keeps every convolution at
+	// precision DEFAULT whatever "tf32" says, as go-xla v0.4.5 did, for measuring what that
+	// did.
+	if b, found, err := parseOptions[bool]("conv_default_precision", backendOptions); err != nil {
+		return nil, err
+	} else if found {
+		backend.ConvDefaultPrecision = b
+	}
+
 	// Support "preallocate":
 	if isCuda {
 		// Only defined for CUDA, so we only set the default if we expect the name to be CUDA.
