@@ -113,7 +113,7 @@ func variableBytes(t *testing.T, path string) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for _, e := range c.Header.Variables {
-		out[e.Scope+"/"+e.Name] = c.data[e.Offset : e.Offset+e.Bytes]
+		out[e.Scope+"/"+e.Name] = c.raw(e)
 	}
 	return out
 }
@@ -357,7 +357,8 @@ func TestCheckpointRejectsDamage(t *testing.T) {
 		want string
 	}{
 		{"flipped byte", func(b []byte) []byte { b[len(b)/2] ^= 1; return b }, "checksum mismatch"},
-		{"truncated", func(b []byte) []byte { return b[:len(b)-100] }, "checksum mismatch"},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-100] }, "truncated or corrupt"},
+		{"header cut", func(b []byte) []byte { return b[:200] }, "truncated or corrupt"},
 		{"not a checkpoint", func([]byte) []byte { return []byte("PK\x03\x04 a zip file, not ours") }, "not a dcl checkpoint"},
 		{"empty", func([]byte) []byte { return nil }, "not a dcl checkpoint"},
 	} {
