@@ -20,6 +20,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
 // RunConfig holds a training run's settings beyond the step itself (the `dcl train` flags).
@@ -121,15 +122,21 @@ func setupErr(err error) error {
 func (r RunConfig) Validate() error {
 	switch {
 	case r.BatchSize < 2:
-		return fmt.Errorf("batch size %d: a contrastive batch needs at least 2 view pairs (each image's negatives are the others)", r.BatchSize)
+		return usage.Value("batch-size", r.BatchSize, "a contrastive batch needs at least 2 view pairs (each image's negatives are the others)")
 	case r.Epochs < 1:
-		return fmt.Errorf("epochs %d: want at least 1", r.Epochs)
+		return usage.Value("epochs", r.Epochs, "want at least 1")
 	case !(r.BaseLR > 0) || math.IsInf(r.BaseLR, 0):
-		return fmt.Errorf("learning rate %v: want a positive number", r.BaseLR)
+		return usage.Value("lr", r.BaseLR, "want a positive number")
 	case r.WarmupEpochs < 0 || r.WarmupEpochs > float64(r.Epochs) || math.IsNaN(r.WarmupEpochs):
-		return fmt.Errorf("warm-up of %v epochs: want between 0 and the %d epochs of the run", r.WarmupEpochs, r.Epochs)
-	case r.CheckpointEvery < 0 || r.KeepCheckpoints < 0 || r.MonitorEvery < 0 || r.MaxSteps < 0:
-		return fmt.Errorf("checkpoint-every, keep-checkpoints, monitor-every and max-steps must not be negative")
+		return usage.Value("warmup-epochs", r.WarmupEpochs, "want between 0 and the %d epochs of the run", r.Epochs)
+	case r.CheckpointEvery < 0:
+		return usage.Value("checkpoint-every", r.CheckpointEvery, "must not be negative")
+	case r.KeepCheckpoints < 0:
+		return usage.Value("keep-checkpoints", r.KeepCheckpoints, "must not be negative")
+	case r.MonitorEvery < 0:
+		return usage.Value("knn-every", r.MonitorEvery, "must not be negative")
+	case r.MaxSteps < 0:
+		return usage.Value("max-steps", r.MaxSteps, "must not be negative")
 	case r.Out == "":
 		return fmt.Errorf("no output folder")
 	}

@@ -199,7 +199,7 @@ func linearCommand() *command {
 				}
 				cfg.Momentum, cfg.WeightDecay, cfg.Standardize, cfg.Seed, cfg.NumClasses = *momentum, *wd, *standardize, *seed, *classes
 				if err := cfg.Validate(); err != nil {
-					return usagef("%v", err)
+					return usagef("%w", err)
 				}
 				job, err := pipelines.PlanLinear(ctx, pipelines.LinearOptions{
 					Train: *train, Test: *test, Config: cfg, Output: *output, Model: *model, PerClass: *perClass,

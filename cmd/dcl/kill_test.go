@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -20,7 +19,9 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/safetensors"
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // killSeed seeds the kill points; DCL_KILL_SEED and DCL_KILL_ROUNDS change the seed and the
@@ -62,7 +63,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 		{name: "train", args: []string{"train", "--input=" + ref("preprocess"), "--output=out", "--model=small-cnn", "--width=4",
 			"--batch-size=16", "--epochs=3", "--lr=0.3", "--backend=cpu", "--checkpoint-every=3", "--keep-checkpoints=0", "--progress=off"},
 			resume: func(dir string) []string {
-				if ckpts, _ := filepath.Glob(filepath.Join(dir, "out", "checkpoints", "*.dclckpt")); len(ckpts) > 0 {
+				if ckpts, _ := filepath.Glob(filepath.Join(dir, "out", "checkpoints", "*"+trainstep.CheckpointExt)); len(ckpts) > 0 {
 					return []string{"--resume"}
 				}
 				return nil
@@ -202,7 +203,7 @@ func outputDigests(t *testing.T, dir string) map[string]digest {
 			// (reproduce's TestHistoryFiles checks them): count them, not their bytes.
 			rel, data = fmt.Sprintf("history/#%d", historyFiles), nil
 			historyFiles++
-		case strings.HasSuffix(rel, ".dclckpt"):
+		case strings.HasSuffix(rel, trainstep.CheckpointExt):
 			data = checkpointContent(t, rel, data)
 		case strings.HasSuffix(rel, ".json"):
 			data = withoutTimes(t, rel, data)
@@ -257,15 +258,17 @@ func withoutTimes(t *testing.T, name string, data []byte) []byte {
 // checkpointContent is a checkpoint less its creation time: the rest of its header and its
 // tensor bytes.
 func checkpointContent(t *testing.T, name string, raw []byte) []byte {
-	if len(raw) < 20 {
-		t.Fatalf("%s: %d bytes, not a checkpoint", name, len(raw))
+	// The header (in the metadata) holds the time it was written, and the checksum covers it:
+	// what must match is the header without times and the tensors' data.
+	tensors, meta, err := safetensors.Decode(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
-	n := binary.LittleEndian.Uint64(raw[8:16])
-	if n > uint64(len(raw)-20) {
-		t.Fatalf("%s: header length %d in %d bytes", name, n, len(raw))
+	out := withoutTimes(t, name, []byte(meta["dcl.header"]))
+	for _, x := range tensors {
+		out = append(append(out, x.Name...), x.Data...)
 	}
-	header := withoutTimes(t, name, raw[16:16+n])
-	return append(header, raw[16+n:len(raw)-4]...)
+	return out
 }
 
 // digest is what outputDigests keeps of a file: a hash, and a small JSON file's text.
@@ -296,7 +299,7 @@ func diffDigests(want, got map[string]digest) []string {
 // finalCheckpointWritten reports whether a killed training run in out got as far as the
 // reference run's last checkpoint.
 func finalCheckpointWritten(t *testing.T, ref, out string) bool {
-	ckpts, err := filepath.Glob(filepath.Join(ref, "checkpoints", "*.dclckpt"))
+	ckpts, err := filepath.Glob(filepath.Join(ref, "checkpoints", "*"+trainstep.CheckpointExt))
 	if err != nil || len(ckpts) == 0 {
 		t.Fatalf("the reference run has no checkpoints: %v", err)
 	}
