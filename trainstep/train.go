@@ -333,7 +333,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		return nil, err
 	}
 	defer log.close()
-	tb, err := tensorboard.Create(ctx, storage.Join(run.Out, tensorboard.Dir), time.Now(), int64(state.StepsDone))
+	tb, err := tensorboard.Create(ctx, storage.Join(run.Out, tensorboard.Dir), time.Now(), int64(state.StepsDone)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -630,9 +630,9 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 		if err := l.log.write(line); err != nil {
 			return false, err
 		}
-		if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "loss", Value: line.Loss},
-			tensorboard.Scalar{Tag: "lr", Value: line.LR}, tensorboard.Scalar{Tag: "mean_q", Value: line.MeanQ},
-			tensorboard.Scalar{Tag: "images_per_s", Value: line.ImagesPerSec}); err != nil {
+		if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "train/loss", Value: line.Loss},
+			tensorboard.Scalar{Tag: "train/lr", Value: line.LR}, tensorboard.Scalar{Tag: "train/mean_q", Value: line.MeanQ},
+			tensorboard.Scalar{Tag: "train/images_per_s", Value: line.ImagesPerSec}); err != nil {
 			return false, err
 		}
 		l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", epoch, l.run.Epochs-1, res.Loss, res.MeanQ, lr, line.ImagesPerSec, l.monitorNote))
@@ -694,7 +694,7 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 	l.monitorNote = ""
 	for _, k := range slices.Sorted(maps.Keys(res)) {
 		if v, ok := res[k].(float64); ok {
-			scalars = append(scalars, tensorboard.Scalar{Tag: k, Value: v})
+			scalars = append(scalars, tensorboard.Scalar{Tag: monitorTag(k), Value: v})
 			l.monitorNote += fmt.Sprintf(" %s %.4g", k, v)
 		}
 	}
@@ -702,6 +702,16 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 		return nil
 	}
 	return l.tb.Scalars(int64(l.state.StepsDone), now, scalars...)
+}
+
+// monitorTag is the TensorBoard tag of a monitor's measurement: its name's first word is the
+// group ("knn_top1" → "knn/top1"), as the step's scalars are grouped under "train/".
+func monitorTag(name string) string {
+	group, rest, ok := strings.Cut(name, "_")
+	if !ok {
+		return "monitor/" + name
+	}
+	return group + "/" + rest
 }
 
 // checkpoint writes the current state (a cancelled ctx still gets its checkpoint written:

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -396,6 +398,34 @@ func TestVersionNamesTheCommit(t *testing.T) {
 	} {
 		if got := vcsSuffix(tc.info, tc.version); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCodeIdentity: a version that pins the code is the identity; "(devel)" and a modified
+// checkout's version are not, so the binary's SHA-256 is added and a rebuild of changed code
+// differs (reproduce --rerun-on-code-change compares identities).
+func TestCodeIdentity(t *testing.T) {
+	old := version
+	t.Cleanup(func() { version = old })
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	binary := hex.EncodeToString(sum[:])[:16]
+	for _, tt := range []struct{ give, want string }{
+		{"v1.2.0", "v1.2.0"},
+		{"(devel)", "(devel) binary " + binary},
+		{"7728e99-dirty", "7728e99-dirty binary " + binary},
+	} {
+		version = tt.give
+		if got := codeIdentity(); got != tt.want {
+			t.Errorf("version %q: identity %q, want %q", tt.give, got, tt.want)
 		}
 	}
 }

@@ -165,7 +165,7 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		return usagef("--rerun: %v", err)
 	}
 	opts := reproduce.Options{
-		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeVersion(),
+		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeIdentity(),
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(),
 	}
