@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
-	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
 // TestDemoNamesClassesWithTheSameFigures: the demo reads Fashion-MNIST as the registered
