@@ -20,6 +20,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/internal/safetensors"
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
@@ -90,6 +91,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 				finished++ // done before the kill: the re-run below must leave it as it is
 			} else {
 				killed++
+				checkNoPartialData(t, job.name, filepath.Join(dir, "out"))
 			}
 			if job.name == "train" && err != nil && finalCheckpointWritten(t, ref(job.name), filepath.Join(dir, "out")) {
 				afterFinal++ // killed between the final checkpoint and summary.json: resume writes it
@@ -110,6 +112,23 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 		t.Errorf("%d records lost", lost)
 	}
 	t.Logf("seed %d: %d runs killed (%d trainings after their final checkpoint), %d finished before their kill; %d records lost", seed, killed, afterFinal, finished, lost)
+}
+
+// checkNoPartialData: a killed preprocess or embed leaves no Parquet file that the glob
+// OUT/**/*.parquet takes for data (DuckDB's semantics, hidden folders included) unless its
+// commit step wrote the manifest that makes the folder data.
+func checkNoPartialData(t *testing.T, job, out string) {
+	t.Helper()
+	manifest := map[string]string{"preprocess": shards.ManifestName, "embed": shards.EmbeddingsManifestName}[job]
+	if manifest == "" {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(out, manifest)); err == nil {
+		return
+	}
+	if seen := testfiles.GlobParquet(t, out, false); len(seen) > 0 {
+		t.Errorf("%s killed before its commit: the glob %s/**/*.parquet finds %v", job, out, seen)
+	}
 }
 
 // killConfig is a whole experiment in a few seconds; %s is the IDX folder.
