@@ -314,7 +314,7 @@ func TestTrainRejectsBadRuns(t *testing.T) {
 		edit  func(*RunConfig, *TrainOptions, *StepConfig)
 		want  string
 	}{
-		{"batch size 1", MLP, func(r *RunConfig, _ *TrainOptions, _ *StepConfig) { r.BatchSize = 1 }, "batch size 1"},
+		{"batch size 1", MLP, func(r *RunConfig, _ *TrainOptions, _ *StepConfig) { r.BatchSize = 1 }, "batch-size 1: a contrastive batch"},
 		{"zero temperature", MLP, func(_ *RunConfig, _ *TrainOptions, s *StepConfig) { s.Loss.Temperature = 0 }, "temperature 0"},
 		{"empty dataset", MLP, func(_ *RunConfig, o *TrainOptions, _ *StepConfig) { o.Source = &emptySource{} }, "is empty"},
 		{"batch larger than the data", MLP, func(r *RunConfig, _ *TrainOptions, _ *StepConfig) { r.BatchSize = 13 }, "fewer than one batch of 13"},
@@ -470,7 +470,7 @@ func TestTrainStopsOnNaN(t *testing.T) {
 		want            string
 	}{
 		{"no checkpoint yet", 0, "no checkpoint was written before it"},
-		{"a checkpoint before", 1, "step-000000001.dclckpt, is from step 1, before it"},
+		{"a checkpoint before", 1, "step-000000001.safetensors, is from step 1, before it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
