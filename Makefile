@@ -28,19 +28,29 @@ RACE_FLAGS := -race -gcflags='github.com/gomlx/compute/...=-d=checkptr=0'
 
 TEST_TIMEOUT ?= 30m
 
+# runwatch runs the long builds and tests so that none is silent for long: a build says every
+# 20 s that it is still compiling, and go test's lines come as each package finishes, with a
+# line naming what still runs after 20 s of quiet (internal/tools/runwatch; standard library
+# only, so it builds in seconds before anything else is downloaded).
+RUNWATCH := $(GO) run ./internal/tools/runwatch
+
 # What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary,
 # Fashion-MNIST's four files and a few photographs from Debian's packages (scripts/photos.sh),
 # at most GPU_PACK_MAX_MIB in all.
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data test test-race bench bench-smoke lint demo clean
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch test test-race bench bench-smoke lint demo clean
 
+# help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}' | \
+		sed -e 's|\$$(GPU_PACK_MAX_MIB)|$(GPU_PACK_MAX_MIB)|g' -e 's|\$$(GPU_PACK)|$(GPU_PACK)|g' \
+			-e 's|\$$(BIN)|$(BIN)|g' -e 's|\$$(FASHION_MNIST)|$(FASHION_MNIST)|g'
 
 build: ## build bin/dcl (pure Go, CPU backend)
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl ./cmd/dcl
+	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; README, First run)"
+	@$(RUNWATCH) -label "build: $(BIN)/dcl" -packages -- $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN)/dcl ./cmd/dcl
 
 build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
 	CGO_ENABLED=1 $(GO) build -tags cuda -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
@@ -62,11 +72,12 @@ gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
 
-deps: deps-go deps-data ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist
+deps: deps-go deps-data deps-torch ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch
 
 deps-go:
-	$(GO) mod download
-	$(GO) build -o /dev/null honnef.co/go/tools/cmd/staticcheck
+	@echo "deps: Go modules (go mod download) and staticcheck"
+	@$(RUNWATCH) -label "deps: go mod download" -- $(GO) mod download
+	@$(RUNWATCH) -label "deps: staticcheck" -packages -- $(GO) build -v -o /dev/null honnef.co/go/tools/cmd/staticcheck
 
 # deps-data installs Debian's dataset-fashion-mnist when it is missing and it can (as root or
 # with password-less sudo). It only warns when it cannot: the tests that read it then skip,
@@ -84,23 +95,49 @@ deps-data:
 		echo "deps: WARNING: no apt-get here; get Fashion-MNIST's four IDX files and run make demo FASHION_MNIST=PATH"; \
 	fi
 
+# deps-torch installs Debian's PyTorch (python3-torch, python3-torchvision, python3-numpy) for
+# the test that loads `dcl export`'s files in PyTorch (TestExportMatchesPyTorch, which reads
+# the safetensors file itself: Debian has no safetensors package). Like deps-data it only
+# warns where apt cannot install, and that test then skips.
+TORCH_PYTHON ?= /usr/bin/python3
+deps-torch:
+	@if $(TORCH_PYTHON) -c 'import torch, torchvision, numpy' >/dev/null 2>&1; then \
+		echo "deps: PyTorch found for $(TORCH_PYTHON)"; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+		echo "deps: installing Debian packages python3-torch python3-torchvision python3-numpy (about 1 GB, a few minutes)"; \
+		if $$SUDO apt-get install -y -q --no-install-recommends python3-torch python3-torchvision python3-numpy >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q --no-install-recommends python3-torch python3-torchvision python3-numpy >/dev/null 2>&1; }; then \
+			echo "deps: PyTorch installed for $(TORCH_PYTHON)"; \
+		else \
+			echo "deps: WARNING: could not install python3-torch (needs root or sudo); the PyTorch export test will skip"; \
+		fi; \
+	else \
+		echo "deps: WARNING: no apt-get here; the PyTorch export test will skip without python3 with torch and torchvision"; \
+	fi
+
+# test and bench-smoke run go test -json through runwatch, which prints go test's own lines
+# (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
 test: deps ## run every test (race detector on all but the numeric kernels and the Beam packages)
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test (race)" -- \
+		$(GO) test -json $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test" -- \
+		$(GO) test -json -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
 	$(MAKE) --no-print-directory bench-smoke
 
 test-race: ## the race detector on the Beam packages too (expect Beam's own harness race now and then)
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) | sort))
 
 bench-smoke: ## run every benchmark once, small, so none rots
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench . -benchtime 1x -short -timeout $(TEST_TIMEOUT) ./...
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(RUNWATCH) -gotest -label "bench-smoke" -- \
+		$(GO) test -json -run '^$$' -bench . -benchtime 1x -short -timeout $(TEST_TIMEOUT) ./...
 
 bench: ## run the benchmarks for real (figures go to BENCHMARKS.md); BENCH=regexp COUNT=n
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -count $(or $(COUNT),5) -timeout 120m ./...
 
 lint: ## go vet and staticcheck, on the pure-Go and the cuda builds; builds the cuda binary too
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	$(RUNWATCH) -label "lint: go vet" -- $(GO) vet ./...
+	$(RUNWATCH) -label "lint: staticcheck" -- $(GO) tool staticcheck ./...
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=1 $(GO) vet -tags cuda ./...
 	CGO_ENABLED=1 $(GO) tool staticcheck -tags cuda ./gpu/cuda/...

@@ -138,6 +138,9 @@ type RunConfig struct {
 	Precision       string `yaml:"precision" json:"precision,omitempty"`
 	Seed            uint64 `yaml:"seed" json:"seed,omitempty"`
 	CheckpointEvery int    `yaml:"checkpoint_every" json:"checkpoint_every,omitempty"` // steps
+	// Normalization names the registered dataset whose per-channel mean and std normalise
+	// the encoder's input (empty: the training data's own).
+	Normalization string `yaml:"normalization" json:"normalization,omitempty"`
 	// Paper holds the paper's figures for this run, shown beside ours in the report.
 	Paper PaperFigures `yaml:"paper" json:"paper,omitempty"`
 }

@@ -438,7 +438,7 @@ func markdown(res *Results, figures []figure) string {
 	b.WriteString(runsTable(res).Markdown())
 	b.WriteString("\n")
 	if t, ok := sweepTable(res); ok {
-		b.WriteString("## Against the paper, by batch size (kNN top-1: ours / paper)\n\n")
+		b.WriteString("## Against the paper, by batch size (top-1, kNN and linear: ours / paper)\n\n")
 		b.WriteString(t.Markdown())
 		b.WriteString("\n")
 	}
@@ -565,25 +565,33 @@ func runsTable(res *Results) analysis.Table {
 	return t
 }
 
-// sweepTable lays out a batch-size sweep as the paper's Table 1: a row per loss, a column per
-// batch size.
+// sweepTable lays out a batch-size sweep as the paper's Table 1: a row per loss and
+// protocol (kNN, linear), a column per batch size.
 func sweepTable(res *Results) (analysis.Table, bool) {
 	var batches []int
-	var losses []string
+	var rows []string // loss, then protocol, in the order the runs give them
 	cell := map[string]map[int]string{}
+	add := func(row string, batch int, text string) {
+		if cell[row] == nil {
+			cell[row] = map[int]string{}
+			rows = append(rows, row)
+		}
+		cell[row][batch] = text
+	}
 	for _, r := range res.Runs {
-		if r.KNN == nil {
+		if r.KNN == nil && r.Linear == nil {
 			continue
 		}
 		c := r.Config
 		if !slices.Contains(batches, c.BatchSize) {
 			batches = append(batches, c.BatchSize)
 		}
-		if cell[c.Loss] == nil {
-			cell[c.Loss] = map[int]string{}
-			losses = append(losses, c.Loss)
+		if r.KNN != nil {
+			add(lossName(c.Loss)+", kNN", c.BatchSize, knnTop(r.KNN, 1)+" / "+paperFig(r.Paper.KNNTop1))
 		}
-		cell[c.Loss][c.BatchSize] = knnTop(r.KNN, 1) + " / " + paperFig(r.Paper.KNNTop1)
+		if r.Linear != nil {
+			add(lossName(c.Loss)+", linear", c.BatchSize, linTop(r.Linear, 1)+" / "+paperFig(r.Paper.LinearTop1))
+		}
 	}
 	if len(batches) < 2 {
 		return analysis.Table{}, false
@@ -594,12 +602,12 @@ func sweepTable(res *Results) (analysis.Table, bool) {
 		t.Header = append(t.Header, strconv.Itoa(bs))
 		t.RightAlign = append(t.RightAlign, true)
 	}
-	for _, l := range losses {
-		row := []string{lossName(l)}
+	for _, row := range rows {
+		line := []string{row}
 		for _, bs := range batches {
-			row = append(row, orDefault(cell[l][bs], "—"))
+			line = append(line, orDefault(cell[row][bs], "—"))
 		}
-		t.Rows = append(t.Rows, row)
+		t.Rows = append(t.Rows, line)
 	}
 	return t, true
 }

@@ -5,6 +5,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -133,6 +134,29 @@ func TestPlotsOfASweep(t *testing.T) {
 	for i, want := range []string{"Training loss: SimCLR (InfoNCE)", "Training loss: DCL"} {
 		if c := losses[i].(analysis.LineChart); c.Title != want || len(c.Series) != 2 {
 			t.Errorf("loss panel %d: %q with %d series, want %q with the 2 runs of that objective", i, c.Title, len(c.Series), want)
+		}
+	}
+}
+
+// TestSweepTableHasKNNAndLinear: the by-batch-size table is laid out as the paper's Table 1,
+// with a kNN and a linear row per loss, ours beside the paper's figure.
+func TestSweepTableHasKNNAndLinear(t *testing.T) {
+	res := sweepResults()
+	for i := range res.Runs {
+		res.Runs[i].Linear = &analysis.LinearResult{Top1: res.Runs[i].KNN.Top1 + 2}
+		res.Runs[i].Paper.LinearTop1 = res.Runs[i].Paper.KNNTop1 + 1
+	}
+	table, ok := sweepTable(res)
+	if !ok {
+		t.Fatal("no table for a sweep of two batch sizes")
+	}
+	got := regexp.MustCompile(` +`).ReplaceAllString(table.Markdown(), " ") // without the column padding
+	for _, want := range []string{"| batch size", "| 32", "| 256",
+		"| SimCLR (InfoNCE), kNN | 60.0 / 68.0 | 60.0 / 68.0 |",
+		"| SimCLR (InfoNCE), linear | 62.0 / 69.0 | 62.0 / 69.0 |",
+		"| DCL, kNN | 70.0 / 78.0 |", "| DCL, linear | 72.0 / 79.0 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
 		}
 	}
 }

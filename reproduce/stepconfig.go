@@ -8,7 +8,7 @@ import "github.com/dcl-beam/dcl-beam/trainstep"
 func stepConfig(run RunConfig, channels int, dataset string) trainstep.StepConfig {
 	paper := trainstep.PaperDefaults()
 	return trainstep.StepConfig{
-		Model:  trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: channels, Dataset: dataset},
+		Model:  trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: channels, Dataset: orDefault(run.Normalization, dataset)},
 		Method: run.Method,
 		MethodConfig: trainstep.MethodConfig{QueueSize: run.QueueSize, MomentumEMA: run.MomentumEMA, Symmetric: run.Symmetric,
 			BNSplits: run.BNSplits, PredictorHidden: run.PredictorHidden},

@@ -204,7 +204,8 @@ func (w *EmbeddingWriter) Close() (EmbeddingFileInfo, error) {
 		return EmbeddingFileInfo{}, err
 	}
 	w.err = fmt.Errorf("embedding file %s already closed", w.path)
-	return EmbeddingFileInfo{Path: storage.Base(w.path), Rows: w.rows, Bytes: size, SHA256: sum}, nil
+	// A staged file's entry names it as it will be once committed.
+	return EmbeddingFileInfo{Path: strings.TrimSuffix(storage.Base(w.path), StagedSuffix), Rows: w.rows, Bytes: size, SHA256: sum}, nil
 }
 
 // Abort discards the file; safe after Close and more than once.
@@ -215,19 +216,39 @@ func (w *EmbeddingWriter) Abort() {
 	w.file.Abort()
 }
 
+// EmbeddingPartPath is where a writer of a sharded embeddings directory writes part part of
+// parts: under the staging folder, from which CommitEmbeddings moves it into place.
+func EmbeddingPartPath(dir string, part, parts int) string {
+	return storage.Join(dir, stagedPath(EmbeddingFileName(part, parts)))
+}
+
 // CommitEmbeddings finishes a sharded embeddings directory: it checks that the files are
-// there with their sizes, removes temporaries and Parquet files not listed, and writes
-// embeddings.json last.
+// staged (EmbeddingPartPath) or in place with their sizes, removes temporaries and Parquet
+// files not listed, moves the staged files into place, and writes embeddings.json last.
 func CommitEmbeddings(ctx context.Context, dir string, dim int, files []EmbeddingFileInfo, meta map[string]string) (*EmbeddingManifest, error) {
 	m := &EmbeddingManifest{Format: FormatVersion, Dim: dim, Files: slices.Clone(files), Meta: meta}
 	slices.SortFunc(m.Files, func(a, b EmbeddingFileInfo) int { return strings.Compare(a.Path, b.Path) })
+	all, err := storage.ListTree(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	present := map[string]bool{}
+	for _, f := range all {
+		present[f] = true
+	}
 	listed := map[string]bool{}
+	var moves []string
 	for _, f := range m.Files {
 		if listed[f.Path] {
 			return nil, fmt.Errorf("committing %s: file %s listed twice", dir, f.Path)
 		}
 		listed[f.Path] = true
-		size, err := storage.Size(ctx, storage.Join(dir, f.Path))
+		at := f.Path
+		if staged := stagedPath(f.Path); present[staged] {
+			at = staged
+			moves = append(moves, f.Path)
+		}
+		size, err := storage.Size(ctx, storage.Join(dir, at))
 		if err != nil {
 			return nil, fmt.Errorf("committing %s: %w", dir, err)
 		}
@@ -236,16 +257,20 @@ func CommitEmbeddings(ctx context.Context, dir string, dim int, files []Embeddin
 		}
 		m.Rows += f.Rows
 	}
-	all, err := storage.ListTree(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
 	for _, f := range all {
-		if (strings.HasSuffix(f, ".parquet") && !listed[f]) || isTemporary(f) {
+		if (strings.HasSuffix(f, ".parquet") && !listed[f] && !strings.HasPrefix(f, StagingDir+"/")) || isTemporary(f) {
 			if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
 				return nil, err
 			}
 		}
+	}
+	for _, p := range moves {
+		if err := storage.Rename(ctx, storage.Join(dir, stagedPath(p)), storage.Join(dir, p)); err != nil {
+			return nil, fmt.Errorf("committing %s: %w", dir, err)
+		}
+	}
+	if err := storage.RemoveTree(ctx, storage.Join(dir, StagingDir)); err != nil {
+		return nil, err
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

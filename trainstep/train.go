@@ -20,6 +20,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
 // RunConfig holds a training run's settings beyond the step itself (the `dcl train` flags).
@@ -121,15 +122,21 @@ func setupErr(err error) error {
 func (r RunConfig) Validate() error {
 	switch {
 	case r.BatchSize < 2:
-		return fmt.Errorf("batch size %d: a contrastive batch needs at least 2 view pairs (each image's negatives are the others)", r.BatchSize)
+		return usage.Value("batch-size", r.BatchSize, "a contrastive batch needs at least 2 view pairs (each image's negatives are the others)")
 	case r.Epochs < 1:
-		return fmt.Errorf("epochs %d: want at least 1", r.Epochs)
+		return usage.Value("epochs", r.Epochs, "want at least 1")
 	case !(r.BaseLR > 0) || math.IsInf(r.BaseLR, 0):
-		return fmt.Errorf("learning rate %v: want a positive number", r.BaseLR)
+		return usage.Value("lr", r.BaseLR, "want a positive number")
 	case r.WarmupEpochs < 0 || r.WarmupEpochs > float64(r.Epochs) || math.IsNaN(r.WarmupEpochs):
-		return fmt.Errorf("warm-up of %v epochs: want between 0 and the %d epochs of the run", r.WarmupEpochs, r.Epochs)
-	case r.CheckpointEvery < 0 || r.KeepCheckpoints < 0 || r.MonitorEvery < 0 || r.MaxSteps < 0:
-		return fmt.Errorf("checkpoint-every, keep-checkpoints, monitor-every and max-steps must not be negative")
+		return usage.Value("warmup-epochs", r.WarmupEpochs, "want between 0 and the %d epochs of the run", r.Epochs)
+	case r.CheckpointEvery < 0:
+		return usage.Value("checkpoint-every", r.CheckpointEvery, "must not be negative")
+	case r.KeepCheckpoints < 0:
+		return usage.Value("keep-checkpoints", r.KeepCheckpoints, "must not be negative")
+	case r.MonitorEvery < 0:
+		return usage.Value("knn-every", r.MonitorEvery, "must not be negative")
+	case r.MaxSteps < 0:
+		return usage.Value("max-steps", r.MaxSteps, "must not be negative")
 	case r.Out == "":
 		return fmt.Errorf("no output folder")
 	}
@@ -347,7 +354,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		return nil, err
 	}
 	defer log.close()
-	tb, err := tensorboard.Create(ctx, storage.Join(run.Out, tensorboard.Dir), time.Now(), int64(state.StepsDone))
+	tb, err := tensorboard.Create(ctx, storage.Join(run.Out, tensorboard.Dir), time.Now(), int64(state.StepsDone)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -714,9 +721,9 @@ func (l *loop) finishStepAt(ctx context.Context, next time.Time) error {
 	if err := l.log.write(line); err != nil {
 		return err
 	}
-	if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "loss", Value: line.Loss},
-		tensorboard.Scalar{Tag: "lr", Value: line.LR}, tensorboard.Scalar{Tag: "mean_q", Value: line.MeanQ},
-		tensorboard.Scalar{Tag: "images_per_s", Value: line.ImagesPerSec}); err != nil {
+	if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "train/loss", Value: line.Loss},
+		tensorboard.Scalar{Tag: "train/lr", Value: line.LR}, tensorboard.Scalar{Tag: "train/mean_q", Value: line.MeanQ},
+		tensorboard.Scalar{Tag: "train/images_per_s", Value: line.ImagesPerSec}); err != nil {
 		return err
 	}
 	l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", f.epoch, l.run.Epochs-1, res.Loss, res.MeanQ, f.lr, line.ImagesPerSec, l.monitorNote))
@@ -758,7 +765,7 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 	l.monitorNote = ""
 	for _, k := range slices.Sorted(maps.Keys(res)) {
 		if v, ok := res[k].(float64); ok {
-			scalars = append(scalars, tensorboard.Scalar{Tag: k, Value: v})
+			scalars = append(scalars, tensorboard.Scalar{Tag: monitorTag(k), Value: v})
 			l.monitorNote += fmt.Sprintf(" %s %.4g", k, v)
 		}
 	}
@@ -766,6 +773,16 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 		return nil
 	}
 	return l.tb.Scalars(int64(l.state.StepsDone), now, scalars...)
+}
+
+// monitorTag is the TensorBoard tag of a monitor's measurement: its name's first word is the
+// group ("knn_top1" → "knn/top1"), as the step's scalars are grouped under "train/".
+func monitorTag(name string) string {
+	group, rest, ok := strings.Cut(name, "_")
+	if !ok {
+		return "monitor/" + name
+	}
+	return group + "/" + rest
 }
 
 // checkpoint writes the current state (a cancelled ctx still gets its checkpoint written:

@@ -78,7 +78,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 			return usagef("--augment: %v", err)
 		}
 		if err := overrides.Apply(&aug); err != nil {
-			return usagef("%v", err)
+			return usagef("%w", err)
 		}
 		if *size != 0 && aug.Size != *size {
 			return usagef("--size=%d and --view-size=%d disagree: give one", *size, aug.Size)
@@ -130,7 +130,11 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 			slog.Warn("some records could not be used; they are listed with their reasons",
 				"dead_letters", m.DeadLetters.Count, "file", storage.Join(*output, m.DeadLetters.File))
 		}
-		fmt.Fprintln(out.stdout, res.Summary(*output))
+		summary := out.stdout
+		if res.DryRun {
+			summary = out.stderr // stdout holds the translated job
+		}
+		fmt.Fprintln(summary, res.Summary(*output))
 		return nil
 	}
 }

@@ -308,17 +308,27 @@ func TestPreprocessRunners(t *testing.T) {
 		stdout, stderr, err := dclProcess(t, time.Minute, append(job, "--output=gs://dcl-test-bucket/cifar10",
 			"--runner=dataflow", "--dry_run", "--project=test-project", "--region=us-central1",
 			"--staging_location=gs://dcl-test-bucket/staging", "--temp_location=gs://dcl-test-bucket/tmp",
-			"--worker_binary="+exe, "--log-level=debug")...)
+			"--worker_binary="+exe)...)
 		if err != nil {
 			t.Fatalf("dataflow dry run: %v\n%s\n%s", err, stdout, stderr)
 		}
-		for _, want := range []string{"Dry-run: not submitting job!", "Preprocess/WriteParts", "beam:transform:group_by_key:v1"} {
-			if !strings.Contains(stderr, want) {
-				t.Errorf("the dry run's log does not show %q", want)
-			}
+		// The translated job is the command's output, on stdout at the default log level
+		// (the README says --dry_run prints it); the summary is on stderr.
+		var translated struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Steps []struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"steps"`
 		}
-		if !strings.Contains(stdout, "dry run: the job was translated, not submitted") {
-			t.Errorf("dry run summary %q", stdout)
+		if err := json.Unmarshal([]byte(stdout), &translated); err != nil || translated.Type != "JOB_TYPE_BATCH" || len(translated.Steps) == 0 {
+			t.Errorf("stdout is not the translated Dataflow job (%v):\n%.500s", err, stdout)
+		}
+		if !strings.Contains(stdout, "Preprocess/WriteParts") {
+			t.Errorf("the translated job does not name the WriteParts step")
+		}
+		if !strings.Contains(stderr, "dry run: the job was translated, not submitted") {
+			t.Errorf("dry run summary not on stderr: %q", stderr)
 		}
 	})
 }

@@ -132,7 +132,7 @@ func loadConfig(name string) (*reproduce.Config, error) {
 	defer r.Close()
 	cfg, err := reproduce.Parse(r, name)
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, usagef("%w", err)
 	}
 	return cfg, nil
 }
@@ -165,7 +165,7 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		return usagef("--rerun: %v", err)
 	}
 	opts := reproduce.Options{
-		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeVersion(),
+		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeIdentity(),
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(),
 	}
@@ -184,7 +184,14 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out.stdout, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
+	// The figures go to stderr with the stages' lines: stdout is for --plan's plan only.
+	for _, r := range res.Runs {
+		fmt.Fprintf(out.stderr, "%s: %s\n", r.Config.Name, evaluationLine(r.Evaluation))
+	}
+	for _, b := range res.Baselines {
+		fmt.Fprintf(out.stderr, "%s (baseline): %s\n", b.Name, evaluationLine(b.Evaluation))
+	}
+	fmt.Fprintf(out.stderr, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
 		res.Wall, storage.Join(*f.out, reproduce.ReportName))
 	failed := res.FailedGates()
 	if len(failed) == 0 {
@@ -200,4 +207,19 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		return nil
 	}
 	return &exitCodeError{code: exitGate, err: gateErr}
+}
+
+// evaluationLine is one run's final figures: kNN and linear top-1 and top-5.
+func evaluationLine(e reproduce.Evaluation) string {
+	var parts []string
+	if e.KNN != nil {
+		parts = append(parts, fmt.Sprintf("kNN top-1 %.2f%%, top-5 %.2f%%", e.KNN.Top1, e.KNN.Top5))
+	}
+	if e.Linear != nil {
+		parts = append(parts, fmt.Sprintf("linear top-1 %.2f%%, top-5 %.2f%%", e.Linear.Top1, e.Linear.Top5))
+	}
+	if len(parts) == 0 {
+		return "not evaluated"
+	}
+	return strings.Join(parts, "; ")
 }

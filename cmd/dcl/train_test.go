@@ -89,17 +89,17 @@ func TestTrainRejectsBadCommandLines(t *testing.T) {
 		give []string
 		want string
 	}{
-		{[]string{"--batch-size", "1"}, "batch size 1"},
-		{[]string{"--temperature", "0"}, "temperature 0"},
-		{[]string{"--temperature", "-0.5"}, "temperature -0.5"},
+		{[]string{"--batch-size", "1"}, "--batch-size=1: a contrastive batch"},
+		{[]string{"--temperature", "0"}, "--temperature=0: must be a positive number"},
+		{[]string{"--temperature", "-0.5"}, "--temperature=-0.5"},
 		{[]string{"--loss", "triplet"}, `unknown loss "triplet"`},
 		{[]string{"--method", "byol"}, `unknown training method "byol"`},
 		{[]string{"--precision", "fp8"}, `precision "fp8"`},
 		{[]string{"--model", "vgg"}, `unknown model "vgg"`},
 		{[]string{"--optimizer", "adam"}, `unknown optimizer "adam"`},
 		{[]string{"--reduction", "max"}, `unknown reduction "max"`},
-		{[]string{"--loss", "dclw", "--sigma", "0"}, "sigma 0"},
-		{[]string{"--epochs", "0"}, "epochs 0"},
+		{[]string{"--loss", "dclw", "--sigma", "0"}, "--sigma=0"},
+		{[]string{"--epochs", "0"}, "--epochs=0: want at least 1"},
 		{[]string{"--knn-every", "1"}, "needs --knn-train"},
 		{[]string{"--backend", "tpu"}, `unknown backend "tpu"`},
 		{[]string{"--model", "resnet18-cifar"}, "images are 8x8 but resnet18-cifar expects sides of 32 to 96 px"},

@@ -480,3 +480,34 @@ func listGCS(ctx context.Context, dir string, recursive bool) ([]string, error) 
 	}
 	return names, nil
 }
+
+// Rename moves the file from to the path to (both on one filesystem), replacing a file
+// there: what a commit step does to make staged output visible under its final name. A
+// local rename is atomic and the folder is synced; a GCS object is copied (within the
+// service) and the original deleted; a memfs:// file is renamed in memory.
+func Rename(ctx context.Context, from, to string) error {
+	if Scheme(from) != Scheme(to) {
+		return fmt.Errorf("renaming %s to %s: not on one filesystem", from, to)
+	}
+	switch Scheme(from) {
+	case "":
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return fmt.Errorf("renaming %s: %w", from, err)
+		}
+		if err := os.Rename(from, to); err != nil {
+			return fmt.Errorf("renaming %s to %s: %w", from, to, err)
+		}
+		return syncDir(filepath.Dir(to))
+	case "gs":
+		return gcsRename(ctx, from, to)
+	}
+	fs, err := filesystemFor(ctx, from)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	if err := filesystem.Rename(ctx, fs, from, to); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", from, to, err)
+	}
+	return nil
+}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
 // Preset names.
@@ -146,13 +148,17 @@ func (c Config) BlurKernelSize() int {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// badValue reports a value of one parameter, named as its flag is (flags.go).
+	badValue := func(name string, value any, reason string, args ...any) {
+		errs = append(errs, usage.Value(name, value, reason, args...))
+	}
 	if c.Size <= 0 || c.Size > MaxSize {
-		bad("view-size %d: must be in 1..%d", c.Size, MaxSize)
+		badValue("view-size", c.Size, "must be in 1..%d", MaxSize)
 	}
 	if c.Resize < 0 || c.Resize > MaxSize {
-		bad("eval-resize %d: must be 0 (automatic) or in 1..%d", c.Resize, MaxSize)
+		badValue("eval-resize", c.Resize, "must be 0 (automatic) or in 1..%d", MaxSize)
 	} else if c.Resize > 0 && c.Resize < c.Size {
-		bad("eval-resize %d: must be at least view-size %d (the centre crop must fit)", c.Resize, c.Size)
+		badValue("eval-resize", c.Resize, "must be at least view-size %d (the centre crop must fit)", c.Size)
 	}
 	rng := func(name string, r [2]float64, lo, hi float64, loOpen bool) {
 		for _, v := range r {
@@ -161,12 +167,12 @@ func (c Config) Validate() error {
 				if loOpen {
 					open = "("
 				}
-				bad("%s %s: values must be in %s%g, %g]", name, pair(r), open, lo, hi)
+				badValue(name, pair(r), "values must be in %s%g, %g]", open, lo, hi)
 				return
 			}
 		}
 		if r[0] > r[1] {
-			bad("%s %s: min is greater than max", name, pair(r))
+			badValue(name, pair(r), "min is greater than max")
 		}
 	}
 	rng("crop-scale", c.CropScale, 0, 1, true)
@@ -174,7 +180,7 @@ func (c Config) Validate() error {
 	rng("blur-sigma", c.BlurSigma, 0, math.MaxFloat64, true)
 	prob := func(name string, p float64) {
 		if !(p >= 0 && p <= 1) {
-			bad("%s %g: a probability must be in [0, 1]", name, p)
+			badValue(name, p, "a probability must be in [0, 1]")
 		}
 	}
 	prob("flip-p", c.FlipP)
@@ -189,17 +195,17 @@ func (c Config) Validate() error {
 		v    float64
 	}{{"brightness", c.Brightness}, {"contrast", c.Contrast}, {"saturation", c.Saturation}} {
 		if !(f.v >= 0 && f.v <= 100) {
-			bad("%s %g: must be in [0, 100] (factors are drawn from [max(0, 1-b), 1+b])", f.name, f.v)
+			badValue(f.name, f.v, "must be in [0, 100] (factors are drawn from [max(0, 1-b), 1+b])")
 		}
 	}
 	if !(c.Hue >= 0 && c.Hue <= 0.5) {
-		bad("hue %g: must be in [0, 0.5]", c.Hue)
+		badValue("hue", c.Hue, "must be in [0, 0.5]")
 	}
 	if c.BlurKernel < 0 || (c.BlurKernel > 0 && c.BlurKernel%2 == 0) || c.BlurKernel > 1023 {
-		bad("blur-kernel %d: must be 0 (10%% of view-size, odd) or an odd number in 1..1023", c.BlurKernel)
+		badValue("blur-kernel", c.BlurKernel, "must be 0 (10%% of view-size, odd) or an odd number in 1..1023")
 	}
 	if c.SolarizeThreshold < 0 || c.SolarizeThreshold > 256 {
-		bad("solarize-threshold %d: must be in 0..256", c.SolarizeThreshold)
+		badValue("solarize-threshold", c.SolarizeThreshold, "must be in 0..256")
 	}
 	if c.Preset != "" && !slices.Contains(Presets(), c.Preset) {
 		bad("preset %q: unknown (want one of %s)", c.Preset, strings.Join(Presets(), ", "))
