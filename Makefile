@@ -55,7 +55,7 @@ build: ## build bin/dcl (pure Go, CPU backend)
 build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
 	CGO_ENABLED=1 $(GO) build -tags cuda -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
 
-gpu-pack: deps-data ## .gpu/: the cuda binary (stripped, xz), Fashion-MNIST and photographs, for scripts/gpu-check.sh on a GPU machine
+gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz), Fashion-MNIST and photographs, for scripts/gpu-check.sh on a GPU machine
 	@test -f $(FASHION_MNIST)/train-images-idx3-ubyte.gz || { echo "gpu-pack: no Fashion-MNIST in $(FASHION_MNIST) (make deps-data, or FASHION_MNIST=PATH)"; exit 1; }
 	mkdir -p $(BIN) $(GPU_PACK)/fashion-mnist
 	CGO_ENABLED=1 $(GO) build -tags cuda -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl

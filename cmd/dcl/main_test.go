@@ -376,7 +376,7 @@ func TestTrainInterruptExits130(t *testing.T) {
 	}
 	resumed := append(slices.Clone(args), "--resume", "--max-steps", "1") // 1 step in total: already done
 	code, stdout, stderrResumed := runDCL(resumed...)
-	if code != exitOK || !strings.Contains(stdout, "checkpoint") {
+	if code != exitOK || !strings.Contains(stderrResumed, "; checkpoint ") {
 		t.Errorf("resuming the interrupted run = %d\n%s\n%s", code, stdout, stderrResumed)
 	}
 }

@@ -80,7 +80,7 @@ func TestPreprocessCommandLineErrorsExit2(t *testing.T) {
 		{append(base, "--passes=0"), "--passes=0"},
 		{append(base, "--encoding=gif"), `encoding "gif"`},
 		{append(base, "--size=32", "--view-size=28"), "--size=32 and --view-size=28 disagree"},
-		{append(base, "--flip-p=2"), "flip-p 2"},
+		{append(base, "--flip-p=2"), "--flip-p=2: a probability must be in [0, 1]"},
 		{append(base, "--crop-scale=0.5"), "crop-scale"},
 		{append(base, "--channels=2"), "--channels=2"},
 		{append(base, "--max-bad-fraction=1.5"), "--max-bad-fraction=1.5"},
