@@ -54,6 +54,10 @@ type Config struct {
 type DatasetConfig struct {
 	Name  string `yaml:"name" json:"name,omitempty"`   // cifar10, cifar100, stl10, imagenet, imagenet100, folder, idx
 	Input string `yaml:"input" json:"input,omitempty"` // local folder or gs:// prefix holding the published files
+	// Inputs gives a split an input of its own (split name → path), for data that is not
+	// laid out under one root: a folder dataset's test images elsewhere, say. A split
+	// absent from it reads Input (which resolves each split's place under a dataset root).
+	Inputs map[string]string `yaml:"inputs" json:"inputs,omitempty"`
 	// PretrainSplit is what the encoder trains on (STL-10: train+unlabeled, as the paper).
 	PretrainSplit string `yaml:"pretrain_split" json:"pretrain_split,omitempty"`
 	// TrainSplit is the labelled split the kNN bank and the linear probe train on.
@@ -65,6 +69,14 @@ type DatasetConfig struct {
 	// evaluation split (for scaled-down runs such as the demo); 0 keeps every image.
 	Limit     int `yaml:"limit" json:"limit,omitempty"`
 	EvalLimit int `yaml:"eval_limit" json:"eval_limit,omitempty"`
+}
+
+// SplitInput is where split is read from: its entry in Inputs, else Input.
+func (d DatasetConfig) SplitInput(split string) string {
+	if in, ok := d.Inputs[split]; ok {
+		return in
+	}
+	return d.Input
 }
 
 // PreprocessConfig is how the shards are made.
@@ -324,7 +336,14 @@ func (c *Config) validate() error {
 	if _, err := datasets.Lookup(c.Dataset.Name); err != nil {
 		errs = append(errs, fmt.Errorf("dataset.name %q: want one of %s", c.Dataset.Name, strings.Join(datasets.Names(), ", ")))
 	}
-	check(c.Dataset.Input != "", "dataset.input is required")
+	splits := []string{orDefault(c.Dataset.PretrainSplit, "train"), orDefault(c.Dataset.TrainSplit, "train"), orDefault(c.Dataset.TestSplit, "test")}
+	for _, split := range splits {
+		check(c.Dataset.SplitInput(split) != "", "dataset.input is required (the %s split has no dataset.inputs entry)", split)
+	}
+	for _, split := range slices.Sorted(maps.Keys(c.Dataset.Inputs)) {
+		check(slices.Contains(splits, split), "dataset.inputs.%s: the config reads no split %q (it reads %s)", split, split, strings.Join(slices.Compact(slices.Sorted(slices.Values(splits))), ", "))
+		check(c.Dataset.Inputs[split] != "", "dataset.inputs.%s: empty path", split)
+	}
 	check(c.Dataset.Limit >= 0, "dataset.limit %d: must not be negative", c.Dataset.Limit)
 	check(c.Dataset.EvalLimit >= 0, "dataset.eval_limit %d: must not be negative", c.Dataset.EvalLimit)
 	for _, b := range c.Evaluate.Baselines {
@@ -391,7 +410,7 @@ func (c *Config) validate() error {
 // the Beam runner, the name and description, the paper's figures and the gates.
 func (c *Config) Fingerprint() string {
 	d, p := c.Dataset, c.Preprocess
-	d.Input, p.BeamFlags = "", nil
+	d.Input, d.Inputs, p.BeamFlags = "", nil, nil
 	runs := slices.Clone(c.Runs)
 	for i := range runs {
 		runs[i].Paper = PaperFigures{}

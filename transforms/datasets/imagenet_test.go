@@ -346,7 +346,9 @@ func TestImageNetVal(t *testing.T) {
 		wantErrorMentions(t, planErr(t, Spec{Dataset: ImageNet, Input: other, Split: "val"}), "needs a labels file", "LOC_val_solution.csv")
 	})
 	t.Run("flat train folder", func(t *testing.T) {
-		wantErrorMentions(t, planErr(t, Spec{Dataset: ImageNet, Input: val, Split: "train"}), "images at its top, not synset folders")
+		flat := filepath.Join(t.TempDir(), "flat")
+		testfiles.WriteFile(t, filepath.Join(flat, "a.JPEG"), testfiles.JPEG(t, 2, 2, 1))
+		wantErrorMentions(t, planErr(t, Spec{Dataset: ImageNet, Input: flat, Split: "train"}), "images at its top, not synset folders")
 	})
 }
 
