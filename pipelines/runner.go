@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -94,7 +95,20 @@ func CheckRunner() error {
 		}
 		return usage.Errorf("--runner=%s starts workers from a binary: give --environment_type=LOOPBACK (workers in this process) or --worker_binary=PATH (make worker builds bin/dcl-worker-linux-amd64)", *runners.Runner)
 	}
-	return nil
+	return CheckTempDir()
+}
+
+// CheckTempDir refuses a temporary folder that is missing or not writable: Beam writes its
+// worker files there and panics when it cannot (a read-only root file system without
+// TMPDIR, as in a container), so this says so, in one line, before any pipeline starts.
+func CheckTempDir() error {
+	dir := os.TempDir()
+	f, err := os.CreateTemp(dir, ".dcl-check-")
+	if err != nil {
+		return fmt.Errorf("the temporary folder %s cannot be written (%w): Beam keeps its worker files there; set TMPDIR to a writable folder", dir, errors.Unwrap(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // checkJobServer fails, naming the endpoint, when a job server's port does not accept a
@@ -121,6 +135,9 @@ func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.Pipel
 		return nil, err
 	}
 	if err := checkJobServer(ctx); err != nil {
+		return nil, err
+	}
+	if err := CheckTempDir(); err != nil {
 		return nil, err
 	}
 	release := privateTempDir()

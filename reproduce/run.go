@@ -13,6 +13,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/guard"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
@@ -147,7 +148,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := lockRunDir(ctx, r.opts.Out, r.opts.WaitLock, r.log)
+	unlock, err := lockRunDir(ctx, r.opts.Out, r.cfg.Dataset, r.opts.WaitLock, r.log)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +179,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 func Plan(ctx context.Context, cfg *Config, opts Options) ([]StageRecord, error) {
 	r, err := newRunner(cfg, opts, true)
 	if err != nil {
+		return nil, err
+	}
+	if err := guard.CheckOverlap(runDirClaim(r.opts.Out, r.cfg.Dataset, false, nil)); err != nil {
 		return nil, err
 	}
 	if r.ledger, err = loadLedger(ctx, r.opts.Out); err != nil {

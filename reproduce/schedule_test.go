@@ -410,11 +410,11 @@ func TestGates(t *testing.T) {
 func TestRunDirectoryLock(t *testing.T) {
 	out := t.TempDir()
 	ctx := context.Background()
-	release, err := lockRunDir(ctx, out, false, slog.New(slog.DiscardHandler))
+	release, err := lockRunDir(ctx, out, DatasetConfig{}, false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = lockRunDir(ctx, out, false, slog.New(slog.DiscardHandler))
+	_, err = lockRunDir(ctx, out, DatasetConfig{}, false, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(err.Error(), out) {
 		t.Errorf("second lock = %v, want ErrLocked naming this process and %s", err, out)
 	}
@@ -423,12 +423,12 @@ func TestRunDirectoryLock(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := lockRunDir(short, out, true, slog.New(slog.DiscardHandler)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := lockRunDir(short, out, DatasetConfig{}, true, slog.New(slog.DiscardHandler)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("waiting past the deadline = %v, want context.DeadlineExceeded", err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		release2, err := lockRunDir(ctx, out, true, slog.New(slog.DiscardHandler))
+		release2, err := lockRunDir(ctx, out, DatasetConfig{}, true, slog.New(slog.DiscardHandler))
 		if err == nil {
 			release2()
 		}

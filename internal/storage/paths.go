@@ -87,7 +87,7 @@ func FindOverlap(a, b []string) (inA, inB string, ok bool) {
 		}
 		// b's paths that hold c: its ancestors.
 		for cur := c; ; {
-			parent := parentClean(cur)
+			parent := Parent(cur)
 			if parent == cur {
 				break
 			}
@@ -100,8 +100,9 @@ func FindOverlap(a, b []string) (inA, inB string, ok bool) {
 	return "", "", false
 }
 
-// parentClean is the folder holding a cleaned path; a root (/, gs://bucket) is its own.
-func parentClean(c string) string {
+// Parent is the folder holding a path as Clean spells it; a root (/, gs://bucket) is its
+// own.
+func Parent(c string) string {
 	if Scheme(c) == "" {
 		return filepath.Dir(c)
 	}
