@@ -162,6 +162,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := sameExperiment(r.opts.Out, r.cfg.Name, history); err != nil {
+		return nil, err
+	}
 	res, err := r.execute(ctx)
 	if err != nil {
 		return nil, err
@@ -194,9 +197,11 @@ func Plan(ctx context.Context, cfg *Config, opts Options) ([]StageRecord, error)
 	return res.Stages, nil
 }
 
-// finish records a completed reproduction: its file in the history, the comparison with the
-// previous one and the gates, the plots, results.json and report.md, and last the ledger,
-// whose stages are then all consistent.
+// finish records a completed reproduction: the comparison with the previous one and the
+// gates, the plots, results.json and report.md, then its file in the history, and last the
+// ledger, whose stages are then all consistent. The history file comes after the report, so
+// that a reproduction killed (or out of disk) while reporting leaves no history entry that
+// the next one would take for the previous reproduction.
 func (r *runner) finish(ctx context.Context, res *Results, history []Reproduction) error {
 	var prev *Reproduction
 	if len(history) > 0 {
@@ -204,7 +209,7 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	}
 	compare(r.cfg, res, prev)
 	rows := historyRows(res)
-	name, err := appendHistory(ctx, r.opts.Out, res.Time, rows)
+	name, err := historyName(ctx, r.opts.Out, res.Time)
 	if err != nil {
 		return err
 	}
@@ -214,7 +219,23 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	if err := writeReport(ctx, r.opts.Out, res, history); err != nil {
 		return err
 	}
+	if err := writeHistory(ctx, r.opts.Out, name, rows); err != nil {
+		return err
+	}
 	return r.completeLedger(ctx)
+}
+
+// sameExperiment refuses a run directory whose history is another experiment's: configs
+// that differ only in their names compute the same, and would share its stages and mix
+// their histories and reports.
+func sameExperiment(out, name string, history []Reproduction) error {
+	for _, h := range history {
+		if got := h.Rows[0].Experiment; got != name {
+			return fmt.Errorf("%s holds the history of experiment %q (%s), not %q: give this experiment its own --output, or name it %q",
+				out, got, storage.Join(HistoryDir, h.File), name, got)
+		}
+	}
+	return nil
 }
 
 // execute goes through the stages: the data, every run, every baseline.

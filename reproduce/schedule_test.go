@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -383,6 +384,7 @@ func TestGates(t *testing.T) {
 		{"below the paper", map[string]Gate{"knn_top1": {MaxDropVsPaper: f(2)}}, run(80, 2, 83), prev, []string{"knn_top1/paper"}, 1},
 		{"no paper figure for the run", map[string]Gate{"knn_top1": {MaxDropVsPaper: f(2)}}, run(80, 2, 0), prev, nil, 0},
 		{"both", map[string]Gate{"knn_top1": {MaxDropVsPrevious: f(0), MaxDropVsPaper: f(0)}}, run(79, 2, 90), prev, []string{"knn_top1/previous", "knn_top1/paper"}, 2},
+		{"a figure that is not a number fails", map[string]Gate{"knn_top1": {MaxDropVsPrevious: f(100)}}, run(math.NaN(), 2, 0), prev, []string{"knn_top1/previous"}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
