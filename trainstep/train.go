@@ -19,6 +19,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/sysmem"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
 )
 
@@ -180,6 +181,11 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 		return nil, setupErr(err)
 	}
 	cfg.Model = model.Config()
+	if mem, ok := sysmem.Total(); ok {
+		if err := checkMemory(model, cfg, run.BatchSize, mem); err != nil {
+			return nil, setupErr(err)
+		}
+	}
 	if err := model.CheckImageSize(info.Height, info.Width, info.Channels); err != nil {
 		return nil, setupErr(fmt.Errorf("dataset %s: %w", run.Data, err))
 	}
