@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -123,7 +124,21 @@ func checkJobServer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the job server at %s (--endpoint) does not answer within %s: %w", endpoint, JobServerWait, err)
 	}
-	conn.Close()
+	defer conn.Close()
+	// A port that accepts is not yet a job server that answers (a proxy with nothing behind
+	// it, a stuck process): Beam would then wait two minutes in silence. A gRPC server
+	// answers a client's HTTP/2 preface with its SETTINGS frame at once.
+	if err := conn.SetDeadline(time.Now().Add(JobServerWait)); err != nil {
+		return err
+	}
+	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00" // and an empty SETTINGS frame
+	if _, err := conn.Write([]byte(preface)); err != nil {
+		return fmt.Errorf("the job server at %s (--endpoint) accepts connections but not data: %w", endpoint, err)
+	}
+	var frame [9]byte
+	if _, err := io.ReadFull(conn, frame[:]); err != nil {
+		return fmt.Errorf("the job server at %s (--endpoint) accepts connections but does not answer within %s (no gRPC reply): %w", endpoint, JobServerWait, err)
+	}
 	return nil
 }
 

@@ -226,6 +226,20 @@ func readSmall(ctx context.Context, p string, limit int64) ([]byte, error) {
 
 var errTooLarge = errors.New("file too large")
 
+// ctxReader stops reading when ctx is done: a long read (a whole gzip stream checked while
+// planning) ends at the first Ctrl-C or SIGTERM instead of running to its end.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
 // hasGlob reports whether p holds glob metacharacters.
 func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
 

@@ -246,6 +246,15 @@ func TestImageNetBadInput(t *testing.T) {
 			"train/" + sub[4] + "/garbage.JPEG": "not a jpeg image: starts with 47 49 46 38 39 61",
 			"train/" + sub[4] + "/link.JPEG":    "not a regular file",
 		}, ignored: 1},
+		{name: "a member name twice", setup: func(t *testing.T, dir string) string {
+			tars := tars(t, dir)
+			testfiles.WriteFile(t, filepath.Join(tars, sub[5]+".tar"), testfiles.Tar(t, []testfiles.TarMember{
+				{Name: "a.JPEG", Data: jpg}, {Name: "b.JPEG", Data: jpg}, {Name: "./a.JPEG", Data: jpg},
+			}))
+			return tars
+		}, bad: map[string]string{
+			"train/" + sub[5] + "/a.JPEG": `a second member named "a.JPEG"`,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
