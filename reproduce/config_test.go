@@ -114,6 +114,19 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 		{"gate without a bound", "gates: {knn_top1: {}}\nevaluate:", "evaluate:", "gates.knn_top1: give max_drop_vs_previous"},
 		{"gate on a metric no evaluation measures", "gates: {linear_top1: {max_drop_vs_previous: 1}}\nevaluate:", "evaluate:", "gates.linear_top1: the config has no evaluate.linear section"},
 		{"gate against a paper figure that does not exist", "gates: {train_loss: {max_drop_vs_paper: 1}}\nevaluate:", "evaluate:", "the paper has no train_loss figures"},
+		// Values YAML would let through changed, or that would panic later.
+		{"infinite lr", "temperature: 0.1, batch_size: 32, lr: .inf}", "temperature: 0.1, batch_size: 32}", "line 6: train.defaults.lr: .inf is not a finite number"},
+		{"NaN knn temperature", "temperature: .nan}", "temperature: 0.1}\n", "evaluate.knn.temperature: .nan is not a finite number"},
+		{"infinite gate", "gates: {knn_top1: {max_drop_vs_previous: -.Inf}}\nevaluate:", "evaluate:", "gates.knn_top1.max_drop_vs_previous: -.Inf is not a finite number"},
+		{"infinite sigma in a run", "{name: dclw, loss: dclw, sigma: .inf}", "{name: dclw, loss: dclw, sigma: 0.5}", "sigma: .inf is not a finite number"},
+		{"fractional passes", "passes: 2.5", "passes: 2", "preprocess.passes: 2.5 is not a whole number"},
+		{"fractional batch size in a sweep", "batch_size: [16, 32.5]", "batch_size: [16, 32]", "train.sweep.batch_size[1]: 32.5 is not a whole number"},
+		{"negative probe lr", "knn: {k: 20, temperature: 0.1}\n  linear: {lr: -30}", "knn: {k: 20, temperature: 0.1}", "evaluate.linear.lr -30: must not be negative"},
+		{"negative npc samples", "knn: {k: 20, temperature: 0.1}\n  npc: {batch_sizes: [8], samples: -1}", "knn: {k: 20, temperature: 0.1}", "evaluate.npc.samples -1"},
+		{"negative width", "model: small-cnn, width: -4, epochs: 2", "model: small-cnn, epochs: 2", "width -4: must not be negative"},
+		{"absurd image size", "input: /data/fashion-mnist, image_size: 100000}", "input: /data/fashion-mnist}", "dataset.image_size 100000"},
+		{"second document", "knn: {k: 20, temperature: 0.1}\n---\nname: other\n", "knn: {k: 20, temperature: 0.1}\n", "a second YAML document"},
+		{"inputs for a split the config does not read", "input: /data/fashion-mnist, inputs: {val: /x}}", "input: /data/fashion-mnist}", "val"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

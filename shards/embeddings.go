@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -352,6 +353,7 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		}
 	}
 	var paths []string
+	var listed []EmbeddingFileInfo // the manifest's entries of paths, for a directory
 	if single {
 		paths = []string{path}
 	} else {
@@ -382,6 +384,7 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 			}
 			paths = append(paths, storage.Join(path, f.Path))
 		}
+		listed = m.Files
 		r.meta = m.Meta
 		if r.meta == nil {
 			r.meta = map[string]string{}
@@ -395,10 +398,15 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 	// Check every file's schema and dimension now, so a bad file fails before any work is
 	// done; each file is opened once here and once more when it is read.
 	var dimFrom string // the first file with rows, which set r.dim
-	for _, p := range paths {
+	for i, p := range paths {
 		f, err := summarizeEmbeddingFile(ctx, p)
 		if err != nil {
 			return nil, err
+		}
+		if listed != nil {
+			if err := agreesWithManifest(path, f, listed[i], r.meta); err != nil {
+				return nil, err
+			}
 		}
 		switch {
 		case f.Dim == 0 || f.Dim == r.dim:
@@ -416,6 +424,25 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		r.classes, r.meta = r.files[0].Classes, r.files[0].Meta
 	}
 	return r, nil
+}
+
+// agreesWithManifest refuses a file of an embeddings directory whose rows or footer differ
+// from what embeddings.json says of it: the directory holds files of two writers (another
+// command wrote into it meanwhile), and its vectors are not those its metadata describes.
+func agreesWithManifest(dir string, f EmbeddingFileSummary, info EmbeddingFileInfo, meta map[string]string) error {
+	differ := func(has, says string) error {
+		return fmt.Errorf("%s: %s %s, but %s says %s: another command wrote into the folder meanwhile; embed again",
+			dir, storage.Base(f.Path), has, EmbeddingsManifestName, says)
+	}
+	if f.Rows != info.Rows {
+		return differ(fmt.Sprintf("holds %d rows", f.Rows), strconv.FormatInt(info.Rows, 10))
+	}
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		if v, ok := f.Meta[k]; ok && v != meta[k] {
+			return differ(fmt.Sprintf("was written with %s %q", k, v), strconv.Quote(meta[k]))
+		}
+	}
+	return nil
 }
 
 // summarizeEmbeddingFile opens p, checks its schema and learns the dimension: from the

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/sysmem"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
@@ -47,6 +48,9 @@ type RunConfig struct {
 	MaxSteps int `json:"max_steps,omitempty"`
 	// Backend names the compute backend, for the record.
 	Backend string `json:"backend"`
+	// ExtendedFrom lists the epochs the run was trained for before each time a resume with
+	// more --epochs extended it, oldest first (set by Train; empty for a run never extended).
+	ExtendedFrom []int `json:"extended_from,omitempty"`
 }
 
 // TrainOptions are the parts of a run that are not settings.
@@ -150,6 +154,9 @@ type runPlan struct {
 	checkpoint string // the checkpoint to resume from, or ""
 	fresh      TrainState
 	header     *CheckpointHeader // the checkpoint's header, when resuming
+	// extendedFrom is RunConfig.ExtendedFrom of the resumed run: the checkpoint's, and its
+	// epochs when --epochs extends it.
+	extendedFrom []int
 }
 
 // CheckRun checks that a run can start, before any compute backend exists: the settings, the
@@ -181,6 +188,11 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 		return nil, setupErr(err)
 	}
 	cfg.Model = model.Config()
+	if mem, ok := sysmem.Total(); ok {
+		if err := checkMemory(model, cfg, run.BatchSize, mem); err != nil {
+			return nil, setupErr(err)
+		}
+	}
 	if err := model.CheckImageSize(info.Height, info.Width, info.Channels); err != nil {
 		return nil, setupErr(fmt.Errorf("dataset %s: %w", run.Data, err))
 	}
@@ -222,6 +234,9 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 		return nil, setupErr(fmt.Errorf("checkpoint %s was trained with method %s, not %s: its variables are another method's", p.checkpoint, trained, asked))
 	}
 	if err := sameMethodSettings(p.checkpoint, h.Step, cfg); err != nil {
+		return nil, setupErr(err)
+	}
+	if p.extendedFrom, err = sameRunSettings(p.checkpoint, h, cfg, run); err != nil {
 		return nil, setupErr(err)
 	}
 	switch {
@@ -318,6 +333,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	if err != nil {
 		return nil, err
 	}
+	run.ExtendedFrom = plan.extendedFrom
 	if done, err := finishedAlready(ctx, plan, run, info, logger); done != nil || err != nil {
 		return done, err
 	}
@@ -469,8 +485,9 @@ func resume(ctx context.Context, path string, step *Step, run RunConfig, logger 
 	if err := ckpt.Restore(step); err != nil {
 		return TrainState{}, setupErr(err)
 	}
-	if diff := configDiff(ckpt.Header, step.Config(), run); diff != "" {
-		logger.Warn("resuming with settings that differ from the checkpoint's: the run will not be the one it would have been", "checkpoint", path, "differences", diff)
+	if h := ckpt.Header; h.Run != nil && run.Epochs > h.Run.Epochs {
+		logger.Info("extending the run: --epochs is more than it was trained for, so the cosine schedule stretches over the new total from here on",
+			"checkpoint", path, "epochs_before", h.Run.Epochs, "epochs", run.Epochs, "extended_from", run.ExtendedFrom)
 	}
 	st := ckpt.Header.State
 	logger.Info("resuming", "checkpoint", path, "steps_done", st.StepsDone, "epoch", st.Epoch, "batch", st.Batch)
@@ -479,7 +496,35 @@ func resume(ctx context.Context, path string, step *Step, run RunConfig, logger 
 	return st, nil
 }
 
-func configDiff(h CheckpointHeader, cfg StepConfig, run RunConfig) string {
+// sameRunSettings refuses to resume with settings that would make the run another one than
+// the checkpoint's (the loss and its parameters, the optimiser and its, the learning rate,
+// warm-up and fewer epochs), naming each, and returns the run's ExtendedFrom: more epochs
+// is the one change allowed, extending the run (the cosine schedule then stretches over
+// the new total from the step the run is at), and the header records it.
+func sameRunSettings(path string, h *CheckpointHeader, cfg StepConfig, run RunConfig) ([]int, error) {
+	diffs := configDiff(*h, cfg, run)
+	if h.Run == nil {
+		if len(diffs) > 0 {
+			return nil, fmt.Errorf("checkpoint %s was trained with other settings: %s; resume it with the same", path, strings.Join(diffs, "; "))
+		}
+		return nil, nil
+	}
+	extended := slices.Clone(h.Run.ExtendedFrom)
+	switch {
+	case run.Epochs > h.Run.Epochs:
+		extended = append(extended, h.Run.Epochs)
+	case run.Epochs < h.Run.Epochs:
+		diffs = append(diffs, fmt.Sprintf("epochs %d→%d (--epochs may only extend a run)", h.Run.Epochs, run.Epochs))
+	}
+	if len(diffs) > 0 {
+		return nil, fmt.Errorf("checkpoint %s was trained with other settings: %s; resume it with the same", path, strings.Join(diffs, "; "))
+	}
+	return extended, nil
+}
+
+// configDiff lists the settings of a resumed run that differ from its checkpoint's, as
+// "name old→new"; the epochs are left to sameRunSettings.
+func configDiff(h CheckpointHeader, cfg StepConfig, run RunConfig) []string {
 	var diffs []string
 	add := func(name string, was, is any) {
 		a, _ := json.Marshal(was)
@@ -491,11 +536,10 @@ func configDiff(h CheckpointHeader, cfg StepConfig, run RunConfig) string {
 	add("loss", h.Step.Loss.withUsedParams(), cfg.Loss.withUsedParams())
 	add("optimizer", h.Step.Optimizer, cfg.Optimizer)
 	if h.Run != nil {
-		add("epochs", h.Run.Epochs, run.Epochs)
 		add("lr", h.Run.BaseLR, run.BaseLR)
 		add("warmup_epochs", h.Run.WarmupEpochs, run.WarmupEpochs)
 	}
-	return strings.Join(diffs, "; ")
+	return diffs
 }
 
 type loop struct {

@@ -182,6 +182,11 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 
 	ctx, interrupted, stop := interruptContext()
 	defer stop()
+	release, err := claimOutputs(ctx, c.name, fs, positional)
+	if err != nil {
+		return err
+	}
+	defer release()
 	err = runFn(ctx, positional)
 	if err != nil {
 		err = withFlagNames(err, fs)

@@ -48,7 +48,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 	maxBad := fs.Float64("max-bad-fraction", 0, "largest share of unusable records (dead letters) a run accepts; above it the run fails\nafter writing dead-letters.jsonl, without a manifest")
 	overwrite := fs.Bool("overwrite", false, "replace a dataset of another configuration in --output")
 	coarse := fs.Bool("coarse-labels", false, "CIFAR-100: the 20 coarse labels instead of the 100 fine ones")
-	labelsFile := fs.String("labels-file", "", "ImageNet val as a flat folder: its labels file; empty: LOC_val_solution.csv in or beside it")
+	labelsFile := fs.String("labels-file", "", "ImageNet val as a flat folder: its labels file; empty: LOC_val_solution.csv in or beside it, or at the dataset root")
 	unitRecords := fs.Int("unit-records", 0, fmt.Sprintf("records (or image files) per unit of reading work (0: %d)", datasets.DefaultUnitRecords))
 	maxPixels := fs.Int64("max-pixels", 0, fmt.Sprintf("largest image (width × height) decoded; larger ones are dead letters (0: %d)", datasets.DefaultMaxPixels))
 	progressOptions := addProgressFlags(fs)

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package reproduce
+package guard
 
 import (
 	"errors"
@@ -8,10 +8,16 @@ import (
 	"syscall"
 )
 
-// tryLock takes an exclusive flock on f without waiting, and reports whether it got it.
-func tryLock(f *os.File) (bool, error) {
+// tryLock takes an flock on f without waiting, exclusive or shared, and reports whether it
+// got it. The kernel releases it when the process ends, however it ends: a lock is never
+// stale.
+func tryLock(f *os.File, exclusive bool) (bool, error) {
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 		switch {
 		case err == nil:
 			return true, nil
