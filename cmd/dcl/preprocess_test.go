@@ -87,7 +87,7 @@ func TestPreprocessCommandLineErrorsExit2(t *testing.T) {
 		{append(base, "--shards=-1"), "--shards=-1"},
 		{append(base, "--progress=maybe"), `--progress="maybe"`},
 		{append(base, "extra"), "takes no positional arguments"},
-		{[]string{"--dataset=idx", "--input=" + in, "--output=" + filepath.Join(in, "o"), "--split=val"}, `--split=val: idx has no split "val"; want one of train, test`},
+		{[]string{"--dataset=idx", "--input=" + in, "--output=" + filepath.Join(t.TempDir(), "o"), "--split=val"}, `--split=val: idx has no split "val"; want one of train, test`},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(append([]string{"preprocess"}, tt.give...)...)
