@@ -240,6 +240,9 @@ func (r *runner) execute(ctx context.Context) (*Results, error) {
 		res.Baselines = append(res.Baselines, *b)
 	}
 	res.Stages = r.stages
+	summarise(res)
+	res.Departures = cfg.Departures
+	res.Machine = machine(cfg.Runs, r.opts.Backend)
 	return res, nil
 }
 
@@ -409,7 +412,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 	if err != nil {
 		return nil, err
 	}
-	rr := &RunResult{Config: run, Paper: run.Paper}
+	rr := &RunResult{Config: run, Cell: run.Cell, Paper: run.Paper}
 	var sum *trainstep.Summary
 	trained, err := r.stage(ctx, stageSpec{kind: StageTrain, name: "train " + run.Name, up: data.pretrain,
 		done: func() (outcome, error) {
@@ -444,13 +447,22 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 		return nil, err
 	}
 	rr.Train = sum
-	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, max(trained, data.eval), true, &rr.Evaluation); err != nil {
+	// NPC statistics describe the coupling of an encoder, not the spread of its accuracy:
+	// the first seed of each cell has them.
+	npc := r.firstOfCell(run)
+	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, max(trained, data.eval), npc, &rr.Evaluation); err != nil {
 		return nil, err
 	}
 	if rr.Curves, err = readCurves(ctx, storage.Join(dir, trainstep.LogName)); err != nil {
 		return nil, err
 	}
 	return rr, nil
+}
+
+// firstOfCell reports whether run is the first run of its cell.
+func (r *runner) firstOfCell(run RunConfig) bool {
+	i := slices.IndexFunc(r.cfg.Runs, func(c RunConfig) bool { return c.Cell == run.Cell })
+	return i < 0 || r.cfg.Runs[i].Name == run.Name
 }
 
 // checkRunRecord compares the settings a run folder was started with to the config's, and
