@@ -77,7 +77,7 @@ type LineChart struct {
 	// difference of a fraction of a point is not drawn across the whole chart.
 	MinYSpan float64
 	YBounds  [2]float64
-	Series []Series
+	Series   []Series
 	// References are horizontal lines across the chart (baselines, published figures).
 	References []Reference
 	Legend     Corner
