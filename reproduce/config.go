@@ -283,35 +283,37 @@ func (c *Config) expand() error {
 }
 
 // expandSeeds makes every run that lists seeds a cell of one run per seed, and names every
-// run's cell.
+// run's cell. The runs go seed by seed: every cell's first seed, then every cell's second, so
+// that a reproduction stopped part-way has figures for every cell before it has spreads.
 func (c *Config) expandSeeds() error {
-	var runs []RunConfig
+	var bySeed [][]RunConfig // bySeed[i]: the runs of each cell's (i+1)-th seed
 	for _, r := range c.Runs {
 		r.Cell = r.Name
+		seeds := r.Seeds
 		switch {
 		case len(r.Seeds) == 0:
+			seeds = []uint64{r.Seed}
 		case r.Seed != 0:
 			return fmt.Errorf("run %q: seed %d and seeds %v: give one (a seed in train.defaults applies to every run; seeds replaces it)", r.Name, r.Seed, r.Seeds)
-		case len(r.Seeds) == 1:
-			r.Seed, r.Seeds = r.Seeds[0], nil
-		default:
-			seen := map[uint64]bool{}
-			for _, s := range r.Seeds {
-				if s == 0 || seen[s] {
-					return fmt.Errorf("run %q: seeds %v: want distinct seeds of 1 or more", r.Name, r.Seeds)
-				}
-				seen[s] = true
-			}
-			for _, s := range r.Seeds {
-				run := r
-				run.Name, run.Seed, run.Seeds = r.Name+"-s"+strconv.FormatUint(s, 10), s, nil
-				runs = append(runs, run)
-			}
-			continue
 		}
-		runs = append(runs, r)
+		seen := map[uint64]bool{}
+		for i, s := range seeds {
+			if len(r.Seeds) > 0 && (s == 0 || seen[s]) {
+				return fmt.Errorf("run %q: seeds %v: want distinct seeds of 1 or more", r.Name, r.Seeds)
+			}
+			seen[s] = true
+			run := r
+			run.Seed, run.Seeds = s, nil
+			if len(seeds) > 1 {
+				run.Name = r.Name + "-s" + strconv.FormatUint(s, 10)
+			}
+			if i == len(bySeed) {
+				bySeed = append(bySeed, nil)
+			}
+			bySeed[i] = append(bySeed[i], run)
+		}
 	}
-	c.Runs = runs
+	c.Runs = slices.Concat(bySeed...)
 	return nil
 }
 

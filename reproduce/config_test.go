@@ -154,17 +154,18 @@ func TestParseExpandsSeedsIntoCells(t *testing.T) {
 			t.Errorf("run %s keeps seeds %v; a run has one seed", r.Name, r.Seeds)
 		}
 	}
-	want := []string{"dclw", "infonce-b16-s1", "infonce-b16-s2", "infonce-b32-s1", "infonce-b32-s2", "dcl-b16-s1", "dcl-b16-s2", "dcl-b32-s1", "dcl-b32-s2"}
+	// Seed by seed: every cell's first seed, then every cell's second.
+	want := []string{"dclw", "infonce-b16-s1", "infonce-b32-s1", "dcl-b16-s1", "dcl-b32-s1", "infonce-b16-s2", "infonce-b32-s2", "dcl-b16-s2", "dcl-b32-s2"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("runs = %v, want %v", names, want)
 	}
-	if want := []string{"dclw", "infonce-b16", "infonce-b16", "infonce-b32", "infonce-b32", "dcl-b16", "dcl-b16", "dcl-b32", "dcl-b32"}; !slices.Equal(cells, want) {
+	if want := []string{"dclw", "infonce-b16", "infonce-b32", "dcl-b16", "dcl-b32", "infonce-b16", "infonce-b32", "dcl-b16", "dcl-b32"}; !slices.Equal(cells, want) {
 		t.Errorf("cells = %v, want %v", cells, want)
 	}
-	if c.Runs[0].Seed != 7 || c.Runs[2].Seed != 2 {
-		t.Errorf("seeds %d and %d, want 7 and 2", c.Runs[0].Seed, c.Runs[2].Seed)
+	if c.Runs[0].Seed != 7 || c.Runs[1].Seed != 1 || c.Runs[5].Seed != 2 {
+		t.Errorf("seeds %d, %d and %d, want 7, 1 and 2", c.Runs[0].Seed, c.Runs[1].Seed, c.Runs[5].Seed)
 	}
-	for _, r := range c.Runs[7:] {
+	for _, r := range []RunConfig{c.Runs[4], c.Runs[8]} {
 		if r.Paper.KNNTop1 != 84.4 {
 			t.Errorf("run %s of cell dcl-b32 lacks the cell's paper figure", r.Name)
 		}
