@@ -446,7 +446,7 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			if want.linear && !linearIsThePapers(c.Evaluate.Linear, f) {
 				differ("evaluation", "linear probe %+v, not the appendix's protocol", c.Evaluate.Linear)
 			}
-			}
+		}
 		for setting, why := range differs {
 			if _, ok := c.Departures[setting]; !ok {
 				t.Errorf("%s departs from the paper's recipe without saying so: %s (add departures.%s)", name, why, setting)
