@@ -6,10 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/experiments"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -84,7 +87,6 @@ func TestFashionMNISTGPUConfigRunsScaledDown(t *testing.T) {
 	}
 	c.Evaluate.KNN.K = 10
 	c.Evaluate.Linear.Epochs = 2
-	c.Evaluate.NPC.BatchSizes = []int{8}
 	c.Evaluate.KNNEvery = 0
 	out := t.TempDir()
 	res, err := reproduce.Run(context.Background(), c, reproduce.Options{Out: out, Input: data, Backend: "cpu",
@@ -94,6 +96,15 @@ func TestFashionMNISTGPUConfigRunsScaledDown(t *testing.T) {
 	}
 	if len(res.Runs) != 6 || len(res.Cells) != 4 {
 		t.Fatalf("%d runs in %d cells, want 6 in 4", len(res.Runs), len(res.Cells))
+	}
+	// The README's GPU section is ready for the results: the batch-32 cells compared over
+	// their seeds, the batch-256 ones without a claim.
+	section := reproduce.ReadmeSection(res, "scripts/gpu-check.sh OUT experiment", "docs/gpu", nil)
+	flat := regexp.MustCompile(` +`).ReplaceAllString(section, " ") // tables pad their columns
+	for _, want := range []string{"| SimCLR (InfoNCE), batch 8, 1 epoch | 1, 2 |", "DCL, batch 16 against SimCLR (InfoNCE), batch 16", "one seed: no claim", analysis.SeedRule} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the README's GPU section lacks %q:\n%s", want, section)
+		}
 	}
 	m, err := shards.ReadManifest(context.Background(), filepath.Join(out, reproduce.DataDir, "pretrain"))
 	if err != nil {

@@ -26,6 +26,9 @@ func seededTiny(s string) string {
 // exactly the figures of an uninterrupted reproduction, and keeps its history and gates per
 // run.
 func TestSeededReproductionResumesAndKeepsItsHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three reproductions of four training runs each")
+	}
 	input := t.TempDir()
 	writeBarsIDX(t, input)
 	ctx := context.Background()
