@@ -2,6 +2,8 @@ package reproduce
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -309,7 +311,8 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 				}
 				r.log.Info(res.Summary(ds.dir))
 				return nil
-			}})
+			},
+			digest: func() (string, error) { return datasetDigest(ctx, ds.dir) }})
 		if err != nil {
 			return dataGen{}, err
 		}
@@ -342,6 +345,21 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	}
 	r.numClasses = n
 	return data, nil
+}
+
+// datasetDigest identifies a dataset by its shards' checksums: preprocessing is
+// deterministic, so a dataset made again from the same input and settings has the same one.
+func datasetDigest(ctx context.Context, dir string) (string, error) {
+	m, err := shards.ReadManifest(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, sh := range m.Shards {
+		fmt.Fprintf(h, "%s %d %s\n", sh.Path, sh.Rows, sh.SHA256)
+	}
+	fmt.Fprintf(h, "records %d dead %d\n", m.Records, m.DeadLetters.Count)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // augmentConfig builds the augmentation of the config's preset at the dataset's size;
@@ -614,13 +632,41 @@ func (r *runner) evaluate(ctx context.Context, dir, name string, temperature flo
 			done: func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
 			do: func() error {
 				return r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: e.data, Output: e.out, Feature: feature, Views: 1})
-			}})
+			},
+			needed: func() (bool, error) { return r.evaluationsNeeded(ctx, dir, npc) }})
 		if err != nil {
 			return err
 		}
 		embedded = max(embedded, g)
 	}
 	return r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, max(up, embedded), temperature, npc, ev)
+}
+
+// evaluationsNeeded reports whether an evaluation of the encoder in dir that reads its
+// embeddings lacks its output or is asked for again (--rerun): embeddings removed after
+// their evaluations need not be made again.
+func (r *runner) evaluationsNeeded(ctx context.Context, dir string, npc bool) (bool, error) {
+	var outputs []string
+	if r.cfg.Evaluate.KNN != nil {
+		outputs = append(outputs, storage.Join(dir, "knn.json"))
+	}
+	if r.cfg.Evaluate.Linear != nil {
+		outputs = append(outputs, storage.Join(dir, "linear.json"))
+	}
+	if r.cfg.Evaluate.NPC != nil && npc {
+		outputs = append(outputs, storage.Join(npcDir(dir), pipelines.NPCReportName))
+	}
+	for _, k := range []StageKind{StageKNN, StageLinear, StageNPC} {
+		if r.rerun[k] {
+			return true, nil
+		}
+	}
+	for _, p := range outputs {
+		if ok, err := storage.Exists(ctx, p); err != nil || !ok {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // exists is the outcome of a stage whose output is complete when p exists.
