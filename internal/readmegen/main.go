@@ -9,7 +9,8 @@
 //     either, a line saying that no GPU run exists yet and the command that makes one.
 //
 // --check writes nothing and exits 1 when the README or a drawn figure is not what the results
-// give. Figures are drawn from results.json alone, except the t-SNE, which needs the
+// give (checked against a run directory's fresh results, the machine, wall time and build the
+// README states are the kept results': a fresh run of the same code differs in those alone). Figures are drawn from results.json alone, except the t-SNE, which needs the
 // embeddings and is copied from the run directory's plots.
 package main
 
@@ -117,6 +118,14 @@ func generate(ctx context.Context, s section, root, src string, check bool) (str
 	var res reproduce.Results
 	if err := storage.LoadJSON(ctx, from, &res); err != nil {
 		return "", nil, err
+	}
+	if check && from != kept {
+		// Fresh results are checked for their figures: where they ran, how long they took
+		// and which build made them are the kept results' own, as the README states them.
+		var was reproduce.Results
+		if err := storage.LoadJSON(ctx, kept, &was); err == nil {
+			res.Machine, res.Wall, res.CodeVersion = was.Machine, was.Wall, was.CodeVersion
+		}
 	}
 	out := docs
 	if check {
