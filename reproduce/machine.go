@@ -13,12 +13,16 @@ import (
 )
 
 // machine describes where a reproduction runs, for its wall times: the CPU model and core
-// count, and the GPU where a run may train on one (backend cuda or auto, or the option that
+// count, the load on the machine when it started (load, "" where unknown: other work slows
+// it), and the GPU where a run may train on one (backend cuda or auto, or the option that
 // overrides every run's).
-func machine(runs []RunConfig, backend string) string {
+func machine(runs []RunConfig, backend, load string) string {
 	desc := fmt.Sprintf("%d CPU cores", runtime.NumCPU())
 	if m := cpuModel(); m != "" {
 		desc = m + ", " + desc
+	}
+	if load != "" {
+		desc += " (load average " + load + " when it started)"
 	}
 	gpuPossible := backend == "cuda" || backend == "auto"
 	for _, r := range runs {
@@ -60,4 +64,16 @@ func gpuNames() string {
 		return ""
 	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", ", ")), " ")
+}
+
+// loadAverage is the machine's one-minute load average ("" where /proc/loadavg is not).
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }

@@ -107,6 +107,7 @@ type runner struct {
 	// size and classes of the data, known once the evaluation shards exist.
 	numClasses int
 	names      map[string]string // seriesNames of the config's runs, once asked for
+	load       string            // the machine's load average when the call started
 }
 
 func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
@@ -128,7 +129,8 @@ func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
 	if opts.CodeVersion == "" {
 		opts.CodeVersion = "unknown" // as the shards record it
 	}
-	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{}}
+	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{},
+		load: loadAverage()}
 	for _, k := range opts.Rerun {
 		r.rerun[k] = true
 	}
@@ -244,7 +246,7 @@ func (r *runner) execute(ctx context.Context) (*Results, error) {
 	res.Stages = r.stages
 	summarise(res)
 	res.Departures = cfg.Departures
-	res.Machine = machine(cfg.Runs, r.opts.Backend)
+	res.Machine = machine(cfg.Runs, r.opts.Backend, r.load)
 	return res, nil
 }
 
