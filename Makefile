@@ -103,7 +103,7 @@ lint: ## go vet and staticcheck, on the pure-Go and the cuda builds; builds the 
 	@if command -v shellcheck >/dev/null 2>&1; then shellcheck scripts/*.sh; else echo "lint: no shellcheck here; scripts/*.sh not checked"; fi
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 
-demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (~4 min on 2 free cores): demo-out/report.md
+demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on 2 free cores; the README says how long it took): demo-out/report.md
 	$(BIN)/dcl demo --input=$(FASHION_MNIST) --output=demo-out
 	@$(GO) run ./internal/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
 		echo "demo: the README's demo section is not this run's results (another machine or code version): make readme rewrites it from demo-out"
