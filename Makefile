@@ -28,12 +28,13 @@ RACE_FLAGS := -race -gcflags='github.com/gomlx/compute/...=-d=checkptr=0'
 
 TEST_TIMEOUT ?= 30m
 
-# What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary
-# and Fashion-MNIST's four files, at most GPU_PACK_MAX_MIB in all.
+# What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary,
+# Fashion-MNIST's four files and a few photographs from Debian's packages (scripts/photos.sh),
+# at most GPU_PACK_MAX_MIB in all.
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data test test-race bench bench-smoke lint demo readme clean
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data test test-race bench bench-smoke lint demo readme clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -44,15 +45,19 @@ build: ## build bin/dcl (pure Go, CPU backend)
 build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
 	CGO_ENABLED=1 $(GO) build -tags cuda -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
 
-gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz) and Fashion-MNIST, for scripts/gpu-check.sh on a GPU machine
+gpu-pack: deps-data ## .gpu/: the cuda binary (stripped, xz), Fashion-MNIST and photographs, for scripts/gpu-check.sh on a GPU machine
 	@test -f $(FASHION_MNIST)/train-images-idx3-ubyte.gz || { echo "gpu-pack: no Fashion-MNIST in $(FASHION_MNIST) (make deps-data, or FASHION_MNIST=PATH)"; exit 1; }
 	mkdir -p $(BIN) $(GPU_PACK)/fashion-mnist
 	CGO_ENABLED=1 $(GO) build -tags cuda -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
 	xz -T0 -6 -c $(BIN)/dcl-cuda > $(GPU_PACK)/dcl-cuda.xz.tmp && mv $(GPU_PACK)/dcl-cuda.xz.tmp $(GPU_PACK)/dcl-cuda.xz
 	cp $(FASHION_MNIST)/{train-images-idx3-ubyte,train-labels-idx1-ubyte,t10k-images-idx3-ubyte,t10k-labels-idx1-ubyte}.gz $(GPU_PACK)/fashion-mnist/
+	scripts/photos.sh $(GPU_PACK)/photos || echo "gpu-pack: WARNING: no photographs; the JPEG feeding test will cut upscaled Fashion-MNIST"
 	@size=$$(du -sm $(GPU_PACK) | cut -f1); \
 	if [ $$size -gt $(GPU_PACK_MAX_MIB) ]; then echo "gpu-pack: $(GPU_PACK) is $$size MiB, over $(GPU_PACK_MAX_MIB) MiB"; exit 1; fi; \
 	echo "gpu-pack: $(GPU_PACK) is $$size MiB: copy it with the repository to the GPU machine and run scripts/gpu-check.sh OUTDIR there"
+
+gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu/gpu-check.json
+	$(GO) run ./cmd/dcl gpu-check --render=docs/gpu/gpu-check.json --update=README.md,BENCHMARKS.md
 
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
@@ -101,18 +106,19 @@ lint: ## go vet and staticcheck, on the pure-Go and the cuda builds; builds the 
 	CGO_ENABLED=1 $(GO) tool staticcheck -tags cuda ./gpu/cuda/...
 	CGO_ENABLED=1 $(GO) build -tags cuda -o /dev/null ./cmd/dcl
 	@if command -v shellcheck >/dev/null 2>&1; then shellcheck scripts/*.sh; else echo "lint: no shellcheck here; scripts/*.sh not checked"; fi
-	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
+	@# third_party/ holds upstream code as its authors formatted it.
+	@test -z "$$(gofmt -l $$(find . -name '*.go' -not -path './third_party/*'))" || { echo "gofmt needed on:"; gofmt -l $$(find . -name '*.go' -not -path './third_party/*'); exit 1; }
 
 demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on 2 free cores; the README says how long it took): demo-out/report.md
 	$(BIN)/dcl demo --input=$(FASHION_MNIST) --output=demo-out
 	@$(GO) run ./internal/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
 		echo "demo: the README's demo section is not this run's results (another machine or code version): make readme rewrites it from demo-out"
 
-# The README's generated sections and docs/demo/, docs/gpu/ from the results: the demo's
+# The README's generated sections and docs/demo/, docs/gpu-experiment/ from the results: the demo's
 # (demo-out) and, with GPU_RUN=DIR, a GPU experiment's run directory (unpacked
 # experiment-state.tgz).
 GPU_RUN ?=
-readme: ## rewrite the README's demo and GPU sections and docs/{demo,gpu}/ from demo-out (and GPU_RUN=DIR)
+readme: ## rewrite the README's demo and GPU sections and docs/demo/ and docs/gpu-experiment/ from demo-out (and GPU_RUN=DIR)
 	$(GO) run ./internal/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
 
 clean: ## remove build outputs and the GPU pack (not .gpu-work/, the GPU experiment's state)

@@ -99,7 +99,7 @@ func TestFashionMNISTGPUConfigRunsScaledDown(t *testing.T) {
 	}
 	// The README's GPU section is ready for the results: the batch-32 cells compared over
 	// their seeds, the batch-256 ones without a claim.
-	section := reproduce.ReadmeSection(res, "scripts/gpu-check.sh OUT experiment", "docs/gpu", nil)
+	section := reproduce.ReadmeSection(res, "scripts/gpu-check.sh OUT experiment", "docs/gpu-experiment", nil)
 	flat := regexp.MustCompile(` +`).ReplaceAllString(section, " ") // tables pad their columns
 	for _, want := range []string{"| SimCLR (InfoNCE), batch 8, 1 epoch | 1, 2 |", "DCL, batch 16 against SimCLR (InfoNCE), batch 16", "one seed: no claim", analysis.SeedRule} {
 		if !strings.Contains(flat, want) {

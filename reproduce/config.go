@@ -131,14 +131,17 @@ type RunConfig struct {
 	BNSplits        int     `yaml:"bn_splits" json:"bn_splits,omitempty"`
 	PredictorHidden int     `yaml:"predictor_hidden" json:"predictor_hidden,omitempty"`
 	// LR is the base learning rate; the trainer scales it by batch/256.
-	LR              float64  `yaml:"lr" json:"lr,omitempty"`
-	Momentum        *float64 `yaml:"momentum" json:"momentum,omitempty"`
-	WeightDecay     *float64 `yaml:"weight_decay" json:"weight_decay,omitempty"`
-	WarmupEpochs    int      `yaml:"warmup_epochs" json:"warmup_epochs,omitempty"`
-	Optimizer       string   `yaml:"optimizer" json:"optimizer,omitempty"` // sgd, lars
-	Backend         string   `yaml:"backend" json:"backend,omitempty"`     // cpu, cuda, auto
-	Seed            uint64   `yaml:"seed" json:"seed,omitempty"`
-	CheckpointEvery int      `yaml:"checkpoint_every" json:"checkpoint_every,omitempty"` // steps
+	LR           float64  `yaml:"lr" json:"lr,omitempty"`
+	Momentum     *float64 `yaml:"momentum" json:"momentum,omitempty"`
+	WeightDecay  *float64 `yaml:"weight_decay" json:"weight_decay,omitempty"`
+	WarmupEpochs int      `yaml:"warmup_epochs" json:"warmup_epochs,omitempty"`
+	Optimizer    string   `yaml:"optimizer" json:"optimizer,omitempty"` // sgd, lars
+	Backend      string   `yaml:"backend" json:"backend,omitempty"`     // cpu, cuda, auto
+	// Precision is the training arithmetic: float32 (the default), tf32 or bf16
+	// (trainstep.Precision).
+	Precision       string `yaml:"precision" json:"precision,omitempty"`
+	Seed            uint64 `yaml:"seed" json:"seed,omitempty"`
+	CheckpointEvery int    `yaml:"checkpoint_every" json:"checkpoint_every,omitempty"` // steps
 	// Seeds makes the run a cell of several runs, one per training seed (the initial weights
 	// and the order of the batches; the augmented views are the same shards), named
 	// CELL-s1, CELL-s2, …; the report gives each cell's mean and spread. It replaces Seed.

@@ -103,6 +103,7 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 		{"duplicate run names", "{name: dcl-b16, loss: dclw", "{name: dclw, loss: dclw", "two runs have this name"},
 		{"no passes", "passes: 0", "passes: 2", "preprocess.passes 0"},
 		{"bad knn k", "k: 0,", "k: 20,", "evaluate.knn.k 0"},
+		{"unknown precision", "{name: dclw, precision: fp16, loss: dclw", "{name: dclw, loss: dclw", `precision "fp16": want float32, tf32 or bf16`},
 		{"unknown method", "{name: dclw, method: byol, loss: dclw", "{name: dclw, loss: dclw", `unknown training method "byol"`},
 		{"a queue for simclr", "{name: dclw, queue_size: 64, loss: dclw", "{name: dclw, loss: dclw", "has no setting queue_size"},
 		{"hypersphere with moco", "{name: dclw, method: moco, loss: hypersphere", "{name: dclw, loss: dclw", "no queue form"},

@@ -17,7 +17,8 @@ func stepConfig(run RunConfig, channels int, dataset string) trainstep.StepConfi
 			Alpha: orDefaultF(run.AlignAlpha, paper.Alpha), UniformT: orDefaultF(run.UniformT, paper.UniformT), Reduction: trainstep.Mean},
 		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(orDefault(run.Optimizer, string(paper.Optimizer))),
 			Momentum: deref(run.Momentum, paper.Momentum), WeightDecay: deref(run.WeightDecay, paper.WeightDecay)},
-		InitSeed: orDefaultU(run.Seed, 1),
+		InitSeed:  orDefaultU(run.Seed, 1),
+		Precision: trainstep.Precision(run.Precision),
 	}
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 11, in one command, on a machine with an NVIDIA GPU, Python 3 with
+# The GPU check (issues 11 and 22), in one command, on a machine with an NVIDIA GPU, Python 3 with
 # PyTorch (and JAX's CUDA plugin, whose PJRT plugin dcl loads), and no Go:
 #
 #   make gpu-pack                        # on a machine with Go: .gpu/ (dcl-cuda.xz, fashion-mnist/)
@@ -11,7 +11,8 @@
 #   2. dcl doctor (and, if CUDA does not load, again with the pip nvidia/*/lib folders on
 #      LD_LIBRARY_PATH and with XLA's log on, to say what was missing);
 #   3. python3 scripts/torch_step.py: PyTorch's images/s and memory for the same steps;
-#   4. dcl gpu-check: CPU/CUDA agreement, images/s beside PyTorch, feeding, peak memory;
+#   4. dcl gpu-check: CPU/CUDA agreement (float32 and tf32), images/s beside PyTorch, dcl
+#      train's loop, feeding, peak memory;
 #   5. dcl reproduce --config=fashion-mnist-gpu: the experiment (InfoNCE vs DCL, batch 32 and 256),
 #      then its state (dcl reproduce --save-state), sent back even when the time limit stopped it.
 # "check" runs 1-4, "experiment" 1, 2 and 5, "all" (the default) everything. The unpacked
@@ -29,12 +30,14 @@
 # make readme GPU_RUN=DIR there).
 #
 # Environment: DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),
-# CHECK_TIMEOUT (900 s), TORCH_TIMEOUT (420 s), EXPERIMENT_TIMEOUT (480 s: the experiment is
-# sized for 8 minutes, so that the part "experiment" fits one 9-minute command),
-# DCL_EXPERIMENT_STATE (.gpu-state/experiment-state.tgz), DCL_EXPERIMENT_CONFIG
-# (fashion-mnist-gpu; tests give a smaller one); extra flags for each program, appended last so
-# they win: DCL_GPU_CHECK_FLAGS, DCL_TORCH_FLAGS, DCL_EXPERIMENT_FLAGS (the script's own tests run
-# it on a CPU with --backend=cpu --quick, and --backend=cpu).
+# CHECK_TIMEOUT (360 s), TORCH_TIMEOUT (240 s), TORCH_COMPILE_BUDGET (90 s of torch.compile
+# rows), EXPERIMENT_TIMEOUT (480 s: the experiment is sized for 8 minutes, so that the part
+# "experiment" fits one 9-minute command), DCL_EXPERIMENT_STATE (.gpu-state/experiment-state.tgz),
+# DCL_EXPERIMENT_CONFIG (fashion-mnist-gpu; tests give a smaller one); the check part ends within
+# about 9 minutes, and the check writes its JSON after every part, so a time limit keeps what was
+# measured; extra flags for each program, appended last so they win: DCL_GPU_CHECK_FLAGS,
+# DCL_TORCH_FLAGS, DCL_EXPERIMENT_FLAGS (the script's own tests run it on a CPU with
+# --backend=cpu --quick, and --backend=cpu).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -138,14 +141,16 @@ fi
 if [ "$PART" = all ] || [ "$PART" = check ]; then
 	# 3. PyTorch, first, so that gpu-check can put its figures beside dcl's.
 	# shellcheck disable=SC2086 # the extra flags are words
-	step torch "${TORCH_TIMEOUT:-420}" "$PYTHON" "$ROOT/scripts/torch_step.py" --out "$OUT/torch-step.json" ${DCL_TORCH_FLAGS:-}
+	step torch "${TORCH_TIMEOUT:-240}" "$PYTHON" "$ROOT/scripts/torch_step.py" --out "$OUT/torch-step.json" \
+		--compile-budget "${TORCH_COMPILE_BUDGET:-90}" ${DCL_TORCH_FLAGS:-}
 	# 4. The check.
 	TORCH_ARG=()
 	[ -s "$OUT/torch-step.json" ] && TORCH_ARG=(--torch="$OUT/torch-step.json")
 	DATA_ARG=()
 	[ -f "$DATA/train-images-idx3-ubyte.gz" ] && DATA_ARG=(--input="$DATA")
+	[ -d "$PACK/photos" ] && DATA_ARG+=(--photos="$PACK/photos")
 	# shellcheck disable=SC2086
-	step gpu-check "${CHECK_TIMEOUT:-900}" "$DCL" gpu-check --backend=cuda --output="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
+	step gpu-check "${CHECK_TIMEOUT:-360}" "$DCL" gpu-check --backend=cuda --output="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
 		--record="$PYTHON scripts/torch_step.py --out OUT/torch-step.json ${DCL_TORCH_FLAGS:-}" ${DCL_GPU_CHECK_FLAGS:-}
 fi
 

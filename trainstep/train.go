@@ -236,6 +236,27 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	return p, nil
 }
 
+// RunPrecision is the precision a run of cfg will train at: cfg's, or, resuming without one,
+// the checkpoint's (float32 for checkpoints from before precisions). The backend is built for
+// it (gpu.Options.TF32).
+func RunPrecision(ctx context.Context, cfg StepConfig, resumeFrom string) (Precision, error) {
+	if cfg.Precision != "" || resumeFrom == "" {
+		if err := cfg.Precision.Validate(); err != nil {
+			return "", setupErr(err)
+		}
+		return cfg.Precision.orDefault(), nil
+	}
+	path, err := ResolveCheckpoint(ctx, resumeFrom)
+	if err != nil {
+		return "", err
+	}
+	h, err := ReadCheckpointHeader(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	return h.Step.Precision.orDefault(), nil
+}
+
 // sameMethodSettings reports a resume whose method settings (queue size, momentum, …)
 // differ from the checkpoint's: its queues would not fit, or the run would not continue the
 // same training.
@@ -486,6 +507,7 @@ type loop struct {
 	images        int    // images through the network since the start of this process
 	monitorNote   string // the last monitor's measurements, for the progress status
 	trainTime     time.Duration
+	inflight      *inflightStep // launched, results not read yet
 }
 
 func (l *loop) runAll(ctx context.Context) (*Summary, error) {
@@ -584,53 +606,45 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 		}
 	}()
 
-	last := time.Now()
 	for l.state.Batch < l.stepsPerEpoch {
 		if ctx.Err() != nil {
-			return true, nil
+			return true, l.finishStep(ctx)
 		}
 		p, ok := <-ch
 		if !ok {
 			if ctx.Err() != nil {
-				return true, nil
+				return true, l.finishStep(ctx)
 			}
 			return false, fmt.Errorf("epoch %d of %s ended after %d of %d batches", epoch, l.run.Data, l.state.Batch, l.stepsPerEpoch)
 		}
 		if p.err != nil {
 			if ctx.Err() != nil {
-				return true, nil
+				return true, l.finishStep(ctx)
 			}
 			return false, fmt.Errorf("reading batch %d of epoch %d of %s: %w", l.state.Batch, epoch, l.run.Data, p.err)
 		}
 		lr := l.sched.At(l.state.StepsDone)
-		res, err := l.step.Run(p.batch, lr)
+		launched := time.Now()
+		pending, err := l.step.Launch(p.batch, lr)
 		if err != nil {
 			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
 		}
-		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-			return false, l.divergedError(ctx, res.Loss, lr)
+		// The previous step's loss is read while this one runs: no round trip to the host
+		// between two steps leaves the GPU idle.
+		if err := l.finishStepAt(ctx, launched); err != nil {
+			return false, err
 		}
-		now := time.Now()
-		elapsed := now.Sub(last)
-		last = now
-		l.images += 2 * p.batch.N
-		l.trainTime += elapsed
 		l.state.StepsDone++
 		l.state.Batch++
-		l.summary.Loss, l.summary.MeanQ = res.Loss, res.MeanQ
-		line := LogLine{Step: l.state.StepsDone, Epoch: epoch, Loss: res.Loss, LR: lr, MeanQ: res.MeanQ,
-			ImagesPerSec: float64(2*p.batch.N) / elapsed.Seconds(), Time: now.UTC().Format(time.RFC3339Nano)}
-		if err := l.log.write(line); err != nil {
-			return false, err
-		}
-		if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "loss", Value: line.Loss},
-			tensorboard.Scalar{Tag: "lr", Value: line.LR}, tensorboard.Scalar{Tag: "mean_q", Value: line.MeanQ},
-			tensorboard.Scalar{Tag: "images_per_s", Value: line.ImagesPerSec}); err != nil {
-			return false, err
-		}
-		l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", epoch, l.run.Epochs-1, res.Loss, res.MeanQ, lr, line.ImagesPerSec, l.monitorNote))
-		l.bar.Set(int64(l.state.StepsDone))
+		l.inflight = &inflightStep{pending: pending, step: l.state.StepsDone, epoch: epoch, images: 2 * p.batch.N, lr: lr, launched: launched}
 		epochDone := l.state.Batch == l.stepsPerEpoch
+		maxed := l.run.MaxSteps > 0 && l.state.StepsDone >= l.run.MaxSteps
+		ckpt := l.run.CheckpointEvery > 0 && l.state.StepsDone%l.run.CheckpointEvery == 0 && l.state.StepsDone < l.total
+		if epochDone || maxed || ckpt {
+			if err := l.finishStep(ctx); err != nil {
+				return false, err
+			}
+		}
 		if epochDone {
 			l.state.Epoch++
 			l.state.Batch = 0
@@ -638,10 +652,10 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 				return false, err
 			}
 		}
-		if l.run.MaxSteps > 0 && l.state.StepsDone >= l.run.MaxSteps {
+		if maxed {
 			return true, nil
 		}
-		if l.run.CheckpointEvery > 0 && l.state.StepsDone%l.run.CheckpointEvery == 0 && l.state.StepsDone < l.total {
+		if ckpt {
 			if _, err := l.checkpoint(ctx); err != nil {
 				return false, err
 			}
@@ -650,19 +664,76 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 			return false, nil
 		}
 	}
-	return false, nil
+	return false, l.finishStep(ctx)
+}
+
+// inflightStep is a launched step whose results are read when the next one is launched.
+type inflightStep struct {
+	pending *PendingStep
+	step    int // its number, from 1
+	epoch   int
+	images  int
+	lr      float64
+	// launched is when it was launched. Its time is from then to the next launch (or, last
+	// in line, to its results): a CPU backend computes in Launch, so that is the step
+	// itself; a GPU one queues there, and each launch follows the read of the step two
+	// before it, so in the steady state launches are one step's time apart.
+	launched time.Time
+}
+
+// finishStep reads the results of the step in flight, if any, when no step follows it.
+func (l *loop) finishStep(ctx context.Context) error { return l.finishStepAt(ctx, time.Time{}) }
+
+// finishStepAt reads the results of the step in flight, if any: it checks the loss is finite,
+// and logs the step (train.jsonl, TensorBoard, progress). next is when the following step was
+// launched (zero: none was).
+func (l *loop) finishStepAt(ctx context.Context, next time.Time) error {
+	f := l.inflight
+	if f == nil {
+		return nil
+	}
+	l.inflight = nil
+	res, err := f.pending.Wait()
+	if err != nil {
+		return fmt.Errorf("step %d: %w", f.step, err)
+	}
+	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+		return l.divergedError(ctx, f.step, res.Loss, f.lr)
+	}
+	now := time.Now()
+	end := next
+	if end.IsZero() {
+		end = now
+	}
+	elapsed := end.Sub(f.launched)
+	l.images += f.images
+	l.trainTime += elapsed
+	l.summary.Loss, l.summary.MeanQ = res.Loss, res.MeanQ
+	line := LogLine{Step: f.step, Epoch: f.epoch, Loss: res.Loss, LR: f.lr, MeanQ: res.MeanQ,
+		ImagesPerSec: float64(f.images) / elapsed.Seconds(), Time: now.UTC().Format(time.RFC3339Nano)}
+	if err := l.log.write(line); err != nil {
+		return err
+	}
+	if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "loss", Value: line.Loss},
+		tensorboard.Scalar{Tag: "lr", Value: line.LR}, tensorboard.Scalar{Tag: "mean_q", Value: line.MeanQ},
+		tensorboard.Scalar{Tag: "images_per_s", Value: line.ImagesPerSec}); err != nil {
+		return err
+	}
+	l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", f.epoch, l.run.Epochs-1, res.Loss, res.MeanQ, f.lr, line.ImagesPerSec, l.monitorNote))
+	l.bar.Set(int64(f.step))
+	return nil
 }
 
 // divergedError says which step's loss is not finite, at which learning rate and
 // temperature, and which checkpoint to go back to (or that there is none yet).
-func (l *loop) divergedError(ctx context.Context, loss, lr float64) error {
+func (l *loop) divergedError(ctx context.Context, step int, loss, lr float64) error {
 	where := "no checkpoint was written before it: the run must start again"
 	if paths, steps, err := ListCheckpoints(ctx, l.run.Out); err == nil && len(paths) > 0 {
 		where = fmt.Sprintf("the last checkpoint, %s, is from step %d, before it", paths[len(paths)-1], steps[len(steps)-1])
 	}
 	cfg := l.step.Config()
 	return fmt.Errorf("step %d: the %s loss is %v (learning rate %.4g, temperature %g); %s. Lower --lr, or raise --temperature, or check the data",
-		l.state.StepsDone+1, cfg.Loss.Kind, loss, lr, cfg.Loss.Temperature, where)
+		step, cfg.Loss.Kind, loss, lr, cfg.Loss.Temperature, where)
 }
 
 func (l *loop) afterEpoch(ctx context.Context, epoch int) error {

@@ -80,7 +80,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	paper := trainstep.PaperDefaults()
 	method := fs.String("method", trainstep.SimCLRMethod, "training method: "+strings.Join(trainstep.MethodNames(), ", "))
 	methodConfig := registerMethodFlags(fs)
-	precision := fs.String("precision", "", "arithmetic: float32, or bf16 (mixed precision, float32 master weights; for GPUs);\nempty: float32, or the checkpoint's when resuming")
+	precision := fs.String("precision", "", "arithmetic: float32 (full float32 everywhere, the paper's V100 arithmetic), tf32 (float32 with\nconvolutions and matrix products on TF32 tensor cores: PyTorch's default for cuDNN convolutions;\nfull float32 on the CPU), or bf16 (mixed precision, float32 master weights; for GPUs);\nempty: float32, or the checkpoint's when resuming")
 	lossConfig := registerLossFlags(fs)
 	batch := fs.Int("batch-size", paper.BatchSize, "view pairs per step (2× as many images through the network)")
 	epochs := fs.Int("epochs", paper.Epochs, "epochs; epoch e reads the shards' augmented pass e mod E")

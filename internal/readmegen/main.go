@@ -5,13 +5,15 @@
 //     output), whose results.json is kept as docs/demo/results.json beside the figures; without
 //     one there, from docs/demo/results.json as it is;
 //   - the GPU section, from a run directory of experiments/fashion-mnist-gpu.yaml (--gpu: what
-//     scripts/gpu-check.sh's part "experiment" sends back, unpacked), kept as docs/gpu/; without
-//     either, a line saying that no GPU run exists yet and the command that makes one.
+//     scripts/gpu-check.sh's part "experiment" sends back, unpacked), kept as
+//     docs/gpu-experiment/ (docs/gpu/ holds the GPU check's figures); without either, a line
+//     saying that no GPU run exists yet and the command that makes one.
 //
 // --check writes nothing and exits 1 when the README or a drawn figure is not what the results
 // give (checked against a run directory's fresh results, the machine, wall time and build the
-// README states are the kept results': a fresh run of the same code differs in those alone). Figures are drawn from results.json alone, except the t-SNE, which needs the
-// embeddings and is copied from the run directory's plots.
+// README states are the kept results': a fresh run of the same code differs in those alone).
+// Figures are drawn from results.json alone, except the t-SNE, which needs the embeddings and
+// is copied from the run directory's plots.
 package main
 
 import (
@@ -41,7 +43,7 @@ type section struct {
 var sections = []section{
 	{name: "demo", docs: "docs/demo", command: "make demo",
 		none: "No demo results yet: run `make demo`, then `make readme`."},
-	{name: "gpu", docs: "docs/gpu", command: "scripts/gpu-check.sh OUT experiment",
+	{name: "gpu", docs: "docs/gpu-experiment", command: "scripts/gpu-check.sh OUT experiment",
 		none: "No GPU run of `experiments/fashion-mnist-gpu.yaml` has finished yet. On a machine with an NVIDIA " +
 			"GPU: `make gpu-pack` here, then `scripts/gpu-check.sh OUT experiment` there (section GPU); unpack " +
 			"`OUT/experiment-state.tgz` into a folder and run `make readme GPU_RUN=that-folder` to put its report here."},

@@ -15,7 +15,7 @@ import (
 )
 
 // The README's generated sections and the figures drawn for them are what the kept results
-// (docs/demo/results.json, docs/gpu/results.json) give: no figure in them is typed.
+// (docs/demo/results.json, docs/gpu-experiment/results.json) give: no figure in them is typed.
 func TestReadmeIsItsKeptResults(t *testing.T) {
 	if err := run(context.Background(), []string{"--root=../..", "--demo=", "--check"}); err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func TestGPUCheckScriptOnCPU(t *testing.T) {
 	if strings.Contains(string(summary), "| torch | 2 |") {
 		check = "| gpu-check | 1 |"
 	}
-	for _, want := range []string{"| doctor | 0 |", check, "cuda: not available (", "result: **agree**", "## Feeding"} {
+	for _, want := range []string{"| doctor | 0 |", check, "cuda: not available (", "result: **AGREE**", "## Feeding"} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary lacks %q:\n%s", want, summary)
 		}
