@@ -212,7 +212,7 @@ func knownAugment() []string {
 // RecipeSettings are the settings of the paper's recipe a config may depart from (the keys
 // of Config.Departures).
 var RecipeSettings = []string{"data", "model", "augment", "temperature", "lr", "optimizer", "weight_decay",
-	"epochs", "batch_size", "queue_size", "method", "evaluation", "seeds"}
+	"epochs", "batch_size", "queue_size", "method", "evaluation", "precision", "seeds"}
 
 // Parse reads a config, rejects unknown keys, expands the runs and validates everything.
 // name is used in error messages (the file name).
