@@ -40,7 +40,7 @@ RUNWATCH := $(GO) run ./internal/tools/runwatch
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch test test-race bench bench-smoke lint demo clean
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch test test-race bench bench-smoke lint demo readme clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -146,8 +146,17 @@ lint: ## go vet and staticcheck, on the pure-Go and the cuda builds; builds the 
 	@# third_party/ holds upstream code as its authors formatted it.
 	@test -z "$$(gofmt -l $$(find . -name '*.go' -not -path './third_party/*'))" || { echo "gofmt needed on:"; gofmt -l $$(find . -name '*.go' -not -path './third_party/*'); exit 1; }
 
-demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (~4 min on 2 free cores): demo-out/report.md
+demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on 2 free cores; the README says how long it took): demo-out/report.md
 	$(BIN)/dcl demo --input=$(FASHION_MNIST) --output=demo-out
+	@$(GO) run ./internal/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
+		echo "demo: the README's demo section is not this run's results (another machine or code version): make readme rewrites it from demo-out"
+
+# The README's generated sections and docs/demo/, docs/gpu-experiment/ from the results: the demo's
+# (demo-out) and, with GPU_RUN=DIR, a GPU experiment's run directory (unpacked
+# experiment-state.tgz).
+GPU_RUN ?=
+readme: ## rewrite the README's demo and GPU sections and docs/demo/ and docs/gpu-experiment/ from demo-out (and GPU_RUN=DIR)
+	$(GO) run ./internal/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
 
 clean: ## remove build outputs and the GPU pack (not .gpu-work/, the GPU experiment's state)
 	rm -rf $(BIN) $(GPU_PACK)

@@ -28,6 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	// Gates are the largest drops allowed per metric (see Gate); `dcl reproduce --gate`
 	// exits 3 when one is exceeded.
 	Gates map[string]Gate `yaml:"gates" json:"gates,omitempty"`
+	// Departures says where the experiment departs from the paper's recipe and why, one line
+	// per setting (RecipeSettings names them): the report prints them beside the figures.
+	Departures map[string]string `yaml:"departures" json:"departures,omitempty"`
 
 	// Runs is Train expanded: every explicit run and every point of the sweep, with the
 	// defaults filled in, in a stable order.
@@ -158,6 +162,12 @@ type RunConfig struct {
 	// Normalization names the registered dataset whose per-channel mean and std normalise
 	// the encoder's input (empty: the training data's own).
 	Normalization string `yaml:"normalization" json:"normalization,omitempty"`
+	// Seeds makes the run a cell of several runs, one per training seed (the initial weights
+	// and the order of the batches; the augmented views are the same shards), named
+	// CELL-s1, CELL-s2, …; the report gives each cell's mean and spread. It replaces Seed.
+	Seeds []uint64 `yaml:"seeds" json:"seeds,omitempty"`
+	// Cell is the cell a run belongs to: its name without the seed's suffix (expand sets it).
+	Cell string `yaml:"-" json:"-"`
 	// Paper holds the paper's figures for this run, shown beside ours in the report.
 	Paper PaperFigures `yaml:"paper" json:"paper,omitempty"`
 }
@@ -212,10 +222,17 @@ type NPCConfig struct {
 	Samples int `yaml:"samples" json:"samples,omitempty"`
 }
 
-var (
-	knownAugment = []string{"simclr-cifar", "simclr-imagenet", "byol"}
-	validName    = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
-)
+var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
+
+// knownAugment are the presets pretraining can use: every preset but the evaluation's.
+func knownAugment() []string {
+	return slices.DeleteFunc(augment.Presets(), func(p string) bool { return p == augment.None })
+}
+
+// RecipeSettings are the settings of the paper's recipe a config may depart from (the keys
+// of Config.Departures).
+var RecipeSettings = []string{"data", "model", "augment", "temperature", "lr", "optimizer", "weight_decay",
+	"epochs", "batch_size", "queue_size", "method", "evaluation", "precision", "seeds"}
 
 // Parse reads a config, rejects unknown keys, expands the runs and validates everything.
 // name is used in error messages (the file name).
@@ -391,6 +408,41 @@ func (c *Config) expand() error {
 			c.Runs = append(c.Runs, run)
 		}
 	}
+	return c.expandSeeds()
+}
+
+// expandSeeds makes every run that lists seeds a cell of one run per seed, and names every
+// run's cell. The runs go seed by seed: every cell's first seed, then every cell's second, so
+// that a reproduction stopped part-way has figures for every cell before it has spreads.
+func (c *Config) expandSeeds() error {
+	var bySeed [][]RunConfig // bySeed[i]: the runs of each cell's (i+1)-th seed
+	for _, r := range c.Runs {
+		r.Cell = r.Name
+		seeds := r.Seeds
+		switch {
+		case len(r.Seeds) == 0:
+			seeds = []uint64{r.Seed}
+		case r.Seed != 0:
+			return fmt.Errorf("run %q: seed %d and seeds %v: give one (a seed in train.defaults applies to every run; seeds replaces it)", r.Name, r.Seed, r.Seeds)
+		}
+		seen := map[uint64]bool{}
+		for i, s := range seeds {
+			if len(r.Seeds) > 0 && (s == 0 || seen[s]) {
+				return fmt.Errorf("run %q: seeds %v: want distinct seeds of 1 or more", r.Name, r.Seeds)
+			}
+			seen[s] = true
+			run := r
+			run.Seed, run.Seeds = s, nil
+			if len(seeds) > 1 {
+				run.Name = r.Name + "-s" + strconv.FormatUint(s, 10)
+			}
+			if i == len(bySeed) {
+				bySeed = append(bySeed, nil)
+			}
+			bySeed[i] = append(bySeed[i], run)
+		}
+	}
+	c.Runs = slices.Concat(bySeed...)
 	return nil
 }
 
@@ -442,6 +494,17 @@ func (c *Config) runNames() []string {
 	return names
 }
 
+// cellNames are the names of the config's cells, in order.
+func (c *Config) cellNames() []string {
+	var names []string
+	for _, r := range c.Runs {
+		if !slices.Contains(names, r.Cell) {
+			names = append(names, r.Cell)
+		}
+	}
+	return names
+}
+
 func (c *Config) validate() error {
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
@@ -469,12 +532,17 @@ func (c *Config) validate() error {
 	for _, b := range c.Evaluate.Baselines {
 		check(b == RawPixels || b == RandomInit, "evaluate.baselines: %q: want %s or %s", b, RawPixels, RandomInit)
 	}
-	check(slices.Contains(knownAugment, c.Preprocess.Augment), "preprocess.augment %q: want one of %s", c.Preprocess.Augment, strings.Join(knownAugment, ", "))
+	check(slices.Contains(knownAugment(), c.Preprocess.Augment), "preprocess.augment %q: want one of %s", c.Preprocess.Augment, strings.Join(knownAugment(), ", "))
+	for _, k := range sortedKeys(c.Departures) {
+		check(slices.Contains(RecipeSettings, k), "departures.%s: not a setting of the recipe (want one of %s)", k, strings.Join(RecipeSettings, ", "))
+		check(strings.TrimSpace(c.Departures[k]) != "", "departures.%s: say where and why the experiment departs", k)
+	}
 	check(c.Preprocess.Passes > 0, "preprocess.passes %d: must be at least 1", c.Preprocess.Passes)
 	check(slices.Contains([]string{"", "raw", "png", "jpeg"}, c.Preprocess.Encoding), "preprocess.encoding %q: want raw, png or jpeg", c.Preprocess.Encoding)
 	check(len(c.Runs) > 0, "train: no runs (give train.runs or train.sweep)")
-	seen := map[string]bool{}
+	seen, cells := map[string]bool{}, map[string]bool{}
 	for _, r := range c.Runs {
+		cells[r.Cell] = true
 		where := fmt.Sprintf("run %q", r.Name)
 		check(validName.MatchString(r.Name), "%s: the name must be letters, digits, '.', '_' or '-'", where)
 		check(!seen[r.Name], "%s: two runs have this name", where)
@@ -523,7 +591,7 @@ func (c *Config) validate() error {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Train.Paper)) {
-		check(seen[name], "train.paper names run %q, which the sweep does not produce (runs: %s)", name, strings.Join(c.runNames(), ", "))
+		check(cells[name], "train.paper names run %q, which the sweep does not produce (runs: %s)", name, strings.Join(c.cellNames(), ", "))
 	}
 	check(slices.Contains([]string{"", "backbone", "projection"}, c.Evaluate.Feature), "evaluate.feature %q: want backbone or projection", c.Evaluate.Feature)
 	for _, name := range slices.Sorted(maps.Keys(c.Gates)) {

@@ -2,6 +2,8 @@ package reproduce
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,6 +108,7 @@ type runner struct {
 	// size and classes of the data, known once the evaluation shards exist.
 	numClasses int
 	names      map[string]string // seriesNames of the config's runs, once asked for
+	load       string            // the machine's load average when the call started
 }
 
 func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
@@ -127,7 +130,8 @@ func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
 	if opts.CodeVersion == "" {
 		opts.CodeVersion = "unknown" // as the shards record it
 	}
-	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{}}
+	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{},
+		load: loadAverage()}
 	for _, k := range opts.Rerun {
 		r.rerun[k] = true
 	}
@@ -265,6 +269,9 @@ func (r *runner) execute(ctx context.Context) (*Results, error) {
 		res.Baselines = append(res.Baselines, *b)
 	}
 	res.Stages = r.stages
+	summarise(res)
+	res.Departures = cfg.Departures
+	res.Machine = machine(cfg.Runs, r.opts.Backend, r.load)
 	return res, nil
 }
 
@@ -338,7 +345,8 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 				}
 				r.log.Info(res.Summary(ds.dir))
 				return nil
-			}})
+			},
+			digest: func() (string, error) { return datasetDigest(ctx, ds.dir) }})
 		if err != nil {
 			return dataGen{}, err
 		}
@@ -421,6 +429,21 @@ func checkDisjoint(ctx context.Context, sets []*dataSet) error {
 	return nil
 }
 
+// datasetDigest identifies a dataset by its shards' checksums: preprocessing is
+// deterministic, so a dataset made again from the same input and settings has the same one.
+func datasetDigest(ctx context.Context, dir string) (string, error) {
+	m, err := shards.ReadManifest(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, sh := range m.Shards {
+		fmt.Fprintf(h, "%s %d %s\n", sh.Path, sh.Rows, sh.SHA256)
+	}
+	fmt.Fprintf(h, "records %d dead %d\n", m.Records, m.DeadLetters.Count)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // augmentConfig builds the augmentation of the config's preset at the dataset's size;
 // overrides apply to the pretraining views only.
 func (r *runner) augmentConfig(preset string, overrides bool) (augment.Config, error) {
@@ -489,7 +512,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 	if err != nil {
 		return nil, err
 	}
-	rr := &RunResult{Config: run, Paper: run.Paper}
+	rr := &RunResult{Config: run, Cell: run.Cell, Paper: run.Paper}
 	var sum *trainstep.Summary
 	trained, err := r.stage(ctx, stageSpec{kind: StageTrain, name: "train " + run.Name, up: data.pretrain,
 		done: func() (outcome, error) {
@@ -524,13 +547,22 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 		return nil, err
 	}
 	rr.Train = sum
-	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, max(trained, data.eval), true, &rr.Evaluation); err != nil {
+	// NPC statistics describe the coupling of an encoder, not the spread of its accuracy:
+	// the first seed of each cell has them.
+	npc := r.firstOfCell(run)
+	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, max(trained, data.eval), npc, &rr.Evaluation); err != nil {
 		return nil, err
 	}
 	if rr.Curves, err = readCurves(ctx, storage.Join(dir, trainstep.LogName)); err != nil {
 		return nil, err
 	}
 	return rr, nil
+}
+
+// firstOfCell reports whether run is the first run of its cell.
+func (r *runner) firstOfCell(run RunConfig) bool {
+	i := slices.IndexFunc(r.cfg.Runs, func(c RunConfig) bool { return c.Cell == run.Cell })
+	return i < 0 || r.cfg.Runs[i].Name == run.Name
 }
 
 // checkRunRecord compares the settings a run folder was started with to the config's, and
@@ -682,13 +714,41 @@ func (r *runner) evaluate(ctx context.Context, dir, name string, temperature flo
 			done: func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
 			do: func() error {
 				return r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: e.data, Output: e.out, Feature: feature, Views: 1})
-			}})
+			},
+			needed: func() (bool, error) { return r.evaluationsNeeded(ctx, dir, npc) }})
 		if err != nil {
 			return err
 		}
 		embedded = max(embedded, g)
 	}
 	return r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, max(up, embedded), temperature, npc, ev)
+}
+
+// evaluationsNeeded reports whether an evaluation of the encoder in dir that reads its
+// embeddings lacks its output or is asked for again (--rerun): embeddings removed after
+// their evaluations need not be made again.
+func (r *runner) evaluationsNeeded(ctx context.Context, dir string, npc bool) (bool, error) {
+	var outputs []string
+	if r.cfg.Evaluate.KNN != nil {
+		outputs = append(outputs, storage.Join(dir, "knn.json"))
+	}
+	if r.cfg.Evaluate.Linear != nil {
+		outputs = append(outputs, storage.Join(dir, "linear.json"))
+	}
+	if r.cfg.Evaluate.NPC != nil && npc {
+		outputs = append(outputs, storage.Join(npcDir(dir), pipelines.NPCReportName))
+	}
+	for _, k := range []StageKind{StageKNN, StageLinear, StageNPC} {
+		if r.rerun[k] {
+			return true, nil
+		}
+	}
+	for _, p := range outputs {
+		if ok, err := storage.Exists(ctx, p); err != nil || !ok {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // exists is the outcome of a stage whose output is complete when p exists.

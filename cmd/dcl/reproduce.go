@@ -27,6 +27,7 @@ const DefaultFashionMNIST = "/usr/share/datasets/fashion-mnist"
 // reproduceFlags are the flags `reproduce` and `demo` share.
 type reproduceFlags struct {
 	out, input, backend, plugin, rerun      *string
+	saveState, restoreState                 *string
 	trainLog, rerunOnCodeChange, gate, plan *bool
 	waitLock                                *bool
 	progress                                func(streams) (progress.Options, error)
@@ -46,6 +47,9 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 		gate:              fs.Bool("gate", false, "exit 3 when one of the config's gates fails (after writing everything)"),
 		plan:              fs.Bool("plan", false, "print which stages a run would skip and run, and why; run and write nothing"),
 		waitLock:          fs.Bool("wait-lock", false, "if another dcl reproduce is using --output, wait for it to finish instead of exiting"),
+		saveState: fs.String("save-state", "", "write to this file (.tgz) what another machine needs to continue the reproduction in --output "+
+			"(ledger, history, report, plots, finished runs' logs and evaluations; not the data, checkpoints or embeddings), and exit"),
+		restoreState: fs.String("restore-state", "", "before running, unpack a --save-state file into --output when it holds no reproduction yet"),
 	}
 	renamedFlag(fs, out, "out", "output")
 	return f
@@ -169,6 +173,14 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(),
 	}
+	if *f.saveState != "" {
+		return saveState(ctx, cfg, *f.out, *f.saveState, out)
+	}
+	if *f.restoreState != "" {
+		if err := restoreState(ctx, *f.out, *f.restoreState); err != nil {
+			return err
+		}
+	}
 	if *f.plan {
 		stages, err := reproduce.Plan(ctx, cfg, opts)
 		if err != nil {
@@ -222,4 +234,37 @@ func evaluationLine(e reproduce.Evaluation) string {
 		return "not evaluated"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// saveState writes reproduce.SaveState of the run directory to file, atomically.
+func saveState(ctx context.Context, cfg *reproduce.Config, out, file string, s streams) error {
+	if err := storage.Create(ctx, file, func(w io.Writer) error { return reproduce.SaveState(ctx, cfg, out, w) }); err != nil {
+		return fmt.Errorf("saving the state of %s: %w", out, err)
+	}
+	size, err := storage.Size(ctx, file)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "%s: the state of %s (%.1f MiB); continue elsewhere with --restore-state=%s\n", file, out, float64(size)/(1<<20), file)
+	return nil
+}
+
+// restoreState unpacks a saved state into the run directory, unless it already holds a
+// reproduction, whose own state is the newer (said on the log).
+func restoreState(ctx context.Context, out, file string) error {
+	rd, err := storage.Open(ctx, file)
+	if err != nil {
+		return fmt.Errorf("--restore-state: %w", err)
+	}
+	defer rd.Close()
+	err = reproduce.RestoreState(ctx, out, rd, file)
+	switch {
+	case errors.Is(err, reproduce.ErrNotEmpty):
+		slog.Info("--restore-state: the run directory holds a reproduction already; continuing from it", "state", file, "output", out)
+		return nil
+	case err != nil:
+		return err
+	}
+	slog.Info("restored the state of an earlier reproduction", "state", file, "output", out)
+	return nil
 }

@@ -17,6 +17,9 @@ const (
 	SimCLRImageNet = "simclr-imagenet"
 	BYOL           = "byol"
 	None           = "none"
+	// DCLPaper is the paper's own statement of its augmentation (appendix, "Default DCL
+	// augmentations"), for every dataset: simclr-imagenet's parameters at any view size.
+	DCLPaper = "dcl-paper"
 )
 
 // MaxSize bounds Config.Size and the evaluation resize, so that a typo on the command line
@@ -89,7 +92,7 @@ type Config struct {
 }
 
 // Presets lists the preset names Preset accepts.
-func Presets() []string { return []string{SimCLRCIFAR, SimCLRImageNet, BYOL, None} }
+func Presets() []string { return []string{SimCLRCIFAR, SimCLRImageNet, DCLPaper, BYOL, None} }
 
 // Preset returns a named preset (see the package documentation) producing size×size views.
 func Preset(name string, size int) (Config, error) {
@@ -105,7 +108,8 @@ func Preset(name string, size int) (Config, error) {
 	case SimCLRCIFAR:
 		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
 		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.4, 0.4, 0.4, 0.1
-	case SimCLRImageNet:
+	case SimCLRImageNet, DCLPaper:
+		// The appendix leaves the blur's probability and kernel unstated: SimCLR's.
 		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
 		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.8, 0.8, 0.8, 0.2
 		c.BlurP = PerView{0.5, 0.5}
