@@ -10,6 +10,7 @@ package reproduce
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -516,7 +517,7 @@ func (c *Config) validate() error {
 	if _, err := datasets.Lookup(c.Dataset.Name); err != nil {
 		errs = append(errs, fmt.Errorf("dataset.name %q: want one of %s", c.Dataset.Name, strings.Join(datasets.Names(), ", ")))
 	}
-	splits := []string{orDefault(c.Dataset.PretrainSplit, "train"), orDefault(c.Dataset.TrainSplit, "train"), orDefault(c.Dataset.TestSplit, "test")}
+	splits := []string{cmp.Or(c.Dataset.PretrainSplit, "train"), cmp.Or(c.Dataset.TrainSplit, "train"), cmp.Or(c.Dataset.TestSplit, "test")}
 	for _, split := range splits {
 		check(c.Dataset.SplitInput(split) != "", "dataset.input is required (the %s split has no dataset.inputs entry)", split)
 	}
