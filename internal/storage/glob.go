@@ -54,4 +54,3 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 	b.WriteString("$")
 	return regexp.Compile(b.String())
 }
-

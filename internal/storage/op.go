@@ -22,7 +22,7 @@ type Error struct {
 	Stalled time.Duration
 	Err     error
 
-	service string              // the store, as messages name it ("GCS")
+	service string             // the store, as messages name it ("GCS")
 	explain func(error) string // the driver's one-line rendering of a cause
 }
 
@@ -74,10 +74,10 @@ type op struct {
 	remote     *remote // nil: a local store, never watched
 	// caller is the caller's context, for work that outlives the operation (the later reads
 	// of a File it opened).
-	caller     context.Context
-	bound      time.Duration
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
+	caller context.Context
+	bound  time.Duration
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex
 	timer    *time.Timer
