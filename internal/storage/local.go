@@ -20,9 +20,15 @@ type localDriver struct{}
 func (localDriver) syntax() pathSyntax { return localPaths{} }
 func (localDriver) remote() *remote    { return nil }
 
+// missing reports whether err says that a path is not there: nothing by its name, or a
+// path under a file.
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
 func (localDriver) size(_ *op, name string) (int64, error) {
 	st, err := os.Stat(name)
-	if errors.Is(err, syscall.ENOTDIR) { // a path under a file
+	if err != nil && missing(err) && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("%w: %w", fs.ErrNotExist, err)
 	}
 	if err != nil {
@@ -170,7 +176,7 @@ func (localDriver) list(_ *op, dir string, recursive bool, each func(rel string,
 	}
 	if !recursive {
 		entries, err := os.ReadDir(root)
-		if errors.Is(err, fs.ErrNotExist) {
+		if missing(err) {
 			return nil
 		}
 		if err != nil {
@@ -185,7 +191,7 @@ func (localDriver) list(_ *op, dir string, recursive bool, each func(rel string,
 	}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == root && errors.Is(err, fs.ErrNotExist) {
+			if p == root && missing(err) {
 				return filepath.SkipDir
 			}
 			return err
