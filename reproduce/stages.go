@@ -140,6 +140,19 @@ type stageSpec struct {
 	// complete first; nil when do replaces them itself.
 	clear func() error
 	do    func() error
+	// images, when set, is called after do: the images the stage processed (through the
+	// encoder, or classified), for its rate in the stage times (StageTime).
+	images func() int64
+}
+
+// StageTime is how long a stage that ran took, and how many images a second it processed
+// where it processes images (training: both views of each pair through the network; embed:
+// images through the encoder; knn: test images classified). Skipped stages have none.
+type StageTime struct {
+	Stage      string   `json:"stage"`
+	Seconds    float64  `json:"seconds"`
+	ImagesPerS *float64 `json:"images_per_s"`
+	Images     int64    `json:"images,omitempty"`
 }
 
 // stage runs s, or skips it, and records which and why. It returns the gen its dependents
@@ -201,6 +214,14 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 		return 0, err
 	}
 	wall := r.opts.Now().Sub(t0)
+	st := StageTime{Stage: s.name, Seconds: wall.Seconds()}
+	if s.images != nil {
+		if st.Images = s.images(); st.Images > 0 && wall > 0 {
+			rate := float64(st.Images) / wall.Seconds()
+			st.ImagesPerS = &rate
+		}
+	}
+	r.times = append(r.times, st)
 	r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond))
 	r.stages = append(r.stages, StageRecord{Name: s.name, Wall: wall.Round(time.Millisecond).String(), Reason: reason})
 	return gen(seq), nil

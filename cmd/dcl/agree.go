@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/pipelines"
+	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
+)
+
+func agreeCommand() *command {
+	return &command{
+		name:    "agree",
+		summary: "check that two backends (cuda and cpu) embed alike, within the tolerance the checkpoint's error model derives",
+		details: "Embeds a seeded sample of --train (the bank) and --test (the queries) with the checkpoint on --a and on --b, and prints one JSON: the per-row relative differences, the tolerance (trainstep/errormodel.go derives it), kNN and linear-probe accuracy on each and the most a difference of the tolerance could change them. Exit status 1 when the embeddings or the accuracies differ by more. --b=reference is the CPU backend with its sums in float64, to check the CPU against.",
+		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
+			checkpoint := fs.String("checkpoint", "", "checkpoint file, or a training run's folder for its newest checkpoint; required")
+			train := fs.String("train", "", "labelled evaluation shards (preset none) whose sample is the kNN bank and the probe's training set; required")
+			test := fs.String("test", "", "labelled evaluation shards whose sample is classified; required")
+			feature := fs.String("feature", string(trainstep.Backbone), "backbone or projection")
+			a := fs.String("a", "cuda", "first backend: cpu, cuda, auto or reference")
+			b := fs.String("b", "cpu", "second backend: cpu, cuda, auto or reference (the CPU with float64 sums)")
+			arithA := fs.String("arith-a", "", "arithmetic of --a for the error model: float32, tf32 or float64-sums (default: cpu float32, reference float64-sums, cuda tf32, or float32 with NVIDIA_TF32_OVERRIDE=0)")
+			arithB := fs.String("arith-b", "", "arithmetic of --b (default as --arith-a's)")
+			bank := fs.Int("bank", knnmonitor.DefaultBank, "images of --train embedded on each backend (a seeded sample)")
+			queries := fs.Int("queries", knnmonitor.DefaultQueries, "images of --test embedded on each backend (a seeded sample)")
+			seed := fs.Uint64("seed", 1, "seed of the samples")
+			def := analysis.DefaultKNNConfig()
+			k := fs.Int("k", def.K, "kNN neighbours that vote")
+			probeEpochs := fs.Int("probe-epochs", analysis.DefaultLinearConfig().Epochs, "epochs of the linear probe (OpenSelfSup's protocol otherwise)")
+			plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for cuda|auto (empty: search)")
+			output := fs.String("output", "", "also write the JSON here")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("takes no positional arguments, got %q", args)
+				}
+				if *checkpoint == "" || *train == "" || *test == "" {
+					return usagef("--checkpoint, --train and --test are required")
+				}
+				f, err := trainstep.ParseFeature(*feature)
+				if err != nil {
+					return usagef("--feature: %v", err)
+				}
+				if *bank <= *k || *queries < 1 || *probeEpochs < 1 {
+					return usagef("--bank=%d, --queries=%d, --probe-epochs=%d: want a bank larger than --k=%d, and at least one query and one epoch", *bank, *queries, *probeEpochs, *k)
+				}
+				ar := [2]trainstep.Arithmetic{}
+				for i, s := range []struct{ backend, arith, flag string }{{*a, *arithA, "--arith-a"}, {*b, *arithB, "--arith-b"}} {
+					name := s.arith
+					if name == "" {
+						name = defaultArithmetic(s.backend)
+					}
+					if ar[i], err = trainstep.ParseArithmetic(name); err != nil {
+						return usagef("%s: %v", s.flag, err)
+					}
+				}
+				knn := def
+				knn.K = *k
+				res, err := pipelines.RunAgreement(ctx, pipelines.AgreeOptions{
+					Checkpoint: *checkpoint, Train: *train, Test: *test, Feature: f, A: *a, B: *b, ArithA: ar[0], ArithB: ar[1],
+					Plugin: *plugin, Bank: *bank, Queries: *queries, Seed: *seed, KNN: knn,
+					Linear: analysis.DefaultLinearConfig().WithEpochs(*probeEpochs),
+				})
+				if err != nil {
+					return err
+				}
+				if *output != "" {
+					if err := storage.SaveJSON(ctx, *output, res); err != nil {
+						return err
+					}
+				}
+				if err := printJSON(out, res); err != nil {
+					return err
+				}
+				if !res.OK {
+					return errors.New(agreeFailure(res))
+				}
+				return nil
+			}
+		},
+	}
+}
+
+// defaultArithmetic is the arithmetic a backend computes an encoder in: CUDA lets cuBLAS and
+// cuDNN use TF32 unless NVIDIA_TF32_OVERRIDE=0 turns it off.
+func defaultArithmetic(backend string) string {
+	switch backend {
+	case pipelines.Reference:
+		return trainstep.Float64RefArithmetic.Name
+	case "cpu":
+		return trainstep.Float32Arithmetic.Name
+	}
+	if os.Getenv("NVIDIA_TF32_OVERRIDE") == "0" {
+		return trainstep.Float32Arithmetic.Name
+	}
+	return trainstep.TF32Arithmetic.Name
+}
+
+func agreeFailure(res *pipelines.AgreeResult) string {
+	switch {
+	case !res.Agree:
+		return fmt.Sprintf("%s and %s disagree: rows differ by up to %.3g (bank) and %.3g (queries), over the tolerance %.3g", res.A.Backend, res.B.Backend, res.Bank.Max, res.Queries.Max, res.Tolerance)
+	case !res.KNN.Within:
+		return fmt.Sprintf("kNN top-1 differs by %.2f points, more than the %.2f a difference of the tolerance could make", res.KNN.Difference, res.KNN.Bound)
+	}
+	return fmt.Sprintf("the linear probe's top-1 differs by %.2f points, more than the %.2f a difference of the tolerance could make", res.Linear.Difference, res.Linear.Bound)
+}
