@@ -72,11 +72,14 @@ func SimilarityShift(tau float64) float64 {
 }
 
 // KNNUnstable counts the queries whose kNN top-1 class (the vote of cfg, cosine) could change
-// if every bank and query vector moved by at most tau of its length: those whose k-th and
-// (k+1)-th neighbours are within twice the similarity shift δ of each other (the set of
-// voters could change), and those whose best class's vote is not above the runner-up's by
-// a factor exp(2δ/T) (each vote weight exp(s/T) can move by a factor exp(±δ/T)). A change of
-// the top-1 accuracy between two such embeddings is at most the unstable fraction.
+// if every bank and query vector moved by at most tau of its length, so that each similarity
+// moves by at most δ = SimilarityShift(tau) and each vote weight exp(s/T) by a factor within
+// exp(±δ/T). A neighbour is sure to stay among the k nearest when its similarity exceeds the
+// (k+1)-th's by more than 2δ; one within 2δ of the k-th's may enter or leave. The best class
+// keeps the vote when even its least vote (its sure neighbours' weights, shrunk) beats every
+// other class's most (its sure neighbours' weights and as many of its uncertain ones as there
+// are free places, grown). A change of the top-1 accuracy between two such embeddings is at
+// most the unstable fraction.
 func KNNUnstable(bank, queries LabeledVectors, cfg KNNConfig, tau float64) (int, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Metric != Cosine {
@@ -89,33 +92,73 @@ func KNNUnstable(bank, queries LabeledVectors, cfg KNNConfig, tau float64) (int,
 			return 0, err
 		}
 	}
-	if cfg.K >= bank.Vectors.Len() {
-		return 0, fmt.Errorf("k = %d needs a bank of more than k vectors (%s: %d)", cfg.K, bank.Source, bank.Vectors.Len())
+	k := cfg.K
+	if k >= bank.Vectors.Len() {
+		return 0, fmt.Errorf("k = %d needs a bank of more than k vectors (%s: %d)", k, bank.Source, bank.Vectors.Len())
 	}
 	delta := SimilarityShift(tau)
+	grow, shrink := math.Exp(delta/cfg.Temperature), math.Exp(-delta/cfg.Temperature)
+	seen := min(bank.Vectors.Len(), 2*k) // the neighbours looked at: the k nearest and as many after
 	b := Prepare(bank.Vectors, Cosine)
 	unstable := 0
 	const block = 256
+	lower, upper := make([]float64, numClasses), make([]float64, numClasses)
+	uncertain := make([][]float64, numClasses)
 	for from := 0; from < queries.Vectors.Len(); from += block {
 		q := Prepare(queries.Vectors.Slice(from, min(queries.Vectors.Len(), from+block)), Cosine)
-		tops, err := TopKBlock(q, b, bank.Labels, 0, cfg.K+1)
+		tops, err := TopKBlock(q, b, bank.Labels, 0, seen)
 		if err != nil {
 			return 0, err
 		}
 		for _, top := range tops {
-			if float64(top[cfg.K-1].Sim)-float64(top[cfg.K].Sim) <= 2*delta {
-				unstable++
-				continue
-			}
-			votes, err := Vote(top[:cfg.K], numClasses, cfg.Temperature)
+			votes, err := Vote(top[:k], numClasses, cfg.Temperature)
 			if err != nil {
 				return 0, err
 			}
-			ranked := RankClasses(votes, 2)
-			if len(ranked) < 2 {
+			winner := RankClasses(votes, 1)[0]
+			kth, next := float64(top[k-1].Sim), float64(top[k].Sim)
+			if len(top) == seen && seen < bank.Vectors.Len() && float64(top[seen-1].Sim) >= kth-2*delta {
+				unstable++ // candidates beyond those looked at
 				continue
 			}
-			if votes[ranked[0]] <= votes[ranked[1]]*math.Exp(2*delta/cfg.Temperature) {
+			best := float64(top[0].Sim)
+			clear(lower)
+			clear(upper)
+			for c := range uncertain {
+				uncertain[c] = uncertain[c][:0]
+			}
+			sure := 0
+			for i, nb := range top {
+				sim := float64(nb.Sim)
+				w := math.Exp((sim - best) / cfg.Temperature)
+				switch {
+				case i < k && sim-next > 2*delta:
+					sure++
+					lower[nb.Label] += w * shrink
+					upper[nb.Label] += w * grow
+				case sim >= kth-2*delta:
+					uncertain[nb.Label] = append(uncertain[nb.Label], w*grow)
+				}
+			}
+			free := k - sure
+			stable := true
+			for c := range numClasses {
+				if c == winner {
+					continue
+				}
+				most := upper[c]
+				for i, w := range uncertain[c] { // best first, as the neighbours are
+					if i == free {
+						break
+					}
+					most += w
+				}
+				if most >= lower[winner] {
+					stable = false
+					break
+				}
+			}
+			if !stable {
 				unstable++
 			}
 		}

@@ -88,6 +88,9 @@ type AgreeResult struct {
 	OK                        bool    `json:"ok"`
 }
 
+// agreeTestHook, set by tests, sees each side's embeddings before they are compared.
+var agreeTestHook func(side int, bank, queries *analysis.LabeledVectors)
+
 // RunAgreement runs the check.
 func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 	if o.Feature == "" {
@@ -125,6 +128,9 @@ func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 			return nil, fmt.Errorf("backend %s: %w", side.name, err)
 		}
 		side.out.ImagesPerS = float64(bank.N+queries.N) / time.Since(start).Seconds()
+		if agreeTestHook != nil {
+			agreeTestHook(i, &b, &q)
+		}
 		emb[i] = [2]analysis.LabeledVectors{b, q}
 	}
 	if res.Bank, err = analysis.CompareVectors(emb[0][0].Vectors, emb[1][0].Vectors); err != nil {

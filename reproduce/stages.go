@@ -3,6 +3,7 @@ package reproduce
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -222,7 +223,11 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 		}
 	}
 	r.times = append(r.times, st)
-	r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond))
+	if st.ImagesPerS != nil {
+		r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond), "images_per_s", math.Round(*st.ImagesPerS))
+	} else {
+		r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond))
+	}
 	r.stages = append(r.stages, StageRecord{Name: s.name, Wall: wall.Round(time.Millisecond).String(), Reason: reason})
 	return gen(seq), nil
 }

@@ -4,7 +4,7 @@
 #
 #   make gpu-pack                        # on a machine with Go: .gpu/ (dcl-cuda.xz, fashion-mnist/)
 #   # copy the repository with .gpu/ to the GPU machine, then, from the repository root:
-#   scripts/gpu-check.sh OUTDIR [all|check|experiment]
+#   scripts/gpu-check.sh OUTDIR [all|check|experiment|eval]
 #
 # Steps, each with its own time limit; a failing step is recorded and the next one still runs:
 #   1. unpack .gpu/dcl-cuda.xz;
@@ -13,30 +13,37 @@
 #   3. python3 scripts/torch_step.py: PyTorch's images/s and memory for the same steps;
 #   4. dcl gpu-check: CPU/CUDA agreement, images/s beside PyTorch, feeding, peak memory;
 #   5. dcl reproduce --config=fashion-mnist-gpu: the experiment (InfoNCE vs DCL, batch 32 and 256).
-# "check" runs 1-4, "experiment" 1, 2 and 5, "all" (the default) everything. The unpacked
+#   6. (eval only) a short dcl reproduce --config=fashion-mnist-gpu-eval --backend=cuda, afresh:
+#      each stage's seconds and images/s into reproduce-stages.json (docs/gpu/reproduce-stages.json
+#      feeds BENCHMARKS.md's table: see reproduce/stagetimes_test.go), then dcl agree: CUDA's
+#      embeddings of its first run's encoder against the CPU's, within the derived tolerance.
+# "check" runs 1-4, "experiment" 1, 2 and 5, "eval" 1, 2 and 6 (within 9 minutes: EVAL_TIMEOUT
+# and AGREE_TIMEOUT), "all" (the default) 1-5. The unpacked
 # binary and the experiment's state live in .gpu-work/ (outside the pack, so .gpu/ stays what
 # is copied): stopped by its time limit, the experiment continues where it stopped when run
 # again.
 #
 # OUTDIR receives at most 8 files: summary.md (what ran, how long, exit codes, the doctor's
 # report), run.log (every step's output), doctor.json, torch-step.json, gpu-check.json,
-# gpu-check.md, experiment-report.md, experiment-results.json.
+# gpu-check.md, experiment-report.md, experiment-results.json; for eval: summary.md, run.log,
+# doctor.json, reproduce-stages.json, agreement.json.
 #
 # Environment: DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),
-# CHECK_TIMEOUT (900 s), TORCH_TIMEOUT (420 s), EXPERIMENT_TIMEOUT (1800 s); extra flags for
-# each program, appended last so they win: DCL_GPU_CHECK_FLAGS, DCL_TORCH_FLAGS,
-# DCL_EXPERIMENT_FLAGS (the script's own test runs it on a CPU with --backend=cpu --quick).
+# CHECK_TIMEOUT (900 s), TORCH_TIMEOUT (420 s), EXPERIMENT_TIMEOUT (1800 s), EVAL_TIMEOUT (420 s),
+# AGREE_TIMEOUT (60 s); extra flags for each program, appended last so they win:
+# DCL_GPU_CHECK_FLAGS, DCL_TORCH_FLAGS, DCL_EXPERIMENT_FLAGS, DCL_EVAL_FLAGS, DCL_AGREE_FLAGS
+# (the script's own tests run it on a CPU with --backend=cpu --quick, and a tiny config).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ $# -lt 1 ]; then
-	echo "usage: scripts/gpu-check.sh OUTDIR [all|check|experiment]" >&2
+	echo "usage: scripts/gpu-check.sh OUTDIR [all|check|experiment|eval]" >&2
 	exit 2
 fi
 OUT=$1
 PART=${2:-all}
-case $PART in all | check | experiment) ;; *)
-	echo "gpu-check.sh: unknown part $PART: want all, check or experiment" >&2
+case $PART in all | check | experiment | eval) ;; *)
+	echo "gpu-check.sh: unknown part $PART: want all, check, experiment or eval" >&2
 	exit 2
 	;;
 esac
@@ -153,6 +160,37 @@ if [ "$PART" = all ] || [ "$PART" = experiment ]; then
 		FAILED=$((FAILED + 1))
 	fi
 fi
+
+case $PART in eval)
+	# 6. Evaluation on the GPU: a short reproduction from scratch (its stage times are the
+	# measurement, so nothing is reused), then CUDA against the CPU on its first run's encoder.
+	if [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+		EVAL=$WORK/eval
+		rm -rf "$EVAL"
+		# shellcheck disable=SC2086
+		step eval-reproduce "${EVAL_TIMEOUT:-420}" "$DCL" reproduce --config=fashion-mnist-gpu-eval --input="$DATA" \
+			--output="$EVAL" --backend=cuda --progress=off --stage-times="$OUT/reproduce-stages.json" ${DCL_EVAL_FLAGS:-}
+		FIRST=$(find "$EVAL/runs" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | head -n 1)
+		if [ -n "$FIRST" ]; then
+			# shellcheck disable=SC2086
+			step eval-agree "${AGREE_TIMEOUT:-60}" "$DCL" agree --checkpoint="$FIRST" --train="$EVAL/data/eval-train" \
+				--test="$EVAL/data/eval-test" --a=cuda --b=cpu --output="$OUT/agreement.json" ${DCL_AGREE_FLAGS:-}
+		else
+			log "no trained run in $EVAL/runs: skipping the agreement check"
+			FAILED=$((FAILED + 1))
+		fi
+		{
+			echo
+			echo "## Stages (seconds and images/s: reproduce-stages.json)"
+			echo
+			grep -o 'stage="[^"]*" wall=[^ ]*\( images_per_s=[^ ]*\)\?' "$LOG" | sed 's/^/- /' || true
+		} >>"$SUMMARY"
+	else
+		log "skipping the evaluation: no Fashion-MNIST in $DATA"
+		FAILED=$((FAILED + 1))
+	fi
+	;;
+esac
 
 {
 	echo
