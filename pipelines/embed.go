@@ -369,10 +369,11 @@ type embedRangeFn struct {
 	progress *Progress
 }
 
-// Setup takes the process's encoder for the checkpoint (loading it if no one has yet).
+// Setup takes the process's encoder for the checkpoint: the plan's, where it runs in this
+// process; otherwise loaded, once per worker process.
 func (f *embedRangeFn) Setup(ctx context.Context) error {
 	f.progress = lookupProgress(f.ProgressID)
-	enc, release, err := acquireEncoder(ctx, encoderKey{Checkpoint: f.Checkpoint, Kind: gpu.Kind(f.Backend), Plugin: f.Plugin, Threads: f.Threads}, discardLogger())
+	enc, release, err := borrowEncoder(ctx, encoderKey{Checkpoint: f.Checkpoint, Kind: gpu.Kind(f.Backend), Plugin: f.Plugin, Threads: f.Threads}, discardLogger())
 	if err != nil {
 		return err
 	}
@@ -380,7 +381,7 @@ func (f *embedRangeFn) Setup(ctx context.Context) error {
 	return nil
 }
 
-// Teardown lets go of the encoder (the last user closes it).
+// Teardown lets go of the encoder (the last user closes it), where the runner calls it.
 func (f *embedRangeFn) Teardown() {
 	if f.release != nil {
 		f.release()

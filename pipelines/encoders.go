@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gomlx/compute"
 
@@ -38,6 +39,9 @@ type sharedEncoder struct {
 	users   int
 }
 
+// encoderLoads counts the encoders loaded in this process (tests check the sharing).
+var encoderLoads atomic.Int64
+
 var encoders = struct {
 	sync.Mutex
 	m map[encoderKey]*sharedEncoder
@@ -53,6 +57,24 @@ func acquireEncoder(ctx context.Context, key encoderKey, log *slog.Logger) (*tra
 	}
 	var once sync.Once
 	return s.enc, func() { once.Do(func() { releaseEncoder(key, s) }) }, nil
+}
+
+// borrowEncoder returns the encoder for key that someone in this process holds (the plan of
+// the job whose DoFn asks), without holding it: runners need not call a DoFn's Teardown
+// (prism in process does not), so a DoFn that held an encoder could keep it, and a GPU's
+// memory, until the process ends. The holder outlives the pipeline's DoFns. Where no one
+// holds it (a worker in another process), it is acquired, for Teardown to release.
+func borrowEncoder(ctx context.Context, key encoderKey, log *slog.Logger) (*trainstep.Encoder, func(), error) {
+	encoders.Lock()
+	s, ok := encoders.m[key]
+	encoders.Unlock()
+	if ok {
+		<-s.ready
+		if s.err == nil {
+			return s.enc, func() {}, nil
+		}
+	}
+	return acquireEncoder(ctx, key, log)
 }
 
 // encoderKind is the backend the loaded encoder for key runs on ("" when none is loaded).
@@ -100,6 +122,7 @@ func acquireShared(ctx context.Context, key encoderKey, log *slog.Logger) (*shar
 }
 
 func loadEncoder(ctx context.Context, key encoderKey, log *slog.Logger) (compute.Backend, *trainstep.Encoder, error) {
+	encoderLoads.Add(1)
 	be, err := gpu.New(ctx, gpu.Options{Kind: key.Kind, Plugin: key.Plugin, Threads: key.Threads, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("the encoder's backend: %w", err)

@@ -8,14 +8,16 @@
 // run against run, not the result: the full evaluation after training (dcl embed, knn) is.
 // What a trend needs is the same images every time and a noise small next to the changes it
 // shows, and that costs far less than the full splits: with 2,048 queries the standard error
-// of an accuracy near 80% is sqrt(0.8·0.2/2048) = 0.9 points (and the epoch-to-epoch
-// difference, measured on the same queries, is less noisy than that), while 10,240 voters
-// leave each class about 1,000 (10 classes) from which its 200 nearest are drawn. solo-learn's
-// and lightly's kNN callbacks, written for GPUs, embed whole splits; on a CPU that would cost
-// half a short run (the demo's 70,000 images every two epochs), on a GPU little, so the
-// full splits stay one option away (Options.Full; dcl train --knn-full, a config's
-// evaluate.knn_monitor.full). A sampled monitor reads somewhat below the full-split kNN
-// accuracy (a smaller bank), so its curve and the final figure are not to be compared.
+// of an accuracy near 80% is sqrt(0.8·0.2/2048) = 0.9 points (and an epoch-to-epoch change,
+// measured on the same queries, is less noisy than that), while 6,144 voters leave each of 10
+// classes about 600, of which its 200 nearest vote. The size is set by what a CPU run can
+// afford: 8,192 images a run is under a tenth of the demo's training time (a forward pass
+// costs about a quarter of a training image's step there), where its full splits, 70,000
+// images every two epochs, cost half of it. solo-learn's and lightly's kNN callbacks,
+// written for GPUs, embed whole splits; on a GPU that costs little, and the full splits stay
+// one option away (Options.Full; dcl train --knn-full, a config's evaluate.knn_monitor.full).
+// A sampled monitor reads somewhat below the full-split kNN accuracy (a smaller bank), so its
+// curve and the final figure are not to be compared.
 package knnmonitor
 
 import (
@@ -32,7 +34,7 @@ const chunk = 256
 
 // The default sample (see the package documentation): whole encoder calls of 256 images.
 const (
-	DefaultBank    = 10240
+	DefaultBank    = 6144
 	DefaultQueries = 2048
 	DefaultSeed    = 1
 )
