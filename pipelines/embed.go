@@ -359,8 +359,8 @@ type embedRangeFn struct {
 	Meta       map[string]string
 	Threads    int
 	ProgressID string
-	// Backend is the plan's resolved backend (cpu or cuda, or auto); a worker whose binary
-	// lacks it fails its Setup with gpu.New's error.
+	// Backend is the backend as the plan asked for it (cpu for remote workers; cpu, cuda or
+	// auto in this process, where it finds the plan's encoder by it).
 	Backend string
 	Plugin  string
 

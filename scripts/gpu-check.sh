@@ -29,7 +29,7 @@
 # doctor.json, reproduce-stages.json, agreement.json.
 #
 # Environment: DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),
-# CHECK_TIMEOUT (900 s), TORCH_TIMEOUT (420 s), EXPERIMENT_TIMEOUT (1800 s), EVAL_TIMEOUT (420 s),
+# CHECK_TIMEOUT (900 s), TORCH_TIMEOUT (420 s), EXPERIMENT_TIMEOUT (1800 s), EVAL_TIMEOUT (360 s),
 # AGREE_TIMEOUT (60 s); extra flags for each program, appended last so they win:
 # DCL_GPU_CHECK_FLAGS, DCL_TORCH_FLAGS, DCL_EXPERIMENT_FLAGS, DCL_EVAL_FLAGS, DCL_AGREE_FLAGS
 # (the script's own tests run it on a CPU with --backend=cpu --quick, and a tiny config).
@@ -168,7 +168,7 @@ case $PART in eval)
 		EVAL=$WORK/eval
 		rm -rf "$EVAL"
 		# shellcheck disable=SC2086
-		step eval-reproduce "${EVAL_TIMEOUT:-420}" "$DCL" reproduce --config=fashion-mnist-gpu-eval --input="$DATA" \
+		step eval-reproduce "${EVAL_TIMEOUT:-360}" "$DCL" reproduce --config=fashion-mnist-gpu-eval --input="$DATA" \
 			--output="$EVAL" --backend=cuda --progress=off --stage-times="$OUT/reproduce-stages.json" ${DCL_EVAL_FLAGS:-}
 		FIRST=$(find "$EVAL/runs" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | head -n 1)
 		if [ -n "$FIRST" ]; then
