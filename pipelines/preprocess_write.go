@@ -342,7 +342,8 @@ func (p *partWriter) make(m *rowMaker, r ref, fixed map[int64]datasets.Record) m
 		if err != nil {
 			return made{err: err}
 		}
-		img, err := datasets.Decode(data, "", u.Limits)
+		img, release, err := datasets.DecodeHeld(data, "", u.Limits)
+		defer release() // the image counts in the process's decode budget until its row is made
 		if err != nil {
 			return made{dead: &shards.DeadLetter{Source: r.Source, Position: r.Offset, Key: r.Key, Reason: err.Error()}}
 		}

@@ -62,11 +62,39 @@ func (r *runner) evaluate(ctx context.Context, dir, name, backend string, temper
 			images = n
 			return err
 		},
-		images: func() int64 { return images }})
+		images: func() int64 { return images },
+		needed: func() (bool, error) { return r.evaluationsNeeded(ctx, dir, npc) }})
 	if err != nil {
 		return err
 	}
 	return r.evaluateEmbeddings(ctx, dir, name, sets[0].out, sets[1].out, max(up, embedded), temperature, npc, ev)
+}
+
+// evaluationsNeeded reports whether an evaluation of the encoder in dir that reads its
+// embeddings lacks its output or is asked for again (--rerun): embeddings removed after
+// their evaluations need not be made again.
+func (r *runner) evaluationsNeeded(ctx context.Context, dir string, npc bool) (bool, error) {
+	var outputs []string
+	if r.cfg.Evaluate.KNN != nil {
+		outputs = append(outputs, storage.Join(dir, "knn.json"))
+	}
+	if r.cfg.Evaluate.Linear != nil {
+		outputs = append(outputs, storage.Join(dir, "linear.json"))
+	}
+	if r.cfg.Evaluate.NPC != nil && npc {
+		outputs = append(outputs, storage.Join(npcDir(dir), pipelines.NPCReportName))
+	}
+	for _, k := range []StageKind{StageKNN, StageLinear, StageNPC} {
+		if r.rerun[k] {
+			return true, nil
+		}
+	}
+	for _, p := range outputs {
+		if ok, err := storage.Exists(ctx, p); err != nil || !ok {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // allEmbedded is complete when every set has its manifest.

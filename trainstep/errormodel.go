@@ -194,7 +194,7 @@ func batchNormGain(c *Checkpoint, vars map[string]VariableEntry) (float64, error
 }
 
 func float32Values(c *Checkpoint, e VariableEntry) ([]float32, error) {
-	raw := c.data[e.Offset : e.Offset+e.Bytes]
+	raw := c.raw(e)
 	if len(raw)%4 != 0 {
 		return nil, fmt.Errorf("variable %s/%s: %d bytes are not float32 values", e.Scope, e.Name, len(raw))
 	}
