@@ -30,12 +30,14 @@ type AgreeOptions struct {
 	// Train and Test are labelled evaluation shards (preset none): the bank and the queries.
 	Train, Test string
 	Feature     trainstep.Feature
-	// A and B are the backends compared: cpu, cuda, auto or Reference. ArithA and ArithB are
-	// the arithmetic each computes in (the error model's input): cuda's is TF32 unless TF32 is
-	// off (NVIDIA_TF32_OVERRIDE=0), when it is float32.
-	A, B           string
-	ArithA, ArithB trainstep.Arithmetic
-	Plugin         string
+	// A and B are the backends compared: cpu, cuda, auto or Reference.
+	A, B string
+	// Precision is the one CUDA embeds in (the zero value: float32): TF32 tensor cores where
+	// it allows them, else full float32 (trainstep.EncoderArithmetic). The CPU computes in
+	// float32 and the Reference sums in float64 whatever it is. Each side's arithmetic is the
+	// error model's input.
+	Precision trainstep.Precision
+	Plugin    string
 	// Bank and Queries are the sizes of the seeded samples of Train and Test.
 	Bank, Queries int
 	Seed          uint64
@@ -71,6 +73,7 @@ type AgreeBound struct {
 type AgreeResult struct {
 	Checkpoint string                    `json:"checkpoint"`
 	Feature    trainstep.Feature         `json:"feature"`
+	Precision  trainstep.Precision       `json:"precision"`
 	A          AgreeSide                 `json:"a"`
 	B          AgreeSide                 `json:"b"`
 	Model      *trainstep.ErrorModel     `json:"error_model"`
@@ -96,6 +99,12 @@ func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 	if o.Feature == "" {
 		o.Feature = trainstep.Backbone
 	}
+	if o.Precision == "" {
+		o.Precision = trainstep.Float32
+	}
+	if err := o.Precision.Validate(); err != nil {
+		return nil, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -113,21 +122,19 @@ func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 		return nil, err
 	}
 	o.Checkpoint = model.Checkpoint // the resolved file
-	res := &AgreeResult{Checkpoint: model.Checkpoint, Feature: o.Feature, Model: model,
-		Tolerance: model.Tolerance(o.ArithA, o.ArithB)}
+	res := &AgreeResult{Checkpoint: model.Checkpoint, Feature: o.Feature, Precision: o.Precision, Model: model}
 	var emb [2][2]analysis.LabeledVectors // [side][bank, queries]
 	for i, side := range []struct {
-		name  string
-		arith trainstep.Arithmetic
-		out   *AgreeSide
-	}{{o.A, o.ArithA, &res.A}, {o.B, o.ArithB, &res.B}} {
-		*side.out = AgreeSide{Backend: side.name, Arithmetic: side.arith, ModelledRMS: model.RMS(side.arith)}
+		name string
+		out  *AgreeSide
+	}{{o.A, &res.A}, {o.B, &res.B}} {
 		start := time.Now()
-		b, q, err := embedBoth(ctx, o, side.name, bank, queries)
+		b, q, arith, err := embedBoth(ctx, o, side.name, bank, queries)
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", side.name, err)
 		}
-		side.out.ImagesPerS = float64(bank.N+queries.N) / time.Since(start).Seconds()
+		*side.out = AgreeSide{Backend: side.name, Arithmetic: arith, ModelledRMS: model.RMS(arith),
+			ImagesPerS: float64(bank.N+queries.N) / time.Since(start).Seconds()}
 		if agreeTestHook != nil {
 			agreeTestHook(i, &b, &q)
 		}
@@ -139,6 +146,7 @@ func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 	if res.Queries, err = analysis.CompareVectors(emb[0][1].Vectors, emb[1][1].Vectors); err != nil {
 		return nil, err
 	}
+	res.Tolerance = model.Tolerance(res.A.Arithmetic, res.B.Arithmetic)
 	res.Agree = res.Bank.Max <= res.Tolerance && res.Queries.Max <= res.Tolerance
 
 	// kNN on each backend's embeddings; the bound from the tolerance, on A's.
@@ -196,21 +204,25 @@ func bound(a, b float64, unstable, n int) AgreeBound {
 	return out
 }
 
-// embedBoth embeds the bank and the queries on one backend.
-func embedBoth(ctx context.Context, o AgreeOptions, backend string, bank, queries *trainstep.LabeledImages) (b, q analysis.LabeledVectors, err error) {
+// embedBoth embeds the bank and the queries on one backend, and says in which arithmetic.
+func embedBoth(ctx context.Context, o AgreeOptions, backend string, bank, queries *trainstep.LabeledImages) (b, q analysis.LabeledVectors, arith trainstep.Arithmetic, err error) {
 	kind, opts := gpu.Kind(backend), trainstep.EncoderOptions{}
 	if backend == Reference {
 		kind, opts.Float64 = gpu.CPU, true
 	}
 	if _, err := gpu.ParseKind(string(kind)); err != nil {
-		return b, q, fmt.Errorf("%w (or %s)", err, Reference)
+		return b, q, arith, fmt.Errorf("%w (or %s)", err, Reference)
 	}
-	be, err := gpu.New(ctx, gpu.Options{Kind: kind, Plugin: o.Plugin, Logger: o.Logger})
+	be, err := gpu.New(ctx, gpu.Options{Kind: kind, Plugin: o.Plugin, TF32: o.Precision.AllowsTF32(), Logger: o.Logger})
 	if err != nil {
-		return b, q, err
+		return b, q, arith, err
 	}
 	defer be.Finalize()
-	if !opts.Float64 && be.Name() != cpu.BackendName {
+	onCUDA := be.Name() != cpu.BackendName
+	arith = trainstep.EncoderArithmetic(onCUDA, o.Precision)
+	if opts.Float64 {
+		arith = trainstep.Float64RefArithmetic
+	} else if onCUDA {
 		info, err := trainstep.ReadCheckpointHeader(ctx, o.Checkpoint)
 		if err == nil {
 			opts = encoderOptions(gpu.CUDA, info.State.ImageHeight, info.State.ImageWidth)
@@ -218,14 +230,14 @@ func embedBoth(ctx context.Context, o AgreeOptions, backend string, bank, querie
 	}
 	enc, err := trainstep.LoadEncoderWith(ctx, be, o.Checkpoint, opts)
 	if err != nil {
-		return b, q, err
+		return b, q, arith, err
 	}
 	defer enc.Close()
 	if b, err = embedSample(enc, bank, o.Feature); err != nil {
-		return b, q, err
+		return b, q, arith, err
 	}
 	q, err = embedSample(enc, queries, o.Feature)
-	return b, q, err
+	return b, q, arith, err
 }
 
 func embedSample(enc *trainstep.Encoder, imgs *trainstep.LabeledImages, feature trainstep.Feature) (analysis.LabeledVectors, error) {

@@ -23,7 +23,7 @@ func TestAgreementOfTheCPUAndItsReference(t *testing.T) {
 	run := trainTinyEncoder(t, pairs)
 	o := AgreeOptions{
 		Checkpoint: run, Train: train, Test: test, Feature: trainstep.Backbone,
-		A: "cpu", B: Reference, ArithA: trainstep.Float32Arithmetic, ArithB: trainstep.Float64RefArithmetic,
+		A: "cpu", B: Reference, Precision: trainstep.TF32, // the CPU computes in float32 whatever is asked
 		Bank: 40, Queries: 20, Seed: 1, KNN: analysis.KNNConfig{K: 5, Temperature: 0.1},
 		Linear: analysis.DefaultLinearConfig().WithEpochs(3), Logger: discardLogger(),
 	}
@@ -35,6 +35,9 @@ func TestAgreementOfTheCPUAndItsReference(t *testing.T) {
 		res.Tolerance, res.A.ModelledRMS, res.B.ModelledRMS, res.Bank.RMS, res.Bank.Max, res.Queries.Max)
 	if !res.OK || !res.Agree || !res.KNN.Within || !res.Linear.Within {
 		t.Errorf("the CPU and its reference: %+v", res)
+	}
+	if res.A.Arithmetic != trainstep.Float32Arithmetic || res.B.Arithmetic != trainstep.Float64RefArithmetic || res.Precision != trainstep.TF32 {
+		t.Errorf("arithmetics %+v and %+v at precision %q: want the CPU's float32 and the reference's float64 sums whatever the precision", res.A.Arithmetic, res.B.Arithmetic, res.Precision)
 	}
 	if res.Bank.Rows != 40 || res.Queries.Rows != 20 || !(res.Bank.Max > 0) {
 		t.Errorf("compared %d and %d rows, largest difference %v: want 40, 20 and float32's rounding showing", res.Bank.Rows, res.Queries.Rows, res.Bank.Max)

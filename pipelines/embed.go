@@ -69,6 +69,10 @@ type EmbedOptions struct {
 	// is the CUDA PJRT plugin (empty: search).
 	Backend gpu.Kind
 	Plugin  string
+	// Precision is what CUDA embeds in (empty: float32): TF32 tensor cores where it allows
+	// them (trainstep.Precision.AllowsTF32), full float32 otherwise. The CPU always computes
+	// in float32; the embeddings' metadata says which arithmetic made them (MetaArithmetic).
+	Precision trainstep.Precision
 	// LenientBackend makes cuda with remote workers mean cpu rather than an error (see
 	// ResolveEmbedBackend).
 	LenientBackend bool
@@ -95,6 +99,7 @@ type EmbedJob struct {
 	progress *Progress
 	// release lets go of the plan's hold on the shared encoder (Close).
 	release func()
+	tf32    bool // the encoder key's
 }
 
 // Close lets go of what the plan holds (the shared encoder). RunEmbed and RunEmbeds close
@@ -154,6 +159,9 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	case o.Pass >= c.Passes:
 		return nil, fmt.Errorf("pass %d: %s has passes 0 to %d (or -1 for all)", o.Pass, o.Data, c.Passes-1)
 	}
+	if err := o.Precision.Validate(); err != nil {
+		return nil, usage.Errorf("--precision: %v", err)
+	}
 	kind, err := ResolveEmbedBackend(o.Backend, o.LenientBackend, o.Logger)
 	if err != nil {
 		return nil, err
@@ -165,7 +173,7 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := encoderKey{Checkpoint: resolved, Kind: kind, Plugin: o.Plugin, Threads: o.Threads}
+	key := encoderKey{Checkpoint: resolved, Kind: kind, Plugin: o.Plugin, Threads: o.Threads, TF32: kind != gpu.CPU && o.Precision.AllowsTF32()}
 	if !workersHere() {
 		key.Threads = 1
 	}
@@ -215,10 +223,11 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	if parts == 0 {
 		parts = int(max(1, min(9999, (total+rowsPerPart-1)/rowsPerPart)))
 	}
-	job := &EmbedJob{Opts: o, Rows: total, Dim: dim, Backend: kind, Images: total * int64(o.Views), release: release, Meta: map[string]string{
+	job := &EmbedJob{Opts: o, Rows: total, Dim: dim, Backend: kind, Images: total * int64(o.Views), release: release, tf32: key.TF32, Meta: map[string]string{
 		MetaDataset: c.Dataset, MetaSplit: c.Split, MetaFeature: string(o.Feature), MetaViews: strconv.Itoa(o.Views),
 		MetaCheckpoint: info.Checkpoint, MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
 		"preset": c.Preset, "passes": passList(passes), MetaBackend: string(kind),
+		MetaArithmetic: trainstep.EncoderArithmetic(kind == gpu.CUDA, o.Precision).Name,
 	}}
 	if o.CodeVersion != "" {
 		job.Meta[MetaCodeVersion] = o.CodeVersion
@@ -331,7 +340,7 @@ func Embed(s beam.Scope, job *EmbedJob) (beam.PCollection, error) {
 	infos := beam.ParDo(s.Scope("EmbedRange"), &embedRangeFn{
 		Checkpoint: o.Checkpoint, Data: o.Data, PartsDir: partsDir(o.Output), Feature: string(o.Feature),
 		Views: o.Views, BatchSize: o.BatchSize, Dim: job.Dim, Meta: job.Meta, Threads: o.Threads, ProgressID: job.progress.id(),
-		Backend: string(o.Backend), Plugin: o.Plugin,
+		Backend: string(o.Backend), Plugin: o.Plugin, TF32: job.tf32,
 	}, beam.Reshuffle(s, beam.CreateList(s, tasks)))
 	manifest := beam.ParDo(s.Scope("Commit"), &commitEmbeddingsFn{
 		Output: o.Output, Dim: job.Dim, Meta: job.Meta, Parts: len(job.Ranges), Rows: job.Rows,
@@ -366,6 +375,8 @@ type embedRangeFn struct {
 	// auto in this process, where it finds the plan's encoder by it).
 	Backend string
 	Plugin  string
+	// TF32 is the encoder key's: the plan's encoder allows TF32 tensor cores.
+	TF32 bool
 
 	enc      *trainstep.Encoder
 	release  func()
@@ -376,7 +387,7 @@ type embedRangeFn struct {
 // process; otherwise loaded, once per worker process.
 func (f *embedRangeFn) Setup(ctx context.Context) error {
 	f.progress = lookupProgress(f.ProgressID)
-	enc, release, err := borrowEncoder(ctx, encoderKey{Checkpoint: f.Checkpoint, Kind: gpu.Kind(f.Backend), Plugin: f.Plugin, Threads: f.Threads}, discardLogger())
+	enc, release, err := borrowEncoder(ctx, encoderKey{Checkpoint: f.Checkpoint, Kind: gpu.Kind(f.Backend), Plugin: f.Plugin, Threads: f.Threads, TF32: f.TF32}, discardLogger())
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ type encoderKey struct {
 	Kind       gpu.Kind
 	Plugin     string
 	Threads    int
+	TF32       bool // gpu.Options.TF32
 }
 
 type sharedEncoder struct {
@@ -123,7 +124,7 @@ func acquireShared(ctx context.Context, key encoderKey, log *slog.Logger) (*shar
 
 func loadEncoder(ctx context.Context, key encoderKey, log *slog.Logger) (compute.Backend, *trainstep.Encoder, error) {
 	encoderLoads.Add(1)
-	be, err := gpu.New(ctx, gpu.Options{Kind: key.Kind, Plugin: key.Plugin, Threads: key.Threads, Logger: log})
+	be, err := gpu.New(ctx, gpu.Options{Kind: key.Kind, Plugin: key.Plugin, Threads: key.Threads, TF32: key.TF32, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("the encoder's backend: %w", err)
 	}

@@ -79,7 +79,8 @@ func TestEmbedsShareOneEncoder(t *testing.T) {
 	var jobs []*EmbedJob
 	for _, o := range []EmbedOptions{
 		{Data: singles, Feature: trainstep.Backbone, Views: 1, Parts: 3, BatchSize: 4},
-		{Data: pairs, Feature: trainstep.Projection, Views: 2, Parts: 2, BatchSize: 8},
+		// TF32 asked for: the CPU computes in float32 all the same, and says so.
+		{Data: pairs, Feature: trainstep.Projection, Views: 2, Parts: 2, BatchSize: 8, Precision: trainstep.TF32},
 	} {
 		o.Checkpoint, o.Output, o.Backend, o.Logger, o.CodeVersion = run, filepath.Join(dir, "out-"+filepath.Base(o.Data)), gpu.CPU, discardLogger(), "v-test"
 		job, err := PlanEmbed(ctx, o)
@@ -119,8 +120,8 @@ func TestEmbedsShareOneEncoder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if set.Meta[MetaBackend] != "cpu" || set.Meta[MetaCodeVersion] != "v-test" || set.Meta[MetaCheckpoint] == "" {
-			t.Errorf("%s: metadata %v: want the backend, the code version and the checkpoint", res[i].Output, set.Meta)
+		if set.Meta[MetaBackend] != "cpu" || set.Meta[MetaArithmetic] != "float32" || set.Meta[MetaCodeVersion] != "v-test" || set.Meta[MetaCheckpoint] == "" {
+			t.Errorf("%s: metadata %v: want the backend, its arithmetic (float32), the code version and the checkpoint", res[i].Output, set.Meta)
 		}
 		ref := wantEmbeddings(t, run, want.n, 0, want.views, want.feature)
 		for r, id := range ids {

@@ -43,6 +43,9 @@ const (
 	// MetaCodeVersion the version of the program (dcl embed's).
 	MetaBackend     = "backend"
 	MetaCodeVersion = "code_version"
+	// MetaArithmetic is the arithmetic the encoder computed in (float32 or tf32:
+	// trainstep.EncoderArithmetic).
+	MetaArithmetic = "arithmetic"
 )
 
 // embeddingFile is one file of an embedding set, with the training-set index of its first

@@ -31,12 +31,13 @@ type embedding struct {
 }
 
 // evaluate embeds what the evaluations of the encoder in dir (a training run, or a
-// baseline's random encoder) read, on backend where the Beam workers run here, and runs the
+// baseline's random encoder) read, on run's backend and in its precision where the Beam
+// workers run here, and runs the
 // evaluations the config asks for. The embedding stage writes the evaluation shards' train
 // and test splits (the config's feature) and, where npc asks for the NPC statistics, the
 // projections of both views of the pretraining pairs' first pass: computed once, read by
 // kNN, the linear probe, NPC and the report's t-SNE.
-func (r *runner) evaluate(ctx context.Context, dir, name, backend string, temperature float64, up gen, npc bool, ev *Evaluation) error {
+func (r *runner) evaluate(ctx context.Context, dir, name string, run RunConfig, up gen, npc bool, ev *Evaluation) error {
 	feature := trainstep.Feature(orDefault(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
 	sets := []embedding{
 		{r.evalTrainDir(), embeddingsDir(dir, trainSplit), feature, 1},
@@ -58,7 +59,7 @@ func (r *runner) evaluate(ctx context.Context, dir, name, backend string, temper
 			return nil
 		},
 		do: func() error {
-			n, err := r.embed(ctx, dir, backend, sets)
+			n, err := r.embed(ctx, dir, r.backendOf(run), trainstep.Precision(run.Precision), sets)
 			images = n
 			return err
 		},
@@ -67,7 +68,7 @@ func (r *runner) evaluate(ctx context.Context, dir, name, backend string, temper
 	if err != nil {
 		return err
 	}
-	return r.evaluateEmbeddings(ctx, dir, name, sets[0].out, sets[1].out, max(up, embedded), temperature, npc, ev)
+	return r.evaluateEmbeddings(ctx, dir, name, sets[0].out, sets[1].out, max(up, embedded), run.Temperature, npc, ev)
 }
 
 // evaluationsNeeded reports whether an evaluation of the encoder in dir that reads its
@@ -110,7 +111,7 @@ func allEmbedded(ctx context.Context, sets []embedding) (outcome, error) {
 
 // embed writes the sets that are not complete with the checkpoint in dir, as one pipeline,
 // and returns the number of images the encoder saw.
-func (r *runner) embed(ctx context.Context, dir, backend string, sets []embedding) (int64, error) {
+func (r *runner) embed(ctx context.Context, dir, backend string, precision trainstep.Precision, sets []embedding) (int64, error) {
 	kind, err := gpu.ParseKind(orDefault(backend, string(gpu.Auto)))
 	if err != nil {
 		return 0, err
@@ -133,7 +134,7 @@ func (r *runner) embed(ctx context.Context, dir, backend string, sets []embeddin
 			return 0, err
 		}
 		job, err := pipelines.PlanEmbed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: e.data, Output: e.out,
-			Feature: e.feature, Views: e.views, Backend: kind, Plugin: r.opts.Plugin, LenientBackend: true,
+			Feature: e.feature, Views: e.views, Backend: kind, Precision: precision, Plugin: r.opts.Plugin, LenientBackend: true,
 			Logger: r.log, CodeVersion: r.opts.CodeVersion})
 		if err != nil {
 			return 0, err

@@ -561,7 +561,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 	// NPC statistics describe the coupling of an encoder, not the spread of its accuracy:
 	// the first seed of each cell has them.
 	npc := r.firstOfCell(run)
-	if err := r.evaluate(ctx, dir, run.Name, r.backendOf(run), run.Temperature, max(trained, data.eval), npc, &rr.Evaluation); err != nil {
+	if err := r.evaluate(ctx, dir, run.Name, run, max(trained, data.eval), npc, &rr.Evaluation); err != nil {
 		return nil, err
 	}
 	if rr.Curves, err = readCurves(ctx, storage.Join(dir, trainstep.LogName)); err != nil {

@@ -13,14 +13,14 @@ import (
 	"time"
 )
 
-var update = flag.Bool("update", false, "rewrite BENCHMARKS.md's GPU stage table from docs/gpu/reproduce-stages.json")
+var update = flag.Bool("update-stages", false, "rewrite BENCHMARKS.md's GPU stage table from docs/gpu/reproduce-stages.json")
 
 // The GPU stage table in BENCHMARKS.md is generated: StageTimesMarkdown of the stage times
 // scripts/gpu-check.sh OUT eval wrote on a GPU, copied to docs/gpu/reproduce-stages.json.
 const (
 	stageTimesJSON    = "../docs/gpu/reproduce-stages.json"
 	benchmarksFile    = "../BENCHMARKS.md"
-	stageTableBegin   = "<!-- reproduce-stages: generated from docs/gpu/reproduce-stages.json by `go test ./reproduce -run TestBenchmarksStageTable -update`; do not edit -->\n"
+	stageTableBegin   = "<!-- reproduce-stages: generated from docs/gpu/reproduce-stages.json by `go test ./reproduce -run TestBenchmarksStageTable -update-stages`; do not edit -->\n"
 	stageTableEnd     = "<!-- /reproduce-stages -->"
 	stageTablePending = "No GPU run yet: `scripts/gpu-check.sh OUT eval` on a GPU machine writes `OUT/reproduce-stages.json`.\n"
 )
@@ -52,7 +52,7 @@ func TestBenchmarksStageTable(t *testing.T) {
 		return
 	}
 	if !*update {
-		t.Fatalf("BENCHMARKS.md's GPU stage table is not what %s gives; run go test ./reproduce -run TestBenchmarksStageTable -update\ngot:\n%s\nwant:\n%s", stageTimesJSON, got, want)
+		t.Fatalf("BENCHMARKS.md's GPU stage table is not what %s gives; run go test ./reproduce -run TestBenchmarksStageTable -update-stages\ngot:\n%s\nwant:\n%s", stageTimesJSON, got, want)
 	}
 	out := append(append(append([]byte{}, md[:begin+len(stageTableBegin)]...), want...), md[end:]...)
 	if err := os.WriteFile(benchmarksFile, out, 0o644); err != nil {
@@ -173,15 +173,19 @@ func TestGPUCheckEvalPartOnCPU(t *testing.T) {
 			t.Errorf("stage %q missing or without images/s in %v", stage, rates)
 		}
 	}
-	var agree struct {
-		OK        bool    `json:"ok"`
-		Tolerance float64 `json:"tolerance"`
-	}
-	if raw, err := os.ReadFile(filepath.Join(out, "agreement.json")); err != nil || json.Unmarshal(raw, &agree) != nil || !agree.OK || !(agree.Tolerance > 0) {
-		t.Errorf("agreement.json: %v, %+v", err, agree)
+	for _, prec := range []string{"tf32", "float32"} {
+		var agree struct {
+			OK        bool    `json:"ok"`
+			Tolerance float64 `json:"tolerance"`
+			Precision string  `json:"precision"`
+		}
+		name := "agreement-" + prec + ".json"
+		if raw, err := os.ReadFile(filepath.Join(out, name)); err != nil || json.Unmarshal(raw, &agree) != nil || !agree.OK || !(agree.Tolerance > 0) || agree.Precision != prec {
+			t.Errorf("%s: %v, %+v", name, err, agree)
+		}
 	}
 	summary, _ := os.ReadFile(filepath.Join(out, "summary.md"))
-	for _, want := range []string{"| eval-reproduce | 0 |", "| eval-agree | 0 |", `- stage="train dcl" wall=`, "images_per_s="} {
+	for _, want := range []string{"| eval-reproduce | 0 |", "| eval-agree-tf32 | 0 |", "| eval-agree-float32 | 0 |", `- stage="train dcl" wall=`, "images_per_s="} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary lacks %q:\n%s", want, summary)
 		}

@@ -79,14 +79,15 @@ var (
 	Float64RefArithmetic = Arithmetic{Name: "float64-sums", U: 0x1p-24}
 )
 
-// ParseArithmetic reads float32, tf32 or float64-sums.
-func ParseArithmetic(s string) (Arithmetic, error) {
-	for _, a := range []Arithmetic{Float32Arithmetic, TF32Arithmetic, Float64RefArithmetic} {
-		if a.Name == s {
-			return a, nil
-		}
+// EncoderArithmetic is the arithmetic an encoder computes in on CUDA (onCUDA) or the CPU
+// with precision p: the encoder's variables and activations are float32 in every precision,
+// and CUDA runs its convolutions and matrix products on TF32 tensor cores where p allows it
+// (gpu.Options.TF32); the CPU always computes in float32.
+func EncoderArithmetic(onCUDA bool, p Precision) Arithmetic {
+	if onCUDA && p.AllowsTF32() {
+		return TF32Arithmetic
 	}
-	return Arithmetic{}, fmt.Errorf("arithmetic %q: want float32, tf32 or float64-sums", s)
+	return Float32Arithmetic
 }
 
 // ToleranceFactor is how many times the modelled rms difference one row may differ by (see

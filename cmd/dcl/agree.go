@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -18,7 +17,7 @@ func agreeCommand() *command {
 	return &command{
 		name:    "agree",
 		summary: "check that two backends (cuda and cpu) embed alike, within the tolerance the checkpoint's error model derives",
-		details: "Embeds a seeded sample of --train (the bank) and --test (the queries) with the checkpoint on --a and on --b, and prints one JSON: the per-row relative differences, the tolerance (trainstep/errormodel.go derives it), kNN and linear-probe accuracy on each and the most a difference of the tolerance could change them. Exit status 1 when the embeddings or the accuracies differ by more. --b=reference is the CPU backend with its sums in float64, to check the CPU against.",
+		details: "Embeds a seeded sample of --train (the bank) and --test (the queries) with the checkpoint on --a and on --b, and prints one JSON: the per-row relative differences, the tolerance (trainstep/errormodel.go derives it), kNN and linear-probe accuracy on each and the most a difference of the tolerance could change them. Exit status 1 when the embeddings or the accuracies differ by more. --precision says what CUDA computes in (float32 or tf32), as dcl train's. --b=reference is the CPU backend with its sums in float64, to check the CPU against.",
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			checkpoint := fs.String("checkpoint", "", "checkpoint file, or a training run's folder for its newest checkpoint; required")
 			train := fs.String("train", "", "labelled evaluation shards (preset none) whose sample is the kNN bank and the probe's training set; required")
@@ -26,8 +25,7 @@ func agreeCommand() *command {
 			feature := fs.String("feature", string(trainstep.Backbone), "backbone or projection")
 			a := fs.String("a", "cuda", "first backend: cpu, cuda, auto or reference")
 			b := fs.String("b", "cpu", "second backend: cpu, cuda, auto or reference (the CPU with float64 sums)")
-			arithA := fs.String("arith-a", "", "arithmetic of --a for the error model: float32, tf32 or float64-sums (default: cpu float32, reference float64-sums, cuda tf32, or float32 with NVIDIA_TF32_OVERRIDE=0)")
-			arithB := fs.String("arith-b", "", "arithmetic of --b (default as --arith-a's)")
+			precision := fs.String("precision", string(trainstep.Float32), "what CUDA embeds in: float32 (full float32: XLA precision HIGHEST) or tf32 (TF32 tensor cores); bf16 embeds as tf32 (the encoder's activations are float32). The CPU computes in float32 and the reference in float64 sums whatever it is; each side's arithmetic sets the tolerance")
 			bank := fs.Int("bank", knnmonitor.DefaultBank, "images of --train embedded on each backend (a seeded sample)")
 			queries := fs.Int("queries", knnmonitor.DefaultQueries, "images of --test embedded on each backend (a seeded sample)")
 			seed := fs.Uint64("seed", 1, "seed of the samples")
@@ -50,20 +48,14 @@ func agreeCommand() *command {
 				if *bank <= *k || *queries < 1 || *probeEpochs < 1 {
 					return usagef("--bank=%d, --queries=%d, --probe-epochs=%d: want a bank larger than --k=%d, and at least one query and one epoch", *bank, *queries, *probeEpochs, *k)
 				}
-				ar := [2]trainstep.Arithmetic{}
-				for i, s := range []struct{ backend, arith, flag string }{{*a, *arithA, "--arith-a"}, {*b, *arithB, "--arith-b"}} {
-					name := s.arith
-					if name == "" {
-						name = defaultArithmetic(s.backend)
-					}
-					if ar[i], err = trainstep.ParseArithmetic(name); err != nil {
-						return usagef("%s: %v", s.flag, err)
-					}
+				prec, err := trainstep.ParsePrecision(*precision)
+				if err != nil {
+					return usagef("--precision: %v", err)
 				}
 				knn := def
 				knn.K = *k
 				res, err := pipelines.RunAgreement(ctx, pipelines.AgreeOptions{
-					Checkpoint: *checkpoint, Train: *train, Test: *test, Feature: f, A: *a, B: *b, ArithA: ar[0], ArithB: ar[1],
+					Checkpoint: *checkpoint, Train: *train, Test: *test, Feature: f, A: *a, B: *b, Precision: prec,
 					Plugin: *plugin, Bank: *bank, Queries: *queries, Seed: *seed, KNN: knn,
 					Linear: analysis.DefaultLinearConfig().WithEpochs(*probeEpochs),
 				})
@@ -85,21 +77,6 @@ func agreeCommand() *command {
 			}
 		},
 	}
-}
-
-// defaultArithmetic is the arithmetic a backend computes an encoder in: CUDA lets cuBLAS and
-// cuDNN use TF32 unless NVIDIA_TF32_OVERRIDE=0 turns it off.
-func defaultArithmetic(backend string) string {
-	switch backend {
-	case pipelines.Reference:
-		return trainstep.Float64RefArithmetic.Name
-	case "cpu":
-		return trainstep.Float32Arithmetic.Name
-	}
-	if os.Getenv("NVIDIA_TF32_OVERRIDE") == "0" {
-		return trainstep.Float32Arithmetic.Name
-	}
-	return trainstep.TF32Arithmetic.Name
 }
 
 func agreeFailure(res *pipelines.AgreeResult) string {

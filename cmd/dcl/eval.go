@@ -39,6 +39,7 @@ func embedCommand() *command {
 			threads := fs.Int("threads", 0, "goroutines of each worker's CPU encoder (0: all cores)")
 			backendName := fs.String("backend", "auto", "compute backend of the encoder: cpu, cuda, or auto (cuda when this build has it and a GPU is found); workers outside this process (Dataflow, a job server's own) always use the CPU")
 			plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto (empty: search, as 'dcl train' does)")
+			precision := fs.String("precision", string(trainstep.Float32), "what CUDA embeds in: float32 (full float32) or tf32 (TF32 tensor cores; bf16 embeds as tf32), as dcl train's; the CPU always computes in float32")
 			progressOptions := addProgressFlags(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
@@ -59,13 +60,17 @@ func embedCommand() *command {
 				if err != nil {
 					return usagef("--backend: %v", err)
 				}
+				prec, err := trainstep.ParsePrecision(*precision)
+				if err != nil {
+					return usagef("--precision: %v", err)
+				}
 				if *batch < 0 {
 					return usagef("--batch-size=%d: want a positive number, or 0 to choose", *batch)
 				}
 				job, err := pipelines.PlanEmbed(ctx, pipelines.EmbedOptions{
 					Checkpoint: *checkpoint, Data: *data, Output: *output, Feature: f, Views: *views,
 					Pass: *pass, BatchSize: *batch, Parts: *parts, Threads: *threads, Backend: kind, Plugin: *plugin,
-					CodeVersion: codeVersion(),
+					Precision: prec, CodeVersion: codeVersion(),
 				})
 				if err != nil {
 					return err
