@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
@@ -38,7 +39,7 @@ type embedding struct {
 // projections of both views of the pretraining pairs' first pass: computed once, read by
 // kNN, the linear probe, NPC and the report's t-SNE.
 func (r *runner) evaluate(ctx context.Context, dir, name string, run RunConfig, up gen, npc bool, ev *Evaluation) error {
-	feature := trainstep.Feature(orDefault(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
+	feature := trainstep.Feature(cmp.Or(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
 	sets := []embedding{
 		{r.evalTrainDir(), embeddingsDir(dir, trainSplit), feature, 1},
 		{r.evalTestDir(), embeddingsDir(dir, testSplit), feature, 1},
@@ -112,7 +113,7 @@ func allEmbedded(ctx context.Context, sets []embedding) (outcome, error) {
 // embed writes the sets that are not complete with the checkpoint in dir, as one pipeline,
 // and returns the number of images the encoder saw.
 func (r *runner) embed(ctx context.Context, dir, backend string, precision trainstep.Precision, sets []embedding) (int64, error) {
-	kind, err := gpu.ParseKind(orDefault(backend, string(gpu.Auto)))
+	kind, err := gpu.ParseKind(cmp.Or(backend, string(gpu.Auto)))
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +155,7 @@ func (r *runner) embed(ctx context.Context, dir, backend string, precision train
 
 // backendOf is the compute backend of a run: --backend, else the run's own, else auto.
 func (r *runner) backendOf(run RunConfig) string {
-	return orDefault(orDefault(r.opts.Backend, run.Backend), string(gpu.Auto))
+	return cmp.Or(r.opts.Backend, run.Backend, string(gpu.Auto))
 }
 
 // evaluateEmbeddings runs kNN, the linear probe and (for trained encoders) the NPC

@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -312,9 +313,9 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		return dataGen{}, err
 	}
 	sets := []*dataSet{
-		{role: "pretrain", split: orDefault(d.PretrainSplit, "train"), dir: r.pretrainDir(), aug: pretrain, passes: r.cfg.Preprocess.Passes, limit: d.Limit},
-		{role: "eval-train", split: orDefault(d.TrainSplit, "train"), dir: r.evalTrainDir(), aug: eval, passes: 1, limit: d.EvalLimit},
-		{role: "eval-test", split: orDefault(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
+		{role: "pretrain", split: cmp.Or(d.PretrainSplit, "train"), dir: r.pretrainDir(), aug: pretrain, passes: r.cfg.Preprocess.Passes, limit: d.Limit},
+		{role: "eval-train", split: cmp.Or(d.TrainSplit, "train"), dir: r.evalTrainDir(), aug: eval, passes: 1, limit: d.EvalLimit},
+		{role: "eval-test", split: cmp.Or(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 	}
 	for _, ds := range sets {
 		ds.job, err = pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
@@ -671,8 +672,8 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int
 	}
 	train := trainstep.RunConfig{
 		Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs,
-		BaseLR: orDefaultF(run.LR, paper.BaseLR), WarmupEpochs: float64(run.WarmupEpochs), Seed: orDefaultU(run.Seed, 1),
-		CheckpointEvery: orDefaultI(run.CheckpointEvery, paper.CheckpointEvery), KeepCheckpoints: 2, MonitorEvery: r.cfg.Evaluate.KNNEvery,
+		BaseLR: cmp.Or(run.LR, paper.BaseLR), WarmupEpochs: float64(run.WarmupEpochs), Seed: cmp.Or(run.Seed, 1),
+		CheckpointEvery: cmp.Or(run.CheckpointEvery, paper.CheckpointEvery), KeepCheckpoints: 2, MonitorEvery: r.cfg.Evaluate.KNNEvery,
 	}
 	if err := train.Validate(); err != nil {
 		return nil, err
@@ -731,34 +732,6 @@ func loadIfExists(ctx context.Context, p string, v any) (outcome, error) {
 		return outcome{}, err
 	}
 	return outcome{complete: true}, nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func orDefaultF(v, def float64) float64 {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-func orDefaultI(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-func orDefaultU(v, def uint64) uint64 {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 func deref(p *float64, def float64) float64 {

@@ -2,6 +2,7 @@ package reproduce
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -101,7 +102,7 @@ func StageTimesMarkdown(st StageTimes) string {
 	}
 	fmt.Fprintf(&b, "`%s` (config %s), dcl %s, %s: GPU %s; CPU %s; backend %s; Beam runner %s; wall %.0f s.\n\n",
 		st.Experiment, st.ConfigFingerprint, st.CodeVersion, st.Time.Format("2006-01-02"), gpu, st.CPU,
-		orDefault(st.Backend, "auto"), orDefault(st.Runner, pipelines.DefaultRunner), st.Wall)
+		cmp.Or(st.Backend, "auto"), cmp.Or(st.Runner, pipelines.DefaultRunner), st.Wall)
 	if c := st.Config; c != nil && len(c.Runs) > 0 {
 		var runs []string
 		for _, r := range c.Runs {
