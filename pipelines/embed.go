@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path"
 	"strconv"
 	"strings"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
@@ -31,11 +31,18 @@ import (
 //
 // Each range is a run of rows of one pass in the shards' reading order (shards.NewReader
 // with a fixed seed and one row group per window, which starts at any row without reading
-// the rows before it). EmbedRange loads the checkpoint once per DoFn instance (in Setup,
-// on the pure-Go CPU backend, as a worker binary has no cgo), embeds its rows in batches and
-// writes one embedding file atomically, under its final name, so a retried range rewrites
-// the same bytes. Commit writes embeddings.json last (shards.CommitEmbeddings); for a single
-// .parquet output it first concatenates the parts into that file.
+// the rows before it). EmbedRange embeds its rows in batches and writes one embedding file
+// atomically, under its final name, so a retried range rewrites the same bytes. Commit
+// writes embeddings.json last (shards.CommitEmbeddings); for a single .parquet output it
+// first concatenates the parts into that file. RunEmbeds puts several such jobs with one
+// checkpoint (a run's test, train and pair embeddings) into one pipeline.
+//
+// The encoder: one per process, checkpoint and backend (acquireEncoder), shared by every
+// DoFn instance of every job in the process and by the plan, so the weights are read and
+// the graph compiled once, and one GPU is fed by all the workers' ranges at once. Where the
+// workers run in this process (prism, direct, LOOPBACK) it runs on the backend asked for
+// (--backend: cpu, cuda or auto); workers elsewhere (Dataflow, a job server's own workers)
+// run the CGO_ENABLED=0 worker binary, which has the CPU backend only.
 //
 // Rows are (id = the image's source index, label, embedding). With Views 2 each embedding is
 // view 1's vector followed by view 2's, and the metadata says views=2: the input of npc.
@@ -57,6 +64,22 @@ type EmbedOptions struct {
 	Parts int
 	// Threads is the number of goroutines each worker's encoder uses (0: GOMAXPROCS).
 	Threads int
+	// Backend is the compute backend of the encoder (empty: auto) where the Beam workers run
+	// in this process; remote workers always use the CPU (see ResolveEmbedBackend). Plugin
+	// is the CUDA PJRT plugin (empty: search).
+	Backend gpu.Kind
+	Plugin  string
+	// Precision is what CUDA embeds in (empty: float32): TF32 tensor cores where it allows
+	// them (trainstep.Precision.AllowsTF32), full float32 otherwise. The CPU always computes
+	// in float32; the embeddings' metadata says which arithmetic made them (MetaArithmetic).
+	Precision trainstep.Precision
+	// LenientBackend makes cuda with remote workers mean cpu rather than an error (see
+	// ResolveEmbedBackend).
+	LenientBackend bool
+	// Logger gets the one line saying which backend embeds, and why; nil: slog.Default().
+	Logger *slog.Logger
+	// CodeVersion is the program's version, recorded in the metadata beside the checkpoint.
+	CodeVersion string
 }
 
 // EmbedJob is a planned embedding run.
@@ -66,10 +89,26 @@ type EmbedJob struct {
 	Rows   int64
 	Dim    int
 	Meta   map[string]string
+	// Backend is the backend the encoder runs on (cpu or cuda: auto resolved).
+	Backend gpu.Kind
+	// Images is the number of images the job sends through the encoder (Rows × Views).
+	Images int64
 	// Display shows the job's progress while it runs in this process (set it after
 	// planning; see watch).
 	Display  progress.Options
 	progress *Progress
+	// release lets go of the plan's hold on the shared encoder (Close).
+	release func()
+	tf32    bool // the encoder key's
+}
+
+// Close lets go of what the plan holds (the shared encoder). RunEmbed and RunEmbeds close
+// the jobs they run; a job planned and never run must be closed by its planner.
+func (job *EmbedJob) Close() {
+	if job != nil && job.release != nil {
+		job.release()
+		job.release = nil
+	}
 }
 
 // embedRange is one EmbedRange work item: rows [Start, Start+Count) of a pass's reading order.
@@ -101,9 +140,6 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	if o.Views == 0 {
 		o.Views = 1
 	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = trainstep.EncoderMaxBatch
-	}
 	switch {
 	case o.Views != 1 && o.Views != 2:
 		return nil, usage.Errorf("--views=%d: want 1 or 2", o.Views)
@@ -123,22 +159,45 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	case o.Pass >= c.Passes:
 		return nil, fmt.Errorf("pass %d: %s has passes 0 to %d (or -1 for all)", o.Pass, o.Data, c.Passes-1)
 	}
-	// Check the checkpoint here, where the error reaches the user at once.
-	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Threads: 1, Logger: discardLogger()})
+	if err := o.Precision.Validate(); err != nil {
+		return nil, usage.Errorf("--precision: %v", err)
+	}
+	kind, err := ResolveEmbedBackend(o.Backend, o.LenientBackend, o.Logger)
 	if err != nil {
 		return nil, err
 	}
-	defer backend.Finalize()
-	enc, err := trainstep.LoadEncoder(ctx, backend, o.Checkpoint)
+	// Load the checkpoint here, where an error reaches the user at once. In this process the
+	// loaded encoder is the one the workers use (held until the job is closed); for remote
+	// workers it is only a check.
+	resolved, err := trainstep.ResolveCheckpoint(ctx, o.Checkpoint)
 	if err != nil {
 		return nil, err
+	}
+	key := encoderKey{Checkpoint: resolved, Kind: kind, Plugin: o.Plugin, Threads: o.Threads, TF32: kind != gpu.CPU && o.Precision.AllowsTF32()}
+	if !workersHere() {
+		key.Threads = 1
+	}
+	enc, release, err := acquireEncoder(ctx, key, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	kind = encoderKind(key)
+	if !workersHere() {
+		defer release()
+		release = nil
 	}
 	info := enc.Info()
-	enc.Close()
 	if err := checkImageSize(info, c); err != nil {
+		if release != nil {
+			release()
+		}
 		return nil, fmt.Errorf("checkpoint %s and shards %s: %w", info.Checkpoint, o.Data, err)
 	}
 	o.Checkpoint = info.Checkpoint // the resolved file, so every worker loads the same one
+	o.Backend = key.Kind           // as asked: the workers here find the plan's encoder by it
+	if o.BatchSize <= 0 {
+		o.BatchSize = encoderOptions(kind, c.Height, c.Width).MaxBatch
+	}
 	dim := info.FeatureDim
 	if o.Feature == trainstep.Projection {
 		dim = info.ProjectionDim
@@ -164,11 +223,15 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	if parts == 0 {
 		parts = int(max(1, min(9999, (total+rowsPerPart-1)/rowsPerPart)))
 	}
-	job := &EmbedJob{Opts: o, Rows: total, Dim: dim, Meta: map[string]string{
+	job := &EmbedJob{Opts: o, Rows: total, Dim: dim, Backend: kind, Images: total * int64(o.Views), release: release, tf32: key.TF32, Meta: map[string]string{
 		MetaDataset: c.Dataset, MetaSplit: c.Split, MetaFeature: string(o.Feature), MetaViews: strconv.Itoa(o.Views),
 		MetaCheckpoint: info.Checkpoint, MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
-		"preset": c.Preset, "passes": passList(passes),
+		"preset": c.Preset, "passes": passList(passes), MetaBackend: string(kind),
+		MetaArithmetic: trainstep.EncoderArithmetic(kind == gpu.CUDA, o.Precision).Name,
 	}}
+	if o.CodeVersion != "" {
+		job.Meta[MetaCodeVersion] = o.CodeVersion
+	}
 	if len(c.Classes) > 0 {
 		job.Meta[shards.EmbeddingClassesKey] = shards.ClassesMeta(c.Classes)
 	}
@@ -184,9 +247,54 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 		job.Ranges[i].Part, job.Ranges[i].Parts = i, len(job.Ranges)
 	}
 	if len(job.Ranges) == 0 {
+		job.Close()
 		return nil, fmt.Errorf("%s has no rows to embed", o.Data)
 	}
 	return job, nil
+}
+
+// ResolveEmbedBackend says which backend embeds when asked for kind (empty: auto). Where the
+// Beam workers run in this process (prism, direct, LOOPBACK) it is kind itself (auto is
+// resolved when the encoder loads). Workers elsewhere run the CGO_ENABLED=0 worker binary,
+// which has only the CPU backend: there auto means cpu, said on log, and cuda is a usage
+// error unless lenient (reproduce, whose runs' backend is the trainer's: a run trains on the
+// GPU here and is embedded by the remote workers on their CPUs, also said on log). A GPU
+// worker image is the way to embed on remote GPUs (README, section Evaluation).
+func ResolveEmbedBackend(kind gpu.Kind, lenient bool, log *slog.Logger) (gpu.Kind, error) {
+	if kind == "" {
+		kind = gpu.Auto
+	}
+	if _, err := gpu.ParseKind(string(kind)); err != nil {
+		return "", usage.Errorf("--backend: %v", err)
+	}
+	if workersHere() || kind == gpu.CPU {
+		return kind, nil
+	}
+	if kind == gpu.CUDA && !lenient {
+		return "", usage.Errorf("--backend=cuda: the Beam workers of --runner=%s run elsewhere, on the CGO_ENABLED=0 worker binary, which has only the CPU backend; run the workers in this process (prism, direct, or --environment_type=LOOPBACK), or give --backend=cpu", RunnerName())
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Info("compute backend of the embedding workers", "backend", gpu.CPU, "asked", kind,
+		"reason", "the Beam workers of --runner="+RunnerName()+" run elsewhere, on the CPU-only worker binary")
+	return gpu.CPU, nil
+}
+
+// encoderOptions is how an encoder on a backend of kind batches images of h×w pixels. The
+// CPU takes 256 images a call, a short call padded to a power of two (a padded image costs
+// as much as a real one there). A GPU takes calls of one fixed size (compiling a shape costs
+// seconds, a padded image next to nothing) and large enough to keep it busy: 1,024 images of
+// 32 px, fewer of larger images (about 2^20 pixels a call, at least 64 images).
+func encoderOptions(kind gpu.Kind, h, w int) trainstep.EncoderOptions {
+	if kind == gpu.CPU {
+		return trainstep.EncoderOptions{MaxBatch: trainstep.EncoderMaxBatch}
+	}
+	n := 1024
+	for n > 64 && n*h*w > 1<<20 {
+		n /= 2
+	}
+	return trainstep.EncoderOptions{MaxBatch: n, FixedBatch: true}
 }
 
 func passList(passes []int) string {
@@ -232,6 +340,7 @@ func Embed(s beam.Scope, job *EmbedJob) (beam.PCollection, error) {
 	infos := beam.ParDo(s.Scope("EmbedRange"), &embedRangeFn{
 		Checkpoint: o.Checkpoint, Data: o.Data, PartsDir: partsDir(o.Output), Feature: string(o.Feature),
 		Views: o.Views, BatchSize: o.BatchSize, Dim: job.Dim, Meta: job.Meta, Threads: o.Threads, ProgressID: job.progress.id(),
+		Backend: string(o.Backend), Plugin: o.Plugin, TF32: job.tf32,
 	}, beam.Reshuffle(s, beam.CreateList(s, tasks)))
 	manifest := beam.ParDo(s.Scope("Commit"), &commitEmbeddingsFn{
 		Output: o.Output, Dim: job.Dim, Meta: job.Meta, Parts: len(job.Ranges), Rows: job.Rows,
@@ -262,35 +371,35 @@ type embedRangeFn struct {
 	Meta       map[string]string
 	Threads    int
 	ProgressID string
+	// Backend is the backend as the plan asked for it (cpu for remote workers; cpu, cuda or
+	// auto in this process, where it finds the plan's encoder by it).
+	Backend string
+	Plugin  string
+	// TF32 is the encoder key's: the plan's encoder allows TF32 tensor cores.
+	TF32 bool
 
-	backend  compute.Backend
 	enc      *trainstep.Encoder
+	release  func()
 	progress *Progress
 }
 
-// Setup loads the encoder once for this DoFn instance, not once per element.
+// Setup takes the process's encoder for the checkpoint: the plan's, where it runs in this
+// process; otherwise loaded, once per worker process.
 func (f *embedRangeFn) Setup(ctx context.Context) error {
 	f.progress = lookupProgress(f.ProgressID)
-	be, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Threads: f.Threads, Logger: discardLogger()})
+	enc, release, err := borrowEncoder(ctx, encoderKey{Checkpoint: f.Checkpoint, Kind: gpu.Kind(f.Backend), Plugin: f.Plugin, Threads: f.Threads, TF32: f.TF32}, discardLogger())
 	if err != nil {
 		return err
 	}
-	enc, err := trainstep.LoadEncoder(ctx, be, f.Checkpoint)
-	if err != nil {
-		be.Finalize()
-		return err
-	}
-	f.backend, f.enc = be, enc
+	f.enc, f.release = enc, release
 	return nil
 }
 
-// Teardown releases the encoder and the backend.
+// Teardown lets go of the encoder (the last user closes it), where the runner calls it.
 func (f *embedRangeFn) Teardown() {
-	if f.enc != nil {
-		f.enc.Close()
-	}
-	if f.backend != nil {
-		f.backend.Finalize()
+	if f.release != nil {
+		f.release()
+		f.release = nil
 	}
 }
 
@@ -465,19 +574,47 @@ type EmbedResult struct {
 	Rows   int64  `json:"rows"`
 	Dim    int    `json:"dim"`
 	Files  int    `json:"files"`
-	Wall   string `json:"wall"`
+	// Images went through the encoder (rows × views), on Backend (cpu or cuda).
+	Images  int64  `json:"images"`
+	Backend string `json:"backend"`
+	Wall    string `json:"wall"`
 }
 
 // RunEmbed builds the embedding pipeline and runs it on the runner the Beam flags select,
-// then checks the output.
+// then checks the output. It closes the job.
 func RunEmbed(ctx context.Context, job *EmbedJob) (*EmbedResult, error) {
-	start := time.Now()
-	var end func(bool)
-	job.progress, end = watch(job.Display, "embed", job.Rows, "rows")
-	p, s := beam.NewPipelineWithRoot()
-	if _, err := Embed(s, job); err != nil {
-		end(false)
+	res, err := RunEmbeds(ctx, job)
+	if err != nil || res == nil {
 		return nil, err
+	}
+	return res[0], nil
+}
+
+// RunEmbeds runs several embedding jobs as one pipeline (one launch, and in this process one
+// encoder per checkpoint for all of them), then checks each output. It closes the jobs. The
+// results are nil, with no error, when the pipeline was only translated or submitted.
+func RunEmbeds(ctx context.Context, jobs ...*EmbedJob) ([]*EmbedResult, error) {
+	defer func() {
+		for _, job := range jobs {
+			job.Close()
+		}
+	}()
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	start := time.Now()
+	var rows int64
+	for _, job := range jobs {
+		rows += job.Rows
+	}
+	p, s := beam.NewPipelineWithRoot()
+	prog, end := watch(jobs[0].Display, "embed", rows, "rows")
+	for _, job := range jobs {
+		job.progress = prog
+		if _, err := Embed(s, job); err != nil {
+			end(false)
+			return nil, err
+		}
 	}
 	_, err := runPipeline(ctx, "embed", p)
 	end(err == nil)
@@ -487,13 +624,19 @@ func RunEmbed(ctx context.Context, job *EmbedJob) (*EmbedResult, error) {
 	if submitOnly() {
 		return nil, nil // translated (--dry_run) or submitted (--async): nothing to read yet
 	}
-	r, err := shards.OpenEmbeddings(ctx, job.Opts.Output, 1)
-	if err != nil {
-		return nil, fmt.Errorf("the pipeline finished but its output is not readable: %w", err)
+	wall := time.Since(start).Round(time.Millisecond).String()
+	var out []*EmbedResult
+	for _, job := range jobs {
+		r, err := shards.OpenEmbeddings(ctx, job.Opts.Output, 1)
+		if err != nil {
+			return nil, fmt.Errorf("the pipeline finished but its output is not readable: %w", err)
+		}
+		got := &EmbedResult{Output: job.Opts.Output, Rows: r.Rows(), Dim: r.Dim(), Files: len(r.Files()), Images: job.Images, Backend: string(job.Backend), Wall: wall}
+		r.Close()
+		if got.Rows != job.Rows || got.Dim != job.Dim {
+			return nil, fmt.Errorf("%s holds %d rows of %d values, want %d of %d", job.Opts.Output, got.Rows, got.Dim, job.Rows, job.Dim)
+		}
+		out = append(out, got)
 	}
-	defer r.Close()
-	if r.Rows() != job.Rows || r.Dim() != job.Dim {
-		return nil, fmt.Errorf("%s holds %d rows of %d values, want %d of %d", job.Opts.Output, r.Rows(), r.Dim(), job.Rows, job.Dim)
-	}
-	return &EmbedResult{Output: job.Opts.Output, Rows: r.Rows(), Dim: r.Dim(), Files: len(r.Files()), Wall: time.Since(start).Round(time.Millisecond).String()}, nil
+	return out, nil
 }

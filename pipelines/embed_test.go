@@ -244,6 +244,7 @@ func TestEmbedPlanErrors(t *testing.T) {
 		{EmbedOptions{Checkpoint: run, Data: pairs, Feature: "logits"}, `feature "logits"`},
 		{EmbedOptions{Checkpoint: run, Data: big}, "72x72"},
 		{EmbedOptions{Checkpoint: filepath.Join(t.TempDir(), "none"), Data: pairs}, "none"},
+		{EmbedOptions{Checkpoint: run, Data: pairs, Precision: "fp8"}, `--precision: precision "fp8"`},
 	}
 	for _, tt := range tests {
 		tt.o.Output = filepath.Join(t.TempDir(), "emb")

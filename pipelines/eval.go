@@ -39,6 +39,13 @@ const (
 	MetaCheckpoint = "checkpoint" // the encoder's checkpoint
 	// MetaTemperature is the loss temperature the encoder was trained with.
 	MetaTemperature = "temperature"
+	// MetaBackend is the compute backend that ran the encoder (cpu or cuda), and
+	// MetaCodeVersion the version of the program (dcl embed's).
+	MetaBackend     = "backend"
+	MetaCodeVersion = "code_version"
+	// MetaArithmetic is the arithmetic the encoder computed in (float32 or tf32:
+	// trainstep.EncoderArithmetic).
+	MetaArithmetic = "arithmetic"
 )
 
 // embeddingFile is one file of an embedding set, with the training-set index of its first

@@ -59,7 +59,7 @@ func (r *runner) baseline(ctx context.Context, name string, data dataGen) (*Base
 		if err != nil {
 			return nil, err
 		}
-		return b, r.evaluate(ctx, dir, name, run.Temperature, max(data.eval, made), false, &b.Evaluation)
+		return b, r.evaluate(ctx, dir, name, run, max(data.eval, made), false, &b.Evaluation)
 	}
 	return nil, fmt.Errorf("unknown baseline %q: want %s or %s", name, RawPixels, RandomInit)
 }

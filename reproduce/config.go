@@ -181,6 +181,16 @@ type PaperFigures struct {
 	Source string `yaml:"source" json:"source,omitempty"`
 }
 
+// KNNMonitorConfig is evaluate.knn_monitor: the trainer's kNN monitor embeds bank and queries
+// images (a sample drawn once with seed; 0: knnmonitor's defaults), or with full every image
+// of the evaluation splits.
+type KNNMonitorConfig struct {
+	Full    bool   `yaml:"full" json:"full,omitempty"`
+	Bank    int    `yaml:"bank" json:"bank,omitempty"`
+	Queries int    `yaml:"queries" json:"queries,omitempty"`
+	Seed    uint64 `yaml:"seed" json:"seed,omitempty"`
+}
+
 // EvaluateConfig lists the evaluations; a missing section is skipped.
 type EvaluateConfig struct {
 	Feature string        `yaml:"feature" json:"feature,omitempty"` // backbone (default) or projection
@@ -189,6 +199,8 @@ type EvaluateConfig struct {
 	NPC     *NPCConfig    `yaml:"npc" json:"npc,omitempty"`
 	// KNNEvery runs the trainer's kNN monitor every N epochs (0: off).
 	KNNEvery int `yaml:"knn_every" json:"knn_every,omitempty"`
+	// KNNMonitor chooses the monitor's images: a fixed sample by default (knnmonitor).
+	KNNMonitor *KNNMonitorConfig `yaml:"knn_monitor" json:"knn_monitor,omitempty"`
 	// Baselines evaluates untrained encoders beside the runs: raw-pixels, random-init.
 	Baselines []string `yaml:"baselines" json:"baselines,omitempty"`
 }
@@ -577,6 +589,9 @@ func (c *Config) validate() error {
 	if k := c.Evaluate.KNN; k != nil {
 		check(k.K >= 1, "evaluate.knn.k %d: must be at least 1", k.K)
 		check(k.Temperature > 0, "evaluate.knn.temperature %g: must be positive", k.Temperature)
+	}
+	if m := c.Evaluate.KNNMonitor; m != nil {
+		check(m.Bank >= 0 && m.Queries >= 0, "evaluate.knn_monitor: bank %d and queries %d must not be negative", m.Bank, m.Queries)
 	}
 	if l := c.Evaluate.Linear; l != nil {
 		check(l.Epochs >= 0, "evaluate.linear.epochs %d: must not be negative (0: the protocol's 100)", l.Epochs)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/guard"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
@@ -23,6 +22,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
 	"github.com/dcl-beam/dcl-beam/trainstep/shardrun"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
@@ -58,6 +58,9 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (tests fix it); nil: time.Now.
 	Now func() time.Time
+	// StageTimes, when set, is where a completed reproduction writes the time of each stage
+	// that ran (StageTimes, JSON).
+	StageTimes string
 }
 
 // Folders of a run directory.
@@ -106,6 +109,7 @@ type runner struct {
 	// plan decides every stage without running any or writing anything.
 	plan   bool
 	stages []StageRecord
+	times  []StageTime // of the stages that ran
 	// size and classes of the data, known once the evaluation shards exist.
 	numClasses int
 	names      map[string]string // seriesNames of the config's runs, once asked for
@@ -178,6 +182,11 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	res.Wall = r.opts.Now().Sub(start).Round(time.Second).String()
 	if err := r.finish(ctx, res, history); err != nil {
 		return nil, err
+	}
+	if r.opts.StageTimes != "" {
+		if err := writeStageTimes(ctx, r.opts.StageTimes, r.stageTimes(ctx, start)); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
@@ -515,6 +524,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 	}
 	rr := &RunResult{Config: run, Cell: run.Cell, Paper: run.Paper}
 	var sum *trainstep.Summary
+	trainedFrom := 0 // the step this call's training resumed from
 	trained, err := r.stage(ctx, stageSpec{kind: StageTrain, name: "train " + run.Name, up: data.pretrain,
 		done: func() (outcome, error) {
 			if changed != "" {
@@ -540,10 +550,11 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 			if err := writeRunRecord(ctx, dir, run); err != nil {
 				return err
 			}
-			s, err := r.train(ctx, run, dir)
+			s, err := r.train(ctx, run, dir, &trainedFrom)
 			sum = s
 			return err
-		}})
+		},
+		images: func() int64 { return 2 * int64(run.BatchSize) * int64(sum.StepsDone-trainedFrom) }})
 	if err != nil {
 		return nil, err
 	}
@@ -551,7 +562,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 	// NPC statistics describe the coupling of an encoder, not the spread of its accuracy:
 	// the first seed of each cell has them.
 	npc := r.firstOfCell(run)
-	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, max(trained, data.eval), npc, &rr.Evaluation); err != nil {
+	if err := r.evaluate(ctx, dir, run.Name, run, max(trained, data.eval), npc, &rr.Evaluation); err != nil {
 		return nil, err
 	}
 	if rr.Curves, err = readCurves(ctx, storage.Join(dir, trainstep.LogName)); err != nil {
@@ -649,12 +660,8 @@ func jsonDiff(was, now []byte) (string, error) {
 	return strings.Join(diffs, ", "), nil
 }
 
-func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainstep.Summary, error) {
-	backend := run.Backend
-	if r.opts.Backend != "" {
-		backend = r.opts.Backend
-	}
-	kind, err := gpu.ParseKind(cmp.Or(backend, "auto"))
+func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int) (*trainstep.Summary, error) {
+	kind, err := gpu.ParseKind(r.backendOf(run))
 	if err != nil {
 		return nil, err
 	}
@@ -678,15 +685,20 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 	resume := ""
 	if len(steps) > 0 {
 		resume = dir
+		*from = steps[len(steps)-1]
 		r.log.Info("resuming", "run", run.Name, "from_step", steps[len(steps)-1])
 	}
 	var log io.Writer
 	if r.opts.TrainLog {
 		log = r.opts.Stderr
 	}
+	var monitor knnmonitor.Options
+	if m := r.cfg.Evaluate.KNNMonitor; m != nil {
+		monitor = knnmonitor.Options{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full}
+	}
 	return shardrun.Train(ctx, shardrun.Options{
 		Step: step, Run: train, Backend: kind, Plugin: r.opts.Plugin, Resume: resume,
-		KNNData: r.evalTrainDir(), KNNTest: r.evalTestDir(),
+		KNNData: r.evalTrainDir(), KNNTest: r.evalTestDir(), KNN: monitor,
 		Log: log, Progress: r.opts.Progress, Logger: r.log,
 	})
 }
@@ -704,160 +716,10 @@ func readSummary(ctx context.Context, dir string) (*trainstep.Summary, error) {
 	return &s, nil
 }
 
-// evaluate embeds the evaluation shards with the checkpoint in dir (a training run or a
-// baseline's random encoder) and runs the evaluations the config asks for.
-func (r *runner) evaluate(ctx context.Context, dir, name string, temperature float64, up gen, npc bool, ev *Evaluation) error {
-	embTrain, embTest := embeddingsDir(dir, "train"), embeddingsDir(dir, "test")
-	feature := trainstep.Feature(cmp.Or(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
-	var embedded gen
-	for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
-		g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: up,
-			done: func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
-			do: func() error {
-				return r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: e.data, Output: e.out, Feature: feature, Views: 1})
-			},
-			needed: func() (bool, error) { return r.evaluationsNeeded(ctx, dir, npc) }})
-		if err != nil {
-			return err
-		}
-		embedded = max(embedded, g)
-	}
-	return r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, max(up, embedded), temperature, npc, ev)
-}
-
-// evaluationsNeeded reports whether an evaluation of the encoder in dir that reads its
-// embeddings lacks its output or is asked for again (--rerun): embeddings removed after
-// their evaluations need not be made again.
-func (r *runner) evaluationsNeeded(ctx context.Context, dir string, npc bool) (bool, error) {
-	var outputs []string
-	if r.cfg.Evaluate.KNN != nil {
-		outputs = append(outputs, storage.Join(dir, "knn.json"))
-	}
-	if r.cfg.Evaluate.Linear != nil {
-		outputs = append(outputs, storage.Join(dir, "linear.json"))
-	}
-	if r.cfg.Evaluate.NPC != nil && npc {
-		outputs = append(outputs, storage.Join(npcDir(dir), pipelines.NPCReportName))
-	}
-	for _, k := range []StageKind{StageKNN, StageLinear, StageNPC} {
-		if r.rerun[k] {
-			return true, nil
-		}
-	}
-	for _, p := range outputs {
-		if ok, err := storage.Exists(ctx, p); err != nil || !ok {
-			return true, err
-		}
-	}
-	return false, nil
-}
-
 // exists is the outcome of a stage whose output is complete when p exists.
 func exists(ctx context.Context, p string) (outcome, error) {
 	ok, err := storage.Exists(ctx, p)
 	return outcome{complete: ok}, err
-}
-
-func (r *runner) embed(ctx context.Context, o pipelines.EmbedOptions) error {
-	if err := storage.RemoveTree(ctx, o.Output); err != nil {
-		return err
-	}
-	job, err := pipelines.PlanEmbed(ctx, o)
-	if err != nil {
-		return err
-	}
-	job.Display = r.opts.Progress
-	_, err = pipelines.RunEmbed(ctx, job)
-	return err
-}
-
-// evaluateEmbeddings runs kNN, the linear probe and (for trained encoders) the NPC
-// statistics on embeddings that exist.
-func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, embTest string, up gen, temperature float64, npc bool, ev *Evaluation) error {
-	if k := r.cfg.Evaluate.KNN; k != nil {
-		out := storage.Join(dir, "knn.json")
-		ev.KNN = new(analysis.KNNResult)
-		_, err := r.stage(ctx, stageSpec{kind: StageKNN, name: "knn " + name, up: up,
-			done: func() (outcome, error) { return loadIfExists(ctx, out, ev.KNN) },
-			do: func() error {
-				job, err := pipelines.PlanKNN(ctx, pipelines.KNNOptions{Train: embTrain, Test: embTest, K: k.K,
-					Temperature: k.Temperature, NumClasses: r.numClasses, Output: out, PerClass: true})
-				if err != nil {
-					return err
-				}
-				job.Display = r.opts.Progress
-				res, err := pipelines.RunKNN(ctx, job)
-				if err == nil && res != nil {
-					*ev.KNN = *res
-				}
-				return err
-			}})
-		if err != nil {
-			return err
-		}
-	}
-	if l := r.cfg.Evaluate.Linear; l != nil {
-		out := storage.Join(dir, "linear.json")
-		ev.Linear = new(analysis.LinearResult)
-		_, err := r.stage(ctx, stageSpec{kind: StageLinear, name: "linear " + name, up: up,
-			done: func() (outcome, error) { return loadIfExists(ctx, out, ev.Linear) },
-			do: func() error {
-				cfg := analysis.DefaultLinearConfig()
-				if l.Optimizer == string(analysis.LARS) {
-					cfg = analysis.LARSLinearConfig()
-				}
-				if l.Epochs > 0 {
-					cfg = cfg.WithEpochs(l.Epochs)
-				}
-				if l.LR > 0 {
-					cfg.LR = l.LR
-				}
-				if l.BatchSize > 0 {
-					cfg.BatchSize = l.BatchSize
-				}
-				cfg.NumClasses = r.numClasses
-				job, err := pipelines.PlanLinear(ctx, pipelines.LinearOptions{Train: embTrain, Test: embTest, Config: cfg, Output: out, PerClass: true})
-				if err != nil {
-					return err
-				}
-				job.Display = r.opts.Progress
-				res, err := pipelines.RunLinear(ctx, job)
-				if err == nil && res != nil {
-					*ev.Linear = *res
-				}
-				return err
-			}})
-		if err != nil {
-			return err
-		}
-	}
-	if n := r.cfg.Evaluate.NPC; n != nil && npc {
-		pairs, out := embeddingsDir(dir, "pairs"), npcDir(dir)
-		ev.NPC = new(analysis.NPCReport)
-		_, err := r.stage(ctx, stageSpec{kind: StageNPC, name: "npc " + name, up: up,
-			done: func() (outcome, error) { return loadIfExists(ctx, storage.Join(out, pipelines.NPCReportName), ev.NPC) },
-			do: func() error {
-				if err := r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: r.pretrainDir(), Output: pairs,
-					Feature: trainstep.Projection, Views: 2, Pass: 0}); err != nil {
-					return err
-				}
-				job, err := pipelines.PlanNPC(ctx, pipelines.NPCOptions{Embeddings: pairs, BatchSizes: n.BatchSizes,
-					Temperature: temperature, Seed: r.cfg.Preprocess.Seed, MaxBatches: n.Samples, Name: r.seriesName(name), Output: out})
-				if err != nil {
-					return err
-				}
-				job.Display = r.opts.Progress
-				res, err := pipelines.RunNPC(ctx, job)
-				if err == nil && res != nil {
-					*ev.NPC = *res
-				}
-				return err
-			}})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // loadIfExists reads the JSON at p into v; the stage is complete when it was there.

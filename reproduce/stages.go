@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -143,6 +144,9 @@ type stageSpec struct {
 	// complete first; nil when do replaces them itself.
 	clear func() error
 	do    func() error
+	// images, when set, is called after do: the images the stage processed (through the
+	// encoder, or classified), for its rate in the stage times (StageTime).
+	images func() int64
 	// A finished stage whose output was removed since (to save disk, or on another machine
 	// that continues from the run directory's small files) is handled by these, where set:
 	// needed reports whether a stage that reads the output must still run (no: the stage is
@@ -150,6 +154,16 @@ type stageSpec struct {
 	// that comes out identical counts as the old one, so nothing that depends on it is redone.
 	needed func() (bool, error)
 	digest func() (string, error)
+}
+
+// StageTime is how long a stage that ran took, and how many images a second it processed
+// where it processes images (training: both views of each pair through the network; embed:
+// images through the encoder; knn: test images classified). Skipped stages have none.
+type StageTime struct {
+	Stage      string   `json:"stage"`
+	Seconds    float64  `json:"seconds"`
+	ImagesPerS *float64 `json:"images_per_s"`
+	Images     int64    `json:"images,omitempty"`
 }
 
 // stage runs s, or skips it, and records which and why. It returns the gen its dependents
@@ -216,7 +230,19 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 		return 0, err
 	}
 	wall := r.opts.Now().Sub(t0)
-	r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond))
+	st := StageTime{Stage: s.name, Seconds: wall.Seconds()}
+	if s.images != nil {
+		if st.Images = s.images(); st.Images > 0 && wall > 0 {
+			rate := float64(st.Images) / wall.Seconds()
+			st.ImagesPerS = &rate
+		}
+	}
+	r.times = append(r.times, st)
+	if st.ImagesPerS != nil {
+		r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond), "images_per_s", math.Round(*st.ImagesPerS))
+	} else {
+		r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond))
+	}
 	r.stages = append(r.stages, StageRecord{Name: s.name, Wall: wall.Round(time.Millisecond).String(), Reason: reason})
 	return gen(seq), nil
 }

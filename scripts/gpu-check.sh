@@ -4,7 +4,7 @@
 #
 #   make gpu-pack                        # on a machine with Go: .gpu/ (dcl-cuda.xz, fashion-mnist/)
 #   # copy the repository with .gpu/ to the GPU machine, then, from the repository root:
-#   scripts/gpu-check.sh OUTDIR [all|check|experiment]
+#   scripts/gpu-check.sh OUTDIR [all|check|experiment|eval]
 #
 # Steps, each with its own time limit; a failing step is recorded and the next one still runs:
 #   1. unpack .gpu/dcl-cuda.xz;
@@ -15,7 +15,13 @@
 #      train's loop, feeding, peak memory;
 #   5. dcl reproduce --config=fashion-mnist-gpu: the experiment (InfoNCE vs DCL, batch 32 and 256),
 #      then its state (dcl reproduce --save-state), sent back even when the time limit stopped it.
-# "check" runs 1-4, "experiment" 1, 2 and 5, "all" (the default) everything. The unpacked
+#   6. (eval only) a short dcl reproduce --config=fashion-mnist-gpu-eval --backend=cuda, afresh:
+#      each stage's seconds and images/s into reproduce-stages.json (docs/gpu/reproduce-stages.json
+#      feeds BENCHMARKS.md's table: see reproduce/stagetimes_test.go), then dcl agree twice on its
+#      first run's encoder, CUDA against the CPU within the derived tolerance: --precision=tf32
+#      (as the run trained and embedded) and --precision=float32.
+# "check" runs 1-4, "experiment" 1, 2 and 5, "eval" 1, 2 and 6 (within 9 minutes: EVAL_TIMEOUT and
+# twice AGREE_TIMEOUT), "all" (the default) 1-5. The unpacked
 # binary and the experiment's run directory live in .gpu-work/ (outside the pack, so .gpu/
 # stays what is copied). Stopped by its time limit, the experiment continues where it stopped
 # when run again: on the same machine from .gpu-work/experiment, on a fresh one from the state
@@ -27,28 +33,30 @@
 # report), run.log (every step's output), doctor.json, torch-step.json, gpu-check.json,
 # gpu-check.md, experiment-report.md, experiment-state.tgz (results.json, report.md, plots/,
 # each finished run's log and evaluations, the stage ledger and history: unpack it and run
-# make readme GPU_RUN=DIR there).
+# make readme GPU_RUN=DIR there); for eval: summary.md, run.log, doctor.json,
+# reproduce-stages.json, agreement-tf32.json, agreement-float32.json.
 #
 # Environment: DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),
 # CHECK_TIMEOUT (360 s), TORCH_TIMEOUT (240 s), TORCH_COMPILE_BUDGET (90 s of torch.compile
 # rows), EXPERIMENT_TIMEOUT (480 s: the experiment is sized for 8 minutes, so that the part
 # "experiment" fits one 9-minute command), DCL_EXPERIMENT_STATE (.gpu-state/experiment-state.tgz),
-# DCL_EXPERIMENT_CONFIG (fashion-mnist-gpu; tests give a smaller one); the check part ends within
+# DCL_EXPERIMENT_CONFIG (fashion-mnist-gpu; tests give a smaller one), EVAL_TIMEOUT (360 s),
+# AGREE_TIMEOUT (60 s, each of two); the check part ends within
 # about 9 minutes, and the check writes its JSON after every part, so a time limit keeps what was
 # measured; extra flags for each program, appended last so they win: DCL_GPU_CHECK_FLAGS,
-# DCL_TORCH_FLAGS, DCL_EXPERIMENT_FLAGS (the script's own tests run it on a CPU with
-# --backend=cpu --quick, and --backend=cpu).
+# DCL_TORCH_FLAGS, DCL_EXPERIMENT_FLAGS, DCL_EVAL_FLAGS, DCL_AGREE_FLAGS (the script's own tests
+# run it on a CPU with --backend=cpu --quick, --backend=cpu, and a tiny config).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ $# -lt 1 ]; then
-	echo "usage: scripts/gpu-check.sh OUTDIR [all|check|experiment]" >&2
+	echo "usage: scripts/gpu-check.sh OUTDIR [all|check|experiment|eval]" >&2
 	exit 2
 fi
 OUT=$1
 PART=${2:-all}
-case $PART in all | check | experiment) ;; *)
-	echo "gpu-check.sh: unknown part $PART: want all, check or experiment" >&2
+case $PART in all | check | experiment | eval) ;; *)
+	echo "gpu-check.sh: unknown part $PART: want all, check, experiment or eval" >&2
 	exit 2
 	;;
 esac
@@ -173,6 +181,41 @@ if [ "$PART" = all ] || [ "$PART" = experiment ]; then
 		FAILED=$((FAILED + 1))
 	fi
 fi
+
+case $PART in eval)
+	# 6. Evaluation on the GPU: a short reproduction from scratch (its stage times are the
+	# measurement, so nothing is reused), then CUDA against the CPU on its first run's encoder.
+	if [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+		EVAL=$WORK/eval
+		rm -rf "$EVAL"
+		# shellcheck disable=SC2086
+		step eval-reproduce "${EVAL_TIMEOUT:-360}" "$DCL" reproduce --config=fashion-mnist-gpu-eval --input="$DATA" \
+			--output="$EVAL" --backend=cuda --progress=off --stage-times="$OUT/reproduce-stages.json" ${DCL_EVAL_FLAGS:-}
+		FIRST=$(find "$EVAL/runs" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | head -n 1)
+		if [ -n "$FIRST" ]; then
+			# CUDA in the precision the run trained and embedded in (TF32 tensor cores: TF32's
+			# tolerance), then in full float32 (XLA precision HIGHEST: float32's, much tighter).
+			for PREC in tf32 float32; do
+				# shellcheck disable=SC2086
+				step "eval-agree-$PREC" "${AGREE_TIMEOUT:-60}" "$DCL" agree --checkpoint="$FIRST" --train="$EVAL/data/eval-train" \
+					--test="$EVAL/data/eval-test" --a=cuda --b=cpu --precision="$PREC" --output="$OUT/agreement-$PREC.json" ${DCL_AGREE_FLAGS:-}
+			done
+		else
+			log "no trained run in $EVAL/runs: skipping the agreement check"
+			FAILED=$((FAILED + 1))
+		fi
+		{
+			echo
+			echo "## Stages (seconds and images/s: reproduce-stages.json)"
+			echo
+			grep -o 'stage="[^"]*" wall=[^ ]*\( images_per_s=[^ ]*\)\?' "$LOG" | sed 's/^/- /' || true
+		} >>"$SUMMARY"
+	else
+		log "skipping the evaluation: no Fashion-MNIST in $DATA"
+		FAILED=$((FAILED + 1))
+	fi
+	;;
+esac
 
 {
 	echo

@@ -34,9 +34,26 @@ func ParseFeature(s string) (Feature, error) {
 	return "", fmt.Errorf("feature %q: want backbone or projection", s)
 }
 
-// EncoderMaxBatch is the largest batch Embed sends through the model at once; larger inputs
-// are split, smaller ones padded to a power of two (so few graph shapes are compiled).
+// EncoderMaxBatch is the largest batch Embed sends through the model at once by default (see
+// EncoderOptions); larger inputs are split, smaller ones padded to a power of two (so few
+// graph shapes are compiled).
 const EncoderMaxBatch = 256
+
+// EncoderOptions say how an encoder cuts its work into calls of the model.
+type EncoderOptions struct {
+	// MaxBatch is the most images per call (0: EncoderMaxBatch).
+	MaxBatch int
+	// FixedBatch pads every call to MaxBatch images, so that one graph shape serves every
+	// call: for GPUs, where compiling a shape costs seconds and a padded image nothing next to
+	// it. Otherwise a short call is padded to the next power of two (on the CPU a padded
+	// image costs as much as a real one).
+	FixedBatch bool
+	// Float64 runs the convolutions and matrix products (the long sums, where float32
+	// rounding accumulates) in float64, and the rest as in float32: a reference for the
+	// float32 encoder's rounding error (see EmbeddingTolerance). On the CPU backend those
+	// operations run on GoMLX's pure-Go kernels: slow, for tests and checks of a few images.
+	Float64 bool
+}
 
 // EncoderInfo describes a loaded encoder.
 type EncoderInfo struct {
@@ -55,14 +72,24 @@ type EncoderInfo struct {
 // safe for concurrent use by several goroutines, as Beam workers do.
 type Encoder struct {
 	info  EncoderInfo
+	opts  EncoderOptions
 	model *Model
 	store *model.Store
 	exec  *model.Exec
 }
 
 // LoadEncoder reads the model weights of a checkpoint written by Train (a checkpoint file, or a
-// run's output folder for its newest checkpoint; local or gs://) onto backend.
+// run's output folder for its newest checkpoint; local or gs://) onto backend, with the
+// default EncoderOptions.
 func LoadEncoder(ctx context.Context, backend compute.Backend, path string) (*Encoder, error) {
+	return LoadEncoderWith(ctx, backend, path, EncoderOptions{})
+}
+
+// LoadEncoderWith is LoadEncoder with options.
+func LoadEncoderWith(ctx context.Context, backend compute.Backend, path string, opts EncoderOptions) (*Encoder, error) {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = EncoderMaxBatch
+	}
 	path, err := ResolveCheckpoint(ctx, path)
 	if err != nil {
 		return nil, err
@@ -81,6 +108,7 @@ func LoadEncoder(ctx context.Context, backend compute.Backend, path string) (*En
 			Checkpoint: path, Model: m.Config(), FeatureDim: m.FeatureDim(), ProjectionDim: m.Config().ProjectionDim,
 			ImageHeight: h.State.ImageHeight, ImageWidth: h.State.ImageWidth, StepsDone: h.State.StepsDone, Loss: h.Step.Loss,
 		},
+		opts:  opts,
 		model: m,
 		store: model.NewStore(),
 	}
@@ -92,9 +120,13 @@ func LoadEncoder(ctx context.Context, backend compute.Backend, path string) (*En
 	}
 	// Inference runs in float32 whatever precision the encoder was trained at: its weights
 	// are float32 master weights, and evaluation is cheap next to training.
+	dtype := dtypes.Float32
+	if opts.Float64 {
+		dtype = dtypes.Float64
+	}
 	e.exec, err = model.NewExec(backend, e.store, func(scope *model.Scope, images *Node) (features, projection *Node) {
-		feats := m.Backbone(scope, images, false, 0)
-		return feats, m.Project(scope, feats, false, 0)
+		feats := m.backbone(&net{dtype: dtype}, scope, images)
+		return feats, m.project(&net{dtype: dtype}, scope, feats)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("preparing the encoder of %s: %w", path, err)
@@ -144,8 +176,8 @@ func (e *Encoder) Embed(images []transforms.Image, feature Feature) ([][]float32
 		return nil, err
 	}
 	out := make([][]float32, 0, len(images))
-	for from := 0; from < len(images); from += EncoderMaxBatch {
-		chunk := images[from:min(len(images), from+EncoderMaxBatch)]
+	for from := 0; from < len(images); from += e.opts.MaxBatch {
+		chunk := images[from:min(len(images), from+e.opts.MaxBatch)]
 		rows, err := e.embedChunk(chunk, feature, h, w, c)
 		if err != nil {
 			return nil, err
@@ -158,8 +190,11 @@ func (e *Encoder) Embed(images []transforms.Image, feature Feature) ([][]float32
 func (e *Encoder) embedChunk(images []transforms.Image, feature Feature, h, w, c int) ([][]float32, error) {
 	n := len(images)
 	padded := n
-	if n > 1 {
-		padded = min(EncoderMaxBatch, 1<<bits.Len(uint(n-1)))
+	switch {
+	case e.opts.FixedBatch:
+		padded = e.opts.MaxBatch
+	case n > 1:
+		padded = min(e.opts.MaxBatch, 1<<bits.Len(uint(n-1)))
 	}
 	size := h * w * c
 	data := make([]uint8, padded*size)

@@ -63,6 +63,9 @@ type TrainOptions struct {
 	// held-out data); what it returns is logged. p is the run's progress (nil when it is
 	// off): the monitor shows its own as p.Sub, which has the line until it ends.
 	Monitor func(ctx context.Context, epoch int, s *Step, p *progress.Reporter) (map[string]any, error)
+	// MonitorImages is how many images one Monitor run embeds, for the progress ETA before
+	// the first has run (see runClock).
+	MonitorImages int64
 	// Log, if set, gets a copy of every line of the JSON-lines log, which always goes to the
 	// run's train.jsonl (dcl train --json: stdout).
 	Log io.Writer
@@ -385,7 +388,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 
 	l := &loop{
 		step: step, run: run, opts: opts, sched: sched, state: state, log: log, tb: tb, logger: logger,
-		stepsPerEpoch: stepsPerEpoch, total: total,
+		stepsPerEpoch: stepsPerEpoch, total: total, clock: runClock{startSteps: state.StepsDone, monitorImages: opts.MonitorImages},
 		summary: &Summary{TotalSteps: total, StepsPerEpoch: stepsPerEpoch, Parameters: step.NumParameters()},
 	}
 	// Epochs are shown as the log numbers them: from 0, the epoch under way.
@@ -561,6 +564,7 @@ type loop struct {
 	images        int    // images through the network since the start of this process
 	monitorNote   string // the last monitor's measurements, for the progress status
 	trainTime     time.Duration
+	clock         runClock      // the ETA, monitor included
 	inflight      *inflightStep // launched, results not read yet
 }
 
@@ -775,6 +779,9 @@ func (l *loop) finishStepAt(ctx context.Context, next time.Time) error {
 	}
 	l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", f.epoch, l.run.Epochs-1, res.Loss, res.MeanQ, f.lr, line.ImagesPerSec, l.monitorNote))
 	l.bar.Set(int64(f.step))
+	if left, ok := l.clock.remaining(l); ok {
+		l.bar.SetETA(left)
+	}
 	return nil
 }
 
@@ -794,10 +801,12 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 	if l.opts.Monitor == nil || l.run.MonitorEvery == 0 || (epoch+1)%l.run.MonitorEvery != 0 {
 		return nil
 	}
+	began := time.Now()
 	res, err := l.opts.Monitor(ctx, epoch, l.step, l.bar)
 	if err != nil {
 		return fmt.Errorf("monitor after epoch %d: %w", epoch+1, err)
 	}
+	l.clock.monitorRan(time.Since(began))
 	l.summary.Monitor = res
 	now := time.Now()
 	entry := map[string]any{"epoch": epoch, "step": l.state.StepsDone, "time": now.UTC().Format(time.RFC3339Nano)}

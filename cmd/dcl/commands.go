@@ -18,5 +18,6 @@ func commands() []*command {
 		versionCommand(),
 		doctorCommand(),
 		gpuCheckCommand(),
+		agreeCommand(),
 	}
 }

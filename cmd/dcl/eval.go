@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
@@ -33,9 +34,12 @@ func embedCommand() *command {
 			feature := fs.String("feature", string(trainstep.Backbone), "backbone (kNN, linear probe) or projection (NPC statistics)")
 			views := fs.Int("views", 1, "1: view 1 of each row; 2: both views of pair shards, concatenated (the input of 'dcl npc')")
 			pass := fs.Int("pass", 0, "augmented pass of the shards to embed; -1: every pass")
-			batch := fs.Int("batch-size", trainstep.EncoderMaxBatch, "images per encoder call")
+			batch := fs.Int("batch-size", 0, "images read at once (0: 256 on the CPU; on a GPU 1,024 images of 32 px, fewer of larger ones)")
 			parts := fs.Int("parts", 0, "embedding files to write (0: about one per 16,384 rows)")
 			threads := fs.Int("threads", 0, "goroutines of each worker's CPU encoder (0: all cores)")
+			backendName := fs.String("backend", "auto", "compute backend of the encoder: cpu, cuda, or auto (cuda when this build has it and a GPU is found); workers outside this process (Dataflow, a job server's own) always use the CPU")
+			plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto (empty: search, as 'dcl train' does)")
+			precision := fs.String("precision", string(trainstep.Float32), "what CUDA embeds in: float32 (full float32) or tf32 (TF32 tensor cores; bf16 embeds as tf32), as dcl train's; the CPU always computes in float32")
 			progressOptions := addProgressFlags(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
@@ -52,9 +56,21 @@ func embedCommand() *command {
 				if err != nil {
 					return usagef("--feature: %v", err)
 				}
+				kind, err := gpu.ParseKind(*backendName)
+				if err != nil {
+					return usagef("--backend: %v", err)
+				}
+				prec, err := trainstep.ParsePrecision(*precision)
+				if err != nil {
+					return usagef("--precision: %v", err)
+				}
+				if *batch < 0 {
+					return usagef("--batch-size=%d: want a positive number, or 0 to choose", *batch)
+				}
 				job, err := pipelines.PlanEmbed(ctx, pipelines.EmbedOptions{
 					Checkpoint: *checkpoint, Data: *data, Output: *output, Feature: f, Views: *views,
-					Pass: *pass, BatchSize: *batch, Parts: *parts, Threads: *threads,
+					Pass: *pass, BatchSize: *batch, Parts: *parts, Threads: *threads, Backend: kind, Plugin: *plugin,
+					Precision: prec, CodeVersion: codeVersion(),
 				})
 				if err != nil {
 					return err

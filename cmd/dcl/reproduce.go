@@ -27,7 +27,7 @@ const DefaultFashionMNIST = "/usr/share/datasets/fashion-mnist"
 // reproduceFlags are the flags `reproduce` and `demo` share.
 type reproduceFlags struct {
 	out, input, backend, plugin, rerun      *string
-	saveState, restoreState                 *string
+	stageTimes, saveState, restoreState     *string
 	trainLog, rerunOnCodeChange, gate, plan *bool
 	waitLock                                *bool
 	progress                                func(streams) (progress.Options, error)
@@ -47,6 +47,7 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 		gate:              fs.Bool("gate", false, "exit 3 when one of the config's gates fails (after writing everything)"),
 		plan:              fs.Bool("plan", false, "print which stages a run would skip and run, and why; run and write nothing"),
 		waitLock:          fs.Bool("wait-lock", false, "if another dcl reproduce is using --output, wait for it to finish instead of exiting"),
+		stageTimes:        fs.String("stage-times", "", "also write the seconds and images/s of every stage that ran, with the machine and the config, to this JSON file"),
 		saveState: fs.String("save-state", "", "write to this file (.tgz) what another machine needs to continue the reproduction in --output "+
 			"(ledger, history, report, plots, finished runs' logs and evaluations; not the data, checkpoints or embeddings), and exit"),
 		restoreState: fs.String("restore-state", "", "before running, unpack a --save-state file into --output when it holds no reproduction yet"),
@@ -171,7 +172,7 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	opts := reproduce.Options{
 		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeIdentity(),
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
-		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(),
+		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(), StageTimes: *f.stageTimes,
 	}
 	if *f.saveState != "" {
 		return saveState(ctx, cfg, *f.out, *f.saveState, out)

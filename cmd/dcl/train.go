@@ -14,6 +14,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
 	"github.com/dcl-beam/dcl-beam/trainstep/shardrun"
 )
 
@@ -104,6 +105,10 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-train")
 	knnData := fs.String("knn-train", "", "labelled shard folder (preset none) whose backbone features vote in the kNN monitor (as 'dcl knn --train')")
 	knnTest := fs.String("knn-test", "", "labelled shard folder classified by the kNN monitor (empty: every 10th image of --knn-train)")
+	knnBank := fs.Int("knn-bank", knnmonitor.DefaultBank, "images of --knn-train that vote in the kNN monitor: a fixed sample (seed --knn-seed)")
+	knnQueries := fs.Int("knn-queries", knnmonitor.DefaultQueries, "images of --knn-test the kNN monitor classifies: a fixed sample")
+	knnSeed := fs.Uint64("knn-seed", knnmonitor.DefaultSeed, "seed of the kNN monitor's samples")
+	knnFull := fs.Bool("knn-full", false, "the kNN monitor embeds every image of --knn-train and --knn-test (costly on a CPU)")
 	renamedFlag(fs, out, "knn-data", "knn-train")
 	asJSON := fs.Bool("json", false, "also print every line of the training log (train.jsonl) on stdout")
 	progressOptions := addProgressFlags(fs)
@@ -121,6 +126,9 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		}
 		if *knnEvery > 0 && *knnData == "" {
 			return usagef("--knn-every=%d needs --knn-train", *knnEvery)
+		}
+		if *knnBank < 1 || *knnQueries < 1 {
+			return usagef("--knn-bank=%d and --knn-queries=%d: want at least 1 each (--knn-full for every image)", *knnBank, *knnQueries)
 		}
 		lossCfg, err := lossConfig()
 		if err != nil {
@@ -169,6 +177,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		sum, err := shardrun.Train(ctx, shardrun.Options{
 			Step: cfg, Run: run, Backend: kind, Plugin: *plugin, Resume: resumeFrom,
 			KNNData: *knnData, KNNTest: *knnTest, Log: log, Progress: display,
+			KNN: knnmonitor.Options{Bank: *knnBank, Queries: *knnQueries, Seed: *knnSeed, Full: *knnFull},
 		})
 		if err != nil {
 			return setupOr(err)

@@ -120,10 +120,13 @@ type Reporter struct {
 	drawn       string // the bar as last drawn ("" when the line is empty)
 	sub         *Reporter
 	parent      *Reporter
-	ended       bool
-	quit        chan struct{}
-	stopped     chan struct{}
-	quitOnce    sync.Once
+	// eta, when etaAt is set, is the time left as the stage estimated it at etaAt (SetETA).
+	eta      time.Duration
+	etaAt    time.Time
+	ended    bool
+	quit     chan struct{}
+	stopped  chan struct{}
+	quitOnce sync.Once
 }
 
 // Set records that done units are done.
@@ -163,6 +166,18 @@ func (r *Reporter) Status(s string) {
 	}
 	r.mu.Lock()
 	r.status = s
+	r.mu.Unlock()
+}
+
+// SetETA sets the time the stage has left, for a stage that knows better than its rate so
+// far (training, whose kNN monitor pauses the steps): the ETA shown counts down from it until
+// the next call.
+func (r *Reporter) SetETA(left time.Duration) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.eta, r.etaAt = left, time.Now()
 	r.mu.Unlock()
 }
 
@@ -321,7 +336,11 @@ func (r *Reporter) text(now time.Time) string {
 		frac = min(1, max(0, float64(r.done)/float64(r.total)))
 	}
 	eta := ""
-	if r.total > 0 && r.done < r.total && rate > 0 {
+	switch {
+	case r.total > 0 && r.done >= r.total:
+	case !r.etaAt.IsZero():
+		eta = roundDuration(max(0, r.eta-now.Sub(r.etaAt))).String()
+	case r.total > 0 && rate > 0:
 		eta = roundDuration(time.Duration(float64(r.total-r.done) / rate * float64(time.Second))).String()
 	}
 	if r.o.Mode == Bar {

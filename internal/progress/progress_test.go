@@ -2,6 +2,7 @@ package progress
 
 import (
 	"bytes"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -144,5 +145,23 @@ func TestOffReportsNothing(t *testing.T) {
 	r.End()
 	if out.Len() != 0 {
 		t.Errorf("wrote %q", out.String())
+	}
+}
+
+// TestSetETAReplacesTheRate checks that a stage's own estimate (training's, which counts its
+// kNN monitor) is what the ETA shows, counting down, instead of its rate's.
+func TestSetETAReplacesTheRate(t *testing.T) {
+	r := Options{W: io.Discard, Mode: Lines}.newReporter("train", 0, 100, "steps")
+	now := r.start.Add(10 * time.Second)
+	r.done = 50 // at this rate, 10 s left
+	if got := r.text(now); !strings.Contains(got, "ETA 10s") {
+		t.Fatalf("by rate: %q, want ETA 10s", got)
+	}
+	r.SetETA(5 * time.Minute)
+	if got := r.text(r.etaAt.Add(time.Minute)); !strings.Contains(got, "ETA 4m0s") {
+		t.Errorf("a minute after SetETA(5m): %q, want ETA 4m0s", got)
+	}
+	if got := r.text(r.etaAt.Add(time.Hour)); !strings.Contains(got, "ETA 0s") {
+		t.Errorf("past the estimate: %q, want ETA 0s", got)
 	}
 }

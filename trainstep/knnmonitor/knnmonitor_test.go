@@ -73,7 +73,7 @@ func TestMonitorDuringTraining(t *testing.T) {
 	qImgs, qLabels := classImages(2, 30, 6, 6)
 	writeEvalShards(t, queryDir, qImgs, qLabels)
 
-	mon, err := New(context.Background(), bankDir, queryDir)
+	mon, err := New(context.Background(), bankDir, queryDir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestMonitorDuringTraining(t *testing.T) {
 	}
 
 	// Without queries every tenth bank image is held out.
-	held, err := New(context.Background(), bankDir, "")
+	held, err := New(context.Background(), bankDir, "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,97 @@ func TestMonitorRejectsMismatchedSets(t *testing.T) {
 	writeEvalShards(t, a, imgs, labels)
 	big, bigLabels := classImages(1, 6, 8, 8)
 	writeEvalShards(t, b, big, bigLabels)
-	if _, err := New(context.Background(), a, b); err == nil || !strings.Contains(err.Error(), "6x6x1 images but queries") {
+	if _, err := New(context.Background(), a, b, Options{}); err == nil || !strings.Contains(err.Error(), "6x6x1 images but queries") {
 		t.Errorf("error = %v, want a size mismatch", err)
 	}
+}
+
+// TestMonitorSamplesAFixedSubset checks the default monitor: a sample of each split, the same
+// images on every call with one seed (so epochs and runs are compared on the same images),
+// others with another seed, the whole splits with Full, and the sample's size in the log.
+func TestMonitorSamplesAFixedSubset(t *testing.T) {
+	ctx := context.Background()
+	bankDir, queryDir := t.TempDir(), t.TempDir()
+	bankImgs, bankLabels := classImages(1, 300, 6, 6)
+	writeEvalShards(t, bankDir, bankImgs, bankLabels)
+	qImgs, qLabels := classImages(2, 120, 6, 6)
+	writeEvalShards(t, queryDir, qImgs, qLabels)
+
+	a, err := New(ctx, bankDir, queryDir, Options{Bank: 100, Queries: 40, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.bank.N != 100 || a.queries.N != 40 || len(a.bank.Labels) != 100 || len(a.bank.Images) != 100*36 || a.Images() != 140 {
+		t.Fatalf("sample: bank %d (%d labels, %d bytes), queries %d, Images %d; want 100, 40, 140", a.bank.N, len(a.bank.Labels), len(a.bank.Images), a.queries.N, a.Images())
+	}
+	// Every sampled image is the split's image with its own label, in the split's order.
+	last := -1
+	for i := range a.bank.N {
+		j := indexOfImage(bankImgs, a.bank.Images[i*36:(i+1)*36])
+		if j <= last || bankLabels[j] != a.bank.Labels[i] {
+			t.Fatalf("bank image %d is split image %d (after %d) with label %d, want its label %d in order", i, j, last, a.bank.Labels[i], bankLabels[max(j, 0)])
+		}
+		last = j
+	}
+	again, err := New(ctx, bankDir, queryDir, Options{Bank: 100, Queries: 40, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again.bank.Images) != string(a.bank.Images) || string(again.queries.Images) != string(a.queries.Images) {
+		t.Error("the same seed drew another sample")
+	}
+	other, err := New(ctx, bankDir, queryDir, Options{Bank: 100, Queries: 40, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(other.bank.Images) == string(a.bank.Images) {
+		t.Error("another seed drew the same sample")
+	}
+	full, err := New(ctx, bankDir, queryDir, Options{Bank: 100, Queries: 40, Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.bank.N != 300 || full.queries.N != 120 || full.sampled {
+		t.Errorf("full: bank %d, queries %d, sampled %v; want 300, 120, false", full.bank.N, full.queries.N, full.sampled)
+	}
+	// The defaults exceed these splits: both are used whole, and nothing says "sample".
+	def, err := New(ctx, bankDir, queryDir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.bank.N != 300 || def.queries.N != 120 || def.sampled {
+		t.Errorf("defaults on small splits: bank %d, queries %d, sampled %v", def.bank.N, def.queries.N, def.sampled)
+	}
+
+	// The log line says the figure is a sample's.
+	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Finalize()
+	s, err := trainstep.NewStep(backend, trainstep.StepConfig{
+		Model:     trainstep.ModelConfig{Name: trainstep.MLP, BaseWidth: 8, Channels: 1},
+		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2},
+		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
+	}, 6, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Finalize()
+	res, err := a.Run(ctx, 0, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["knn_bank"] != 100 || res["knn_queries"] != 40 || res["knn_k"] != 100 {
+		t.Errorf("monitor result %v: want knn_bank 100, knn_queries 40, knn_k 100", res)
+	}
+}
+
+func indexOfImage(imgs []transforms.Image, pix []uint8) int {
+	for i, img := range imgs {
+		if string(img.Pix) == string(pix) {
+			return i
+		}
+	}
+	return -1
 }

@@ -30,6 +30,8 @@ type Options struct {
 	// KNNData is a labelled evaluation shard folder whose backbone features vote in the kNN
 	// monitor; KNNTest is the one classified ("": every 10th image of KNNData).
 	KNNData, KNNTest string
+	// KNN chooses the images the monitor embeds (a fixed sample by default).
+	KNN knnmonitor.Options
 	// Log gets a copy of the JSON-lines log (nil: only the run's train.jsonl); Progress
 	// shows how far the run has got.
 	Log      io.Writer
@@ -52,7 +54,7 @@ func Train(ctx context.Context, o Options) (*trainstep.Summary, error) {
 	}
 	opts := trainstep.TrainOptions{Source: src, Resume: o.Resume, Log: o.Log, Progress: o.Progress, Logger: o.Logger}
 	if o.Run.MonitorEvery > 0 {
-		mon, err := knnmonitor.New(ctx, o.KNNData, o.KNNTest)
+		mon, err := knnmonitor.New(ctx, o.KNNData, o.KNNTest, o.KNN)
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +67,7 @@ func Train(ctx context.Context, o Options) (*trainstep.Summary, error) {
 		if err := mon.Check(model); err != nil {
 			return nil, &trainstep.SetupError{Err: err}
 		}
-		opts.Monitor = mon.Run
+		opts.Monitor, opts.MonitorImages = mon.Run, mon.Images()
 	}
 	prec, err := trainstep.RunPrecision(ctx, o.Step, o.Resume)
 	if err != nil {

@@ -1,0 +1,193 @@
+package reproduce
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update-stages", false, "rewrite BENCHMARKS.md's GPU stage table from docs/gpu/reproduce-stages.json")
+
+// The GPU stage table in BENCHMARKS.md is generated: StageTimesMarkdown of the stage times
+// scripts/gpu-check.sh OUT eval wrote on a GPU, copied to docs/gpu/reproduce-stages.json.
+const (
+	stageTimesJSON    = "../docs/gpu/reproduce-stages.json"
+	benchmarksFile    = "../BENCHMARKS.md"
+	stageTableBegin   = "<!-- reproduce-stages: generated from docs/gpu/reproduce-stages.json by `go test ./reproduce -run TestBenchmarksStageTable -update-stages`; do not edit -->\n"
+	stageTableEnd     = "<!-- /reproduce-stages -->"
+	stageTablePending = "No GPU run yet: `scripts/gpu-check.sh OUT eval` on a GPU machine writes `OUT/reproduce-stages.json`.\n"
+)
+
+// TestBenchmarksStageTable checks that BENCHMARKS.md's GPU stage table is what the generator
+// makes of docs/gpu/reproduce-stages.json (when the file exists; until then, the section says
+// none was run), and with -update rewrites it.
+func TestBenchmarksStageTable(t *testing.T) {
+	md, err := os.ReadFile(benchmarksFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := bytes.Index(md, []byte(stageTableBegin)), bytes.Index(md, []byte(stageTableEnd))
+	if begin < 0 || end < begin {
+		t.Fatalf("%s has no section between %q and %q", benchmarksFile, stageTableBegin, stageTableEnd)
+	}
+	want := stageTablePending
+	if raw, err := os.ReadFile(stageTimesJSON); err == nil {
+		var st StageTimes
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Fatalf("%s: %v", stageTimesJSON, err)
+		}
+		want = StageTimesMarkdown(st)
+	} else if !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	got := string(md[begin+len(stageTableBegin) : end])
+	if got == want {
+		return
+	}
+	if !*update {
+		t.Fatalf("BENCHMARKS.md's GPU stage table is not what %s gives; run go test ./reproduce -run TestBenchmarksStageTable -update-stages\ngot:\n%s\nwant:\n%s", stageTimesJSON, got, want)
+	}
+	out := append(append(append([]byte{}, md[:begin+len(stageTableBegin)]...), want...), md[end:]...)
+	if err := os.WriteFile(benchmarksFile, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStageTimesMarkdown pins the generator's table: every stage with its rate (a dash
+// where it has none), the time of each kind of stage and the evaluation's share of the wall.
+func TestStageTimesMarkdown(t *testing.T) {
+	rate := func(v float64) *float64 { return &v }
+	st := StageTimes{
+		Experiment: "fashion-mnist-gpu-eval", ConfigFingerprint: "abc123", CodeVersion: "v1", Time: time.Date(2026, 11, 27, 1, 2, 3, 0, time.UTC),
+		GPU: "NVIDIA H200", CPU: "Intel Xeon, 16 cores, avx512", Backend: "cuda", Runner: "prism", Wall: 200,
+		Config: &Config{Runs: []RunConfig{{Name: "dcl-b32", Model: "resnet18-cifar", BatchSize: 32, Epochs: 4}}},
+		Stages: []StageTime{
+			{Stage: "preprocess pretrain", Seconds: 10},
+			{Stage: "train dcl-b32", Seconds: 100, ImagesPerS: rate(19200.4), Images: 1920040},
+			{Stage: "embed dcl-b32", Seconds: 10, ImagesPerS: rate(19000), Images: 190000},
+			{Stage: "knn dcl-b32", Seconds: 5, ImagesPerS: rate(2000), Images: 10000},
+			{Stage: "linear dcl-b32", Seconds: 20},
+			{Stage: "npc dcl-b32", Seconds: 5},
+			{Stage: "initialise random-init", Seconds: 1},
+		},
+	}
+	want := "`fashion-mnist-gpu-eval` (config abc123), dcl v1, 2026-11-27: GPU NVIDIA H200; CPU Intel Xeon, 16 cores, avx512; backend cuda; Beam runner prism; wall 200 s.\n\n" +
+		"Runs: dcl-b32 (resnet18-cifar, batch 32, 4 epochs).\n\n" +
+		"| stage | seconds | images/s |\n|---|---:|---:|\n" +
+		"| preprocess pretrain | 10.0 | — |\n| train dcl-b32 | 100.0 | 19200 |\n| embed dcl-b32 | 10.0 | 19000 |\n" +
+		"| knn dcl-b32 | 5.0 | 2000 |\n| linear dcl-b32 | 20.0 | — |\n| npc dcl-b32 | 5.0 | — |\n| initialise random-init | 1.0 | — |\n\n" +
+		"| stages | seconds | share of the wall time |\n|---|---:|---:|\n" +
+		"| preprocess | 10.0 | 5% |\n| train | 101.0 | 50% |\n| embed | 10.0 | 5% |\n| knn | 5.0 | 2% |\n| linear | 20.0 | 10% |\n| npc | 5.0 | 2% |\n" +
+		"| evaluation (embed, knn, linear, npc) | 40.0 | 20% |\n"
+	if got := StageTimesMarkdown(st); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestGPUCheckEvalPartOnCPU runs scripts/gpu-check.sh OUT eval as on a GPU machine, on a CPU,
+// the way trainstep/gpucheck's test runs its check part: a pack with a freshly built dcl and
+// (gzipped, like Debian's) IDX data, the short reproduction replaced by a tiny config on the
+// CPU backend, and the agreement check comparing the CPU with itself. It must leave the stage
+// times and the agreement in OUT, at most 8 files there, and every step's status in
+// summary.md.
+func TestGPUCheckEvalPartOnCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds dcl and runs the script's eval part (about a minute)")
+	}
+	for _, tool := range []string{"bash", "xz", "timeout", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s", tool)
+		}
+	}
+	pack := t.TempDir()
+	bin := filepath.Join(t.TempDir(), "dcl-cuda")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/dcl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("bash", "-c", "xz -1 -c '"+bin+"' > '"+filepath.Join(pack, "dcl-cuda.xz")+"'").CombinedOutput(); err != nil {
+		t.Fatalf("xz: %v\n%s", err, out)
+	}
+	raw, data := t.TempDir(), filepath.Join(pack, "fashion-mnist")
+	writeBarsIDX(t, raw)
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"} {
+		b, err := os.ReadFile(filepath.Join(raw, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gz bytes.Buffer
+		w := gzip.NewWriter(&gz)
+		w.Write(b)
+		w.Close()
+		if err := os.WriteFile(filepath.Join(data, name+".gz"), gz.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := filepath.Join(t.TempDir(), "tiny.yaml")
+	if err := os.WriteFile(config, []byte(strings.Replace(tinyConfig, "INPUT", data, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command("bash", "../scripts/gpu-check.sh", out, "eval")
+	cmd.Env = append(os.Environ(), "DCL_GPU_PACK="+pack, "DCL_GPU_WORK="+filepath.Join(pack, "work"),
+		"DCL_EVAL_FLAGS=--config="+config+" --backend=cpu",
+		"DCL_AGREE_FLAGS=--a=cpu --b=cpu --bank=48 --queries=16 --k=5 --probe-epochs=2")
+	msg, err := cmd.CombinedOutput()
+	t.Logf("gpu-check.sh: %v\n%s", err, msg)
+	files, rerr := os.ReadDir(out)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if len(files) > 8 {
+		t.Errorf("%d files in the output folder, at most 8 come back", len(files))
+	}
+	timesJSON, rerr := os.ReadFile(filepath.Join(out, "reproduce-stages.json"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	var st StageTimes
+	if err := json.Unmarshal(timesJSON, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Experiment != "tiny" || st.Config == nil || st.CPU == "" || st.Backend != "cpu" || st.Wall <= 0 {
+		t.Errorf("stage times: experiment %q, config %v, CPU %q, backend %q, wall %v", st.Experiment, st.Config != nil, st.CPU, st.Backend, st.Wall)
+	}
+	rates := map[string]bool{}
+	for _, s := range st.Stages {
+		if s.Seconds < 0 || (s.ImagesPerS != nil && !(*s.ImagesPerS > 0)) {
+			t.Errorf("stage %+v", s)
+		}
+		rates[s.Stage] = s.ImagesPerS != nil
+	}
+	for _, stage := range []string{"train dcl", "embed dcl", "knn dcl", "embed random-init", "train infonce"} {
+		if !rates[stage] {
+			t.Errorf("stage %q missing or without images/s in %v", stage, rates)
+		}
+	}
+	for _, prec := range []string{"tf32", "float32"} {
+		var agree struct {
+			OK        bool    `json:"ok"`
+			Tolerance float64 `json:"tolerance"`
+			Precision string  `json:"precision"`
+		}
+		name := "agreement-" + prec + ".json"
+		if raw, err := os.ReadFile(filepath.Join(out, name)); err != nil || json.Unmarshal(raw, &agree) != nil || !agree.OK || !(agree.Tolerance > 0) || agree.Precision != prec {
+			t.Errorf("%s: %v, %+v", name, err, agree)
+		}
+	}
+	summary, _ := os.ReadFile(filepath.Join(out, "summary.md"))
+	for _, want := range []string{"| eval-reproduce | 0 |", "| eval-agree-tf32 | 0 |", "| eval-agree-float32 | 0 |", `- stage="train dcl" wall=`, "images_per_s="} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary)
+		}
+	}
+}
