@@ -262,7 +262,7 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 	if cfg.Parts == 0 {
 		cfg.Parts = DefaultParts(plan.Records, cfg)
 	}
-	if cfg.Encoding != shards.Raw {
+	if o.Online || cfg.Encoding != shards.Raw {
 		// Raw views have a fixed size, and a writer cutting by bytes cuts them every
 		// DefaultGroupRows rows already: their configuration stays what it always was.
 		cfg.GroupRows = DefaultGroupRows(cfg)
