@@ -273,7 +273,7 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		passes           int
 		limit            int
 	}{
-		{"preprocess pretrain", orDefault(d.PretrainSplit, "train"), r.pretrainDir(), pretrain, r.cfg.Preprocess.Passes, d.Limit},
+		{"preprocess pretrain", orDefault(d.PretrainSplit, "train"), r.pretrainDir(), pretrain, max(1, r.cfg.Preprocess.Passes), d.Limit},
 		{"preprocess eval-train", orDefault(d.TrainSplit, "train"), r.evalTrainDir(), eval, 1, d.EvalLimit},
 		{"preprocess eval-test", orDefault(d.TestSplit, "test"), r.evalTestDir(), eval, 1, d.EvalLimit},
 	} {
@@ -283,14 +283,21 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		}
 		job, err := pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
 			Spec:   datasets.Spec{Dataset: d.Name, Input: d.Input, Split: ds.split},
-			Output: ds.dir, Augment: ds.aug, Passes: ds.passes, Seed: r.cfg.Preprocess.Seed,
+			Output: ds.dir, Augment: ds.aug, Passes: ds.passes, Seed: r.cfg.Preprocess.Seed, MaxSide: r.cfg.Preprocess.MaxSide,
+			Online: ds.dir == r.pretrainDir() && r.cfg.Preprocess.Views == "online",
 			Parts: r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
 			Progress: r.opts.Progress,
 		})
 		if err != nil {
 			return dataGen{}, fmt.Errorf("%s: %w", ds.name, err)
 		}
-		g, err := r.stage(ctx, stageSpec{kind: StagePreprocess, name: ds.name,
+		var writes int64
+		if r.plan {
+			if writes, err = job.StorageEstimate(ctx); err != nil {
+				return dataGen{}, fmt.Errorf("%s: %w", ds.name, err)
+			}
+		}
+		g, err := r.stage(ctx, stageSpec{kind: StagePreprocess, name: ds.name, writes: writes,
 			done: func() (outcome, error) { return r.sameDataset(ctx, ds.dir, job.Config) },
 			do: func() error {
 				// Whatever is in the folder is this run directory's own: a partial output

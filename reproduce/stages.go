@@ -140,6 +140,8 @@ type stageSpec struct {
 	// complete first; nil when do replaces them itself.
 	clear func() error
 	do    func() error
+	// writes is about how many bytes the stage writes (0: not estimated), for --plan.
+	writes int64
 }
 
 // stage runs s, or skips it, and records which and why. It returns the gen its dependents
@@ -177,7 +179,7 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 	seq := r.ledger.Seq
 	r.ranNow[gen(seq)] = s.name
 	if r.plan {
-		r.stages = append(r.stages, StageRecord{Name: s.name, Reason: reason})
+		r.stages = append(r.stages, StageRecord{Name: s.name, Reason: reason, Writes: s.writes})
 		return gen(seq), nil
 	}
 	r.log.Info("stage starts", "stage", s.name, "why", reason)
