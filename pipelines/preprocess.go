@@ -336,8 +336,12 @@ func (r *PreprocessResult) Summary(dir string) string {
 		return fmt.Sprintf("the job was submitted and runs on its own; %s will hold manifest.json when it succeeds", dir)
 	}
 	m := r.Manifest
-	return fmt.Sprintf("%s %s: %d records → %d rows (%d views) in %d shards, %s, %d dead letters, wall %s → %s",
-		m.Config.Dataset, m.Config.Split, m.Records, m.Rows, m.Views(), len(m.Shards), humanBytes(m.Bytes),
+	views := fmt.Sprintf("%d views", m.Views())
+	if m.Config.Online {
+		views = "base images: the trainer makes the views"
+	}
+	return fmt.Sprintf("%s %s: %d records → %d rows (%s) in %d shards, %s, %d dead letters, wall %s → %s",
+		m.Config.Dataset, m.Config.Split, m.Records, m.Rows, views, len(m.Shards), humanBytes(m.Bytes),
 		m.DeadLetters.Count, r.Wall.Round(time.Millisecond), dir)
 }
 
