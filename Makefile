@@ -28,40 +28,56 @@ RACE_FLAGS := -race -gcflags='github.com/gomlx/compute/...=-d=checkptr=0'
 
 TEST_TIMEOUT ?= 30m
 
-# What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary
-# and Fashion-MNIST's four files, at most GPU_PACK_MAX_MIB in all.
+# runwatch runs the long builds and tests so that none is silent for long: a build says every
+# 20 s that it is still compiling, and go test's lines come as each package finishes, with a
+# line naming what still runs after 20 s of quiet (internal/tools/runwatch; standard library
+# only, so it builds in seconds before anything else is downloaded).
+RUNWATCH := $(GO) run ./internal/tools/runwatch
+
+# What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary,
+# Fashion-MNIST's four files and a few photographs from Debian's packages (scripts/photos.sh),
+# at most GPU_PACK_MAX_MIB in all.
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data test test-race bench bench-smoke lint demo clean
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch test test-race bench bench-smoke lint demo readme clean
 
+# help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}' | \
+		sed -e 's|\$$(GPU_PACK_MAX_MIB)|$(GPU_PACK_MAX_MIB)|g' -e 's|\$$(GPU_PACK)|$(GPU_PACK)|g' \
+			-e 's|\$$(BIN)|$(BIN)|g' -e 's|\$$(FASHION_MNIST)|$(FASHION_MNIST)|g'
 
 build: ## build bin/dcl (pure Go, CPU backend)
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl ./cmd/dcl
+	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; README, First run)"
+	@$(RUNWATCH) -label "build: $(BIN)/dcl" -packages -- $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN)/dcl ./cmd/dcl
 
 build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
 	CGO_ENABLED=1 $(GO) build -tags cuda -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
 
-gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz) and Fashion-MNIST, for scripts/gpu-check.sh on a GPU machine
+gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz), Fashion-MNIST and photographs, for scripts/gpu-check.sh on a GPU machine
 	@test -f $(FASHION_MNIST)/train-images-idx3-ubyte.gz || { echo "gpu-pack: no Fashion-MNIST in $(FASHION_MNIST) (make deps-data, or FASHION_MNIST=PATH)"; exit 1; }
 	mkdir -p $(BIN) $(GPU_PACK)/fashion-mnist
 	CGO_ENABLED=1 $(GO) build -tags cuda -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/dcl-cuda ./cmd/dcl
 	xz -T0 -6 -c $(BIN)/dcl-cuda > $(GPU_PACK)/dcl-cuda.xz.tmp && mv $(GPU_PACK)/dcl-cuda.xz.tmp $(GPU_PACK)/dcl-cuda.xz
 	cp $(FASHION_MNIST)/{train-images-idx3-ubyte,train-labels-idx1-ubyte,t10k-images-idx3-ubyte,t10k-labels-idx1-ubyte}.gz $(GPU_PACK)/fashion-mnist/
+	scripts/photos.sh $(GPU_PACK)/photos || echo "gpu-pack: WARNING: no photographs; the JPEG feeding test will cut upscaled Fashion-MNIST"
 	@size=$$(du -sm $(GPU_PACK) | cut -f1); \
 	if [ $$size -gt $(GPU_PACK_MAX_MIB) ]; then echo "gpu-pack: $(GPU_PACK) is $$size MiB, over $(GPU_PACK_MAX_MIB) MiB"; exit 1; fi; \
 	echo "gpu-pack: $(GPU_PACK) is $$size MiB: copy it with the repository to the GPU machine and run scripts/gpu-check.sh OUTDIR there"
 
+gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu/gpu-check.json
+	$(GO) run ./cmd/dcl gpu-check --render=docs/gpu/gpu-check.json --update=README.md,BENCHMARKS.md
+
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
 
-deps: deps-go deps-data ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist
+deps: deps-go deps-data deps-torch ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch
 
 deps-go:
-	$(GO) mod download
-	$(GO) build -o /dev/null honnef.co/go/tools/cmd/staticcheck
+	@echo "deps: Go modules (go mod download) and staticcheck"
+	@$(RUNWATCH) -label "deps: go mod download" -- $(GO) mod download
+	@$(RUNWATCH) -label "deps: staticcheck" -packages -- $(GO) build -v -o /dev/null honnef.co/go/tools/cmd/staticcheck
 
 # deps-data installs Debian's dataset-fashion-mnist when it is missing and it can (as root or
 # with password-less sudo). It only warns when it cannot: the tests that read it then skip,
@@ -79,32 +95,68 @@ deps-data:
 		echo "deps: WARNING: no apt-get here; get Fashion-MNIST's four IDX files and run make demo FASHION_MNIST=PATH"; \
 	fi
 
+# deps-torch installs Debian's PyTorch (python3-torch, python3-torchvision, python3-numpy) for
+# the test that loads `dcl export`'s files in PyTorch (TestExportMatchesPyTorch, which reads
+# the safetensors file itself: Debian has no safetensors package). Like deps-data it only
+# warns where apt cannot install, and that test then skips.
+TORCH_PYTHON ?= /usr/bin/python3
+deps-torch:
+	@if $(TORCH_PYTHON) -c 'import torch, torchvision, numpy' >/dev/null 2>&1; then \
+		echo "deps: PyTorch found for $(TORCH_PYTHON)"; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+		echo "deps: installing Debian packages python3-torch python3-torchvision python3-numpy (about 1 GB, a few minutes)"; \
+		if $$SUDO apt-get install -y -q --no-install-recommends python3-torch python3-torchvision python3-numpy >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q --no-install-recommends python3-torch python3-torchvision python3-numpy >/dev/null 2>&1; }; then \
+			echo "deps: PyTorch installed for $(TORCH_PYTHON)"; \
+		else \
+			echo "deps: WARNING: could not install python3-torch (needs root or sudo); the PyTorch export test will skip"; \
+		fi; \
+	else \
+		echo "deps: WARNING: no apt-get here; the PyTorch export test will skip without python3 with torch and torchvision"; \
+	fi
+
+# test and bench-smoke run go test -json through runwatch, which prints go test's own lines
+# (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
 test: deps ## run every test (race detector on all but the numeric kernels and the Beam packages)
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test (race)" -- \
+		$(GO) test -json $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test" -- \
+		$(GO) test -json -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
 	$(MAKE) --no-print-directory bench-smoke
 
 test-race: ## the race detector on the Beam packages too (expect Beam's own harness race now and then)
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) | sort))
 
 bench-smoke: ## run every benchmark once, small, so none rots
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench . -benchtime 1x -short -timeout $(TEST_TIMEOUT) ./...
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(RUNWATCH) -gotest -label "bench-smoke" -- \
+		$(GO) test -json -run '^$$' -bench . -benchtime 1x -short -timeout $(TEST_TIMEOUT) ./...
 
 bench: ## run the benchmarks for real (figures go to BENCHMARKS.md); BENCH=regexp COUNT=n
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -count $(or $(COUNT),5) -timeout 120m ./...
 
 lint: ## go vet and staticcheck, on the pure-Go and the cuda builds; builds the cuda binary too
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	$(RUNWATCH) -label "lint: go vet" -- $(GO) vet ./...
+	$(RUNWATCH) -label "lint: staticcheck" -- $(GO) tool staticcheck ./...
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=1 $(GO) vet -tags cuda ./...
 	CGO_ENABLED=1 $(GO) tool staticcheck -tags cuda ./gpu/cuda/...
 	CGO_ENABLED=1 $(GO) build -tags cuda -o /dev/null ./cmd/dcl
 	@if command -v shellcheck >/dev/null 2>&1; then shellcheck scripts/*.sh; else echo "lint: no shellcheck here; scripts/*.sh not checked"; fi
-	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
+	@# third_party/ holds upstream code as its authors formatted it.
+	@test -z "$$(gofmt -l $$(find . -name '*.go' -not -path './third_party/*'))" || { echo "gofmt needed on:"; gofmt -l $$(find . -name '*.go' -not -path './third_party/*'); exit 1; }
 
-demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (~4 min on 2 free cores): demo-out/report.md
+demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on 2 free cores; the README says how long it took): demo-out/report.md
 	$(BIN)/dcl demo --input=$(FASHION_MNIST) --output=demo-out
+	@$(GO) run ./internal/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
+		echo "demo: the README's demo section is not this run's results (another machine or code version): make readme rewrites it from demo-out"
+
+# The README's generated sections and docs/demo/, docs/gpu-experiment/ from the results: the demo's
+# (demo-out) and, with GPU_RUN=DIR, a GPU experiment's run directory (unpacked
+# experiment-state.tgz).
+GPU_RUN ?=
+readme: ## rewrite the README's demo and GPU sections and docs/demo/ and docs/gpu-experiment/ from demo-out (and GPU_RUN=DIR)
+	$(GO) run ./internal/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
 
 clean: ## remove build outputs and the GPU pack (not .gpu-work/, the GPU experiment's state)
 	rm -rf $(BIN) $(GPU_PACK)

@@ -114,3 +114,5 @@ tool (
 	github.com/fsouza/fake-gcs-server
 	honnef.co/go/tools/cmd/staticcheck
 )
+
+replace github.com/gomlx/go-xla => ./third_party/go-xla

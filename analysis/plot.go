@@ -26,6 +26,9 @@ import (
 type Series struct {
 	Name string
 	X, Y []float64
+	// YErr, when set, is a half-width per point, drawn as an error bar Y ± YErr (the
+	// standard deviation over seeds, for example).
+	YErr []float64
 	// Style is 1 + the place of the series' colour, dashes and marker in the palette's
 	// order, so that a run keeps its colour in every figure of a report even where some
 	// figures leave runs out; 0 takes the series' position in its chart.
@@ -69,7 +72,12 @@ type LineChart struct {
 	XTicks []XTick
 	YMin   *float64 // fix the Y range; nil fits the data
 	YMax   *float64
-	Series []Series
+	// MinYSpan, when set, widens a fitted Y range narrower than it to it, around the data's
+	// middle and inside YBounds: accuracy charts span at least a few points, so that a
+	// difference of a fraction of a point is not drawn across the whole chart.
+	MinYSpan float64
+	YBounds  [2]float64
+	Series   []Series
 	// References are horizontal lines across the chart (baselines, published figures).
 	References []Reference
 	Legend     Corner
@@ -268,12 +276,15 @@ func (lc LineChart) build() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = lc.Title, lc.XLabel, lc.YLabel
 	p.Add(plotter.NewGrid())
-	var xs []float64
+	var xs, ys []float64
 	for i, s := range lc.Series {
 		if len(s.X) != len(s.Y) {
 			return nil, fmt.Errorf("series %q has %d x and %d y values", s.Name, len(s.X), len(s.Y))
 		}
-		if !finite(s.X) || !finite(s.Y) {
+		if s.YErr != nil && len(s.YErr) != len(s.Y) {
+			return nil, fmt.Errorf("series %q has %d y values and %d error bars", s.Name, len(s.Y), len(s.YErr))
+		}
+		if !finite(s.X) || !finite(s.Y) || !finite(s.YErr) {
 			return nil, fmt.Errorf("series %q has a NaN or infinite value", s.Name)
 		}
 		pts := make(plotter.XYs, len(s.X))
@@ -295,6 +306,25 @@ func (lc LineChart) build() (*plot.Plot, error) {
 		points.Color = seriesColor(st)
 		points.Shape = plotutil.Shape(st)
 		p.Add(line, points)
+		for j, y := range s.Y {
+			e := 0.0
+			if s.YErr != nil {
+				e = math.Abs(s.YErr[j])
+			}
+			ys = append(ys, y-e, y+e)
+		}
+		if s.YErr != nil {
+			bars := errorPoints{XYs: pts, YErrors: make(plotter.YErrors, len(pts))}
+			for j, e := range s.YErr {
+				bars.YErrors[j].Low, bars.YErrors[j].High = math.Abs(e), math.Abs(e)
+			}
+			eb, err := plotter.NewYErrorBars(bars)
+			if err != nil {
+				return nil, fmt.Errorf("series %q: %w", s.Name, err)
+			}
+			eb.Color, eb.Width, eb.CapWidth = seriesColor(st), vg.Points(1.2), vg.Points(6)
+			p.Add(eb)
+		}
 		if s.Name != "" {
 			p.Legend.Add(s.Name, line, points)
 		}
@@ -331,6 +361,12 @@ func (lc LineChart) build() (*plot.Plot, error) {
 		p.X.Tick.Marker = ticks
 	}
 	p.Y.Tick.Marker = distinctTicks{}
+	for _, ref := range lc.References {
+		ys = append(ys, ref.Y)
+	}
+	if lc.MinYSpan > 0 && len(ys) > 0 {
+		p.Y.Min, p.Y.Max = widen(slices.Min(ys), slices.Max(ys), lc.MinYSpan, lc.YBounds)
+	}
 	if lc.YMin != nil {
 		p.Y.Min = *lc.YMin
 	}
@@ -339,6 +375,31 @@ func (lc LineChart) build() (*plot.Plot, error) {
 	}
 	placeLegend(p, lc.Legend)
 	return p, nil
+}
+
+// errorPoints are a series' points with their error bars, for plotter.NewYErrorBars.
+type errorPoints struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// widen returns [lo, hi] widened to at least span around its middle, moved inside bounds
+// where bounds are set (bounds[0] < bounds[1]) and the span fits them.
+func widen(lo, hi, span float64, bounds [2]float64) (float64, float64) {
+	if hi-lo >= span {
+		return lo, hi
+	}
+	mid := (lo + hi) / 2
+	lo, hi = mid-span/2, mid+span/2
+	if bounds[0] < bounds[1] && bounds[1]-bounds[0] >= span {
+		if lo < bounds[0] {
+			lo, hi = bounds[0], bounds[0]+span
+		}
+		if hi > bounds[1] {
+			lo, hi = bounds[1]-span, bounds[1]
+		}
+	}
+	return lo, hi
 }
 
 // referenceGrey is the colour of reference lines that belong to no series: a mid grey,
@@ -461,10 +522,17 @@ func MetricByEpochChart(title, metric string, runs []Series) LineChart {
 }
 
 // AccuracyByBatchSizeChart draws accuracy against batch size, one line per loss; each
-// series' X are batch sizes.
+// series' X are batch sizes. Its Y axis spans at least AccuracySpan points.
 func AccuracyByBatchSizeChart(title string, perLoss []Series) LineChart {
-	return LineChart{Title: title, XLabel: "batch size", YLabel: "top-1 accuracy (%)", LogX: true, Series: perLoss}
+	return LineChart{Title: title, XLabel: "batch size", YLabel: "top-1 accuracy (%)", LogX: true, Series: perLoss,
+		MinYSpan: AccuracySpan, YBounds: [2]float64{0, 100}}
 }
+
+// AccuracySpan is the least span, in percentage points, of an accuracy chart's Y axis: the
+// differences that matter in the paper are one to five points, and seeds move a figure by
+// about one; on an axis fitted to two points 0.5 apart, a half-point difference would fill
+// the chart.
+const AccuracySpan = 10
 
 // finite reports whether every value is a finite number (NaN and ±Inf cannot be plotted).
 func finite(v []float64) bool {

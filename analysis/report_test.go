@@ -161,6 +161,7 @@ func TestPlotsDecode(t *testing.T) {
 		{"three in two columns", 900, 900, 2, []Panel{meanQ, cv, NPCDistributionChart(reports[0])}},
 		{"with references", 700, 400, 1, []Panel{LineChart{Title: "kNN", Series: runs, References: []Reference{
 			{Name: "dcl, paper", Y: 70, Of: "dcl"}, {Name: "random-init baseline", Y: 20}, {Name: "raw-pixels baseline", Y: 30}}}}},
+		{"error bars", 600, 400, 1, []Panel{AccuracyByBatchSizeChart("seeds", []Series{{Name: "dcl", X: []float64{32, 256}, Y: []float64{80, 81}, YErr: []float64{0.4, 0}}})}},
 		{"scatter", 500, 400, 1, []Panel{ScatterChart{Title: "t-SNE", X: []float64{0, 1, 2, 3}, Y: []float64{0, 1, 0, 1},
 			Labels: []int32{0, 1, 2, 9}, Classes: []string{"cat", "dog", "bird"}}}},
 	}
@@ -192,6 +193,8 @@ func TestPlotErrors(t *testing.T) {
 		{nil, "no panels"},
 		{[]Panel{LineChart{Series: []Series{{Name: "s", X: []float64{1, 2}, Y: []float64{1}}}}}, `series "s" has 2 x and 1 y values`},
 		{[]Panel{LineChart{Series: []Series{{Name: "s", X: []float64{1}, Y: []float64{math.NaN()}}}}}, `series "s" has a NaN`},
+		{[]Panel{LineChart{Series: []Series{{Name: "s", X: []float64{1, 2}, Y: []float64{1, 2}, YErr: []float64{1}}}}}, `series "s" has 2 y values and 1 error bars`},
+		{[]Panel{LineChart{Series: []Series{{Name: "s", X: []float64{1}, Y: []float64{1}, YErr: []float64{math.NaN()}}}}}, `series "s" has a NaN`},
 		{[]Panel{LineChart{LogX: true, Series: []Series{{Name: "s", X: []float64{0}, Y: []float64{1}}}}}, "on a log scale"},
 		{[]Panel{HistogramChart{Names: []string{"a"}}}, "1 names for 0 histograms"},
 		{[]Panel{HistogramChart{Names: []string{"a"}, Histograms: []Histogram{{}}}}, `histogram "a" has no bins`},
@@ -207,6 +210,35 @@ func TestPlotErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("error %v, want %q", err, tt.want)
 		}
+	}
+}
+
+// An accuracy axis spans at least AccuracySpan points around the data, inside 0–100: two
+// figures half a point apart do not fill the chart.
+func TestAccuracyAxisDoesNotExaggerate(t *testing.T) {
+	tests := []struct {
+		lo, hi, span float64
+		bounds       [2]float64
+		want         [2]float64
+	}{
+		{79.5, 80, 10, [2]float64{0, 100}, [2]float64{74.75, 84.75}},
+		{60, 90, 10, [2]float64{0, 100}, [2]float64{60, 90}},
+		{97, 99.5, 10, [2]float64{0, 100}, [2]float64{90, 100}},
+		{1, 2, 10, [2]float64{0, 100}, [2]float64{0, 10}},
+		{1, 2, 10, [2]float64{}, [2]float64{-3.5, 6.5}},
+	}
+	for _, tt := range tests {
+		if lo, hi := widen(tt.lo, tt.hi, tt.span, tt.bounds); lo != tt.want[0] || hi != tt.want[1] {
+			t.Errorf("widen(%v, %v) = %v, %v; want %v", tt.lo, tt.hi, lo, hi, tt.want)
+		}
+	}
+	chart := AccuracyByBatchSizeChart("two points", []Series{{Name: "a", X: []float64{32, 256}, Y: []float64{79.5, 80}, YErr: []float64{0.2, 0.2}}})
+	p, err := chart.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if span := p.Y.Max - p.Y.Min; span < AccuracySpan {
+		t.Errorf("the axis spans %v points, want at least %v", span, AccuracySpan)
 	}
 }
 

@@ -20,11 +20,22 @@ type Options struct {
 	// JAX ships (jax_plugins/xla_cuda*/xla_cuda_plugin.so in the Python site-packages); see
 	// cuda.FindPlugin.
 	Plugin string
-	// NoTF32 keeps float32 matrix products on CUDA in full float32 (go-xla lets them use TF32
-	// tensor cores by default). Convolutions run in cuDNN, which follows the environment
-	// variable NVIDIA_TF32_OVERRIDE=0 instead: set it before the process starts for float32
-	// everywhere.
-	NoTF32 bool
+	// TF32 lets CUDA run float32 convolutions and matrix products on TF32 tensor cores
+	// (trainstep.Precision.AllowsTF32). Off (the default), they run in full float32: XLA
+	// precision HIGHEST on every convolution and dot. The CPU backend always computes in full
+	// float32.
+	TF32 bool
+	// ConvDefaultPrecision leaves CUDA's convolutions at XLA's DEFAULT precision (TF32 on
+	// tensor cores) even when TF32 is off, as before dcl-beam patched go-xla: only for the
+	// GPU check's measurement of the patch. Ignored by the CPU.
+	ConvDefaultPrecision bool
+	// EmulateTF32 makes the CPU backend round the operands of float32 convolutions and
+	// matrix products to TF32, as tensor cores do (cpu.Config.EmulateTF32): for measuring TF32
+	// and testing the GPU check without a GPU. Ignored by CUDA.
+	EmulateTF32 bool
+	// DirectConvolutions keeps the CPU backend from Winograd's convolutions
+	// (cpu.Config.DirectConvolutions). Ignored by CUDA.
+	DirectConvolutions bool
 	// Threads is the number of goroutines the CPU kernels use (0: GOMAXPROCS).
 	Threads int
 	// Logger receives one line saying which backend was chosen and why; nil: slog.Default().
@@ -74,14 +85,18 @@ func New(ctx context.Context, opts Options) (compute.Backend, error) {
 }
 
 func loadCUDA(ctx context.Context, opts Options) (compute.Backend, error) {
-	return cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: !opts.NoTF32})
+	return cuda.Load(ctx, cuda.Options{Plugin: opts.Plugin, TF32: opts.TF32, ConvDefaultPrecision: opts.ConvDefaultPrecision})
 }
 
 func newCPU(opts Options, log *slog.Logger, reason string) (compute.Backend, error) {
-	be, err := cpu.New(cpu.Config{Threads: opts.Threads})
+	be, err := cpu.New(cpu.Config{Threads: opts.Threads, EmulateTF32: opts.EmulateTF32, DirectConvolutions: opts.DirectConvolutions})
 	if err != nil {
 		return nil, fmt.Errorf("creating the CPU backend: %w", err)
 	}
 	log.Info("compute backend", "backend", CPU, "description", be.Description(), "reason", reason)
 	return be, nil
 }
+
+// DeviceMemory returns the GPU allocator's statistics of a CUDA backend; other backends have
+// none and return an error.
+func DeviceMemory(be compute.Backend) (cuda.MemoryStats, error) { return cuda.DeviceMemory(be) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -242,7 +243,9 @@ func Embed(s beam.Scope, job *EmbedJob) (beam.PCollection, error) {
 // single-file output that Commit removes once it has concatenated them.
 func partsDir(output string) string {
 	if strings.HasSuffix(output, ".parquet") {
-		return strings.TrimSuffix(output, ".parquet") + ".parts"
+		// Hidden, as a staging folder is: no glob takes the parts for data beside the file.
+		dir, base := path.Split(strings.TrimSuffix(output, ".parquet"))
+		return dir + "." + base + ".parts"
 	}
 	return output
 }
@@ -305,7 +308,7 @@ func (f *embedRangeFn) ProcessElement(ctx context.Context, task string, emit fun
 		return err
 	}
 	defer reader.Close()
-	path := storage.Join(f.PartsDir, shards.EmbeddingFileName(r.Part, r.Parts))
+	path := shards.EmbeddingPartPath(f.PartsDir, r.Part, r.Parts)
 	w, err := shards.NewEmbeddingWriter(ctx, path, f.Dim, f.Meta)
 	if err != nil {
 		return err

@@ -66,6 +66,9 @@ type NPCJob struct {
 	Opts  NPCOptions
 	Pairs int64
 	Dim   int // of one view
+	// LeftOut are the default batch sizes larger than the embeddings' view pairs, which the
+	// job leaves out (sizes asked for explicitly must fit, or planning fails).
+	LeftOut []int
 	// Display shows the job's progress while it runs in this process (set it after
 	// planning; see watch).
 	Display  progress.Options
@@ -77,7 +80,8 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 	if o.Embeddings == "" || o.Output == "" {
 		return nil, errors.New("both the embeddings and an output directory are needed")
 	}
-	if len(o.BatchSizes) == 0 {
+	defaults := len(o.BatchSizes) == 0
+	if defaults {
 		o.BatchSizes = analysis.DefaultNPCBatchSizes()
 	}
 	if o.Passes <= 0 {
@@ -116,15 +120,25 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 		}
 		o.Temperature = t
 	}
+	var fit, leftOut []int
 	for _, b := range o.BatchSizes {
-		if int64(b) > set.Rows {
-			return nil, fmt.Errorf("batch size %d: want 2 to the %d view pairs of %s", b, set.Rows, o.Embeddings)
+		switch {
+		case int64(b) <= set.Rows:
+			fit = append(fit, b)
+		case defaults:
+			leftOut = append(leftOut, b)
+		default:
+			return nil, usage.Errorf("--batch-sizes: batch size %d: want 2 to the %d view pairs of %s", b, set.Rows, o.Embeddings)
 		}
 	}
+	if len(fit) == 0 {
+		return nil, usage.Errorf("%s holds %d view pairs, fewer than the smallest default batch size %d: give --batch-sizes", o.Embeddings, set.Rows, o.BatchSizes[0])
+	}
+	o.BatchSizes = fit
 	if o.Name == "" {
 		o.Name = "τ=" + strconv.FormatFloat(o.Temperature, 'g', -1, 64)
 	}
-	return &NPCJob{Opts: o, Pairs: set.Rows, Dim: set.Dim / 2}, nil
+	return &NPCJob{Opts: o, Pairs: set.Rows, Dim: set.Dim / 2, LeftOut: leftOut}, nil
 }
 
 func init() {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,5 +106,31 @@ func TestNPCPlanErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: error %v, want %q", tt.o, err, tt.want)
 		}
+	}
+}
+
+// TestNPCDefaultBatchSizesFitTheData: with the default batch sizes a set of 100 view pairs
+// is sampled at the sizes it allows, and the others are named as left out; sizes asked for
+// explicitly must fit.
+func TestNPCDefaultBatchSizesFitTheData(t *testing.T) {
+	dir := t.TempDir()
+	pairs := filepath.Join(dir, "pairs")
+	pairSet(t, pairs, 100, 4, map[string]string{MetaViews: "2"})
+	job, err := PlanNPC(context.Background(), NPCOptions{Embeddings: pairs, Temperature: 0.1, Output: filepath.Join(dir, "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(job.Opts.BatchSizes, []int{32, 64}) || !slices.Equal(job.LeftOut, []int{128, 256, 512, 1024}) {
+		t.Errorf("batch sizes %v, left out %v; want 32, 64 and 128…1024", job.Opts.BatchSizes, job.LeftOut)
+	}
+	_, err = PlanNPC(context.Background(), NPCOptions{Embeddings: pairs, Temperature: 0.1, BatchSizes: []int{32, 128}, Output: filepath.Join(dir, "out")})
+	if err == nil || !strings.Contains(err.Error(), "batch size 128: want 2 to the 100 view pairs") {
+		t.Errorf("an explicit batch size over the pairs: %v", err)
+	}
+	small := filepath.Join(dir, "small")
+	pairSet(t, small, 20, 4, map[string]string{MetaViews: "2"})
+	if _, err := PlanNPC(context.Background(), NPCOptions{Embeddings: small, Temperature: 0.1, Output: filepath.Join(dir, "out")}); err == nil ||
+		!strings.Contains(err.Error(), "fewer than the smallest default batch size 32") {
+		t.Errorf("pairs fewer than every default size: %v", err)
 	}
 }

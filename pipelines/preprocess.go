@@ -254,6 +254,12 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 		Height: o.Augment.Size, Width: o.Augment.Size, Channels: channels,
 		CodeVersion: version, SourceChecksum: pendingChecksum, Classes: plan.Classes, MaxSide: o.MaxSide,
 	}
+	// The manifest names every file or folder the split reads (their digests come with the
+	// records), so that a reproduction can tell that its test split shares no image with
+	// the splits it trains on.
+	for _, src := range plan.Sources() {
+		cfg.Sources = append(cfg.Sources, shards.Source{Name: src})
+	}
 	if cfg.Preset == "" {
 		return nil, errors.New("augmentation config names no preset")
 	}
@@ -388,6 +394,7 @@ func Preprocess(s beam.Scope, job *PreprocessJob) error {
 
 	toShards, config := beam.ParDo2(s.Scope("PrepareOutput"), &prepareOutputFn{
 		Output: job.Output, Config: string(baseCfg), Overwrite: job.Overwrite, Units: len(tasks),
+		UnitSources: unitSources(job.Plan.Units, cfg.Sources),
 	}, beam.Impulse(s), beam.SideInput{Input: stats})
 	byShard := beam.GroupByKey(s, beam.Flatten(s, refs, toShards))
 
@@ -400,6 +407,19 @@ func Preprocess(s beam.Scope, job *PreprocessJob) error {
 	}, beam.Impulse(s), beam.SideInput{Input: config}, beam.SideInput{Input: infos},
 		beam.SideInput{Input: beam.Flatten(s, dead, writeDead)}, beam.SideInput{Input: stats})
 	return nil
+}
+
+// unitSources is, for each unit, the index of its source in the shards' Config.Sources.
+func unitSources(units []datasets.Unit, sources []shards.Source) []int {
+	index := make(map[string]int, len(sources))
+	for i, s := range sources {
+		index[s.Name] = i
+	}
+	out := make([]int, len(units))
+	for i, u := range units {
+		out[i] = index[u.Source()]
+	}
+	return out
 }
 
 // fetchUnits is what WriteParts needs of the units to re-read records: the plan's units

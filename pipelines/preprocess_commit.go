@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"slices"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -54,6 +55,23 @@ func sourceChecksum(stats []unitStats) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// sourceDigests sets the sha256 of each source to that of its units' digests, in plan order,
+// as sourceChecksum summarises all of them.
+func sourceDigests(sources []shards.Source, unitSource []int, stats []unitStats) {
+	hashes := make([]hash.Hash, len(sources))
+	for i := range hashes {
+		hashes[i] = sha256.New()
+	}
+	for _, s := range stats {
+		if s.Seq < len(unitSource) && unitSource[s.Seq] < len(hashes) {
+			fmt.Fprintf(hashes[unitSource[s.Seq]], "%d %s\n", s.Seq, s.Digest)
+		}
+	}
+	for i, h := range hashes {
+		sources[i].SHA256 = hex.EncodeToString(h.Sum(nil))
+	}
+}
+
 // prepareOutputFn runs once, after every unit has been read and before any shard is
 // written: it completes the configuration with the source checksum and readies the output
 // directory with shards.Prepare, which refuses another dataset's directory unless
@@ -69,6 +87,8 @@ type prepareOutputFn struct {
 	Config    string // shards.Config as JSON, without SourceChecksum
 	Overwrite bool
 	Units     int
+	// UnitSources is the index in Config.Sources of each unit's source (see sourceDigests).
+	UnitSources []int
 }
 
 func (f *prepareOutputFn) ProcessElement(ctx context.Context, _ []byte, stats func(*string) bool, toShards func(int, refBatch), emit func(string)) error {
@@ -81,6 +101,7 @@ func (f *prepareOutputFn) ProcessElement(ctx context.Context, _ []byte, stats fu
 		return fmt.Errorf("decoding the shards' configuration: %w", err)
 	}
 	cfg.SourceChecksum = sourceChecksum(all)
+	sourceDigests(cfg.Sources, f.UnitSources, all)
 	if err := shards.Prepare(ctx, f.Output, cfg, f.Overwrite); err != nil {
 		return err
 	}
@@ -88,8 +109,15 @@ func (f *prepareOutputFn) ProcessElement(ctx context.Context, _ []byte, stats fu
 	if err != nil {
 		return err
 	}
+	// The sources go to the manifest only (see shards.Config.Diff).
+	footer := cfg
+	footer.Sources = nil
+	footerJS, err := json.Marshal(footer)
+	if err != nil {
+		return err
+	}
 	for shard := range cfg.Passes * cfg.Parts {
-		toShards(shard, refBatch{Config: string(js)})
+		toShards(shard, refBatch{Config: string(footerJS)})
 	}
 	emit(string(js))
 	return nil

@@ -382,44 +382,49 @@ type rowMaker struct {
 // files that are their own base (shards.Config.KeepsFile) are decoded from their bytes as a
 // reader of base shards decodes them; shrunk images stored lossily (JPEG) are decoded from
 // the stored bytes, so that the views of both kinds of dataset come from the same pixels.
-func (m *rowMaker) baseOf(cfg *shards.Config, src source) (img transforms.Image, enc shards.Encoding, stored []byte, err error) {
+//
+// A decoded source image counts in the process's decode budget (datasets.DecodeHeld) until
+// release, always non-nil, is called: once its row is made.
+func (m *rowMaker) baseOf(cfg *shards.Config, src source) (img transforms.Image, enc shards.Encoding, stored []byte, release func(), err error) {
+	release = func() {}
 	if src.encoded != nil {
 		h, err := datasets.DecodeHeader(src.encoded, "", src.limits)
 		if err != nil {
-			return img, "", nil, &badImage{err}
+			return img, "", nil, release, &badImage{err}
 		}
 		if cfg.KeepsFile(h.Format, h.Height, h.Width) {
 			enc = shards.Encoding(h.Format)
 			img, err = shards.DecodeBase(src.encoded, enc, h.Height, h.Width, cfg.Channels, &m.dst, &m.scratch)
 			if err != nil {
-				return img, "", nil, &badImage{err}
+				return img, "", nil, release, &badImage{err}
 			}
-			return img, enc, src.encoded, nil
+			return img, enc, src.encoded, release, nil
 		}
-		if src.img, err = datasets.Decode(src.encoded, "", src.limits); err != nil {
-			return img, "", nil, &badImage{err}
+		if src.img, release, err = datasets.DecodeHeld(src.encoded, "", src.limits); err != nil {
+			return img, "", nil, release, &badImage{err}
 		}
 	}
 	img, shrunk, err := m.base.Shrink(toChannels(src.img, cfg.Channels))
 	if err != nil {
-		return img, "", nil, fmt.Errorf("record %s: %w", src.key, err)
+		return img, "", nil, release, fmt.Errorf("record %s: %w", src.key, err)
 	}
 	if !cfg.Online && !(shrunk && cfg.Encoding == shards.JPEG) {
-		return img, shards.Raw, nil, nil // views are cut from the pixels themselves
+		return img, shards.Raw, nil, release, nil // views are cut from the pixels themselves
 	}
 	if enc, stored, err = m.base.Encode(img, shrunk); err != nil {
-		return img, "", nil, fmt.Errorf("record %s: %w", src.key, err)
+		return img, "", nil, release, fmt.Errorf("record %s: %w", src.key, err)
 	}
 	if enc == shards.JPEG { // lossy: cut the views from what a reader will decode
 		if img, err = shards.DecodeBase(stored, enc, img.H, img.W, cfg.Channels, &m.dst, &m.scratch); err != nil {
-			return img, "", nil, fmt.Errorf("record %s: %w", src.key, err)
+			return img, "", nil, release, fmt.Errorf("record %s: %w", src.key, err)
 		}
 	}
-	return img, enc, stored, nil
+	return img, enc, stored, release, nil
 }
 
 func (m *rowMaker) row(cfg *shards.Config, pass int, src source) (shards.Row, error) {
-	img, enc, stored, err := m.baseOf(cfg, src)
+	img, enc, stored, release, err := m.baseOf(cfg, src)
+	defer release()
 	if err != nil {
 		return shards.Row{}, err
 	}

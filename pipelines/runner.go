@@ -2,7 +2,9 @@ package pipelines
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -94,7 +96,20 @@ func CheckRunner() error {
 		}
 		return usage.Errorf("--runner=%s starts workers from a binary: give --environment_type=LOOPBACK (workers in this process) or --worker_binary=PATH (make worker builds bin/dcl-worker-linux-amd64)", *runners.Runner)
 	}
-	return nil
+	return CheckTempDir()
+}
+
+// CheckTempDir refuses a temporary folder that is missing or not writable: Beam writes its
+// worker files there and panics when it cannot (a read-only root file system without
+// TMPDIR, as in a container), so this says so, in one line, before any pipeline starts.
+func CheckTempDir() error {
+	dir := os.TempDir()
+	f, err := os.CreateTemp(dir, ".dcl-check-")
+	if err != nil {
+		return fmt.Errorf("the temporary folder %s cannot be written (%w): Beam keeps its worker files there; set TMPDIR to a writable folder", dir, errors.Unwrap(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // checkJobServer fails, naming the endpoint, when a job server's port does not accept a
@@ -109,7 +124,21 @@ func checkJobServer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the job server at %s (--endpoint) does not answer within %s: %w", endpoint, JobServerWait, err)
 	}
-	conn.Close()
+	defer conn.Close()
+	// A port that accepts is not yet a job server that answers (a proxy with nothing behind
+	// it, a stuck process): Beam would then wait two minutes in silence. A gRPC server
+	// answers a client's HTTP/2 preface with its SETTINGS frame at once.
+	if err := conn.SetDeadline(time.Now().Add(JobServerWait)); err != nil {
+		return err
+	}
+	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00" // and an empty SETTINGS frame
+	if _, err := conn.Write([]byte(preface)); err != nil {
+		return fmt.Errorf("the job server at %s (--endpoint) accepts connections but not data: %w", endpoint, err)
+	}
+	var frame [9]byte
+	if _, err := io.ReadFull(conn, frame[:]); err != nil {
+		return fmt.Errorf("the job server at %s (--endpoint) accepts connections but does not answer within %s (no gRPC reply): %w", endpoint, JobServerWait, err)
+	}
 	return nil
 }
 
@@ -121,6 +150,9 @@ func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.Pipel
 		return nil, err
 	}
 	if err := checkJobServer(ctx); err != nil {
+		return nil, err
+	}
+	if err := CheckTempDir(); err != nil {
 		return nil, err
 	}
 	release := privateTempDir()

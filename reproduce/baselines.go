@@ -37,8 +37,9 @@ func (r *runner) baseline(ctx context.Context, name string, data dataGen) (*Base
 		var embedded gen
 		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
 			g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: data.eval,
-				done: func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
-				do:   func() error { return writePixelEmbeddings(ctx, e.data, e.out) }})
+				done:   func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
+				do:     func() error { return writePixelEmbeddings(ctx, e.data, e.out) },
+				needed: func() (bool, error) { return r.evaluationsNeeded(ctx, dir, false) }})
 			if err != nil {
 				return nil, err
 			}
@@ -52,7 +53,8 @@ func (r *runner) baseline(ctx context.Context, name string, data dataGen) (*Base
 				_, steps, err := trainstep.ListCheckpoints(ctx, dir)
 				return outcome{complete: len(steps) > 0}, err
 			},
-			do: func() error { return r.writeInitialCheckpoint(ctx, run, dir) }})
+			do:     func() error { return r.writeInitialCheckpoint(ctx, run, dir) },
+			needed: func() (bool, error) { return r.evaluationsNeeded(ctx, dir, false) }})
 		if err != nil {
 			return nil, err
 		}

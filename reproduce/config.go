@@ -18,6 +18,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -27,6 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
@@ -44,6 +46,9 @@ type Config struct {
 	// Gates are the largest drops allowed per metric (see Gate); `dcl reproduce --gate`
 	// exits 3 when one is exceeded.
 	Gates map[string]Gate `yaml:"gates" json:"gates,omitempty"`
+	// Departures says where the experiment departs from the paper's recipe and why, one line
+	// per setting (RecipeSettings names them): the report prints them beside the figures.
+	Departures map[string]string `yaml:"departures" json:"departures,omitempty"`
 
 	// Runs is Train expanded: every explicit run and every point of the sweep, with the
 	// defaults filled in, in a stable order.
@@ -54,6 +59,10 @@ type Config struct {
 type DatasetConfig struct {
 	Name  string `yaml:"name" json:"name,omitempty"`   // cifar10, cifar100, stl10, imagenet, imagenet100, folder, idx
 	Input string `yaml:"input" json:"input,omitempty"` // local folder or gs:// prefix holding the published files
+	// Inputs gives a split an input of its own (split name → path), for data that is not
+	// laid out under one root: a folder dataset's test images elsewhere, say. A split
+	// absent from it reads Input (which resolves each split's place under a dataset root).
+	Inputs map[string]string `yaml:"inputs" json:"inputs,omitempty"`
 	// PretrainSplit is what the encoder trains on (STL-10: train+unlabeled, as the paper).
 	PretrainSplit string `yaml:"pretrain_split" json:"pretrain_split,omitempty"`
 	// TrainSplit is the labelled split the kNN bank and the linear probe train on.
@@ -67,16 +76,28 @@ type DatasetConfig struct {
 	EvalLimit int `yaml:"eval_limit" json:"eval_limit,omitempty"`
 }
 
+// MaxImageSize bounds dataset.image_size: a view of this side already takes 48 MiB as RGB
+// floats, and the trainer holds a batch of them.
+const MaxImageSize = 2048
+
+// SplitInput is where split is read from: its entry in Inputs, else Input.
+func (d DatasetConfig) SplitInput(split string) string {
+	if in, ok := d.Inputs[split]; ok {
+		return in
+	}
+	return d.Input
+}
+
 // PreprocessConfig is how the shards are made.
 type PreprocessConfig struct {
-	Augment  string `yaml:"augment" json:"augment,omitempty"`   // simclr-cifar, simclr-imagenet, byol
-	Passes   int    `yaml:"passes" json:"passes,omitempty"`     // augmented passes E; epoch e reads pass e mod E
+	Augment string `yaml:"augment" json:"augment,omitempty"` // simclr-cifar, simclr-imagenet, byol
+	Passes  int    `yaml:"passes" json:"passes,omitempty"`   // augmented passes E; epoch e reads pass e mod E
 	// Views is where the pretraining views are made: "offline" (the default: Passes stored
 	// passes) or "online" (base shards, each image once; the trainer makes every epoch's
 	// views as it reads, the bytes pass e would hold). MaxSide shrinks larger images first
 	// (dcl preprocess --max-side).
-	Views   string `yaml:"views" json:"views,omitempty"`
-	MaxSide int    `yaml:"max_side" json:"max_side,omitempty"`
+	Views    string `yaml:"views" json:"views,omitempty"`
+	MaxSide  int    `yaml:"max_side" json:"max_side,omitempty"`
 	Seed     uint64 `yaml:"seed" json:"seed,omitempty"`         // augmentation seed
 	Encoding string `yaml:"encoding" json:"encoding,omitempty"` // raw, png or jpeg (default: raw up to 96 px, jpeg above)
 	Shards   int    `yaml:"shards" json:"shards,omitempty"`     // shards per pass (0: chosen from the dataset size)
@@ -133,14 +154,26 @@ type RunConfig struct {
 	BNSplits        int     `yaml:"bn_splits" json:"bn_splits,omitempty"`
 	PredictorHidden int     `yaml:"predictor_hidden" json:"predictor_hidden,omitempty"`
 	// LR is the base learning rate; the trainer scales it by batch/256.
-	LR              float64  `yaml:"lr" json:"lr,omitempty"`
-	Momentum        *float64 `yaml:"momentum" json:"momentum,omitempty"`
-	WeightDecay     *float64 `yaml:"weight_decay" json:"weight_decay,omitempty"`
-	WarmupEpochs    int      `yaml:"warmup_epochs" json:"warmup_epochs,omitempty"`
-	Optimizer       string   `yaml:"optimizer" json:"optimizer,omitempty"` // sgd, lars
-	Backend         string   `yaml:"backend" json:"backend,omitempty"`     // cpu, cuda, auto
-	Seed            uint64   `yaml:"seed" json:"seed,omitempty"`
-	CheckpointEvery int      `yaml:"checkpoint_every" json:"checkpoint_every,omitempty"` // steps
+	LR           float64  `yaml:"lr" json:"lr,omitempty"`
+	Momentum     *float64 `yaml:"momentum" json:"momentum,omitempty"`
+	WeightDecay  *float64 `yaml:"weight_decay" json:"weight_decay,omitempty"`
+	WarmupEpochs int      `yaml:"warmup_epochs" json:"warmup_epochs,omitempty"`
+	Optimizer    string   `yaml:"optimizer" json:"optimizer,omitempty"` // sgd, lars
+	Backend      string   `yaml:"backend" json:"backend,omitempty"`     // cpu, cuda, auto
+	// Precision is the training arithmetic: float32 (the default), tf32 or bf16
+	// (trainstep.Precision).
+	Precision       string `yaml:"precision" json:"precision,omitempty"`
+	Seed            uint64 `yaml:"seed" json:"seed,omitempty"`
+	CheckpointEvery int    `yaml:"checkpoint_every" json:"checkpoint_every,omitempty"` // steps
+	// Normalization names the registered dataset whose per-channel mean and std normalise
+	// the encoder's input (empty: the training data's own).
+	Normalization string `yaml:"normalization" json:"normalization,omitempty"`
+	// Seeds makes the run a cell of several runs, one per training seed (the initial weights
+	// and the order of the batches; the augmented views are the same shards), named
+	// CELL-s1, CELL-s2, …; the report gives each cell's mean and spread. It replaces Seed.
+	Seeds []uint64 `yaml:"seeds" json:"seeds,omitempty"`
+	// Cell is the cell a run belongs to: its name without the seed's suffix (expand sets it).
+	Cell string `yaml:"-" json:"-"`
 	// Paper holds the paper's figures for this run, shown beside ours in the report.
 	Paper PaperFigures `yaml:"paper" json:"paper,omitempty"`
 }
@@ -195,10 +228,17 @@ type NPCConfig struct {
 	Samples int `yaml:"samples" json:"samples,omitempty"`
 }
 
-var (
-	knownAugment = []string{"simclr-cifar", "simclr-imagenet", "byol"}
-	validName    = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
-)
+var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
+
+// knownAugment are the presets pretraining can use: every preset but the evaluation's.
+func knownAugment() []string {
+	return slices.DeleteFunc(augment.Presets(), func(p string) bool { return p == augment.None })
+}
+
+// RecipeSettings are the settings of the paper's recipe a config may depart from (the keys
+// of Config.Departures).
+var RecipeSettings = []string{"data", "model", "augment", "temperature", "lr", "optimizer", "weight_decay",
+	"epochs", "batch_size", "queue_size", "method", "evaluation", "precision", "seeds"}
 
 // Parse reads a config, rejects unknown keys, expands the runs and validates everything.
 // name is used in error messages (the file name).
@@ -220,6 +260,10 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	return &c, nil
 }
 
+// decodeStrict decodes one YAML document into v, refusing what YAML would let through
+// silently: unknown keys, a second document (which the decoder would ignore), a fraction in
+// a whole-number field (which it would truncate: passes: 2.5 → 2) and a number that is not
+// finite (.inf, .nan: no setting means them).
 func decodeStrict(data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -229,7 +273,109 @@ func decodeStrict(data []byte, v any) error {
 		}
 		return err
 	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		return fmt.Errorf("line %d: a second YAML document: a config is one document (remove the '---' line)", next.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	return checkScalars(&doc, reflect.TypeOf(v), "")
+}
+
+// checkScalars walks a YAML node with the Go type it decodes into and refuses a number that
+// the decoder would change: a fraction given for a whole number, and an infinite or NaN
+// float. path names the key, for the message.
+func checkScalars(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := checkScalars(c, t, path); err != nil {
+				return err
+			}
+		}
+	case yaml.AliasNode:
+		return checkScalars(n.Alias, t, path)
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			sub := strings.TrimPrefix(path+"."+key.Value, ".")
+			switch t.Kind() {
+			case reflect.Struct:
+				if f, ok := yamlField(t, key.Value); ok {
+					if err := checkScalars(val, f.Type, sub); err != nil {
+						return err
+					}
+				}
+			case reflect.Map:
+				if err := checkScalars(val, t.Elem(), sub); err != nil {
+					return err
+				}
+			}
+		}
+	case yaml.SequenceNode:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i, c := range n.Content {
+				if err := checkScalars(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					return err
+				}
+			}
+		}
+	case yaml.ScalarNode:
+		if n.Tag != "!!float" && n.Tag != "!!int" {
+			return nil
+		}
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err != nil {
+			f, err = yamlFloat(n)
+			if err != nil {
+				return nil // the decoder reports it
+			}
+		}
+		switch t.Kind() {
+		case reflect.Float32, reflect.Float64:
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return fmt.Errorf("line %d: %s: %s is not a finite number", n.Line, path, n.Value)
+			}
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if n.Tag == "!!float" && (f != math.Trunc(f) || math.IsInf(f, 0) || math.IsNaN(f)) {
+				return fmt.Errorf("line %d: %s: %s is not a whole number", n.Line, path, n.Value)
+			}
+		}
+	}
 	return nil
+}
+
+// yamlFloat decodes a float scalar as YAML reads it (.inf, .nan, 1e3).
+func yamlFloat(n *yaml.Node) (float64, error) {
+	var f float64
+	err := n.Decode(&f)
+	return f, err
+}
+
+// yamlField finds the field of struct t that the YAML key name decodes into.
+func yamlField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = strings.ToLower(f.Name)
+		}
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // expand turns the explicit runs and the sweep into Runs, each starting from the defaults.
@@ -268,6 +414,41 @@ func (c *Config) expand() error {
 			c.Runs = append(c.Runs, run)
 		}
 	}
+	return c.expandSeeds()
+}
+
+// expandSeeds makes every run that lists seeds a cell of one run per seed, and names every
+// run's cell. The runs go seed by seed: every cell's first seed, then every cell's second, so
+// that a reproduction stopped part-way has figures for every cell before it has spreads.
+func (c *Config) expandSeeds() error {
+	var bySeed [][]RunConfig // bySeed[i]: the runs of each cell's (i+1)-th seed
+	for _, r := range c.Runs {
+		r.Cell = r.Name
+		seeds := r.Seeds
+		switch {
+		case len(r.Seeds) == 0:
+			seeds = []uint64{r.Seed}
+		case r.Seed != 0:
+			return fmt.Errorf("run %q: seed %d and seeds %v: give one (a seed in train.defaults applies to every run; seeds replaces it)", r.Name, r.Seed, r.Seeds)
+		}
+		seen := map[uint64]bool{}
+		for i, s := range seeds {
+			if len(r.Seeds) > 0 && (s == 0 || seen[s]) {
+				return fmt.Errorf("run %q: seeds %v: want distinct seeds of 1 or more", r.Name, r.Seeds)
+			}
+			seen[s] = true
+			run := r
+			run.Seed, run.Seeds = s, nil
+			if len(seeds) > 1 {
+				run.Name = r.Name + "-s" + strconv.FormatUint(s, 10)
+			}
+			if i == len(bySeed) {
+				bySeed = append(bySeed, nil)
+			}
+			bySeed[i] = append(bySeed[i], run)
+		}
+	}
+	c.Runs = slices.Concat(bySeed...)
 	return nil
 }
 
@@ -319,6 +500,17 @@ func (c *Config) runNames() []string {
 	return names
 }
 
+// cellNames are the names of the config's cells, in order.
+func (c *Config) cellNames() []string {
+	var names []string
+	for _, r := range c.Runs {
+		if !slices.Contains(names, r.Cell) {
+			names = append(names, r.Cell)
+		}
+	}
+	return names
+}
+
 func (c *Config) validate() error {
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
@@ -330,13 +522,27 @@ func (c *Config) validate() error {
 	if _, err := datasets.Lookup(c.Dataset.Name); err != nil {
 		errs = append(errs, fmt.Errorf("dataset.name %q: want one of %s", c.Dataset.Name, strings.Join(datasets.Names(), ", ")))
 	}
-	check(c.Dataset.Input != "", "dataset.input is required")
+	splits := []string{orDefault(c.Dataset.PretrainSplit, "train"), orDefault(c.Dataset.TrainSplit, "train"), orDefault(c.Dataset.TestSplit, "test")}
+	for _, split := range splits {
+		check(c.Dataset.SplitInput(split) != "", "dataset.input is required (the %s split has no dataset.inputs entry)", split)
+	}
+	for _, split := range slices.Sorted(maps.Keys(c.Dataset.Inputs)) {
+		check(slices.Contains(splits, split), "dataset.inputs.%s: the config reads no split %q (it reads %s)", split, split, strings.Join(slices.Compact(slices.Sorted(slices.Values(splits))), ", "))
+		check(c.Dataset.Inputs[split] != "", "dataset.inputs.%s: empty path", split)
+	}
 	check(c.Dataset.Limit >= 0, "dataset.limit %d: must not be negative", c.Dataset.Limit)
 	check(c.Dataset.EvalLimit >= 0, "dataset.eval_limit %d: must not be negative", c.Dataset.EvalLimit)
+	check(c.Dataset.ImageSize >= 0 && c.Dataset.ImageSize <= MaxImageSize, "dataset.image_size %d: want 0 (the dataset's) to %d", c.Dataset.ImageSize, MaxImageSize)
+	check(c.Preprocess.Shards >= 0, "preprocess.shards %d: must not be negative (0 chooses from the dataset's size)", c.Preprocess.Shards)
+	check(c.Evaluate.KNNEvery >= 0, "evaluate.knn_every %d: must not be negative (0: off)", c.Evaluate.KNNEvery)
 	for _, b := range c.Evaluate.Baselines {
 		check(b == RawPixels || b == RandomInit, "evaluate.baselines: %q: want %s or %s", b, RawPixels, RandomInit)
 	}
-	check(slices.Contains(knownAugment, c.Preprocess.Augment), "preprocess.augment %q: want one of %s", c.Preprocess.Augment, strings.Join(knownAugment, ", "))
+	check(slices.Contains(knownAugment(), c.Preprocess.Augment), "preprocess.augment %q: want one of %s", c.Preprocess.Augment, strings.Join(knownAugment(), ", "))
+	for _, k := range sortedKeys(c.Departures) {
+		check(slices.Contains(RecipeSettings, k), "departures.%s: not a setting of the recipe (want one of %s)", k, strings.Join(RecipeSettings, ", "))
+		check(strings.TrimSpace(c.Departures[k]) != "", "departures.%s: say where and why the experiment departs", k)
+	}
 	switch c.Preprocess.Views {
 	case "", "offline":
 		check(c.Preprocess.Passes > 0, "preprocess.passes %d: must be at least 1", c.Preprocess.Passes)
@@ -348,8 +554,9 @@ func (c *Config) validate() error {
 	check(c.Preprocess.MaxSide >= 0, "preprocess.max_side %d: must not be negative", c.Preprocess.MaxSide)
 	check(slices.Contains([]string{"", "raw", "png", "jpeg"}, c.Preprocess.Encoding), "preprocess.encoding %q: want raw, png or jpeg", c.Preprocess.Encoding)
 	check(len(c.Runs) > 0, "train: no runs (give train.runs or train.sweep)")
-	seen := map[string]bool{}
+	seen, cells := map[string]bool{}, map[string]bool{}
 	for _, r := range c.Runs {
+		cells[r.Cell] = true
 		where := fmt.Sprintf("run %q", r.Name)
 		check(validName.MatchString(r.Name), "%s: the name must be letters, digits, '.', '_' or '-'", where)
 		check(!seen[r.Name], "%s: two runs have this name", where)
@@ -365,19 +572,40 @@ func (c *Config) validate() error {
 		check(r.Epochs >= 1, "%s: epochs %d: must be at least 1", where, r.Epochs)
 		check(r.Temperature > 0, "%s: temperature %g: must be positive", where, r.Temperature)
 		check(r.LR >= 0, "%s: lr %g: must not be negative", where, r.LR)
+		for _, v := range []struct {
+			key string
+			v   int
+		}{{"width", r.Width}, {"warmup_epochs", r.WarmupEpochs}, {"queue_size", r.QueueSize}, {"bn_splits", r.BNSplits},
+			{"predictor_hidden", r.PredictorHidden}, {"checkpoint_every", r.CheckpointEvery}} {
+			check(v.v >= 0, "%s: %s %d: must not be negative (0: the default)", where, v.key, v.v)
+		}
+		for _, v := range []struct {
+			key string
+			v   float64
+		}{{"sigma", r.Sigma}, {"delta", r.Delta}, {"align_alpha", r.AlignAlpha}, {"uniform_t", r.UniformT}, {"momentum_ema", r.MomentumEMA}} {
+			check(v.v >= 0, "%s: %s %g: must not be negative (0: the default)", where, v.key, v.v)
+		}
+		check(r.WarmupEpochs < r.Epochs || r.WarmupEpochs == 0, "%s: warmup_epochs %d: must be fewer than the %d epochs", where, r.WarmupEpochs, r.Epochs)
 	}
 	if k := c.Evaluate.KNN; k != nil {
 		check(k.K >= 1, "evaluate.knn.k %d: must be at least 1", k.K)
 		check(k.Temperature > 0, "evaluate.knn.temperature %g: must be positive", k.Temperature)
 	}
+	if l := c.Evaluate.Linear; l != nil {
+		check(l.Epochs >= 0, "evaluate.linear.epochs %d: must not be negative (0: the protocol's 100)", l.Epochs)
+		check(l.LR >= 0, "evaluate.linear.lr %g: must not be negative (0: the protocol's)", l.LR)
+		check(l.BatchSize >= 0, "evaluate.linear.batch_size %d: must not be negative (0: the protocol's 256)", l.BatchSize)
+		check(slices.Contains([]string{"", "sgd", "lars"}, l.Optimizer), "evaluate.linear.optimizer %q: want sgd or lars", l.Optimizer)
+	}
 	if n := c.Evaluate.NPC; n != nil {
+		check(n.Samples >= 0, "evaluate.npc.samples %d: must not be negative (0: the default)", n.Samples)
 		check(len(n.BatchSizes) > 0, "evaluate.npc.batch_sizes: give at least one")
 		for _, b := range n.BatchSizes {
 			check(b >= 2, "evaluate.npc.batch_sizes: %d is below 2", b)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Train.Paper)) {
-		check(seen[name], "train.paper names run %q, which the sweep does not produce (runs: %s)", name, strings.Join(c.runNames(), ", "))
+		check(cells[name], "train.paper names run %q, which the sweep does not produce (runs: %s)", name, strings.Join(c.cellNames(), ", "))
 	}
 	check(slices.Contains([]string{"", "backbone", "projection"}, c.Evaluate.Feature), "evaluate.feature %q: want backbone or projection", c.Evaluate.Feature)
 	for _, name := range slices.Sorted(maps.Keys(c.Gates)) {
@@ -405,7 +633,7 @@ func (c *Config) validate() error {
 // the Beam runner, the name and description, the paper's figures and the gates.
 func (c *Config) Fingerprint() string {
 	d, p := c.Dataset, c.Preprocess
-	d.Input, p.BeamFlags = "", nil
+	d.Input, d.Inputs, p.BeamFlags = "", nil, nil
 	runs := slices.Clone(c.Runs)
 	for i := range runs {
 		runs[i].Paper = PaperFigures{}
@@ -417,7 +645,9 @@ func (c *Config) Fingerprint() string {
 		Evaluate   EvaluateConfig
 	}{d, p, runs, c.Evaluate})
 	if err != nil {
-		panic(fmt.Sprintf("encoding a parsed config: %v", err)) // plain data: cannot fail
+		// Only a number JSON cannot hold (NaN, ±Inf), which Parse refuses; a config made
+		// otherwise is still told apart by its printed form.
+		data = fmt.Appendf(nil, "%#v %#v %#v %#v", d, p, runs, c.Evaluate)
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])

@@ -103,6 +103,7 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 		{"duplicate run names", "{name: dcl-b16, loss: dclw", "{name: dclw, loss: dclw", "two runs have this name"},
 		{"no passes", "passes: 0", "passes: 2", "preprocess.passes 0"},
 		{"bad knn k", "k: 0,", "k: 20,", "evaluate.knn.k 0"},
+		{"unknown precision", "{name: dclw, precision: fp16, loss: dclw", "{name: dclw, loss: dclw", `precision "fp16": want float32, tf32 or bf16`},
 		{"unknown method", "{name: dclw, method: byol, loss: dclw", "{name: dclw, loss: dclw", `unknown training method "byol"`},
 		{"a queue for simclr", "{name: dclw, queue_size: 64, loss: dclw", "{name: dclw, loss: dclw", "has no setting queue_size"},
 		{"hypersphere with moco", "{name: dclw, method: moco, loss: hypersphere", "{name: dclw, loss: dclw", "no queue form"},
@@ -113,6 +114,25 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 		{"gate without a bound", "gates: {knn_top1: {}}\nevaluate:", "evaluate:", "gates.knn_top1: give max_drop_vs_previous"},
 		{"gate on a metric no evaluation measures", "gates: {linear_top1: {max_drop_vs_previous: 1}}\nevaluate:", "evaluate:", "gates.linear_top1: the config has no evaluate.linear section"},
 		{"gate against a paper figure that does not exist", "gates: {train_loss: {max_drop_vs_paper: 1}}\nevaluate:", "evaluate:", "the paper has no train_loss figures"},
+		// Values YAML would let through changed, or that would panic later.
+		{"infinite lr", "temperature: 0.1, batch_size: 32, lr: .inf}", "temperature: 0.1, batch_size: 32}", "line 6: train.defaults.lr: .inf is not a finite number"},
+		{"NaN knn temperature", "temperature: .nan}", "temperature: 0.1}\n", "evaluate.knn.temperature: .nan is not a finite number"},
+		{"infinite gate", "gates: {knn_top1: {max_drop_vs_previous: -.Inf}}\nevaluate:", "evaluate:", "gates.knn_top1.max_drop_vs_previous: -.Inf is not a finite number"},
+		{"infinite sigma in a run", "{name: dclw, loss: dclw, sigma: .inf}", "{name: dclw, loss: dclw, sigma: 0.5}", "sigma: .inf is not a finite number"},
+		{"fractional passes", "passes: 2.5", "passes: 2", "preprocess.passes: 2.5 is not a whole number"},
+		{"fractional batch size in a sweep", "batch_size: [16, 32.5]", "batch_size: [16, 32]", "train.sweep.batch_size[1]: 32.5 is not a whole number"},
+		{"negative probe lr", "knn: {k: 20, temperature: 0.1}\n  linear: {lr: -30}", "knn: {k: 20, temperature: 0.1}", "evaluate.linear.lr -30: must not be negative"},
+		{"negative npc samples", "knn: {k: 20, temperature: 0.1}\n  npc: {batch_sizes: [8], samples: -1}", "knn: {k: 20, temperature: 0.1}", "evaluate.npc.samples -1"},
+		{"negative width", "model: small-cnn, width: -4, epochs: 2", "model: small-cnn, epochs: 2", "width -4: must not be negative"},
+		{"absurd image size", "input: /data/fashion-mnist, image_size: 100000}", "input: /data/fashion-mnist}", "dataset.image_size 100000"},
+		{"second document", "knn: {k: 20, temperature: 0.1}\n---\nname: other\n", "knn: {k: 20, temperature: 0.1}\n", "a second YAML document"},
+		{"inputs for a split the config does not read", "input: /data/fashion-mnist, inputs: {val: /x}}", "input: /data/fashion-mnist}", "val"},
+		{"seed and seeds", "{name: dclw, seed: 4, seeds: [1, 2], loss: dclw", "{name: dclw, loss: dclw", "seed 4 and seeds [1 2]: give one"},
+		{"a seed twice", "{name: dclw, seeds: [1, 1], loss: dclw", "{name: dclw, loss: dclw", "want distinct seeds"},
+		{"seed 0", "{name: dclw, seeds: [0, 1], loss: dclw", "{name: dclw, loss: dclw", "want distinct seeds of 1 or more"},
+		{"a departure from no setting of the recipe", "departures: {colour: blue}\nevaluate:", "evaluate:", "departures.colour: not a setting of the recipe"},
+		{"a departure without its reason", "departures: {augment: ''}\nevaluate:", "evaluate:", "departures.augment: say where and why"},
+		{"an evaluation preset for pretraining", "augment: none", "augment: simclr-cifar", `preprocess.augment "none"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +148,48 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 	}
 	if _, err := Parse(strings.NewReader(""), "empty.yaml"); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("Parse(empty) = %v", err)
+	}
+}
+
+// seeds make a cell of one run per seed, named by the cell and the seed, with the cell's paper
+// figures; one seed is a run of its own, named as without seeds.
+func TestParseExpandsSeedsIntoCells(t *testing.T) {
+	cfg := strings.Replace(minimal, "defaults: {model: small-cnn,", "defaults: {seeds: [1, 2], model: small-cnn,", 1)
+	cfg = strings.Replace(cfg, "{name: dclw, loss: dclw, sigma: 0.5}", "{name: dclw, loss: dclw, sigma: 0.5, seeds: [7]}", 1)
+	c, err := Parse(strings.NewReader(cfg), "seeds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, cells []string
+	for _, r := range c.Runs {
+		names = append(names, r.Name)
+		cells = append(cells, r.Cell)
+		if len(r.Seeds) != 0 {
+			t.Errorf("run %s keeps seeds %v; a run has one seed", r.Name, r.Seeds)
+		}
+	}
+	// Seed by seed: every cell's first seed, then every cell's second.
+	want := []string{"dclw", "infonce-b16-s1", "infonce-b32-s1", "dcl-b16-s1", "dcl-b32-s1", "infonce-b16-s2", "infonce-b32-s2", "dcl-b16-s2", "dcl-b32-s2"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("runs = %v, want %v", names, want)
+	}
+	if want := []string{"dclw", "infonce-b16", "infonce-b32", "dcl-b16", "dcl-b32", "infonce-b16", "infonce-b32", "dcl-b16", "dcl-b32"}; !slices.Equal(cells, want) {
+		t.Errorf("cells = %v, want %v", cells, want)
+	}
+	if c.Runs[0].Seed != 7 || c.Runs[1].Seed != 1 || c.Runs[5].Seed != 2 {
+		t.Errorf("seeds %d, %d and %d, want 7, 1 and 2", c.Runs[0].Seed, c.Runs[1].Seed, c.Runs[5].Seed)
+	}
+	for _, r := range []RunConfig{c.Runs[4], c.Runs[8]} {
+		if r.Paper.KNNTop1 != 84.4 {
+			t.Errorf("run %s of cell dcl-b32 lacks the cell's paper figure", r.Name)
+		}
+	}
+	base, err := Parse(strings.NewReader(strings.Replace(cfg, "seeds: [1, 2]", "seeds: [1, 3]", 1)), "seeds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base.Fingerprint() == c.Fingerprint() {
+		t.Error("other seeds, the same fingerprint")
 	}
 }
 

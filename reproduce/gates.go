@@ -110,7 +110,7 @@ func compare(cfg *Config, res *Results, prev *Reproduction) {
 			}
 			d := m.drop(*b.ref, v)
 			res.Gates = append(res.Gates, GateCheck{Run: c.Run, Metric: m.Name, Against: b.against,
-				Reference: *b.ref, Value: v, Drop: d, MaxDrop: *b.max, Failed: d > *b.max+dropTolerance})
+				Reference: *b.ref, Value: v, Drop: d, MaxDrop: *b.max, Failed: !(d <= *b.max+dropTolerance)}) // NaN fails
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -48,10 +49,14 @@ type Reproduction struct {
 	Rows              []HistoryRow
 }
 
-// Value returns the reproduction's figure for a run and metric, and whether it has one.
+// Value returns the reproduction's figure for a run and metric, and whether it has one. A
+// figure that is not a number (a loss that diverged) is no figure to compare with or plot.
 func (h *Reproduction) Value(run, metric string) (float64, bool) {
 	for _, r := range h.Rows {
 		if r.Run == run && r.Metric == metric {
+			if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
+				return 0, false
+			}
 			return r.Value, true
 		}
 	}
@@ -104,6 +109,11 @@ func readHistoryFile(ctx context.Context, p string) (rows []HistoryRow, err erro
 		if !ok || got.Node.Type().Kind() != want.Type().Kind() {
 			return nil, fmt.Errorf("%s is not a results history file: it lacks column %s (%s); its schema is %s", p, want.Name(), want.Type(), pf.Schema())
 		}
+		// A null would be read as 0 (a figure that passes any gate against it): only the
+		// paper's figure may be missing.
+		if got.Node.Optional() && !want.Optional() {
+			return nil, fmt.Errorf("%s is not a results history file: its column %s may be null, which a figure of this program never is", p, want.Name())
+		}
 	}
 	rows = make([]HistoryRow, pf.NumRows())
 	rd := parquet.NewGenericReader[HistoryRow](pf)
@@ -129,10 +139,9 @@ func historyRows(res *Results) []HistoryRow {
 	return rows
 }
 
-// appendHistory adds a reproduction's rows to out's history as a new file, named by its
-// time so that names sort in time order, and returns the name. An existing file is never
-// replaced.
-func appendHistory(ctx context.Context, out string, t time.Time, rows []HistoryRow) (string, error) {
+// historyName is the name of a new file of out's history for a reproduction started at t:
+// named by its time, so that names sort in time order, and never an existing file's.
+func historyName(ctx context.Context, out string, t time.Time) (string, error) {
 	base := t.UTC().Format("20060102T150405.000Z")
 	name := base + ".parquet"
 	for i := 2; ; i++ {
@@ -141,10 +150,14 @@ func appendHistory(ctx context.Context, out string, t time.Time, rows []HistoryR
 			return "", err
 		}
 		if !ok {
-			break
+			return name, nil
 		}
 		name = fmt.Sprintf("%s-%d.parquet", base, i)
 	}
+}
+
+// writeHistory adds a reproduction's rows to out's history as the new file name.
+func writeHistory(ctx context.Context, out, name string, rows []HistoryRow) error {
 	p := storage.Join(out, HistoryDir, name)
 	err := storage.Create(ctx, p, func(w io.Writer) error {
 		pw := parquet.NewGenericWriter[HistoryRow](w, parquet.CreatedBy("dcl-beam", "", ""))
@@ -154,7 +167,7 @@ func appendHistory(ctx context.Context, out string, t time.Time, rows []HistoryR
 		return pw.Close()
 	})
 	if err != nil {
-		return "", fmt.Errorf("appending to the results history: %w", err)
+		return fmt.Errorf("appending to the results history: %w", err)
 	}
-	return name, nil
+	return nil
 }

@@ -3,6 +3,8 @@ package reproduce
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,6 +47,7 @@ type figure struct {
 // writeReport writes the plots, results.json and report.md (the last two last of all).
 // history is every reproduction of the run directory, this one last.
 func writeReport(ctx context.Context, out string, res *Results, history []Reproduction) error {
+	summarise(res)
 	figures, err := writePlots(ctx, out, res, history)
 	if err != nil {
 		return err
@@ -74,6 +77,7 @@ func seriesNames(runs []RunConfig) map[string]string {
 			{"", func(c RunConfig) string { return c.Model }},
 			{"epochs", func(c RunConfig) string { return strconv.Itoa(c.Epochs) }},
 			{"queue", func(c RunConfig) string { return strconv.Itoa(c.QueueSize) }},
+			{"seed", func(c RunConfig) string { return strconv.FormatUint(orDefaultU(c.Seed, 1), 10) }},
 		}
 		parts := make(map[string][]string, len(group))
 		for _, set := range settings {
@@ -113,13 +117,14 @@ func seriesNames(runs []RunConfig) map[string]string {
 	return names
 }
 
-// runSeries names the runs in plots (seriesNames) and gives each run its colour, the same in
-// every figure.
+// runSeries names the runs, or the cells, in plots (seriesNames) and gives each its colour,
+// the same in every figure.
 type runSeries struct {
 	names map[string]string
 	style map[string]int
 }
 
+// newRunSeries names every run (the trend of each seed's figures).
 func newRunSeries(runs []RunResult) runSeries {
 	var configs []RunConfig
 	rs := runSeries{style: map[string]int{}}
@@ -131,9 +136,46 @@ func newRunSeries(runs []RunResult) runSeries {
 	return rs
 }
 
-// of is run's series of y against x.
-func (rs runSeries) of(run RunConfig, x, y []float64) analysis.Series {
-	return analysis.Series{Name: rs.names[run.Name], X: x, Y: y, Style: rs.style[run.Name]}
+// newCellSeries names every cell: the figures that show a cell's mean over its seeds.
+func newCellSeries(runs []RunResult) runSeries {
+	var configs []RunConfig
+	rs := runSeries{style: map[string]int{}}
+	for i, g := range groupCells(runs) {
+		c := g.runs[0].Config
+		c.Name, c.Seed = g.name, 0
+		configs = append(configs, c)
+		rs.style[g.name] = i + 1
+	}
+	rs.names = seriesNames(configs)
+	return rs
+}
+
+// of is the series of y against x of a run or cell called name.
+func (rs runSeries) of(name string, x, y, yerr []float64) analysis.Series {
+	return analysis.Series{Name: rs.names[name], X: x, Y: y, YErr: yerr, Style: rs.style[name]}
+}
+
+// meanCurve averages a cell's runs' curves point by point (over the runs that have each x),
+// with the seeds' standard deviation as yerr where a point has more than one (nil where
+// none has).
+func meanCurve(g cellGroup, curve func(*RunResult) (x, y []float64)) (x, y, yerr []float64) {
+	at := map[float64][]float64{}
+	for _, r := range g.runs {
+		xs, ys := curve(r)
+		for i := range min(len(xs), len(ys)) {
+			at[xs[i]] = append(at[xs[i]], ys[i])
+		}
+	}
+	seeded := false
+	for _, xv := range slices.Sorted(maps.Keys(at)) {
+		s := analysis.SpreadOf(at[xv])
+		x, y, yerr = append(x, xv), append(y, s.Mean), append(yerr, s.SD)
+		seeded = seeded || s.N > 1
+	}
+	if !seeded {
+		yerr = nil
+	}
+	return x, y, yerr
 }
 
 // writePlots draws the figures the results and the history support into out's plots/ and
@@ -151,21 +193,25 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 		figures = append(figures, figure{Caption: caption, Path: PlotsDir + "/" + name})
 		return nil
 	}
-	names := newRunSeries(res.Runs)
+	names := newCellSeries(res.Runs)
 	if panels := lossCharts(res, names); len(panels) > 0 {
 		if err := save(LossPlotName, "training loss by epoch, one panel per objective", 2, panels...); err != nil {
 			return nil, err
 		}
 	}
+	seeds := ""
+	if res.seeded() {
+		seeds = "; mean over the seeds, bars ± one standard deviation"
+	}
 	if chart, ok := knnChart(res, names); ok {
-		if err := save(KNNPlotName, "kNN top-1 during training, with the baselines and the paper's figures", 1, chart); err != nil {
+		if err := save(KNNPlotName, "kNN top-1 during training, with the baselines and the paper's figures"+seeds, 1, chart); err != nil {
 			return nil, err
 		}
 	}
 	if series := batchSizeSeries(res); len(series) > 0 {
 		chart := analysis.AccuracyByBatchSizeChart("kNN top-1 against batch size", series)
 		chart.References = baselineReferences(res)
-		if err := save(BatchSizePlotName, "kNN top-1 against batch size, ours and the paper's, with the baselines", 1, chart); err != nil {
+		if err := save(BatchSizePlotName, "kNN top-1 against batch size, ours and the paper's, with the baselines"+seeds, 1, chart); err != nil {
 			return nil, err
 		}
 	}
@@ -174,9 +220,9 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 	for _, r := range res.Runs {
 		if r.NPC != nil && len(r.NPC.Stats) > 0 {
 			rep := *r.NPC
-			rep.Name = names.names[r.Config.Name] // reports of older versions carry the run's name
+			rep.Name = names.names[r.cell()] // reports of older versions carry the run's name
 			npc = append(npc, rep)
-			npcStyle = append(npcStyle, names.style[r.Config.Name])
+			npcStyle = append(npcStyle, names.style[r.cell()])
 		}
 	}
 	if len(npc) > 0 {
@@ -199,7 +245,7 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 			return nil, err
 		}
 		if ok {
-			figures = append(figures, figure{Caption: "distribution of q per batch size (the paper's Fig. 1b): " + names.names[r.Config.Name], Path: filepath.ToSlash(rel)})
+			figures = append(figures, figure{Caption: "distribution of q per batch size (the paper's Fig. 1b): " + names.names[r.cell()], Path: filepath.ToSlash(rel)})
 		}
 	}
 	if opts, ok, err := tsneOptions(ctx, out, res, names); err != nil {
@@ -211,7 +257,7 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 		}
 		figures = append(figures, figure{Caption: fmt.Sprintf("t-SNE of %d test embeddings of each class (the first %d classes), coloured by class (the paper's Fig. 4c)", opts.PerClass, opts.Classes), Path: PlotsDir + "/" + TSNEPlotName})
 	}
-	if panels := trendCharts(res, history, names); len(panels) > 0 {
+	if panels := trendCharts(res, history, newRunSeries(res.Runs)); len(panels) > 0 {
 		if err := save(TrendPlotName, "every gated metric and the paper's accuracies by reproduction", 2, panels...); err != nil {
 			return nil, err
 		}
@@ -225,15 +271,16 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 func lossCharts(res *Results, names runSeries) []analysis.Panel {
 	var order []string
 	byLabel := map[string][]analysis.Series{}
-	for _, r := range res.Runs {
-		if len(r.Curves.Epoch) == 0 {
+	for _, g := range groupCells(res.Runs) {
+		x, y, yerr := meanCurve(g, func(r *RunResult) ([]float64, []float64) { return r.Curves.Epoch, r.Curves.Loss })
+		if len(x) == 0 {
 			continue
 		}
-		l := runLabel(r.Config)
+		l := runLabel(g.runs[0].Config)
 		if byLabel[l] == nil {
 			order = append(order, l)
 		}
-		byLabel[l] = append(byLabel[l], names.of(r.Config, r.Curves.Epoch, r.Curves.Loss))
+		byLabel[l] = append(byLabel[l], names.of(g.name, x, y, yerr))
 	}
 	var panels []analysis.Panel
 	for _, l := range order {
@@ -250,17 +297,21 @@ func lossCharts(res *Results, names runSeries) []analysis.Panel {
 // kNN top-1 and the paper's figure for each run as horizontal reference lines.
 func knnChart(res *Results, names runSeries) (analysis.LineChart, bool) {
 	chart := analysis.MetricByEpochChart("kNN top-1 during training", "kNN top-1 (%)", nil)
-	for _, r := range res.Runs {
-		if len(r.Curves.KNNEpoch) > 0 {
-			chart.Series = append(chart.Series, names.of(r.Config, r.Curves.KNNEpoch, r.Curves.KNNTop1))
+	chart.MinYSpan, chart.YBounds = analysis.AccuracySpan, [2]float64{0, 100}
+	groups := groupCells(res.Runs)
+	for _, g := range groups {
+		x, y, yerr := meanCurve(g, func(r *RunResult) ([]float64, []float64) { return r.Curves.KNNEpoch, r.Curves.KNNTop1 })
+		if len(x) > 0 {
+			chart.Series = append(chart.Series, names.of(g.name, x, y, yerr))
 		}
 	}
 	if len(chart.Series) == 0 {
 		return chart, false
 	}
-	for _, r := range res.Runs {
+	for _, g := range groups {
+		r := g.runs[0]
 		if r.Paper.KNNTop1 != 0 && len(r.Curves.KNNEpoch) > 0 {
-			n := names.names[r.Config.Name]
+			n := names.names[g.name]
 			chart.References = append(chart.References, analysis.Reference{Name: n + ", paper", Y: r.Paper.KNNTop1, Of: n})
 		}
 	}
@@ -302,7 +353,7 @@ func tsneOptions(ctx context.Context, out string, res *Results, names runSeries)
 			continue
 		}
 		seen[l] = true
-		o.Embeddings, o.Labels = append(o.Embeddings, p), append(o.Labels, names.names[r.Config.Name])
+		o.Embeddings, o.Labels = append(o.Embeddings, p), append(o.Labels, names.names[r.cell()])
 	}
 	if len(o.Embeddings) == 0 {
 		return o, false, nil
@@ -338,7 +389,7 @@ func trendCharts(res *Results, history []Reproduction, names runSeries) []analys
 		chart := analysis.LineChart{Title: m.Description + " by reproduction", XLabel: "reproduction (UTC date, dcl version)",
 			YLabel: m.Name, XTicks: ticks}
 		for _, r := range res.Runs {
-			s := names.of(r.Config, nil, nil)
+			s := names.of(r.Config.Name, nil, nil, nil)
 			for i := range history {
 				if v, ok := history[i].Value(r.Config.Name, m.Name); ok {
 					s.X, s.Y = append(s.X, float64(i)), append(s.Y, v)
@@ -366,36 +417,45 @@ func (res *Results) gated(metric string) ([]GateCheck, bool) {
 	return out, len(out) > 0
 }
 
-// batchSizeSeries is kNN top-1 against batch size per loss (ours, and the paper's where it
+// batchSizeSeries is kNN top-1 against batch size per loss (ours: each cell's mean, with
+// its seeds' standard deviation as error bars where it has several; and the paper's where it
 // has figures), when the runs cover at least two batch sizes.
 func batchSizeSeries(res *Results) []analysis.Series {
 	byLoss := map[string]*analysis.Series{}
 	paper := map[string]*analysis.Series{}
 	var order []string
 	batches := map[int]bool{}
-	for _, r := range res.Runs {
-		if r.KNN == nil {
+	seeded := false
+	for _, g := range groupCells(res.Runs) {
+		s, ok := res.cellSpread(g.name, "knn_top1")
+		if !ok {
 			continue
 		}
-		l := r.Config.Loss
+		c := g.runs[0].Config
+		l := c.Loss
 		if byLoss[l] == nil {
 			byLoss[l] = &analysis.Series{Name: lossName(l) + ", ours"}
 			paper[l] = &analysis.Series{Name: lossName(l) + ", paper"}
 			order = append(order, l)
 		}
-		byLoss[l].X = append(byLoss[l].X, float64(r.Config.BatchSize))
-		byLoss[l].Y = append(byLoss[l].Y, r.KNN.Top1)
-		if r.Paper.KNNTop1 != 0 {
-			paper[l].X = append(paper[l].X, float64(r.Config.BatchSize))
-			paper[l].Y = append(paper[l].Y, r.Paper.KNNTop1)
+		byLoss[l].X = append(byLoss[l].X, float64(c.BatchSize))
+		byLoss[l].Y = append(byLoss[l].Y, s.Mean)
+		byLoss[l].YErr = append(byLoss[l].YErr, s.SD)
+		seeded = seeded || s.N > 1
+		if p := g.runs[0].Paper.KNNTop1; p != 0 {
+			paper[l].X = append(paper[l].X, float64(c.BatchSize))
+			paper[l].Y = append(paper[l].Y, p)
 		}
-		batches[r.Config.BatchSize] = true
+		batches[c.BatchSize] = true
 	}
 	if len(batches) < 2 {
 		return nil
 	}
 	var out []analysis.Series
 	for _, l := range order {
+		if !seeded {
+			byLoss[l].YErr = nil
+		}
 		out = append(out, *byLoss[l])
 		if len(paper[l].X) > 0 {
 			out = append(out, *paper[l])
@@ -436,13 +496,35 @@ func markdown(res *Results, figures []figure) string {
 	if res.Evaluate.Linear != nil {
 		b.WriteString("Linear probe: frozen features, SGD (OpenSelfSup protocol). ")
 	}
-	b.WriteString("Accuracies are top-1 in percent; the paper's figure follows ours where it has one.\n\n")
-
+	b.WriteString("Accuracies are top-1 in percent; the paper's figure follows ours where it has one.")
+	if res.seeded() {
+		b.WriteString(" A cell is one setting trained with several training seeds (initial weights and batch order; the same augmented views): " +
+			"its figures are the mean ± the sample standard deviation over its n seeds.")
+	}
+	b.WriteString("\n\n")
+	if res.Machine != "" {
+		fmt.Fprintf(&b, "Machine: %s.\n\n", res.Machine)
+	}
+	if len(res.Departures) > 0 {
+		b.WriteString("## Where this experiment departs from the paper's recipe\n\n")
+		for _, k := range sortedKeys(res.Departures) {
+			fmt.Fprintf(&b, "- **%s**: %s\n", k, res.Departures[k])
+		}
+		b.WriteString("\n")
+	}
+	if res.seeded() {
+		b.WriteString("## Cells (mean ± standard deviation over the seeds)\n\n")
+		b.WriteString(cellsTable(res).Markdown())
+		b.WriteString("\n")
+	}
+	if len(res.Comparisons) > 0 {
+		comparisonsSection(&b, res)
+	}
 	b.WriteString("## Runs\n\n")
 	b.WriteString(runsTable(res).Markdown())
 	b.WriteString("\n")
 	if t, ok := sweepTable(res); ok {
-		b.WriteString("## Against the paper, by batch size (kNN top-1: ours / paper)\n\n")
+		b.WriteString("## Against the paper, by batch size (top-1, kNN and linear: ours / paper)\n\n")
 		b.WriteString(t.Markdown())
 		b.WriteString("\n")
 	}
@@ -550,15 +632,85 @@ func changesSection(b *strings.Builder, res *Results) {
 	b.WriteString("\n")
 }
 
+// comparisonsSection is every cell against its InfoNCE cell, with the rule that names a
+// difference a gain.
+func comparisonsSection(b *strings.Builder, res *Results) {
+	b.WriteString("## DCL and the other losses against InfoNCE, cell by cell\n\n")
+	b.WriteString(analysis.SeedRule + "\n\n")
+	t := analysis.Table{Header: []string{"cell", "against", "metric", "cell's mean", "InfoNCE's mean", "difference", "95% half-width", "verdict"},
+		RightAlign: []bool{false, false, false, true, true, true, true, false}}
+	for _, c := range res.Comparisons {
+		a, _ := res.cellSpread(c.Baseline, c.Metric)
+		bs, _ := res.cellSpread(c.Cell, c.Metric)
+		half := "—"
+		if c.HalfWidth > 0 {
+			half = fmt.Sprintf("%.2f (ν = %d)", c.HalfWidth, int(math.Floor(c.DF)))
+		}
+		t.Rows = append(t.Rows, []string{c.Cell, c.Baseline, c.Metric, spreadText(bs), spreadText(a), fmt.Sprintf("%+.2f", c.Diff), half, string(c.Verdict)})
+	}
+	b.WriteString(t.Markdown())
+	b.WriteString("\n")
+}
+
+// spreadText is a cell's figure: "79.0 ± 0.4 (n = 3)", or the one seed's figure.
+func spreadText(s analysis.Spread) string {
+	switch s.N {
+	case 0:
+		return "—"
+	case 1:
+		return fmt.Sprintf("%.1f (n = 1)", s.Mean)
+	}
+	return fmt.Sprintf("%.1f ± %.1f (n = %d)", s.Mean, s.SD, s.N)
+}
+
+// spreadShort is spreadText without n: "79.0 ± 0.4", or "79.0" for one seed.
+func spreadShort(s analysis.Spread) string {
+	if s.N < 2 {
+		return fmt.Sprintf("%.1f", s.Mean)
+	}
+	return fmt.Sprintf("%.1f ± %.1f", s.Mean, s.SD)
+}
+
+// cellsTable is every cell's figures over its seeds.
+func cellsTable(res *Results) analysis.Table {
+	t := analysis.Table{
+		Header:     []string{"cell", "loss", "batch", "seeds", "kNN top-1", "paper", "linear top-1", "paper", "final loss"},
+		RightAlign: []bool{false, false, true, false, true, true, true, true, true},
+	}
+	for _, g := range groupCells(res.Runs) {
+		c, p := g.runs[0].Config, g.runs[0].Paper
+		var seeds []string
+		for _, r := range g.runs {
+			seeds = append(seeds, strconv.FormatUint(orDefaultU(r.Config.Seed, 1), 10))
+		}
+		fig := func(m string) string {
+			if s, ok := res.cellSpread(g.name, m); ok {
+				return spreadShort(s)
+			}
+			return "—"
+		}
+		loss := "—"
+		if s, ok := res.cellSpread(g.name, "train_loss"); ok {
+			loss = fmt.Sprintf("%.3f", s.Mean)
+			if s.N > 1 {
+				loss += fmt.Sprintf(" ± %.3f", s.SD)
+			}
+		}
+		t.Rows = append(t.Rows, []string{g.name, runLabel(c), strconv.Itoa(c.BatchSize), strings.Join(seeds, ", "),
+			fig("knn_top1"), paperFig(p.KNNTop1), fig("linear_top1"), paperFig(p.LinearTop1), loss})
+	}
+	return t
+}
+
 func runsTable(res *Results) analysis.Table {
 	t := analysis.Table{
-		Header:     []string{"run", "loss", "model", "batch", "τ", "epochs", "kNN top-1", "paper", "linear top-1", "paper", "final loss", "mean q"},
-		RightAlign: []bool{false, false, false, true, true, true, true, true, true, true, true, true},
+		Header:     []string{"run", "loss", "model", "batch", "τ", "epochs", "seed", "kNN top-1", "paper", "linear top-1", "paper", "final loss", "mean q"},
+		RightAlign: []bool{false, false, false, true, true, true, true, true, true, true, true, true, true},
 	}
 	for _, r := range res.Runs {
 		c := r.Config
 		row := []string{c.Name, runLabel(c), c.Model, strconv.Itoa(c.BatchSize), strconv.FormatFloat(c.Temperature, 'g', -1, 64),
-			strconv.Itoa(c.Epochs), knnTop(r.KNN, 1), paperFig(r.Paper.KNNTop1), linTop(r.Linear, 1), paperFig(r.Paper.LinearTop1)}
+			strconv.Itoa(c.Epochs), strconv.FormatUint(orDefaultU(c.Seed, 1), 10), knnTop(r.KNN, 1), paperFig(r.Paper.KNNTop1), linTop(r.Linear, 1), paperFig(r.Paper.LinearTop1)}
 		if r.Train != nil {
 			row = append(row, fmt.Sprintf("%.3f", r.Train.Loss), fmt.Sprintf("%.3f", r.Train.MeanQ))
 		} else {
@@ -569,25 +721,36 @@ func runsTable(res *Results) analysis.Table {
 	return t
 }
 
-// sweepTable lays out a batch-size sweep as the paper's Table 1: a row per loss, a column per
-// batch size.
+// sweepTable lays out a batch-size sweep as the paper's Table 1: a row per loss and
+// protocol (kNN, linear), a column per batch size; each cell's mean (± its seeds' standard
+// deviation) beside the paper's figure.
 func sweepTable(res *Results) (analysis.Table, bool) {
 	var batches []int
-	var losses []string
+	var rows []string // loss, then protocol, in the order the runs give them
 	cell := map[string]map[int]string{}
-	for _, r := range res.Runs {
-		if r.KNN == nil {
+	add := func(row string, batch int, text string) {
+		if cell[row] == nil {
+			cell[row] = map[int]string{}
+			rows = append(rows, row)
+		}
+		cell[row][batch] = text
+	}
+	for _, g := range groupCells(res.Runs) {
+		knn, hasKNN := res.cellSpread(g.name, "knn_top1")
+		linear, hasLinear := res.cellSpread(g.name, "linear_top1")
+		if !hasKNN && !hasLinear {
 			continue
 		}
-		c := r.Config
+		c, paper := g.runs[0].Config, g.runs[0].Paper
 		if !slices.Contains(batches, c.BatchSize) {
 			batches = append(batches, c.BatchSize)
 		}
-		if cell[c.Loss] == nil {
-			cell[c.Loss] = map[int]string{}
-			losses = append(losses, c.Loss)
+		if hasKNN {
+			add(lossName(c.Loss)+", kNN", c.BatchSize, spreadShort(knn)+" / "+paperFig(paper.KNNTop1))
 		}
-		cell[c.Loss][c.BatchSize] = knnTop(r.KNN, 1) + " / " + paperFig(r.Paper.KNNTop1)
+		if hasLinear {
+			add(lossName(c.Loss)+", linear", c.BatchSize, spreadShort(linear)+" / "+paperFig(paper.LinearTop1))
+		}
 	}
 	if len(batches) < 2 {
 		return analysis.Table{}, false
@@ -598,12 +761,12 @@ func sweepTable(res *Results) (analysis.Table, bool) {
 		t.Header = append(t.Header, strconv.Itoa(bs))
 		t.RightAlign = append(t.RightAlign, true)
 	}
-	for _, l := range losses {
-		row := []string{lossName(l)}
+	for _, row := range rows {
+		line := []string{row}
 		for _, bs := range batches {
-			row = append(row, orDefault(cell[l][bs], "—"))
+			line = append(line, orDefault(cell[row][bs], "—"))
 		}
-		t.Rows = append(t.Rows, row)
+		t.Rows = append(t.Rows, line)
 	}
 	return t, true
 }

@@ -2,9 +2,13 @@ package reproduce
 
 import (
 	"context"
+	"fmt"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,9 +31,12 @@ func TestSeriesNames(t *testing.T) {
 		{name: "temperatures and models",
 			give: []RunConfig{{Name: "a", Loss: "dcl", Temperature: 0.1, Model: "resnet18-cifar"}, {Name: "b", Loss: "dcl", Temperature: 0.5, Model: "resnet50-cifar"}},
 			want: map[string]string{"a": "DCL, τ=0.1, resnet18-cifar", "b": "DCL, τ=0.5, resnet50-cifar"}},
+		{name: "seeds",
+			give: []RunConfig{{Name: "dcl-s1", Loss: "dcl", Seed: 1}, {Name: "dcl-s2", Loss: "dcl", Seed: 2}},
+			want: map[string]string{"dcl-s1": "DCL, seed 1", "dcl-s2": "DCL, seed 2"}},
 		{name: "no setting differs: the run names do",
-			give: []RunConfig{{Name: "seed1", Loss: "dcl", Seed: 1}, {Name: "seed2", Loss: "dcl", Seed: 2}},
-			want: map[string]string{"seed1": "DCL (seed1)", "seed2": "DCL (seed2)"}},
+			give: []RunConfig{{Name: "a", Loss: "dcl", Sigma: 0.5}, {Name: "b", Loss: "dcl", Sigma: 0.7}},
+			want: map[string]string{"a": "DCL (a)", "b": "DCL (b)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +83,7 @@ func sweepResults() *Results {
 func TestPlotsOfASweep(t *testing.T) {
 	out := t.TempDir()
 	res := sweepResults()
+	summarise(res)
 	figures, err := writePlots(context.Background(), out, res, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +116,7 @@ func TestPlotsOfASweep(t *testing.T) {
 			t.Errorf("report.md does not show %s", f.Path)
 		}
 	}
-	chart, ok := knnChart(res, newRunSeries(res.Runs))
+	chart, ok := knnChart(res, newCellSeries(res.Runs))
 	if !ok {
 		t.Fatal("no kNN chart")
 	}
@@ -126,7 +134,7 @@ func TestPlotsOfASweep(t *testing.T) {
 			t.Errorf("legend entry %q is a run's id, not its method", s.Name)
 		}
 	}
-	losses := lossCharts(res, newRunSeries(res.Runs))
+	losses := lossCharts(res, newCellSeries(res.Runs))
 	if len(losses) != 2 {
 		t.Fatalf("%d loss panels, want one per objective (2)", len(losses))
 	}
@@ -134,5 +142,114 @@ func TestPlotsOfASweep(t *testing.T) {
 		if c := losses[i].(analysis.LineChart); c.Title != want || len(c.Series) != 2 {
 			t.Errorf("loss panel %d: %q with %d series, want %q with the 2 runs of that objective", i, c.Title, len(c.Series), want)
 		}
+	}
+}
+
+// TestSweepTableHasKNNAndLinear: the by-batch-size table is laid out as the paper's Table 1,
+// with a kNN and a linear row per loss, ours beside the paper's figure.
+func TestSweepTableHasKNNAndLinear(t *testing.T) {
+	res := sweepResults()
+	for i := range res.Runs {
+		res.Runs[i].Linear = &analysis.LinearResult{Top1: res.Runs[i].KNN.Top1 + 2}
+		res.Runs[i].Paper.LinearTop1 = res.Runs[i].Paper.KNNTop1 + 1
+	}
+	summarise(res)
+	table, ok := sweepTable(res)
+	if !ok {
+		t.Fatal("no table for a sweep of two batch sizes")
+	}
+	got := regexp.MustCompile(` +`).ReplaceAllString(table.Markdown(), " ") // without the column padding
+	for _, want := range []string{"| batch size", "| 32", "| 256",
+		"| SimCLR (InfoNCE), kNN | 60.0 / 68.0 | 60.0 / 68.0 |",
+		"| SimCLR (InfoNCE), linear | 62.0 / 69.0 | 62.0 / 69.0 |",
+		"| DCL, kNN | 70.0 / 78.0 |", "| DCL, linear | 72.0 / 79.0 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// seededResults are two cells of three seeds each at batch 32 (InfoNCE and DCL, kNN and
+// linear), and one seed each at batch 256, as if every stage had run.
+func seededResults(dclGap float64) *Results {
+	res := &Results{Experiment: "seeds"}
+	knn := map[string][]float64{"infonce-b32": {78.6, 79.2, 79.3}, "dcl-b32": {79.2, 79.7, 78.6}, "infonce-b256": {80}, "dcl-b256": {81}}
+	for _, cell := range []string{"infonce-b32", "dcl-b32", "infonce-b256", "dcl-b256"} {
+		loss, bs, _ := strings.Cut(cell, "-b")
+		for i, v := range knn[cell] {
+			if loss == "dcl" && bs == "32" {
+				v += dclGap
+			}
+			c := RunConfig{Name: fmt.Sprintf("%s-s%d", cell, i+1), Loss: loss, BatchSize: map[string]int{"32": 32, "256": 256}[bs], Seed: uint64(i + 1)}
+			if len(knn[cell]) == 1 {
+				c.Name = cell
+			}
+			r := RunResult{Config: c, Cell: cell, Evaluation: Evaluation{KNN: &analysis.KNNResult{Top1: v}, Linear: &analysis.LinearResult{Top1: v + 5}}}
+			r.Curves = Curves{KNNEpoch: []float64{1, 2}, KNNTop1: []float64{v - 2, v}}
+			res.Runs = append(res.Runs, r)
+		}
+	}
+	return res
+}
+
+// A seeded experiment's report: each cell's mean, spread and n; every comparison with its
+// verdict by the stated rule, "within seed noise" for the demo's figures, a gain only for a
+// gap the seeds cannot explain, no claim from one seed; error bars on the figures.
+func TestReportOfSeededCells(t *testing.T) {
+	for _, tt := range []struct {
+		gap  float64
+		want string
+	}{{0, "within seed noise"}, {5, "gain"}} {
+		res := seededResults(tt.gap)
+		summarise(res)
+		if len(res.Cells) != 4 || len(res.Cells[0].Runs) != 3 {
+			t.Fatalf("cells %+v, want 4, the first of 3 runs", res.Cells)
+		}
+		if s := res.Cells[0].Metrics["knn_top1"]; s.N != 3 || math.Abs(s.Mean-79.0333) > 1e-3 || math.Abs(s.SD-0.3786) > 1e-3 {
+			t.Errorf("infonce-b32 kNN over its seeds = %+v", s)
+		}
+		var verdicts []string
+		for _, c := range res.Comparisons {
+			verdicts = append(verdicts, c.Cell+" "+c.Metric+": "+string(c.Verdict))
+		}
+		want := []string{"dcl-b32 knn_top1: " + tt.want, "dcl-b32 linear_top1: " + tt.want,
+			"dcl-b256 knn_top1: one seed: no claim", "dcl-b256 linear_top1: one seed: no claim"}
+		if !slices.Equal(verdicts, want) {
+			t.Errorf("gap %v: comparisons %q, want %q", tt.gap, verdicts, want)
+		}
+		// Tables pad their columns: compare with single spaces.
+		report := regexp.MustCompile(` +`).ReplaceAllString(markdown(res, nil), " ")
+		for _, w := range []string{"## Cells (mean ± standard deviation over the seeds)", "| infonce-b32 | SimCLR (InfoNCE) | 32 | 1, 2, 3 | 79.0 ± 0.4 |",
+			analysis.SeedRule, "| dcl-b32 | infonce-b32 | knn_top1 |", "| " + tt.want + " |", "| infonce-b32-s2 |"} {
+			if !strings.Contains(report, w) {
+				t.Errorf("gap %v: report.md lacks %q:\n%s", tt.gap, w, report)
+			}
+		}
+		if tt.gap == 0 && strings.Contains(report, "| gain |") {
+			t.Errorf("report.md calls seed noise a gain:\n%s", report)
+		}
+	}
+
+	res := seededResults(0)
+	summarise(res)
+	chart, ok := knnChart(res, newCellSeries(res.Runs))
+	if !ok || len(chart.Series) != 4 {
+		t.Fatalf("kNN chart %v with %d series, want one per cell", ok, len(chart.Series))
+	}
+	if s := chart.Series[0]; s.Name != "SimCLR (InfoNCE), batch 32" || len(s.YErr) != 2 || math.Abs(s.Y[1]-79.0333) > 1e-3 || math.Abs(s.YErr[1]-0.3786) > 1e-3 {
+		t.Errorf("InfoNCE at batch 32: %+v, want the mean of its seeds with their standard deviation as error bars", s)
+	}
+	if s := chart.Series[2]; s.YErr != nil {
+		t.Errorf("a one-seed cell has error bars %v", s.YErr)
+	}
+	if chart.MinYSpan < 10 {
+		t.Errorf("the accuracy axis may span %v points: a fraction of a point would fill the chart", chart.MinYSpan)
+	}
+	series := batchSizeSeries(res)
+	if len(series) != 2 || len(series[0].YErr) != 2 || series[0].YErr[0] == 0 {
+		t.Errorf("accuracy by batch size %+v, want error bars from the seeds", series)
+	}
+	if _, err := writePlots(context.Background(), t.TempDir(), res, nil); err != nil {
+		t.Errorf("plots of a seeded experiment: %v", err)
 	}
 }

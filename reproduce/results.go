@@ -26,7 +26,17 @@ type Results struct {
 	Preprocess  PreprocessConfig `json:"preprocess"`
 	Evaluate    EvaluateConfig   `json:"evaluate"`
 	Runs        []RunResult      `json:"runs"`
+	// Cells are the runs grouped by cell (the runs of one setting that differ only by their
+	// training seed), with every figure's mean and spread over the seeds; Comparisons are
+	// every cell against the InfoNCE cell of the same settings, by analysis.SeedRule.
+	Cells       []CellResult     `json:"cells,omitempty"`
+	Comparisons []Comparison     `json:"comparisons,omitempty"`
 	Baselines   []BaselineResult `json:"baselines,omitempty"`
+	// Departures are the config's departures from the paper's recipe, by setting.
+	Departures map[string]string `json:"departures,omitempty"`
+	// Machine is where the reproduction ran: CPU model, cores, and the GPU where training
+	// used one, for the wall times.
+	Machine string `json:"machine,omitempty"`
 	// Stages lists what this call ran and what it found complete.
 	Stages []StageRecord `json:"stages"`
 	Wall   string        `json:"wall"`
@@ -64,11 +74,35 @@ type Evaluation struct {
 // RunResult is one training run: its settings, the paper's figures for it, the training
 // summary and curves, and its evaluations.
 type RunResult struct {
-	Config RunConfig          `json:"config"`
+	Config RunConfig `json:"config"`
+	// Cell is the cell the run belongs to (its name without the seed's suffix); results of
+	// earlier versions have none, and each run is its own cell.
+	Cell   string             `json:"cell,omitempty"`
 	Paper  PaperFigures       `json:"paper"`
 	Train  *trainstep.Summary `json:"train"`
 	Curves Curves             `json:"curves"`
 	Evaluation
+}
+
+// cell is the run's cell.
+func (r *RunResult) cell() string { return orDefault(r.Cell, r.Config.Name) }
+
+// CellResult is one cell: the runs of one setting, one per training seed.
+type CellResult struct {
+	Name  string   `json:"name"`
+	Runs  []string `json:"runs"`
+	Seeds []uint64 `json:"seeds"`
+	// Metrics are the spreads of every figure the runs have, by metric name (knn_top1, …).
+	Metrics map[string]analysis.Spread `json:"metrics"`
+}
+
+// Comparison is a cell against its baseline cell (InfoNCE with the same settings otherwise)
+// for one metric: B's mean minus A's, with its verdict by analysis.SeedRule.
+type Comparison struct {
+	Cell     string `json:"cell"`
+	Baseline string `json:"baseline"`
+	Metric   string `json:"metric"`
+	analysis.Difference
 }
 
 // BaselineResult is an encoder that was not trained: raw pixels or random weights.

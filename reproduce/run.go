@@ -2,6 +2,8 @@ package reproduce
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/guard"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
@@ -105,6 +108,7 @@ type runner struct {
 	// size and classes of the data, known once the evaluation shards exist.
 	numClasses int
 	names      map[string]string // seriesNames of the config's runs, once asked for
+	load       string            // the machine's load average when the call started
 }
 
 func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
@@ -126,7 +130,8 @@ func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
 	if opts.CodeVersion == "" {
 		opts.CodeVersion = "unknown" // as the shards record it
 	}
-	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{}}
+	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{},
+		load: loadAverage()}
 	for _, k := range opts.Rerun {
 		r.rerun[k] = true
 	}
@@ -147,7 +152,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := lockRunDir(ctx, r.opts.Out, r.opts.WaitLock, r.log)
+	unlock, err := lockRunDir(ctx, r.opts.Out, r.cfg.Dataset, r.opts.WaitLock, r.log)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +164,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	// Read before any stage runs, so that an unreadable history fails in seconds.
 	history, err := ReadHistory(ctx, r.opts.Out)
 	if err != nil {
+		return nil, err
+	}
+	if err := sameExperiment(r.opts.Out, r.cfg.Name, history); err != nil {
 		return nil, err
 	}
 	res, err := r.execute(ctx)
@@ -180,6 +188,9 @@ func Plan(ctx context.Context, cfg *Config, opts Options) ([]StageRecord, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := guard.CheckOverlap(runDirClaim(r.opts.Out, r.cfg.Dataset, false, nil)); err != nil {
+		return nil, err
+	}
 	if r.ledger, err = loadLedger(ctx, r.opts.Out); err != nil {
 		return nil, err
 	}
@@ -190,9 +201,11 @@ func Plan(ctx context.Context, cfg *Config, opts Options) ([]StageRecord, error)
 	return res.Stages, nil
 }
 
-// finish records a completed reproduction: its file in the history, the comparison with the
-// previous one and the gates, the plots, results.json and report.md, and last the ledger,
-// whose stages are then all consistent.
+// finish records a completed reproduction: the comparison with the previous one and the
+// gates, the plots, results.json and report.md, then its file in the history, and last the
+// ledger, whose stages are then all consistent. The history file comes after the report, so
+// that a reproduction killed (or out of disk) while reporting leaves no history entry that
+// the next one would take for the previous reproduction.
 func (r *runner) finish(ctx context.Context, res *Results, history []Reproduction) error {
 	var prev *Reproduction
 	if len(history) > 0 {
@@ -200,7 +213,7 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	}
 	compare(r.cfg, res, prev)
 	rows := historyRows(res)
-	name, err := appendHistory(ctx, r.opts.Out, res.Time, rows)
+	name, err := historyName(ctx, r.opts.Out, res.Time)
 	if err != nil {
 		return err
 	}
@@ -210,7 +223,23 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	if err := writeReport(ctx, r.opts.Out, res, history); err != nil {
 		return err
 	}
+	if err := writeHistory(ctx, r.opts.Out, name, rows); err != nil {
+		return err
+	}
 	return r.completeLedger(ctx)
+}
+
+// sameExperiment refuses a run directory whose history is another experiment's: configs
+// that differ only in their names compute the same, and would share its stages and mix
+// their histories and reports.
+func sameExperiment(out, name string, history []Reproduction) error {
+	for _, h := range history {
+		if got := h.Rows[0].Experiment; got != name {
+			return fmt.Errorf("%s holds the history of experiment %q (%s), not %q: give this experiment its own --output, or name it %q",
+				out, got, storage.Join(HistoryDir, h.File), name, got)
+		}
+	}
+	return nil
 }
 
 // execute goes through the stages: the data, every run, every baseline.
@@ -240,6 +269,9 @@ func (r *runner) execute(ctx context.Context) (*Results, error) {
 		res.Baselines = append(res.Baselines, *b)
 	}
 	res.Stages = r.stages
+	summarise(res)
+	res.Departures = cfg.Departures
+	res.Machine = machine(cfg.Runs, r.opts.Backend, r.load)
 	return res, nil
 }
 
@@ -266,38 +298,46 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	if err != nil {
 		return dataGen{}, err
 	}
-	var data dataGen
-	for _, ds := range []struct {
-		name, split, dir string
-		aug              augment.Config
-		passes           int
-		limit            int
-	}{
-		{"preprocess pretrain", orDefault(d.PretrainSplit, "train"), r.pretrainDir(), pretrain, max(1, r.cfg.Preprocess.Passes), d.Limit},
-		{"preprocess eval-train", orDefault(d.TrainSplit, "train"), r.evalTrainDir(), eval, 1, d.EvalLimit},
-		{"preprocess eval-test", orDefault(d.TestSplit, "test"), r.evalTestDir(), eval, 1, d.EvalLimit},
-	} {
-		enc, err := shards.ParseEncoding(r.cfg.Preprocess.Encoding)
-		if err != nil && r.cfg.Preprocess.Encoding != "" {
-			return dataGen{}, err
-		}
-		job, err := pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
-			Spec:   datasets.Spec{Dataset: d.Name, Input: d.Input, Split: ds.split},
+	enc, err := shards.ParseEncoding(r.cfg.Preprocess.Encoding)
+	if err != nil && r.cfg.Preprocess.Encoding != "" {
+		return dataGen{}, err
+	}
+	sets := []*dataSet{
+		{role: "pretrain", split: orDefault(d.PretrainSplit, "train"), dir: r.pretrainDir(), aug: pretrain, passes: max(1, r.cfg.Preprocess.Passes), limit: d.Limit,
+			online: r.cfg.Preprocess.Views == "online"},
+		{role: "eval-train", split: orDefault(d.TrainSplit, "train"), dir: r.evalTrainDir(), aug: eval, passes: 1, limit: d.EvalLimit},
+		{role: "eval-test", split: orDefault(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
+	}
+	for _, ds := range sets {
+		ds.job, err = pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
+			Spec:   datasets.Spec{Dataset: d.Name, Input: d.SplitInput(ds.split), Split: ds.split},
 			Output: ds.dir, Augment: ds.aug, Passes: ds.passes, Seed: r.cfg.Preprocess.Seed, MaxSide: r.cfg.Preprocess.MaxSide,
-			Online: ds.dir == r.pretrainDir() && r.cfg.Preprocess.Views == "online",
-			Parts: r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
+			Online: ds.online,
+			Parts:  r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
 			Progress: r.opts.Progress,
 		})
 		if err != nil {
-			return dataGen{}, fmt.Errorf("%s: %w", ds.name, err)
+			return dataGen{}, fmt.Errorf("preprocess %s: %w", ds.role, err)
 		}
+	}
+	// Before anything is written: the test split must not read what the encoder trains on or
+	// the kNN bank and the probe learn from.
+	testSet := sets[2]
+	for _, ds := range sets[:2] {
+		if a, b, ok := datasets.SharedSource(testSet.job.Plan.Sources(), ds.job.Plan.Sources()); ok {
+			return dataGen{}, sharedSourceError(testSet, ds, a, b, "would read")
+		}
+	}
+	var data dataGen
+	for _, ds := range sets {
+		job := ds.job
 		var writes int64
 		if r.plan {
 			if writes, err = job.StorageEstimate(ctx); err != nil {
-				return dataGen{}, fmt.Errorf("%s: %w", ds.name, err)
+				return dataGen{}, fmt.Errorf("preprocess %s: %w", ds.role, err)
 			}
 		}
-		g, err := r.stage(ctx, stageSpec{kind: StagePreprocess, name: ds.name, writes: writes,
+		g, err := r.stage(ctx, stageSpec{kind: StagePreprocess, name: "preprocess " + ds.role, writes: writes,
 			done: func() (outcome, error) { return r.sameDataset(ctx, ds.dir, job.Config) },
 			do: func() error {
 				// Whatever is in the folder is this run directory's own: a partial output
@@ -313,7 +353,8 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 				}
 				r.log.Info(res.Summary(ds.dir))
 				return nil
-			}})
+			},
+			digest: func() (string, error) { return datasetDigest(ctx, ds.dir) }})
 		if err != nil {
 			return dataGen{}, err
 		}
@@ -321,6 +362,11 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 			data.pretrain = max(data.pretrain, g)
 		} else {
 			data.eval = max(data.eval, g)
+		}
+	}
+	if !r.plan {
+		if err := checkDisjoint(ctx, sets); err != nil {
+			return dataGen{}, err
 		}
 	}
 	if classes, err := datasets.ClassNames(d.Name, false); err == nil {
@@ -346,6 +392,65 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	}
 	r.numClasses = n
 	return data, nil
+}
+
+// dataSet is one of the three datasets of an experiment.
+type dataSet struct {
+	role, split, dir string
+	aug              augment.Config
+	passes, limit    int
+	online           bool // base shards: the trainer makes the views (preprocess.views online)
+	job              *pipelines.PreprocessJob
+}
+
+// sharedSourceError is the one line that refuses a test split sharing images with a split
+// the encoder or the evaluations learn from.
+func sharedSourceError(test, other *dataSet, inTest, inOther, verb string) error {
+	return fmt.Errorf("dataset: the %s split (%s) %s %s, which the %s split (%s) reads too (%s): "+
+		"give the dataset root that holds each split in its own place, or each split its own dataset.inputs entry",
+		test.split, test.role, verb, inTest, other.split, other.role, inOther)
+}
+
+// checkDisjoint refuses to evaluate on a test set whose manifest names a file or folder
+// that the pretraining or evaluation-training manifests name too (or one under it), and a
+// test manifest that names none (written before manifests recorded their sources), whatever
+// made the datasets: this call, an earlier one, or dcl preprocess by hand.
+func checkDisjoint(ctx context.Context, sets []*dataSet) error {
+	sources := make([][]string, len(sets))
+	for i, ds := range sets {
+		m, err := shards.ReadManifest(ctx, ds.dir)
+		if err != nil {
+			return err
+		}
+		for _, s := range m.Config.Sources {
+			sources[i] = append(sources[i], s.Name)
+		}
+		if len(sources[i]) == 0 {
+			return fmt.Errorf("%s records no sources (it was written before manifests named the files each split read), so its split cannot be checked against the others: pass --rerun=preprocess",
+				storage.Join(ds.dir, shards.ManifestName))
+		}
+	}
+	for i := range sets[:2] {
+		if a, b, ok := datasets.SharedSource(sources[2], sources[i]); ok {
+			return sharedSourceError(sets[2], sets[i], a, b, "read")
+		}
+	}
+	return nil
+}
+
+// datasetDigest identifies a dataset by its shards' checksums: preprocessing is
+// deterministic, so a dataset made again from the same input and settings has the same one.
+func datasetDigest(ctx context.Context, dir string) (string, error) {
+	m, err := shards.ReadManifest(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, sh := range m.Shards {
+		fmt.Fprintf(h, "%s %d %s\n", sh.Path, sh.Rows, sh.SHA256)
+	}
+	fmt.Fprintf(h, "records %d dead %d\n", m.Records, m.DeadLetters.Count)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // augmentConfig builds the augmentation of the config's preset at the dataset's size;
@@ -416,7 +521,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 	if err != nil {
 		return nil, err
 	}
-	rr := &RunResult{Config: run, Paper: run.Paper}
+	rr := &RunResult{Config: run, Cell: run.Cell, Paper: run.Paper}
 	var sum *trainstep.Summary
 	trained, err := r.stage(ctx, stageSpec{kind: StageTrain, name: "train " + run.Name, up: data.pretrain,
 		done: func() (outcome, error) {
@@ -451,13 +556,22 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 		return nil, err
 	}
 	rr.Train = sum
-	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, max(trained, data.eval), true, &rr.Evaluation); err != nil {
+	// NPC statistics describe the coupling of an encoder, not the spread of its accuracy:
+	// the first seed of each cell has them.
+	npc := r.firstOfCell(run)
+	if err := r.evaluate(ctx, dir, run.Name, run.Temperature, max(trained, data.eval), npc, &rr.Evaluation); err != nil {
 		return nil, err
 	}
 	if rr.Curves, err = readCurves(ctx, storage.Join(dir, trainstep.LogName)); err != nil {
 		return nil, err
 	}
 	return rr, nil
+}
+
+// firstOfCell reports whether run is the first run of its cell.
+func (r *runner) firstOfCell(run RunConfig) bool {
+	i := slices.IndexFunc(r.cfg.Runs, func(c RunConfig) bool { return c.Cell == run.Cell })
+	return i < 0 || r.cfg.Runs[i].Name == run.Name
 }
 
 // checkRunRecord compares the settings a run folder was started with to the config's, and
@@ -609,13 +723,41 @@ func (r *runner) evaluate(ctx context.Context, dir, name string, temperature flo
 			done: func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
 			do: func() error {
 				return r.embed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: e.data, Output: e.out, Feature: feature, Views: 1})
-			}})
+			},
+			needed: func() (bool, error) { return r.evaluationsNeeded(ctx, dir, npc) }})
 		if err != nil {
 			return err
 		}
 		embedded = max(embedded, g)
 	}
 	return r.evaluateEmbeddings(ctx, dir, name, embTrain, embTest, max(up, embedded), temperature, npc, ev)
+}
+
+// evaluationsNeeded reports whether an evaluation of the encoder in dir that reads its
+// embeddings lacks its output or is asked for again (--rerun): embeddings removed after
+// their evaluations need not be made again.
+func (r *runner) evaluationsNeeded(ctx context.Context, dir string, npc bool) (bool, error) {
+	var outputs []string
+	if r.cfg.Evaluate.KNN != nil {
+		outputs = append(outputs, storage.Join(dir, "knn.json"))
+	}
+	if r.cfg.Evaluate.Linear != nil {
+		outputs = append(outputs, storage.Join(dir, "linear.json"))
+	}
+	if r.cfg.Evaluate.NPC != nil && npc {
+		outputs = append(outputs, storage.Join(npcDir(dir), pipelines.NPCReportName))
+	}
+	for _, k := range []StageKind{StageKNN, StageLinear, StageNPC} {
+		if r.rerun[k] {
+			return true, nil
+		}
+	}
+	for _, p := range outputs {
+		if ok, err := storage.Exists(ctx, p); err != nil || !ok {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // exists is the outcome of a stage whose output is complete when p exists.

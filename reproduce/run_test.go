@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -153,6 +156,18 @@ func TestRunWritesResultsAndIsANoOpWhenComplete(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, PlotsDir, p)); err != nil {
 			t.Errorf("plot %s: %v", p, err)
 		}
+	}
+	// TensorBoard takes each folder of event files for a run: one per training run.
+	eventDirs := map[string]int{}
+	filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), tensorboard.NamePrefix) {
+			rel, _ := filepath.Rel(out, filepath.Dir(p))
+			eventDirs[filepath.ToSlash(rel)]++
+		}
+		return nil
+	})
+	if want := map[string]int{"runs/infonce/tensorboard": 1, "runs/dcl/tensorboard": 1}; !maps.Equal(eventDirs, want) {
+		t.Errorf("TensorBoard runs (folders of event files) %v, want %v", eventDirs, want)
 	}
 	var saved Results
 	if err := storage.LoadJSON(ctx, filepath.Join(out, ResultsName), &saved); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -383,6 +384,7 @@ func TestGates(t *testing.T) {
 		{"below the paper", map[string]Gate{"knn_top1": {MaxDropVsPaper: f(2)}}, run(80, 2, 83), prev, []string{"knn_top1/paper"}, 1},
 		{"no paper figure for the run", map[string]Gate{"knn_top1": {MaxDropVsPaper: f(2)}}, run(80, 2, 0), prev, nil, 0},
 		{"both", map[string]Gate{"knn_top1": {MaxDropVsPrevious: f(0), MaxDropVsPaper: f(0)}}, run(79, 2, 90), prev, []string{"knn_top1/previous", "knn_top1/paper"}, 2},
+		{"a figure that is not a number fails", map[string]Gate{"knn_top1": {MaxDropVsPrevious: f(100)}}, run(math.NaN(), 2, 0), prev, []string{"knn_top1/previous"}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -410,11 +412,11 @@ func TestGates(t *testing.T) {
 func TestRunDirectoryLock(t *testing.T) {
 	out := t.TempDir()
 	ctx := context.Background()
-	release, err := lockRunDir(ctx, out, false, slog.New(slog.DiscardHandler))
+	release, err := lockRunDir(ctx, out, DatasetConfig{}, false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = lockRunDir(ctx, out, false, slog.New(slog.DiscardHandler))
+	_, err = lockRunDir(ctx, out, DatasetConfig{}, false, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(err.Error(), out) {
 		t.Errorf("second lock = %v, want ErrLocked naming this process and %s", err, out)
 	}
@@ -423,12 +425,12 @@ func TestRunDirectoryLock(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := lockRunDir(short, out, true, slog.New(slog.DiscardHandler)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := lockRunDir(short, out, DatasetConfig{}, true, slog.New(slog.DiscardHandler)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("waiting past the deadline = %v, want context.DeadlineExceeded", err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		release2, err := lockRunDir(ctx, out, true, slog.New(slog.DiscardHandler))
+		release2, err := lockRunDir(ctx, out, DatasetConfig{}, true, slog.New(slog.DiscardHandler))
 		if err == nil {
 			release2()
 		}

@@ -86,6 +86,8 @@ type ledgerEntry struct {
 	// CodeVersion is the version of the program that last finished the stage.
 	CodeVersion string    `json:"code_version,omitempty"`
 	Finished    time.Time `json:"finished,omitzero"`
+	// Digest identifies the output it finished with (stageSpec.digest), where it has one.
+	Digest string `json:"digest,omitempty"`
 }
 
 // stagePhase is how far a started stage got: its earlier outputs may still be there while it
@@ -142,6 +144,13 @@ type stageSpec struct {
 	do    func() error
 	// writes is about how many bytes the stage writes (0: not estimated), for --plan.
 	writes int64
+	// A finished stage whose output was removed since (to save disk, or on another machine
+	// that continues from the run directory's small files) is handled by these, where set:
+	// needed reports whether a stage that reads the output must still run (no: the stage is
+	// skipped); digest identifies the output (its shards' checksums), and an output made again
+	// that comes out identical counts as the old one, so nothing that depends on it is redone.
+	needed func() (bool, error)
+	digest func() (string, error)
 }
 
 // stage runs s, or skips it, and records which and why. It returns the gen its dependents
@@ -161,19 +170,17 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 		o = outcome{}
 	}
 	e := r.ledger.Stages[s.name]
-	run, fresh, reason := r.decide(s, o, e)
-	if !run {
-		r.log.Info("stage skipped", "stage", s.name, "why", reason)
-		r.stages = append(r.stages, StageRecord{Name: s.name, Skipped: true, Reason: reason})
-		if e == nil || e.Seq <= r.ledger.CompleteSeq {
-			return 0, nil
-		}
-		if e.Phase != phaseFinished { // it finished, but the call was killed before it said so
-			if err := r.mark(ctx, s.name, phaseFinished); err != nil {
-				return 0, err
+	if removed := !o.complete && o.stale == "" && e != nil && e.Phase == phaseFinished; removed {
+		// Finished, and skipped if its output were there: its output was removed since.
+		if run, _, _ := r.decide(s, outcome{complete: true, version: e.CodeVersion}, e); !run {
+			if g, done, err := r.removedOutput(ctx, s, e); done || err != nil {
+				return g, err
 			}
 		}
-		return gen(e.Seq), nil
+	}
+	run, fresh, reason := r.decide(s, o, e)
+	if !run {
+		return r.skip(ctx, s, e, reason)
 	}
 	r.ledger.Seq++
 	seq := r.ledger.Seq
@@ -199,6 +206,13 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 	if err := s.do(); err != nil {
 		return 0, fmt.Errorf("%s: %w", s.name, err)
 	}
+	if s.digest != nil {
+		d, err := s.digest()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", s.name, err)
+		}
+		r.ledger.Stages[s.name].Digest = d
+	}
 	if err := r.mark(ctx, s.name, phaseFinished); err != nil {
 		return 0, err
 	}
@@ -206,6 +220,81 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 	r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond))
 	r.stages = append(r.stages, StageRecord{Name: s.name, Wall: wall.Round(time.Millisecond).String(), Reason: reason})
 	return gen(seq), nil
+}
+
+// skip records a stage that does not run, and returns the gen its dependents get: 0 when
+// its output is that of the last complete reproduction, else when it was redone.
+func (r *runner) skip(ctx context.Context, s stageSpec, e *ledgerEntry, reason string) (gen, error) {
+	r.log.Info("stage skipped", "stage", s.name, "why", reason)
+	r.stages = append(r.stages, StageRecord{Name: s.name, Skipped: true, Reason: reason})
+	if e == nil || e.Seq <= r.ledger.CompleteSeq {
+		return 0, nil
+	}
+	if e.Phase != phaseFinished { // it finished, but the call was killed before it said so
+		if err := r.mark(ctx, s.name, phaseFinished); err != nil {
+			return 0, err
+		}
+	}
+	return gen(e.Seq), nil
+}
+
+// removedOutput handles a finished stage whose output was removed, where nothing else would
+// make it run: skipped while nothing needs it, or made again, and then the same stage as
+// before when its output comes out identical. done is false when the stage runs as usual.
+func (r *runner) removedOutput(ctx context.Context, s stageSpec, e *ledgerEntry) (g gen, done bool, err error) {
+	if s.needed != nil {
+		need, err := s.needed()
+		if err != nil {
+			return 0, true, fmt.Errorf("%s: %w", s.name, err)
+		}
+		if !need {
+			g, err := r.skip(ctx, s, e, "finished, its output since removed; every stage that reads it is complete")
+			return g, true, err
+		}
+	}
+	if s.digest == nil || e.Digest == "" {
+		return 0, false, nil
+	}
+	if r.plan {
+		r.stages = append(r.stages, StageRecord{Name: s.name, Reason: "finished, its output since removed: made again, and if it comes out identical nothing after it is redone"})
+		return r.planGen(e), true, nil
+	}
+	r.log.Info("stage starts", "stage", s.name, "why", "its output was removed: made again")
+	t0 := r.opts.Now()
+	if err := s.do(); err != nil {
+		return 0, true, fmt.Errorf("%s: %w", s.name, err)
+	}
+	d, err := s.digest()
+	if err != nil {
+		return 0, true, fmt.Errorf("%s: %w", s.name, err)
+	}
+	wall := r.opts.Now().Sub(t0).Round(time.Millisecond)
+	if d == e.Digest {
+		r.log.Info("stage done", "stage", s.name, "wall", wall, "output", "identical to the removed one")
+		r.stages = append(r.stages, StageRecord{Name: s.name, Wall: wall.String(),
+			Reason: "its output was removed: made again, identical to the one the stages after it used"})
+		return r.planGen(e), true, nil
+	}
+	// Another output: it counts as redone, and what depends on it is recomputed.
+	r.ledger.Seq++
+	r.ranNow[gen(r.ledger.Seq)] = s.name
+	r.ledger.Stages[s.name] = &ledgerEntry{Seq: r.ledger.Seq, Phase: phaseFinished, CodeVersion: r.opts.CodeVersion,
+		Finished: r.opts.Now().UTC(), Digest: d}
+	if err := r.saveLedger(ctx); err != nil {
+		return 0, true, err
+	}
+	r.log.Info("stage done", "stage", s.name, "wall", wall, "output", "not the removed one")
+	r.stages = append(r.stages, StageRecord{Name: s.name, Wall: wall.String(),
+		Reason: "its output was removed: made again, and it differs from the one the stages after it used"})
+	return gen(r.ledger.Seq), true, nil
+}
+
+// planGen is the gen a stage's dependents get from it as it stands in the ledger.
+func (r *runner) planGen(e *ledgerEntry) gen {
+	if e.Seq <= r.ledger.CompleteSeq {
+		return 0
+	}
+	return gen(e.Seq)
 }
 
 // decide says whether a stage runs, whether it starts afresh (its earlier outputs removed)

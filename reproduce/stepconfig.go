@@ -8,7 +8,7 @@ import "github.com/dcl-beam/dcl-beam/trainstep"
 func stepConfig(run RunConfig, channels int, dataset string) trainstep.StepConfig {
 	paper := trainstep.PaperDefaults()
 	return trainstep.StepConfig{
-		Model:  trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: channels, Dataset: dataset},
+		Model:  trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: channels, Dataset: orDefault(run.Normalization, dataset)},
 		Method: run.Method,
 		MethodConfig: trainstep.MethodConfig{QueueSize: run.QueueSize, MomentumEMA: run.MomentumEMA, Symmetric: run.Symmetric,
 			BNSplits: run.BNSplits, PredictorHidden: run.PredictorHidden},
@@ -17,7 +17,8 @@ func stepConfig(run RunConfig, channels int, dataset string) trainstep.StepConfi
 			Alpha: orDefaultF(run.AlignAlpha, paper.Alpha), UniformT: orDefaultF(run.UniformT, paper.UniformT), Reduction: trainstep.Mean},
 		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(orDefault(run.Optimizer, string(paper.Optimizer))),
 			Momentum: deref(run.Momentum, paper.Momentum), WeightDecay: deref(run.WeightDecay, paper.WeightDecay)},
-		InitSeed: orDefaultU(run.Seed, 1),
+		InitSeed:  orDefaultU(run.Seed, 1),
+		Precision: trainstep.Precision(run.Precision),
 	}
 }
 

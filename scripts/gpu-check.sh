@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 11, in one command, on a machine with an NVIDIA GPU, Python 3 with
+# The GPU check (issues 11 and 22), in one command, on a machine with an NVIDIA GPU, Python 3 with
 # PyTorch (and JAX's CUDA plugin, whose PJRT plugin dcl loads), and no Go:
 #
 #   make gpu-pack                        # on a machine with Go: .gpu/ (dcl-cuda.xz, fashion-mnist/)
@@ -11,21 +11,33 @@
 #   2. dcl doctor (and, if CUDA does not load, again with the pip nvidia/*/lib folders on
 #      LD_LIBRARY_PATH and with XLA's log on, to say what was missing);
 #   3. python3 scripts/torch_step.py: PyTorch's images/s and memory for the same steps;
-#   4. dcl gpu-check: CPU/CUDA agreement, images/s beside PyTorch, feeding, peak memory;
-#   5. dcl reproduce --config=fashion-mnist-gpu: the experiment (InfoNCE vs DCL, batch 32 and 256).
+#   4. dcl gpu-check: CPU/CUDA agreement (float32 and tf32), images/s beside PyTorch, dcl
+#      train's loop, feeding, peak memory;
+#   5. dcl reproduce --config=fashion-mnist-gpu: the experiment (InfoNCE vs DCL, batch 32 and 256),
+#      then its state (dcl reproduce --save-state), sent back even when the time limit stopped it.
 # "check" runs 1-4, "experiment" 1, 2 and 5, "all" (the default) everything. The unpacked
-# binary and the experiment's state live in .gpu-work/ (outside the pack, so .gpu/ stays what
-# is copied): stopped by its time limit, the experiment continues where it stopped when run
-# again.
+# binary and the experiment's run directory live in .gpu-work/ (outside the pack, so .gpu/
+# stays what is copied). Stopped by its time limit, the experiment continues where it stopped
+# when run again: on the same machine from .gpu-work/experiment, on a fresh one from the state
+# an earlier run sent back (OUTDIR/experiment-state.tgz), put at .gpu-state/experiment-state.tgz
+# (DCL_EXPERIMENT_STATE) and carried with the repository: runs trained and evaluated before are
+# kept, a run that was stopped is trained again, the data are made again (identical).
 #
 # OUTDIR receives at most 8 files: summary.md (what ran, how long, exit codes, the doctor's
 # report), run.log (every step's output), doctor.json, torch-step.json, gpu-check.json,
-# gpu-check.md, experiment-report.md, experiment-results.json.
+# gpu-check.md, experiment-report.md, experiment-state.tgz (results.json, report.md, plots/,
+# each finished run's log and evaluations, the stage ledger and history: unpack it and run
+# make readme GPU_RUN=DIR there).
 #
 # Environment: DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),
-# CHECK_TIMEOUT (900 s), TORCH_TIMEOUT (420 s), EXPERIMENT_TIMEOUT (1800 s); extra flags for
-# each program, appended last so they win: DCL_GPU_CHECK_FLAGS, DCL_TORCH_FLAGS,
-# DCL_EXPERIMENT_FLAGS (the script's own test runs it on a CPU with --backend=cpu --quick).
+# CHECK_TIMEOUT (360 s), TORCH_TIMEOUT (240 s), TORCH_COMPILE_BUDGET (90 s of torch.compile
+# rows), EXPERIMENT_TIMEOUT (480 s: the experiment is sized for 8 minutes, so that the part
+# "experiment" fits one 9-minute command), DCL_EXPERIMENT_STATE (.gpu-state/experiment-state.tgz),
+# DCL_EXPERIMENT_CONFIG (fashion-mnist-gpu; tests give a smaller one); the check part ends within
+# about 9 minutes, and the check writes its JSON after every part, so a time limit keeps what was
+# measured; extra flags for each program, appended last so they win: DCL_GPU_CHECK_FLAGS,
+# DCL_TORCH_FLAGS, DCL_EXPERIMENT_FLAGS (the script's own tests run it on a CPU with
+# --backend=cpu --quick, and --backend=cpu).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -129,25 +141,33 @@ fi
 if [ "$PART" = all ] || [ "$PART" = check ]; then
 	# 3. PyTorch, first, so that gpu-check can put its figures beside dcl's.
 	# shellcheck disable=SC2086 # the extra flags are words
-	step torch "${TORCH_TIMEOUT:-420}" "$PYTHON" "$ROOT/scripts/torch_step.py" --out "$OUT/torch-step.json" ${DCL_TORCH_FLAGS:-}
+	step torch "${TORCH_TIMEOUT:-240}" "$PYTHON" "$ROOT/scripts/torch_step.py" --out "$OUT/torch-step.json" \
+		--compile-budget "${TORCH_COMPILE_BUDGET:-90}" ${DCL_TORCH_FLAGS:-}
 	# 4. The check.
 	TORCH_ARG=()
 	[ -s "$OUT/torch-step.json" ] && TORCH_ARG=(--torch="$OUT/torch-step.json")
 	DATA_ARG=()
 	[ -f "$DATA/train-images-idx3-ubyte.gz" ] && DATA_ARG=(--input="$DATA")
+	[ -d "$PACK/photos" ] && DATA_ARG+=(--photos="$PACK/photos")
 	# shellcheck disable=SC2086
-	step gpu-check "${CHECK_TIMEOUT:-900}" "$DCL" gpu-check --backend=cuda --output="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
+	step gpu-check "${CHECK_TIMEOUT:-360}" "$DCL" gpu-check --backend=cuda --output="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
 		--record="$PYTHON scripts/torch_step.py --out OUT/torch-step.json ${DCL_TORCH_FLAGS:-}" ${DCL_GPU_CHECK_FLAGS:-}
 fi
 
 if [ "$PART" = all ] || [ "$PART" = experiment ]; then
-	# 5. The experiment; it resumes from $WORK/experiment when run again.
+	# 5. The experiment. It continues from $WORK/experiment when run again here, or from the
+	# state an earlier run sent back when this machine has none (reproduce --restore-state).
+	CONFIG=${DCL_EXPERIMENT_CONFIG:-fashion-mnist-gpu}
+	STATE_IN=${DCL_EXPERIMENT_STATE:-$ROOT/.gpu-state/experiment-state.tgz}
 	if [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+		RESTORE=()
+		[ -f "$STATE_IN" ] && RESTORE=(--restore-state="$STATE_IN") && log "continuing from $STATE_IN unless $WORK/experiment holds a reproduction"
 		# shellcheck disable=SC2086
-		step experiment "${EXPERIMENT_TIMEOUT:-1800}" "$DCL" reproduce --config=fashion-mnist-gpu --input="$DATA" \
-			--output="$WORK/experiment" --backend=cuda --progress=off ${DCL_EXPERIMENT_FLAGS:-}
-		cp "$WORK/experiment/report.md" "$OUT/experiment-report.md" 2>/dev/null || log "the experiment wrote no report (yet)"
-		cp "$WORK/experiment/results.json" "$OUT/experiment-results.json" 2>/dev/null || true
+		step experiment "${EXPERIMENT_TIMEOUT:-480}" "$DCL" reproduce --config="$CONFIG" --input="$DATA" \
+			--output="$WORK/experiment" --backend=cuda --progress=off "${RESTORE[@]}" ${DCL_EXPERIMENT_FLAGS:-}
+		step experiment-state 120 "$DCL" reproduce --config="$CONFIG" --output="$WORK/experiment" --save-state="$OUT/experiment-state.tgz"
+		cp "$WORK/experiment/report.md" "$OUT/experiment-report.md" 2>/dev/null ||
+			log "the experiment wrote no report yet: run the same command again (with .gpu-state/experiment-state.tgz from this OUTDIR on a fresh machine) to continue it"
 	else
 		log "skipping the experiment: no Fashion-MNIST in $DATA"
 		FAILED=$((FAILED + 1))

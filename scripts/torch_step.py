@@ -15,11 +15,14 @@ loss.go, optimizer.go):
 - SGD momentum 0.9, weight decay 5e-4 on convolution and linear weights only (not on biases
   or batch norm), lr 0.03 * batch / 256.
 
-Rows: float32 with TF32 allowed (torch.backends.cuda.matmul.allow_tf32 and
-torch.backends.cudnn.allow_tf32), and bf16 through torch.autocast (float32 master weights);
-channels_last memory format and cudnn.benchmark, which help PyTorch on tensor cores. PyTorch
-eager (no torch.compile). Throughput counts images: a batch of N pairs is 2N images; the
-figure is 2N over the median of the timed steps after warm-up.
+Precisions, as dcl's --precision names them: float32 (TF32 off in matrix products and
+convolutions: torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False),
+tf32 (both on; cuDNN's convolutions default to it), and bf16 through torch.autocast (float32
+master weights; TF32 on for what stays float32). channels_last memory format and
+cudnn.benchmark, which help PyTorch on tensor cores. Every row runs eager; the --compile rows
+run again with torch.compile (model and loss; the optimiser stays eager) while the compile
+budget lasts. Throughput counts images: a batch of N pairs is 2N images; the figure is 2N over
+the median of the timed steps after warm-up, each step synchronised.
 
 Writes one JSON (the schema trainstep/gpucheck.TorchResult reads) to --out and stdout. Without
 PyTorch or without a CUDA device it says so, writes a JSON with "error", and exits 2.
@@ -42,7 +45,9 @@ def parse_args():
     p.add_argument("--steps", type=int, default=20, help="timed steps per row")
     p.add_argument("--device", default="cuda", help="cuda (the point) or cpu (to try the script)")
     p.add_argument("--quick", action="store_true", help="tiny batches, for trying the script")
-    p.add_argument("--rows", default="", help="comma-separated model:size:batch:precision to run (default: all four)")
+    p.add_argument("--rows", default="", help="comma-separated model:size:batch:precision to run (default: dcl gpu-check's speed rows)")
+    p.add_argument("--compile", default=None, help="comma-separated model:size:batch:precision to run again under torch.compile, in this order (default: resnet18-cifar at batch 32 and 64, tf32 and bf16; empty: none)")
+    p.add_argument("--compile-budget", type=float, default=150, help="seconds of torch.compile rows at most; rows that would start later are skipped")
     return p.parse_args()
 
 
@@ -57,11 +62,33 @@ def fail(out, msg, code=2, **extra):
 
 
 def default_rows(quick):
+    """dcl gpu-check's speed rows (trainstep/gpucheck.speedRows)."""
     if quick:
-        shapes = [("resnet18-cifar", 32, 4), ("resnet50", 64, 2)]
+        shapes = [("resnet18-cifar", 32, 4, ("float32", "tf32", "bf16")), ("resnet50", 64, 2, ("tf32", "bf16"))]
     else:
-        shapes = [("resnet18-cifar", 32, 256), ("resnet50", 224, 64)]
-    return [(m, s, b, p) for (m, s, b) in shapes for p in ("float32", "bf16")]
+        shapes = [("resnet18-cifar", 32, 32, ("float32", "tf32", "bf16")), ("resnet18-cifar", 32, 64, ("tf32", "bf16")),
+                  ("resnet18-cifar", 32, 256, ("float32", "tf32", "bf16")), ("resnet50", 224, 64, ("tf32", "bf16"))]
+    return [(m, s, b, p) for (m, s, b, ps) in shapes for p in ps]
+
+
+def default_compile_rows(quick):
+    batch = (4,) if quick else (32, 64)
+    return [("resnet18-cifar", 32, b, p) for b in batch for p in ("tf32", "bf16")]
+
+
+def parse_rows(spec):
+    rows = []
+    for item in spec.split(","):
+        if item.strip():
+            m, s, b, p = item.strip().split(":")
+            rows.append((m, int(s), int(b), p))
+    return rows
+
+
+def set_tf32(torch, precision):
+    on = precision != "float32"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
 
 
 def build(torch, nn, torchvision, model_name):
@@ -113,11 +140,15 @@ def process_mib(pid):
     return 0.0
 
 
-def run_row(torch, nn, F, torchvision, device, model_name, size, batch, precision, warmup, steps):
+def run_row(torch, nn, F, torchvision, device, model_name, size, batch, precision, warmup, steps, compiled=False):
     cuda = device.type == "cuda"
+    set_tf32(torch, precision)
     torch.manual_seed(1)
     model = build(torch, nn, torchvision, model_name).to(device)
     model = model.to(memory_format=torch.channels_last)
+    forward, loss_fn = model, dcl_loss
+    if compiled:
+        forward, loss_fn = torch.compile(model), torch.compile(dcl_loss)
     decay, no_decay = [], []
     for mod in model.modules():
         for name, p in mod.named_parameters(recurse=False):
@@ -137,8 +168,8 @@ def run_row(torch, nn, F, torchvision, device, model_name, size, batch, precisio
         # NHWC uint8 -> NCHW view with channels_last strides: no copy of the layout.
         x = x.permute(0, 3, 1, 2).float().div_(255).sub_(mean).mul_(inv_std).contiguous(memory_format=torch.channels_last)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
-            z = model(x)
-        loss = dcl_loss(torch, F, z)
+            z = forward(x)
+        loss = loss_fn(torch, F, z)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -148,8 +179,13 @@ def run_row(torch, nn, F, torchvision, device, model_name, size, batch, precisio
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     model.train()
-    for _ in range(max(warmup, 1)):
+    first = time.perf_counter()
+    for i in range(max(warmup, 1)):
         step()
+        if i == 0:
+            if cuda:
+                torch.cuda.synchronize(device)
+            first = time.perf_counter() - first
     if cuda:
         torch.cuda.synchronize(device)
     times = []
@@ -162,7 +198,8 @@ def run_row(torch, nn, F, torchvision, device, model_name, size, batch, precisio
         times.append((time.perf_counter() - t) * 1000)
     med = statistics.median(times)
     row = {
-        "model": model_name, "size": size, "batch": batch, "precision": precision, "tf32": True,
+        "model": model_name, "size": size, "batch": batch, "precision": precision, "tf32": precision != "float32",
+        "compiled": compiled, "first_step_seconds": first,
         "channels_last": True, "median_ms": med, "images_per_sec": 2 * batch / (med / 1000),
         "last_loss": float(loss.item()), "step_ms": times,
         "max_memory_allocated_mib": 0.0, "max_memory_reserved_mib": 0.0, "process_memory_mib": 0.0,
@@ -188,29 +225,35 @@ def main():
         fail(args.out, "PyTorch %s sees no CUDA device (torch.cuda.is_available() is False; built for CUDA %s): check nvidia-smi and the driver"
              % (torch.__version__, torch.version.cuda), torch=torch.__version__)
     device = torch.device(args.device)
-    # The float32 rows are "float32/TF32": TF32 allowed in matrix products and convolutions,
-    # as go-xla allows it by default on CUDA.
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
     torch.backends.cudnn.benchmark = True
-    rows = default_rows(args.quick)
-    if args.rows:
-        rows = []
-        for spec in args.rows.split(","):
-            m, s, b, p = spec.split(":")
-            rows.append((m, int(s), int(b), p))
+    rows = parse_rows(args.rows) if args.rows else default_rows(args.quick)
+    compile_rows = default_compile_rows(args.quick) if args.compile is None else parse_rows(args.compile)
     res = {
         "torch": torch.__version__, "torchvision": torchvision.__version__, "cuda": torch.version.cuda or "",
         "cudnn": str(torch.backends.cudnn.version() or ""), "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
         "command": " ".join([sys.executable] + sys.argv), "rows": [],
     }
-    for (m, s, b, p) in rows:
-        print("torch_step.py: %s %d px, batch %d, %s" % (m, s, b, p), file=sys.stderr, flush=True)
+    plan = [(r, False) for r in rows] + [(r, True) for r in compile_rows]
+    compile_start = None
+    for ((m, s, b, p), compiled) in plan:
+        label = "%s %d px, batch %d, %s%s" % (m, s, b, p, ", torch.compile" if compiled else "")
+        if compiled and not hasattr(torch, "compile"):
+            res["rows"].append({"model": m, "size": s, "batch": b, "precision": p, "tf32": p != "float32", "compiled": True,
+                                "error": "skipped: torch.compile needs PyTorch 2 (this is %s)" % torch.__version__})
+            continue
+        if compiled:
+            compile_start = compile_start or time.perf_counter()
+            if time.perf_counter() - compile_start > args.compile_budget:
+                res["rows"].append({"model": m, "size": s, "batch": b, "precision": p, "tf32": p != "float32", "compiled": True,
+                                    "error": "skipped: past the compile budget of %.0f s" % args.compile_budget})
+                print("torch_step.py: skipped (compile budget): " + label, file=sys.stderr, flush=True)
+                continue
+        print("torch_step.py: " + label, file=sys.stderr, flush=True)
         try:
-            row = run_row(torch, nn, F, torchvision, device, m, s, b, p, args.warmup, args.steps)
-            print("torch_step.py: %.0f images/s (median %.1f ms), peak reserved %.0f MiB" % (row["images_per_sec"], row["median_ms"], row["max_memory_reserved_mib"]), file=sys.stderr, flush=True)
+            row = run_row(torch, nn, F, torchvision, device, m, s, b, p, args.warmup, args.steps, compiled)
+            print("torch_step.py: %.0f images/s (median %.1f ms, first step %.1f s), peak reserved %.0f MiB" % (row["images_per_sec"], row["median_ms"], row["first_step_seconds"], row["max_memory_reserved_mib"]), file=sys.stderr, flush=True)
         except Exception as e:  # one row failing (out of memory, say) must not lose the others
-            row = {"model": m, "size": s, "batch": b, "precision": p, "tf32": True, "error": "%s: %s" % (type(e).__name__, e)}
+            row = {"model": m, "size": s, "batch": b, "precision": p, "tf32": p != "float32", "compiled": compiled, "error": "%s: %s" % (type(e).__name__, e)}
             print("torch_step.py: failed: " + row["error"], file=sys.stderr, flush=True)
         res["rows"].append(row)
         if device.type == "cuda":
@@ -218,7 +261,7 @@ def main():
     with open(args.out, "w") as f:
         json.dump(res, f, indent=2)
     print(json.dumps(res, indent=2))
-    sys.exit(1 if any("error" in r for r in res["rows"]) else 0)
+    sys.exit(1 if any("error" in r and not r["error"].startswith("skipped") for r in res["rows"]) else 0)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -204,7 +205,8 @@ func (w *EmbeddingWriter) Close() (EmbeddingFileInfo, error) {
 		return EmbeddingFileInfo{}, err
 	}
 	w.err = fmt.Errorf("embedding file %s already closed", w.path)
-	return EmbeddingFileInfo{Path: storage.Base(w.path), Rows: w.rows, Bytes: size, SHA256: sum}, nil
+	// A staged file's entry names it as it will be once committed.
+	return EmbeddingFileInfo{Path: strings.TrimSuffix(storage.Base(w.path), StagedSuffix), Rows: w.rows, Bytes: size, SHA256: sum}, nil
 }
 
 // Abort discards the file; safe after Close and more than once.
@@ -215,19 +217,39 @@ func (w *EmbeddingWriter) Abort() {
 	w.file.Abort()
 }
 
+// EmbeddingPartPath is where a writer of a sharded embeddings directory writes part part of
+// parts: under the staging folder, from which CommitEmbeddings moves it into place.
+func EmbeddingPartPath(dir string, part, parts int) string {
+	return storage.Join(dir, stagedPath(EmbeddingFileName(part, parts)))
+}
+
 // CommitEmbeddings finishes a sharded embeddings directory: it checks that the files are
-// there with their sizes, removes temporaries and Parquet files not listed, and writes
-// embeddings.json last.
+// staged (EmbeddingPartPath) or in place with their sizes, removes temporaries and Parquet
+// files not listed, moves the staged files into place, and writes embeddings.json last.
 func CommitEmbeddings(ctx context.Context, dir string, dim int, files []EmbeddingFileInfo, meta map[string]string) (*EmbeddingManifest, error) {
 	m := &EmbeddingManifest{Format: FormatVersion, Dim: dim, Files: slices.Clone(files), Meta: meta}
 	slices.SortFunc(m.Files, func(a, b EmbeddingFileInfo) int { return strings.Compare(a.Path, b.Path) })
+	all, err := storage.ListTree(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	present := map[string]bool{}
+	for _, f := range all {
+		present[f] = true
+	}
 	listed := map[string]bool{}
+	var moves []string
 	for _, f := range m.Files {
 		if listed[f.Path] {
 			return nil, fmt.Errorf("committing %s: file %s listed twice", dir, f.Path)
 		}
 		listed[f.Path] = true
-		size, err := storage.Size(ctx, storage.Join(dir, f.Path))
+		at := f.Path
+		if staged := stagedPath(f.Path); present[staged] {
+			at = staged
+			moves = append(moves, f.Path)
+		}
+		size, err := storage.Size(ctx, storage.Join(dir, at))
 		if err != nil {
 			return nil, fmt.Errorf("committing %s: %w", dir, err)
 		}
@@ -236,16 +258,20 @@ func CommitEmbeddings(ctx context.Context, dir string, dim int, files []Embeddin
 		}
 		m.Rows += f.Rows
 	}
-	all, err := storage.ListTree(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
 	for _, f := range all {
-		if (strings.HasSuffix(f, ".parquet") && !listed[f]) || isTemporary(f) {
+		if (strings.HasSuffix(f, ".parquet") && !listed[f] && !strings.HasPrefix(f, StagingDir+"/")) || isTemporary(f) {
 			if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
 				return nil, err
 			}
 		}
+	}
+	for _, p := range moves {
+		if err := storage.Rename(ctx, storage.Join(dir, stagedPath(p)), storage.Join(dir, p)); err != nil {
+			return nil, fmt.Errorf("committing %s: %w", dir, err)
+		}
+	}
+	if err := storage.RemoveTree(ctx, storage.Join(dir, StagingDir)); err != nil {
+		return nil, err
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -327,6 +353,7 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		}
 	}
 	var paths []string
+	var listed []EmbeddingFileInfo // the manifest's entries of paths, for a directory
 	if single {
 		paths = []string{path}
 	} else {
@@ -357,6 +384,7 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 			}
 			paths = append(paths, storage.Join(path, f.Path))
 		}
+		listed = m.Files
 		r.meta = m.Meta
 		if r.meta == nil {
 			r.meta = map[string]string{}
@@ -370,10 +398,15 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 	// Check every file's schema and dimension now, so a bad file fails before any work is
 	// done; each file is opened once here and once more when it is read.
 	var dimFrom string // the first file with rows, which set r.dim
-	for _, p := range paths {
+	for i, p := range paths {
 		f, err := summarizeEmbeddingFile(ctx, p)
 		if err != nil {
 			return nil, err
+		}
+		if listed != nil {
+			if err := agreesWithManifest(path, f, listed[i], r.meta); err != nil {
+				return nil, err
+			}
 		}
 		switch {
 		case f.Dim == 0 || f.Dim == r.dim:
@@ -391,6 +424,25 @@ func OpenEmbeddings(ctx context.Context, path string, blockRows int) (*Embedding
 		r.classes, r.meta = r.files[0].Classes, r.files[0].Meta
 	}
 	return r, nil
+}
+
+// agreesWithManifest refuses a file of an embeddings directory whose rows or footer differ
+// from what embeddings.json says of it: the directory holds files of two writers (another
+// command wrote into it meanwhile), and its vectors are not those its metadata describes.
+func agreesWithManifest(dir string, f EmbeddingFileSummary, info EmbeddingFileInfo, meta map[string]string) error {
+	differ := func(has, says string) error {
+		return fmt.Errorf("%s: %s %s, but %s says %s: another command wrote into the folder meanwhile; embed again",
+			dir, storage.Base(f.Path), has, EmbeddingsManifestName, says)
+	}
+	if f.Rows != info.Rows {
+		return differ(fmt.Sprintf("holds %d rows", f.Rows), strconv.FormatInt(info.Rows, 10))
+	}
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		if v, ok := f.Meta[k]; ok && v != meta[k] {
+			return differ(fmt.Sprintf("was written with %s %q", k, v), strconv.Quote(meta[k]))
+		}
+	}
+	return nil
 }
 
 // summarizeEmbeddingFile opens p, checks its schema and learns the dimension: from the

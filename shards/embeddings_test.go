@@ -504,3 +504,59 @@ func TestEmbeddingFileFooterMeta(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbeddingsWrittenByTwoWritersAreRefused: a part file replaced by another writer's after
+// the manifest was committed (two embeds into one folder on two machines) is refused, naming
+// the file and what differs: its footer's checkpoint, or its row count.
+func TestEmbeddingsWrittenByTwoWritersAreRefused(t *testing.T) {
+	ctx := context.Background()
+	write := func(dir, checkpoint string, rows int) []EmbeddingFileInfo {
+		var infos []EmbeddingFileInfo
+		for part := range 2 {
+			w, err := NewEmbeddingWriter(ctx, storage.Join(dir, EmbeddingFileName(part, 2)), 4, map[string]string{"checkpoint": checkpoint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id := range rows {
+				if err := w.Write(int64(id), 0, testEmbedding(int64(id), 4)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			info, err := w.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			infos = append(infos, info)
+		}
+		return infos
+	}
+	for _, tt := range []struct {
+		name, checkpoint string
+		rows             int
+		want             string
+	}{
+		{"another checkpoint", "runs/b", 3, `part-00001-of-00002.parquet was written with checkpoint "runs/b", but embeddings.json says "runs/a"`},
+		{"other rows", "runs/a", 4, "part-00001-of-00002.parquet holds 4 rows, but embeddings.json says 3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			infos := write(dir, "runs/a", 3)
+			if _, err := CommitEmbeddings(ctx, dir, 4, infos, map[string]string{"checkpoint": "runs/a"}); err != nil {
+				t.Fatal(err)
+			}
+			other := t.TempDir()
+			write(other, tt.checkpoint, tt.rows)
+			data, err := os.ReadFile(filepath.Join(other, EmbeddingFileName(1, 2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, EmbeddingFileName(1, 2)), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = OpenEmbeddings(ctx, dir, 4)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -236,10 +236,27 @@ func WriteManifest(ctx context.Context, dir string, m *Manifest) error {
 	return storage.WriteFile(ctx, storage.Join(dir, ManifestName), data)
 }
 
+// StagingDir is the hidden folder under a dataset (or embeddings) directory that writers
+// write their files into, each named with StagedSuffix after its final name; Commit moves
+// them into place. A run's files are not data to any reader before it commits, so a killed
+// run leaves nothing another tool takes for data: readers that skip hidden entries (pyarrow
+// datasets, Spark) do not look in the folder, and a glob such as DuckDB's
+// read_parquet('DIR/**/*.parquet'), which does (DuckDB 1.5), matches no staged name.
+const (
+	StagingDir   = ".staging"
+	StagedSuffix = ".uncommitted"
+)
+
+// stagedPath is where a file of a directory is written before its commit, relative to the
+// directory.
+func stagedPath(rel string) string { return StagingDir + "/" + rel + StagedSuffix }
+
 // Commit is the pipeline's last, metadata-only step: given the entries its writers returned,
-// it checks that every listed shard is in place with the size its writer reported, removes
-// temporaries and shard files the run did not write (left by an earlier run), and writes the
-// manifest. Only after Commit returns nil is the directory a dataset.
+// it checks that every listed shard is staged with the size its writer reported, removes
+// temporaries and shard files the run did not write (left by an earlier run), moves the
+// shards from the staging folder into place, and writes the manifest. Only after Commit
+// returns nil is the directory a dataset. Run again after a failure part-way (a retried
+// step), it finds the shards it already moved in place.
 func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, records int64, dead DeadLetters) (*Manifest, error) {
 	m, err := NewManifest(cfg, shards, records, dead)
 	if err != nil {
@@ -254,17 +271,23 @@ func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, rec
 		present[f] = true
 	}
 	listed := map[string]bool{}
+	var moves []string
 	for _, s := range m.Shards {
 		listed[s.Path] = true
-		if !present[s.Path] {
+		at := s.Path
+		switch staged := stagedPath(s.Path); {
+		case present[staged]:
+			at = staged
+			moves = append(moves, s.Path)
+		case !present[s.Path]:
 			return nil, fmt.Errorf("committing %s: shard %s is missing", dir, s.Path)
 		}
-		size, err := storage.Size(ctx, storage.Join(dir, s.Path))
+		size, err := storage.Size(ctx, storage.Join(dir, at))
 		if err != nil {
 			return nil, err
 		}
 		if size != s.Bytes {
-			return nil, fmt.Errorf("committing %s: shard %s has %d bytes, its writer wrote %d", dir, s.Path, size, s.Bytes)
+			return nil, fmt.Errorf("committing %s: shard %s has %d bytes, its writer wrote %d", dir, at, size, s.Bytes)
 		}
 	}
 	if dead.File != "" && !present[dead.File] {
@@ -277,6 +300,14 @@ func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, rec
 			}
 		}
 	}
+	for _, p := range moves {
+		if err := storage.Rename(ctx, storage.Join(dir, stagedPath(p)), storage.Join(dir, p)); err != nil {
+			return nil, fmt.Errorf("committing %s: %w", dir, err)
+		}
+	}
+	if err := storage.RemoveTree(ctx, storage.Join(dir, StagingDir)); err != nil {
+		return nil, err
+	}
 	if err := WriteManifest(ctx, dir, m); err != nil {
 		return nil, err
 	}
@@ -284,7 +315,7 @@ func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, rec
 }
 
 // isShardLike reports whether a file under a dataset directory would be taken for a shard:
-// any Parquet file in a pass folder or at the top.
+// any Parquet file in a pass folder or at the top. Staged shards are not (isStagedShard).
 func isShardLike(rel string) bool {
 	if isTemporary(rel) || !strings.HasSuffix(rel, ".parquet") {
 		return false
@@ -294,6 +325,14 @@ func isShardLike(rel string) bool {
 }
 
 func isTemporary(rel string) bool { return strings.Contains(rel, storage.TempMarker) }
+
+// isStagedShard reports whether a file under a dataset directory is a shard written and not
+// committed: one of an interrupted run.
+func isStagedShard(rel string) bool {
+	staged, ok := strings.CutPrefix(rel, StagingDir+"/")
+	staged, staging := strings.CutSuffix(staged, StagedSuffix)
+	return ok && staging && isShardLike(staged)
+}
 
 // DifferentDatasetError is Prepare's refusal to write into a directory that holds another
 // dataset.
@@ -316,8 +355,8 @@ func (e *DifferentDatasetError) Error() string {
 //     file, the dead-letter file and temporaries that interrupted writes left, so a re-run
 //     starts clean and ends with exactly the files it writes.
 //
-// Files that are not shards (anything but Parquet files at the top or in pass-NNN folders)
-// are left alone.
+// Files that are not shards (anything but Parquet files at the top or in pass-NNN folders,
+// and the staging folder) are left alone.
 func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -342,7 +381,7 @@ func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error 
 			}
 		}
 	}
-	return nil
+	return storage.RemoveTree(ctx, storage.Join(dir, StagingDir))
 }
 
 func checkSameDataset(ctx context.Context, dir string, cfg Config, files []string) error {
@@ -362,10 +401,11 @@ func checkSameDataset(ctx context.Context, dir string, cfg Config, files []strin
 			return &DifferentDatasetError{Dir: dir, Where: ManifestName, Diffs: d}
 		}
 	}
-	// Shards without a manifest are an interrupted run: the same command may finish it,
-	// another may not mix its shards in.
+	// Shards without a manifest, staged or (from an earlier version, or a commit cut short)
+	// in place, are an interrupted run: the same command may finish it, another may not mix
+	// its shards in.
 	for _, f := range files {
-		if !isShardLike(f) {
+		if !isShardLike(f) && !isStagedShard(f) {
 			continue
 		}
 		foot, err := readFooterConfig(ctx, storage.Join(dir, f))

@@ -207,8 +207,10 @@ type Config struct {
 	Channels int      `json:"channels"`
 	// CodeVersion is the version of the program that wrote the shards.
 	CodeVersion string `json:"code_version"`
-	// Sources lists the input files and their sha256; SourceChecksum summarises them (see
-	// SourcesChecksum).
+	// Sources lists what the split read: each input file, class folder or tar member
+	// (datasets.Unit.Source) with the sha256 of the records read from it; SourceChecksum
+	// summarises the records of all of them. Reproductions compare the sources of their
+	// splits, so that no test image is also a training image.
 	Sources        []Source `json:"sources,omitempty"`
 	SourceChecksum string   `json:"source_checksum"`
 	// Classes names the labels, in label order (Classes[label]); empty when the source has
@@ -234,7 +236,7 @@ type Config struct {
 	GroupRows int `json:"group_rows,omitempty"`
 }
 
-// Source is one input file of a run and its sha256 (hex).
+// Source is one input file or folder of a run and its sha256 (hex).
 type Source struct {
 	Name   string `json:"name"`
 	SHA256 string `json:"sha256"`
@@ -316,8 +318,12 @@ func (c Config) canonical() ([]byte, error) {
 }
 
 // Diff lists the fields in which c and other differ ("seed: 1 != 2"); empty when they
-// describe the same dataset.
+// describe the same dataset. Sources are not compared: they say where the records were
+// read, which only the manifest records (shard footers leave them out, so that the same
+// records read from another place give the same shards); SourceChecksum compares the
+// records themselves.
 func (c Config) Diff(other Config) []string {
+	c.Sources, other.Sources = nil, nil
 	a, errA := c.canonical()
 	b, errB := other.canonical()
 	if errA != nil || errB != nil {

@@ -91,7 +91,8 @@ func NewWriter(ctx context.Context, dir string, id ShardID, cfg Config, opts Wri
 	if err != nil {
 		return nil, err
 	}
-	p := storage.Join(dir, id.Path())
+	// Shards are written under the staging folder; Commit moves them into place.
+	p := storage.Join(dir, stagedPath(id.Path()))
 	f := storage.NewWriter(ctx, p)
 	options := []parquet.WriterOption{
 		// A fixed CreatedBy: the default embeds the build's module hash, which would make

@@ -1,9 +1,12 @@
 package trainstep
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -18,32 +21,52 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/model"
 
+	"github.com/dcl-beam/dcl-beam/internal/safetensors"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
-// Checkpoint file format (version 1), little-endian:
+// A checkpoint is a safetensors file (https://github.com/huggingface/safetensors), so any
+// safetensors reader opens it: one tensor per variable (weights, batch-norm running averages,
+// optimiser and method state), named by its path in the model store without the leading
+// "/" (model/backbone/stem/conv/weights), in this package's layouts (convolution kernels
+// HWIO; `dcl export` writes PyTorch's). Its metadata holds
 //
-//	"DCLCKPT1"            8 bytes, magic
-//	header length         uint64
-//	header                JSON, CheckpointHeader
-//	tensor data           each variable's raw values, in header order, at its offset
-//	CRC-32C               uint32 of every byte before it
+//	dcl.format    "dcl-checkpoint"
+//	dcl.header    the CheckpointHeader as JSON: model, loss, optimiser and run settings,
+//	              where the run stands, and every variable's scope, name, dtype and shape
+//	dcl.sha256    hex SHA-256 of dcl.header's bytes followed by the file's data section
+//	              (everything after the header), so a truncated or corrupt file is refused
 //
-// One self-contained file, written atomically (storage.Create), readable from local disk or gs://.
+// One self-contained file, written atomically (storage.Create), readable from local disk or
+// gs://. Checkpoints of the first format (DCLCKPT1: a magic, a JSON header, the raw values
+// and a CRC-32C, named *.dclckpt) are still read, resumed from and exported.
 const (
-	checkpointMagic   = "DCLCKPT1"
-	checkpointVersion = 1
+	checkpointVersion = 2
 	// CheckpointExt ends every checkpoint file name.
-	CheckpointExt = ".dclckpt"
+	CheckpointExt = ".safetensors"
 	// CheckpointDir is the folder under a run's output that holds its checkpoints.
 	CheckpointDir = "checkpoints"
+
+	checkpointFormat = "dcl-checkpoint"
+	metaFormat       = "dcl.format"
+	metaHeader       = "dcl.header"
+	metaSHA256       = "dcl.sha256"
+)
+
+// The first format: "DCLCKPT1", the header's length (uint64), the header (JSON, with each
+// variable's offset and size in the data), the values, a CRC-32C of every byte before it.
+const (
+	legacyMagic   = "DCLCKPT1"
+	legacyVersion = 1
+	// LegacyCheckpointExt ends the names of checkpoints of the first format.
+	LegacyCheckpointExt = ".dclckpt"
 	// maxHeaderBytes bounds the header a reader will accept (a corrupt length is not allocated).
 	maxHeaderBytes = 64 << 20
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// CheckpointHeader is the JSON part of a checkpoint: everything but the tensor bytes.
+// CheckpointHeader is the configuration and state of a checkpoint: everything but the tensors.
 type CheckpointHeader struct {
 	FormatVersion int        `json:"format_version"`
 	Created       time.Time  `json:"created"`
@@ -76,84 +99,179 @@ type TrainState struct {
 	Finished bool `json:"finished,omitempty"`
 }
 
-// VariableEntry describes one stored tensor.
+// VariableEntry describes one stored variable.
 type VariableEntry struct {
 	Scope     string `json:"scope"`
 	Name      string `json:"name"`
 	DType     string `json:"dtype"`
 	Dims      []int  `json:"dims"`
 	Trainable bool   `json:"trainable"`
-	Offset    int64  `json:"offset"` // from the start of the tensor data
-	Bytes     int64  `json:"bytes"`
+	// Offset and Bytes place the values in the data of a first-format file; a safetensors
+	// checkpoint's header places them.
+	Offset int64 `json:"offset,omitempty"`
+	Bytes  int64 `json:"bytes,omitempty"`
 }
 
-// Checkpoint is a checkpoint read into memory.
+// tensorName is the entry's tensor in a safetensors checkpoint.
+func (e VariableEntry) tensorName() string {
+	return strings.TrimPrefix(variablePath(e.Scope, e.Name), model.RootScopePath)
+}
+
+// Checkpoint is a checkpoint read into memory and verified.
 type Checkpoint struct {
 	Path   string
 	Header CheckpointHeader
-	data   []byte // the tensor data section
+	values map[string][]byte // by variablePath: each variable's raw little-endian values
 }
 
-// SaveCheckpoint writes every variable of s (weights, batch-norm running averages, momentum
-// buffers) with the configuration and state to path, atomically.
+// raw returns the stored bytes of entry e.
+func (c *Checkpoint) raw(e VariableEntry) []byte { return c.values[variablePath(e.Scope, e.Name)] }
+
+// safetensorsDTypes maps the dtypes of variables to the format's names.
+var safetensorsDTypes = map[dtypes.DType]string{
+	dtypes.Bool: safetensors.BOOL, dtypes.Uint8: safetensors.U8, dtypes.Int8: safetensors.I8,
+	dtypes.Int16: safetensors.I16, dtypes.Uint16: safetensors.U16, dtypes.Float16: safetensors.F16,
+	dtypes.BFloat16: safetensors.BF16, dtypes.Int32: safetensors.I32, dtypes.Uint32: safetensors.U32,
+	dtypes.Float32: safetensors.F32, dtypes.Float64: safetensors.F64, dtypes.Int64: safetensors.I64,
+	dtypes.Uint64: safetensors.U64,
+}
+
+// SaveCheckpoint writes every variable of s (weights, batch-norm running averages, optimiser
+// and method state) with the configuration and state to path, atomically.
 func SaveCheckpoint(ctx context.Context, path string, s *Step, run *RunConfig, state TrainState) error {
 	header := CheckpointHeader{FormatVersion: checkpointVersion, Created: time.Now().UTC(), Step: s.cfg, Run: run, State: state}
-	var blobs []*tensors.Tensor
-	var offset int64
+	values := map[string]*tensors.Tensor{}
+	var infos []safetensors.Info
 	for v := range s.store.IterVariables() {
 		t, err := v.Value()
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: reading variable %s: %w", path, v.Path(), err)
 		}
-		size := t.Shape().ByteSize()
-		header.Variables = append(header.Variables, VariableEntry{
-			Scope: v.Scope(), Name: v.Name(), DType: t.DType().String(), Dims: slices.Clone(t.Shape().Dimensions),
-			Trainable: v.Trainable, Offset: offset, Bytes: size,
-		})
-		blobs = append(blobs, t)
-		offset += size
+		e := VariableEntry{Scope: v.Scope(), Name: v.Name(), DType: t.DType().String(), Dims: slices.Clone(t.Shape().Dimensions), Trainable: v.Trainable}
+		st, ok := safetensorsDTypes[t.DType()]
+		if !ok {
+			return fmt.Errorf("checkpoint %s: variable %s is %s, which safetensors cannot hold", path, v.Path(), t.DType())
+		}
+		header.Variables = append(header.Variables, e)
+		infos = append(infos, safetensors.Info{Name: e.tensorName(), DType: st, Shape: e.Dims})
+		values[e.tensorName()] = t
 	}
 	headerJSON, err := json.Marshal(header)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: encoding header: %w", path, err)
 	}
-	return storage.Create(ctx, path, func(w io.Writer) error {
-		crc := crc32.New(crcTable)
-		mw := io.MultiWriter(w, crc)
-		var prefix [16]byte
-		copy(prefix[:8], checkpointMagic)
-		binary.LittleEndian.PutUint64(prefix[8:], uint64(len(headerJSON)))
-		if _, err := mw.Write(prefix[:]); err != nil {
-			return err
-		}
-		if _, err := mw.Write(headerJSON); err != nil {
-			return err
-		}
-		for i, t := range blobs {
+	// The checksum goes in the header, before the data: a first pass over the values sums them.
+	sum := sha256.New()
+	sum.Write(headerJSON)
+	_, order, err := safetensors.Header(infos, nil)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	writeValues := func(w io.Writer) error {
+		for _, info := range order {
 			var werr error
-			if err := t.ConstBytes(func(data []byte) { _, werr = mw.Write(data) }); err != nil {
-				return fmt.Errorf("variable %s: %w", header.Variables[i].Name, err)
+			if err := values[info.Name].ConstBytes(func(data []byte) { _, werr = w.Write(data) }); err != nil {
+				return fmt.Errorf("variable %s: %w", info.Name, err)
 			}
 			if werr != nil {
 				return werr
 			}
 		}
-		return binary.Write(w, binary.LittleEndian, crc.Sum32())
+		return nil
+	}
+	if err := writeValues(sum); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	prefix, _, err := safetensors.Header(infos, map[string]string{
+		metaFormat: checkpointFormat, metaHeader: string(headerJSON), metaSHA256: hex.EncodeToString(sum.Sum(nil)),
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return storage.Create(ctx, path, func(w io.Writer) error {
+		if _, err := w.Write(prefix); err != nil {
+			return err
+		}
+		return writeValues(w)
 	})
 }
 
-// ReadCheckpoint reads and verifies a checkpoint file: magic, version, checksum, and that every
-// variable lies inside the file.
+// ReadCheckpoint reads and verifies a checkpoint file (either format): its checksum, its
+// header, and that every variable the header lists is stored with its dtype and shape.
 func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 	raw, err := storage.ReadFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
+	if len(raw) >= len(legacyMagic) && string(raw[:len(legacyMagic)]) == legacyMagic {
+		return readLegacyCheckpoint(path, raw)
+	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("checkpoint %s: %s", path, fmt.Sprintf(format, args...))
 	}
-	if len(raw) < 20 || string(raw[:8]) != checkpointMagic {
-		return nil, bad("not a dcl checkpoint (no %q header)", checkpointMagic)
+	stored, meta, err := safetensors.Decode(raw)
+	if err != nil {
+		return nil, bad("not a dcl checkpoint, or a truncated or corrupt one: %v", err)
+	}
+	h, err := checkpointHeader(meta)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	dataStart := int64(8 + binary.LittleEndian.Uint64(raw))
+	sum := sha256.New()
+	sum.Write([]byte(meta[metaHeader]))
+	sum.Write(raw[dataStart:])
+	if got := hex.EncodeToString(sum.Sum(nil)); got != meta[metaSHA256] {
+		return nil, bad("checksum mismatch (file is truncated or corrupt)")
+	}
+	byName := make(map[string]safetensors.Tensor, len(stored))
+	for _, t := range stored {
+		byName[t.Name] = t
+	}
+	c := &Checkpoint{Path: path, Header: *h, values: make(map[string][]byte, len(stored))}
+	for _, v := range h.Variables {
+		t, ok := byName[v.tensorName()]
+		if !ok {
+			return nil, bad("variable %s/%s has no tensor %s", v.Scope, v.Name, v.tensorName())
+		}
+		delete(byName, v.tensorName())
+		dt, err := dtypes.DTypeString(v.DType)
+		if err != nil || safetensorsDTypes[dt] != t.DType || !slices.Equal(v.Dims, t.Shape) {
+			return nil, bad("variable %s/%s is %s %v in the header, its tensor %s %v", v.Scope, v.Name, v.DType, v.Dims, t.DType, t.Shape)
+		}
+		c.values[variablePath(v.Scope, v.Name)] = t.Data
+	}
+	for name := range byName {
+		return nil, bad("tensor %s is not a variable of the header", name)
+	}
+	return c, nil
+}
+
+// checkpointHeader decodes and checks the header a safetensors checkpoint's metadata holds.
+func checkpointHeader(meta map[string]string) (*CheckpointHeader, error) {
+	if meta[metaFormat] != checkpointFormat {
+		return nil, fmt.Errorf("not a dcl checkpoint (metadata %s is %q, want %q)", metaFormat, meta[metaFormat], checkpointFormat)
+	}
+	var h CheckpointHeader
+	dec := json.NewDecoder(strings.NewReader(meta[metaHeader]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("header: %v", err)
+	}
+	if h.FormatVersion != checkpointVersion {
+		return nil, fmt.Errorf("format version %d; this program reads versions %d and %d", h.FormatVersion, legacyVersion, checkpointVersion)
+	}
+	return &h, nil
+}
+
+// readLegacyCheckpoint reads a checkpoint of the first format: magic, checksum, version, and
+// that every variable lies inside the file.
+func readLegacyCheckpoint(path string, raw []byte) (*Checkpoint, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("checkpoint %s: %s", path, fmt.Sprintf(format, args...))
+	}
+	if len(raw) < 20 {
+		return nil, bad("truncated (%d bytes)", len(raw))
 	}
 	body, sum := raw[:len(raw)-4], binary.LittleEndian.Uint32(raw[len(raw)-4:])
 	if got := crc32.Checksum(body, crcTable); got != sum {
@@ -163,14 +281,15 @@ func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 	if headerLen > maxHeaderBytes || headerLen > uint64(len(body)-16) {
 		return nil, bad("header length %d does not fit in a file of %d bytes", headerLen, len(raw))
 	}
-	c := &Checkpoint{Path: path, data: body[16+headerLen:]}
+	data := body[16+headerLen:]
+	c := &Checkpoint{Path: path, values: map[string][]byte{}}
 	dec := json.NewDecoder(bytes.NewReader(body[16 : 16+headerLen]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c.Header); err != nil {
 		return nil, bad("header: %v", err)
 	}
-	if c.Header.FormatVersion != checkpointVersion {
-		return nil, bad("format version %d; this program reads version %d", c.Header.FormatVersion, checkpointVersion)
+	if c.Header.FormatVersion != legacyVersion {
+		return nil, bad("format version %d in a %s file, which holds version %d", c.Header.FormatVersion, legacyMagic, legacyVersion)
 	}
 	for _, v := range c.Header.Variables {
 		dt, err := dtypes.DTypeString(v.DType)
@@ -183,16 +302,17 @@ func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 			if d < 0 {
 				return nil, bad("variable %s/%s has negative dimension in %v", v.Scope, v.Name, v.Dims)
 			}
-			if d > 0 && elements > int64(len(c.data))/int64(d) {
-				return nil, bad("variable %s/%s (%s %v) is larger than the %d bytes of tensor data", v.Scope, v.Name, v.DType, v.Dims, len(c.data))
+			if d > 0 && elements > int64(len(data))/int64(d) {
+				return nil, bad("variable %s/%s (%s %v) is larger than the %d bytes of tensor data", v.Scope, v.Name, v.DType, v.Dims, len(data))
 			}
 			elements *= int64(d)
 		}
 		want := shapes.Make(dt, v.Dims...).ByteSize()
-		if v.Bytes != want || v.Offset < 0 || v.Offset > int64(len(c.data)) || v.Bytes > int64(len(c.data))-v.Offset {
+		if v.Bytes != want || v.Offset < 0 || v.Offset > int64(len(data)) || v.Bytes > int64(len(data))-v.Offset {
 			return nil, bad("variable %s/%s (%s %v) at bytes %d+%d does not fit the %d bytes of tensor data",
-				v.Scope, v.Name, v.DType, v.Dims, v.Offset, v.Bytes, len(c.data))
+				v.Scope, v.Name, v.DType, v.Dims, v.Offset, v.Bytes, len(data))
 		}
+		c.values[variablePath(v.Scope, v.Name)] = data[v.Offset : v.Offset+v.Bytes]
 	}
 	return c, nil
 }
@@ -205,9 +325,29 @@ func ReadCheckpointHeader(ctx context.Context, path string) (*CheckpointHeader, 
 		return nil, err
 	}
 	defer r.Close()
+	br := bufio.NewReader(r)
+	start, err := br.Peek(len(legacyMagic))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: not a dcl checkpoint (%d bytes)", path, len(start))
+	}
+	if string(start) == legacyMagic {
+		return readLegacyHeader(path, br)
+	}
+	_, _, meta, _, err := safetensors.ReadHeader(br)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: not a dcl checkpoint, or a truncated or corrupt one: %w", path, err)
+	}
+	h, err := checkpointHeader(meta)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return h, nil
+}
+
+func readLegacyHeader(path string, r io.Reader) (*CheckpointHeader, error) {
 	var prefix [16]byte
-	if _, err := io.ReadFull(r, prefix[:]); err != nil || string(prefix[:8]) != checkpointMagic {
-		return nil, fmt.Errorf("checkpoint %s: not a dcl checkpoint (no %q header)", path, checkpointMagic)
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: truncated", path)
 	}
 	n := binary.LittleEndian.Uint64(prefix[8:])
 	if n > maxHeaderBytes {
@@ -223,8 +363,8 @@ func ReadCheckpointHeader(ctx context.Context, path string) (*CheckpointHeader, 
 	if err := dec.Decode(&h); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: header: %w", path, err)
 	}
-	if h.FormatVersion != checkpointVersion {
-		return nil, fmt.Errorf("checkpoint %s: format version %d; this program reads version %d", path, h.FormatVersion, checkpointVersion)
+	if h.FormatVersion != legacyVersion {
+		return nil, fmt.Errorf("checkpoint %s: format version %d in a %s file, which holds version %d", path, h.FormatVersion, legacyMagic, legacyVersion)
 	}
 	return &h, nil
 }
@@ -236,7 +376,11 @@ func (c *Checkpoint) tensor(e VariableEntry) (*tensors.Tensor, error) {
 		return nil, err
 	}
 	t := tensors.FromShape(shapes.Make(dt, e.Dims...))
-	err = t.MutableBytes(func(data []byte) { copy(data, c.data[e.Offset:e.Offset+e.Bytes]) })
+	raw := c.raw(e)
+	if int64(len(raw)) != t.Shape().ByteSize() {
+		return nil, fmt.Errorf("%d bytes stored for %s %v", len(raw), e.DType, e.Dims)
+	}
+	err = t.MutableBytes(func(data []byte) { copy(data, raw) })
 	return t, err
 }
 
@@ -307,27 +451,51 @@ func isModelScope(scope string) bool {
 // CheckpointName is the file name of the checkpoint after steps steps.
 func CheckpointName(steps int) string { return fmt.Sprintf("step-%09d%s", steps, CheckpointExt) }
 
+// isCheckpointName reports whether a path ends like a checkpoint of either format.
+func isCheckpointName(p string) bool {
+	return strings.HasSuffix(p, CheckpointExt) || strings.HasSuffix(p, LegacyCheckpointExt)
+}
+
 // ListCheckpoints returns the checkpoints in a run's output folder (out/checkpoints), oldest
-// first, with the step counts their names give.
+// first, with the step counts their names give; checkpoints of the first format count too
+// (a run started by an earlier version resumes from them), before one of the same step in
+// the current format, which counts as the newer.
 func ListCheckpoints(ctx context.Context, out string) (paths []string, steps []int, err error) {
-	found, err := storage.List(ctx, storage.Join(out, CheckpointDir, "step-*"+CheckpointExt))
+	found, err := storage.List(ctx, storage.Join(out, CheckpointDir, "step-*"))
 	if err != nil {
 		return nil, nil, err
 	}
 	type entry struct {
-		path string
-		step int
+		path   string
+		step   int
+		legacy bool
 	}
 	var entries []entry
 	for _, p := range found {
-		base := strings.TrimSuffix(strings.TrimPrefix(storage.Base(p), "step-"), CheckpointExt)
-		n, err := strconv.Atoi(base)
+		base := storage.Base(p)
+		legacy := strings.HasSuffix(base, LegacyCheckpointExt)
+		if !legacy && !strings.HasSuffix(base, CheckpointExt) {
+			continue
+		}
+		digits := strings.TrimPrefix(strings.TrimSuffix(strings.TrimSuffix(base, CheckpointExt), LegacyCheckpointExt), "step-")
+		n, err := strconv.Atoi(digits)
 		if err != nil {
 			continue // not one of ours
 		}
-		entries = append(entries, entry{p, n})
+		entries = append(entries, entry{p, n, legacy})
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return a.step - b.step })
+	slices.SortFunc(entries, func(a, b entry) int {
+		if a.step != b.step {
+			return a.step - b.step
+		}
+		switch {
+		case a.legacy == b.legacy:
+			return 0
+		case a.legacy:
+			return -1
+		}
+		return 1
+	})
 	for _, e := range entries {
 		paths, steps = append(paths, e.path), append(steps, e.step)
 	}
@@ -337,7 +505,7 @@ func ListCheckpoints(ctx context.Context, out string) (paths []string, steps []i
 // ResolveCheckpoint turns a checkpoint file or a run's output folder (its newest checkpoint)
 // into a checkpoint path.
 func ResolveCheckpoint(ctx context.Context, path string) (string, error) {
-	if strings.HasSuffix(path, CheckpointExt) {
+	if isCheckpointName(path) {
 		return path, nil
 	}
 	paths, _, err := ListCheckpoints(ctx, path)

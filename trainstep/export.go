@@ -17,16 +17,19 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
-// TorchInfo describes an exported encoder for whoever loads it in PyTorch: which torchvision
-// model to build, how to change its stem, and how to prepare its input. It is the JSON sidecar
-// `dcl export` writes beside the weights.
+// TorchInfo describes an exported encoder for whoever loads it in PyTorch: which module to
+// build (torchvision's, with its stem changed, or the one in the module file written beside
+// the weights), and how to prepare its input. It is the JSON sidecar `dcl export` writes.
 type TorchInfo struct {
 	// Model is this toolkit's model name; Torchvision the torchvision constructor whose
-	// state-dict names the weights carry.
+	// state-dict names the weights carry, empty for a model torchvision lacks.
 	Model       string `json:"model"`
-	Torchvision string `json:"torchvision_model"`
+	Torchvision string `json:"torchvision_model,omitempty"`
 	// Stem says how conv1 and maxpool differ from torchvision's ImageNet stem.
-	Stem string `json:"stem"`
+	Stem string `json:"stem,omitempty"`
+	// Module is the PyTorch module file written beside the weights (its name): build() in it
+	// makes the backbone, whose state dict the weights fill with strict=True.
+	Module string `json:"module"`
 	// InputSize is the [height, width] the encoder was trained on.
 	InputSize [2]int `json:"input_size"`
 	Channels  int    `json:"channels"`
@@ -43,24 +46,148 @@ type TorchInfo struct {
 	StepsDone     int       `json:"steps_done"`
 }
 
-// torchArch is what an exportable model corresponds to in torchvision.
-type torchArch struct{ torchvision, stem string }
-
-var torchArchs = map[string]torchArch{
-	ResNet18CIFAR: {"resnet18", "conv1 = Conv2d(channels, base_width, 3, stride 1, padding 1, no bias); maxpool = Identity; fc = Identity"},
-	ResNet50CIFAR: {"resnet50", "conv1 = Conv2d(channels, base_width, 3, stride 1, padding 1, no bias); maxpool = Identity; fc = Identity"},
-	ResNet50:      {"resnet50", "torchvision's (7x7 stride-2 conv1, 3x3 stride-2 maxpool); fc = Identity"},
+// torchArch is what a model is in PyTorch: a torchvision ResNet (torchvision and stem set),
+// or a module of the module file's own (class set), whose state-dict names are the
+// variables' paths below the backbone with "." for "/".
+type torchArch struct {
+	torchvision, stem string
+	class             string
+	// build is the body of the module file's build(): the expression that makes the backbone.
+	build func(info *TorchInfo) string
 }
 
+const cifarStem = "conv1 = Conv2d(channels, base_width, 3, stride 1, padding 1, no bias); maxpool = Identity; fc = Identity"
+
+func torchvisionBuild(info *TorchInfo) string {
+	b := fmt.Sprintf("model = torchvision.models.%s()\n", info.Torchvision)
+	if info.Stem == cifarStem {
+		b += fmt.Sprintf("    model.conv1 = nn.Conv2d(%d, %d, 3, 1, 1, bias=False)\n    model.maxpool = nn.Identity()\n", info.Channels, info.BaseWidth)
+	} else if info.Channels != 3 {
+		b += fmt.Sprintf("    model.conv1 = nn.Conv2d(%d, %d, 7, 2, 3, bias=False)\n", info.Channels, info.BaseWidth)
+	}
+	return b + "    model.fc = nn.Identity()\n    return model"
+}
+
+var torchArchs = map[string]torchArch{
+	ResNet18CIFAR: {torchvision: "resnet18", stem: cifarStem, build: torchvisionBuild},
+	ResNet50CIFAR: {torchvision: "resnet50", stem: cifarStem, build: torchvisionBuild},
+	ResNet50:      {torchvision: "resnet50", stem: "torchvision's (7x7 stride-2 conv1, 3x3 stride-2 maxpool); fc = Identity", build: torchvisionBuild},
+	SmallCNN: {class: "SmallCNN", build: func(info *TorchInfo) string {
+		return fmt.Sprintf("return SmallCNN(channels=%d, width=%d)", info.Channels, info.BaseWidth)
+	}},
+	MLP: {class: "MLP", build: func(info *TorchInfo) string {
+		return fmt.Sprintf("return MLP(inputs=%d, width=%d)", info.Channels*info.InputSize[0]*info.InputSize[1], info.BaseWidth)
+	}},
+}
+
+// torchModuleClasses are the PyTorch classes of the models torchvision lacks, as models.go
+// builds them: same layers, same order, same padding, batch norm with bnEpsilon and
+// bnMomentum, images NCHW.
+const torchModuleClasses = `
+def _conv_bn_relu(cin, cout, stride):
+    return nn.Sequential(OrderedDict(
+        conv=nn.Conv2d(cin, cout, 3, stride, 1, bias=False),
+        bn=nn.BatchNorm2d(cout, eps=%[1]g, momentum=%[2]g),
+        relu=nn.ReLU()))
+
+
+class SmallCNN(nn.Module):
+    """dcl's small-cnn: four conv-BN-ReLU layers and a global average pool."""
+
+    def __init__(self, channels=1, width=32):
+        super().__init__()
+        self.layer1 = _conv_bn_relu(channels, width, 1)
+        self.layer2 = _conv_bn_relu(width, 2 * width, 2)
+        self.layer3 = _conv_bn_relu(2 * width, 4 * width, 2)
+        self.layer4 = _conv_bn_relu(4 * width, 4 * width, 1)
+
+    def forward(self, x):
+        return self.layer4(self.layer3(self.layer2(self.layer1(x)))).mean((2, 3))
+
+
+class MLP(nn.Module):
+    """dcl's mlp: two dense-BN-ReLU layers over the pixels flattened in HWC order."""
+
+    def __init__(self, inputs, width=32):
+        super().__init__()
+        self.fc1 = nn.Linear(inputs, 4 * width, bias=False)
+        self.bn1 = nn.BatchNorm1d(4 * width, eps=%[1]g, momentum=%[2]g)
+        self.fc2 = nn.Linear(4 * width, 4 * width, bias=False)
+        self.bn2 = nn.BatchNorm1d(4 * width, eps=%[1]g, momentum=%[2]g)
+
+    def forward(self, x):
+        x = x.permute(0, 2, 3, 1).flatten(1)
+        return torch.relu(self.bn2(self.fc2(torch.relu(self.bn1(self.fc1(x))))))
+`
+
+// torchModuleFile is the module file: build() and a reader of the weights that needs no
+// safetensors package (Debian has none).
+const torchModuleFile = `"""The encoder of %[1]s, written by dcl export: build() makes its backbone in
+PyTorch, whose state dict the weights beside this file fill with strict=True:
+
+    import runpy
+    m = runpy.run_path("%[2]s")
+    model = m["build"]()
+    model.load_state_dict(m["load_state_dict"]("%[3]s"), strict=True)
+    model.eval()
+
+Feed it NCHW images scaled to [0, 1] and normalised with the sidecar's mean and std: it
+returns the backbone's features. An export with --projector also holds the projector, which
+build_projector() makes and load_state_dict(path, "projector") fills.
+"""
+import json
+import struct
+from collections import OrderedDict
+
+import torch
+import torch.nn as nn
+%[4]s%[5]s
+
+def build():
+    """The backbone, %[6]s."""
+    %[7]s
+
+
+def build_projector(features=%[8]d, projection=%[9]d):
+    """The projector: Linear (no bias), BatchNorm1d, ReLU, Linear."""
+    return nn.Sequential(
+        nn.Linear(features, features, bias=False),
+        nn.BatchNorm1d(features, eps=%[10]g, momentum=%[11]g),
+        nn.ReLU(),
+        nn.Linear(features, projection))
+
+
+_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
+_PROJECTOR = "%[12]s"
+
+
+def load_state_dict(path, part="backbone"):
+    """The state dict of the backbone, or of the projector (part="projector"), from a
+    safetensors file, without the safetensors package: an 8-byte header length, a JSON
+    header, the raw data."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = OrderedDict()
+    for name, e in header.items():
+        if name == "__metadata__" or name.startswith(_PROJECTOR) != (part == "projector"):
+            continue
+        begin, end = e["data_offsets"]
+        t = torch.frombuffer(bytearray(data[begin:end]), dtype=_DTYPES[e["dtype"]])
+        out[name.removeprefix(_PROJECTOR)] = t.reshape(e["shape"]).clone()
+    return out
+`
+
 // ProjectorPrefix starts the names of the projector's tensors in an export, so that the
-// backbone's load strictly into a torchvision model and the projector's into
+// backbone's load strictly into the backbone module and the projector's into
 // nn.Sequential(Linear(f, f, bias=False), BatchNorm1d(f), ReLU(), Linear(f, projection_dim)).
 const ProjectorPrefix = "projector."
 
 // ExportTorch returns the backbone of the checkpoint at path (a file or a run's folder), and
-// with projector its projector, under torchvision's state-dict names, in PyTorch's layouts:
-// convolution kernels OIHW, dense weights [out, in]. Every backbone variable must map to one
-// name; an unmapped one is an error naming it.
+// with projector its projector, under PyTorch's state-dict names (torchvision's for the
+// ResNets), in PyTorch's layouts: convolution kernels OIHW, dense weights [out, in]. Every
+// backbone variable must map to one name; an unmapped one is an error naming it.
 func ExportTorch(ctx context.Context, path string, projector bool) ([]safetensors.Tensor, *TorchInfo, error) {
 	path, err := ResolveCheckpoint(ctx, path)
 	if err != nil {
@@ -78,7 +205,7 @@ func ExportTorch(ctx context.Context, path string, projector bool) ([]safetensor
 	cfg := m.Config()
 	arch, ok := torchArchs[cfg.Name]
 	if !ok {
-		return nil, nil, fmt.Errorf("checkpoint %s holds a %s model, which has no torchvision counterpart: export takes %s",
+		return nil, nil, fmt.Errorf("checkpoint %s holds a %s model, which export does not know: it takes %s",
 			path, cfg.Name, strings.Join(slices.Sorted(maps.Keys(torchArchs)), ", "))
 	}
 	info := &TorchInfo{
@@ -90,6 +217,10 @@ func ExportTorch(ctx context.Context, path string, projector bool) ([]safetensor
 	if projector {
 		info.ProjectionDim = cfg.ProjectionDim
 	}
+	backboneName := torchBackboneName
+	if arch.torchvision == "" {
+		backboneName = torchModuleName
+	}
 	backbonePrefix := model.RootScopePath + modelScope + model.ScopeSeparator + backboneScope + model.ScopeSeparator
 	projectorPrefix := model.RootScopePath + modelScope + model.ScopeSeparator + projectorScope + model.ScopeSeparator
 	var out []safetensors.Tensor
@@ -100,14 +231,14 @@ func ExportTorch(ctx context.Context, path string, projector bool) ([]safetensor
 		var ok bool
 		switch {
 		case strings.HasPrefix(full, backbonePrefix):
-			name, ok = torchBackboneName(strings.TrimPrefix(full, backbonePrefix))
+			name, ok = backboneName(strings.TrimPrefix(full, backbonePrefix))
 		case projector && strings.HasPrefix(full, projectorPrefix):
 			name, ok = torchProjectorName(strings.TrimPrefix(full, projectorPrefix))
 		default:
 			continue
 		}
 		if !ok {
-			return nil, nil, fmt.Errorf("checkpoint %s: model variable %s has no torchvision name", path, full)
+			return nil, nil, fmt.Errorf("checkpoint %s: model variable %s has no PyTorch name", path, full)
 		}
 		if other, dup := seen[name]; dup {
 			return nil, nil, fmt.Errorf("checkpoint %s: variables %s and %s both map to %s", path, other, full, name)
@@ -116,9 +247,10 @@ func ExportTorch(ctx context.Context, path string, projector bool) ([]safetensor
 		if e.DType != dtypes.Float32.String() {
 			return nil, nil, fmt.Errorf("checkpoint %s: variable %s is %s, export takes float32", path, full, e.DType)
 		}
-		values := make([]float32, e.Bytes/4)
+		raw := ckpt.raw(e)
+		values := make([]float32, len(raw)/4)
 		for i := range values {
-			values[i] = math.Float32frombits(binary.LittleEndian.Uint32(ckpt.data[e.Offset+4*int64(i):]))
+			values[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
 		shape, values := torchLayout(e.Name, e.Dims, values)
 		out = append(out, safetensors.Float32(name, shape, values))
@@ -134,6 +266,21 @@ func ExportTorch(ctx context.Context, path string, projector bool) ([]safetensor
 	return out, info, nil
 }
 
+// torchModule returns the module file for an export named weights (the base name of the
+// .safetensors file) and the file's own base name.
+func torchModule(info *TorchInfo, weights, module string) string {
+	arch := torchArchs[info.Model]
+	imports, classes, what := "", "", info.Model
+	if arch.torchvision != "" {
+		imports = "import torchvision\n"
+		what = fmt.Sprintf("torchvision's %s (%s)", arch.torchvision, arch.stem)
+	} else {
+		classes = fmt.Sprintf(torchModuleClasses, bnEpsilon, bnMomentum)
+	}
+	return fmt.Sprintf(torchModuleFile, info.Model, module, weights, imports, classes, what, arch.build(info),
+		info.FeatureDim, max(info.ProjectionDim, DefaultProjectionDim), bnEpsilon, bnMomentum, ProjectorPrefix)
+}
+
 // torchParams maps this package's variable names to PyTorch's parameter and buffer names.
 var torchParams = map[string]string{
 	weightsName: "weight", biasName: "bias", bnScaleName: "weight", bnOffsetName: "bias",
@@ -141,6 +288,20 @@ var torchParams = map[string]string{
 }
 
 var blockLayer = regexp.MustCompile(`^layer([1-4])/block(\d+)/(conv[1-3]|bn[1-3]|shortcut_conv|shortcut_bn)/(\w+)$`)
+
+// torchModuleName maps a variable path below /model/backbone to the name in a module of the
+// module file: the path with "." for "/", and PyTorch's parameter name.
+func torchModuleName(rel string) (string, bool) {
+	i := strings.LastIndex(rel, "/")
+	if i < 0 {
+		return "", false
+	}
+	p, ok := torchParams[rel[i+1:]]
+	if !ok {
+		return "", false
+	}
+	return strings.ReplaceAll(rel[:i], "/", ".") + "." + p, true
+}
 
 // torchBackboneName maps a variable path below /model/backbone to torchvision's ResNet name.
 func torchBackboneName(rel string) (string, bool) {
@@ -218,7 +379,7 @@ func torchLayout(name string, dims []int, v []float32) ([]int, []float32) {
 }
 
 // TorchExtension ends the name of an exported encoder; its sidecar has the same name ending in
-// .json instead.
+// .json instead, its module file .py.
 const TorchExtension = ".safetensors"
 
 // TorchSidecarPath is the JSON description written beside an export at output.
@@ -226,17 +387,24 @@ func TorchSidecarPath(output string) string {
 	return strings.TrimSuffix(output, TorchExtension) + ".json"
 }
 
+// TorchModulePath is the PyTorch module file written beside an export at output.
+func TorchModulePath(output string) string {
+	return strings.TrimSuffix(output, TorchExtension) + ".py"
+}
+
 // TorchExport is what SaveTorch wrote.
 type TorchExport struct {
 	Output  string     `json:"output"`
 	Sidecar string     `json:"sidecar"`
+	Module  string     `json:"module"`
 	Tensors int        `json:"tensors"`
 	Bytes   int        `json:"bytes"`
 	Info    *TorchInfo `json:"info"`
 }
 
-// SaveTorch writes ExportTorch's tensors to output (a .safetensors file, local or gs://) and
-// their TorchInfo to TorchSidecarPath(output), each atomically.
+// SaveTorch writes ExportTorch's tensors to output (a .safetensors file, local or gs://), the
+// module file to TorchModulePath(output) and their TorchInfo to TorchSidecarPath(output),
+// each atomically.
 func SaveTorch(ctx context.Context, checkpoint, output string, projector bool) (*TorchExport, error) {
 	if !strings.HasSuffix(output, TorchExtension) {
 		return nil, fmt.Errorf("export %s: the name must end in %s (the sidecar takes its name with .json)", output, TorchExtension)
@@ -245,18 +413,25 @@ func SaveTorch(ctx context.Context, checkpoint, output string, projector bool) (
 	if err != nil {
 		return nil, err
 	}
-	data, err := safetensors.Encode(tensors, map[string]string{
-		"format": "pt", "model": info.Model, "torchvision_model": info.Torchvision, "checkpoint": info.Checkpoint,
-	})
+	meta := map[string]string{"format": "pt", "model": info.Model, "checkpoint": info.Checkpoint}
+	if info.Torchvision != "" {
+		meta["torchvision_model"] = info.Torchvision
+	}
+	data, err := safetensors.Encode(tensors, meta)
 	if err != nil {
 		return nil, fmt.Errorf("export %s: %w", output, err)
 	}
+	module := TorchModulePath(output)
+	info.Module = storage.Base(module)
 	if err := storage.WriteFile(ctx, output, data); err != nil {
+		return nil, err
+	}
+	if err := storage.WriteFile(ctx, module, []byte(torchModule(info, storage.Base(output), info.Module))); err != nil {
 		return nil, err
 	}
 	sidecar := TorchSidecarPath(output)
 	if err := storage.SaveJSON(ctx, sidecar, info); err != nil {
 		return nil, err
 	}
-	return &TorchExport{Output: output, Sidecar: sidecar, Tensors: len(tensors), Bytes: len(data), Info: info}, nil
+	return &TorchExport{Output: output, Sidecar: sidecar, Module: module, Tensors: len(tensors), Bytes: len(data), Info: info}, nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph"
+
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
 // LossKind names a contrastive loss as the --loss flag spells it.
@@ -98,11 +100,11 @@ func (c LossConfig) Validate() error {
 		return fmt.Errorf("unknown loss %q: want %s", c.Kind, lossNameList())
 	}
 	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
-		return fmt.Errorf("temperature %v: must be a positive number", c.Temperature)
+		return usage.Value("temperature", c.Temperature, "must be a positive number")
 	}
 	for _, p := range spec.Params {
 		if v := p.value(c); !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("%s %v: %s needs a positive number", p, v, spec.Display)
+			return usage.Value(fmt.Sprint(p), v, "%s needs a positive number", spec.Display)
 		}
 	}
 	switch c.Reduction {

@@ -352,6 +352,9 @@ func TestLossRejectsBadInput(t *testing.T) {
 		{"ragged", good, [][]float64{{1, 0}, {1}}, DefaultLossConfig(), "z2 row 1 has 1 values, want 2"},
 		{"zero row", good, [][]float64{{1, 0}, {0, 0}}, DefaultLossConfig(), "z2 row 1 is all zeros"},
 		{"NaN", [][]float64{{1, math.NaN()}, {0, 1}}, good, DefaultLossConfig(), "z1[0][1] = NaN"},
+		// Normalising a row whose squared length overflows would turn it into zeros.
+		{"huge row", [][]float64{{1e200, 0}, {0, 1}}, good, DefaultLossConfig(), "z1 row 0: its squared length overflows (values up to 1e+200)"},
+		{"tiny row", good, [][]float64{{1, 0}, {1e-200, 0}}, DefaultLossConfig(), "z2 row 1: its squared length underflows to 0"},
 		{"zero temperature", good, good, LossConfig{Kind: DCL, Temperature: 0}, "temperature 0"},
 		{"negative temperature", good, good, LossConfig{Kind: DCL, Temperature: -1}, "temperature -1"},
 		{"DCLW zero sigma", good, good, LossConfig{Kind: DCLW, Temperature: 0.1}, "sigma 0"},

@@ -192,14 +192,22 @@ func checkRows(name string, rows [][]float64, d int) error {
 		if len(row) != d {
 			return fmt.Errorf("%s row %d has %d values, want %d like z1 row 0", name, i, len(row), d)
 		}
-		var sq float64
+		var sq, largest float64
 		for j, v := range row {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("%s[%d][%d] = %v: embeddings must be finite", name, i, j, v)
 			}
 			sq += v * v
+			largest = max(largest, math.Abs(v))
 		}
-		if sq == 0 {
+		switch {
+		case math.IsInf(sq, 0):
+			// The loss normalises the row by the square root of this sum, which would be
+			// infinite and turn the row into zeros.
+			return fmt.Errorf("%s row %d: its squared length overflows (values up to %g): scale the row down", name, i, largest)
+		case sq == 0 && largest > 0:
+			return fmt.Errorf("%s row %d: its squared length underflows to 0 (values up to %g): scale the row up", name, i, largest)
+		case sq == 0:
 			return fmt.Errorf("%s row %d is all zeros: it has no direction to normalise", name, i)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/model"
 	"github.com/gomlx/gomlx/ml/train/optimizer"
+
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
 // OptimizerKind names an optimiser as the --optimizer flag spells it.
@@ -41,10 +43,10 @@ func (c OptimizerConfig) Validate() error {
 		return fmt.Errorf("unknown optimizer %q: want sgd or lars", c.Kind)
 	}
 	if c.Momentum < 0 || c.Momentum >= 1 || math.IsNaN(c.Momentum) {
-		return fmt.Errorf("momentum %v: want 0 ≤ momentum < 1", c.Momentum)
+		return usage.Value("momentum", c.Momentum, "want 0 ≤ momentum < 1")
 	}
 	if c.WeightDecay < 0 || math.IsNaN(c.WeightDecay) || math.IsInf(c.WeightDecay, 0) {
-		return fmt.Errorf("weight decay %v: want a number ≥ 0", c.WeightDecay)
+		return usage.Value("weight-decay", c.WeightDecay, "want a number ≥ 0")
 	}
 	if c.TrustCoefficient < 0 {
 		return fmt.Errorf("LARS trust coefficient %v: want a number ≥ 0", c.TrustCoefficient)

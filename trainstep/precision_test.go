@@ -21,6 +21,7 @@ func TestParsePrecision(t *testing.T) {
 	}{
 		{"", Float32, true}, {"float32", Float32, true}, {"FP32", Float32, true}, {"f32", Float32, true},
 		{"bf16", BFloat16, true}, {"BFloat16", BFloat16, true}, {" bf16 ", BFloat16, true},
+		{"tf32", TF32, true}, {"TF32", TF32, true}, {"tensorfloat32", TF32, true},
 		{"fp16", "", false}, {"float64", "", false}, {"int8", "", false},
 	} {
 		got, err := ParsePrecision(tc.in)
@@ -34,7 +35,7 @@ func TestStepConfigValidatesPrecision(t *testing.T) {
 	for _, tc := range []struct {
 		precision Precision
 		ok        bool
-	}{{"", true}, {Float32, true}, {BFloat16, true}, {"fp16", false}, {"BF16", false}} {
+	}{{"", true}, {Float32, true}, {TF32, true}, {BFloat16, true}, {"fp16", false}, {"BF16", false}} {
 		cfg := testStepConfig(SmallCNN)
 		cfg.Precision = tc.precision
 		err := cfg.Validate()
@@ -281,6 +282,13 @@ func TestResumeKeepsPrecision(t *testing.T) {
 	}
 	unset := cfg
 	unset.Precision = ""
+	// The backend is built for the precision the run will have: the checkpoint's.
+	if p, err := RunPrecision(ctx, unset, out); err != nil || p != BFloat16 {
+		t.Errorf("RunPrecision resuming a bf16 run with none given = %q, %v; want bf16", p, err)
+	}
+	if p, err := RunPrecision(ctx, unset, ""); err != nil || p != Float32 {
+		t.Errorf("RunPrecision of a fresh run with none given = %q, %v; want float32", p, err)
+	}
 	resumed, err := Train(ctx, unset, run, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -293,4 +301,36 @@ func TestResumeKeepsPrecision(t *testing.T) {
 		t.Errorf("resumed run's checkpoint has precision %q, want bf16", h.Step.Precision)
 	}
 	sameBytes(t, variableBytes(t, whole.Checkpoint), variableBytes(t, resumed.Checkpoint))
+}
+
+// TestTF32IsFloat32OnTheCPU: the CPU backend has no TF32; a tf32 run computes exactly what a
+// float32 run does, and its checkpoint says tf32 (resuming it keeps tf32).
+func TestTF32IsFloat32OnTheCPU(t *testing.T) {
+	losses := map[Precision][]float64{}
+	for _, precision := range []Precision{Float32, TF32} {
+		cfg := testStepConfig(SmallCNN)
+		cfg.Model.BaseWidth, cfg.Model.Channels, cfg.Model.ProjectionDim = 4, 1, 8
+		cfg.Precision = precision
+		s, err := NewStep(newTestBackend(t), cfg, 8, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			res, err := s.Run(RandomBatch(uint64(i), 4, 8, 8, 1), 0.1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			losses[precision] = append(losses[precision], res.Loss)
+		}
+		if got := s.Config().Precision; got != precision {
+			t.Errorf("step at %s says %s", precision, got)
+		}
+		s.Finalize()
+	}
+	if !slices.Equal(losses[Float32], losses[TF32]) {
+		t.Errorf("tf32 losses %v differ from float32's %v on the CPU", losses[TF32], losses[Float32])
+	}
+	if !TF32.AllowsTF32() || !BFloat16.AllowsTF32() || Float32.AllowsTF32() {
+		t.Error("only float32 keeps TF32 off")
+	}
 }

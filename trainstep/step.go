@@ -57,37 +57,55 @@ func (c StepConfig) Validate() error {
 type Precision string
 
 const (
-	// Float32 runs everything in float32 (the default).
+	// Float32 runs everything in float32, every convolution and matrix product included (the
+	// default): on CUDA the backend asks XLA for precision HIGHEST, so no TF32 tensor cores.
+	// The paper's runs were float32 on V100s, which have no TF32.
 	Float32 Precision = "float32"
+	// TF32 is float32 variables and activations with convolutions and matrix products on TF32
+	// tensor cores (10-bit mantissa inputs, float32 accumulation) where the backend has them:
+	// what PyTorch does for cuDNN convolutions by default (torch.backends.cudnn.allow_tf32),
+	// and for matrix products with torch.backends.cuda.matmul.allow_tf32. On the CPU backend
+	// it computes exactly as Float32.
+	TF32 Precision = "tf32"
 	// BFloat16 is mixed precision with float32 master weights: variables and optimiser state
 	// stay float32; convolutions, matrix products and the activations between them run in
 	// bfloat16 (weights are cast where the model reads them, and gradients come back to the
 	// float32 variables through those casts); batch-norm statistics, the global average pool,
-	// the projector's output normalisation, the loss and its reductions stay float32. bfloat16
-	// has float32's exponent range, so no loss scaling is needed.
+	// the projector's output normalisation, the loss and its reductions stay float32 (their
+	// products may use TF32, as in TF32). bfloat16 has float32's exponent range, so no loss
+	// scaling is needed.
 	BFloat16 Precision = "bf16"
 )
 
-// ParsePrecision accepts "float32" (or "fp32", "f32", "") and "bf16" (or "bfloat16"), in
-// any case.
+// Precisions lists the precisions, the default first.
+func Precisions() []Precision { return []Precision{Float32, TF32, BFloat16} }
+
+// ParsePrecision accepts "float32" (or "fp32", "f32", ""), "tf32" (or "tensorfloat32") and
+// "bf16" (or "bfloat16"), in any case.
 func ParsePrecision(s string) (Precision, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "float32", "fp32", "f32":
 		return Float32, nil
+	case "tf32", "tensorfloat32":
+		return TF32, nil
 	case "bf16", "bfloat16":
 		return BFloat16, nil
 	}
-	return "", fmt.Errorf("precision %q: want float32 or bf16", s)
+	return "", fmt.Errorf("precision %q: want float32, tf32 or bf16", s)
 }
 
 // Validate reports a precision this package does not implement.
 func (p Precision) Validate() error {
 	switch p {
-	case "", Float32, BFloat16:
+	case "", Float32, TF32, BFloat16:
 		return nil
 	}
-	return fmt.Errorf("precision %q: want float32 or bf16", string(p))
+	return fmt.Errorf("precision %q: want float32, tf32 or bf16", string(p))
 }
+
+// AllowsTF32 says whether the backend may run this precision's float32 convolutions and
+// matrix products on TF32 tensor cores (gpu.Options.TF32).
+func (p Precision) AllowsTF32() bool { return p == TF32 || p == BFloat16 }
 
 // orDefault turns the empty precision (configurations and checkpoints from before precisions
 // existed) into Float32.
@@ -312,20 +330,73 @@ func checkBatch(b *Batch) error {
 }
 
 // Run does one training step on b at learning rate lr: forward both views as one batch of 2N,
-// loss, backward, optimiser update. Batch-norm statistics are those of the 2N views.
+// loss, backward, optimiser update. Batch-norm statistics are those of the 2N views. It
+// returns when the step's loss is on the host: Launch and Wait split it.
 func (s *Step) Run(b *Batch, lr float64) (StepResult, error) {
-	if err := checkBatch(b); err != nil {
+	p, err := s.Launch(b, lr)
+	if err != nil {
 		return StepResult{}, err
 	}
-	if err := SetLearningRate(s.store, lr); err != nil {
-		return StepResult{}, fmt.Errorf("setting the learning rate: %w", err)
+	return p.Wait()
+}
+
+// PendingStep is a launched training step whose loss and mean q have not been read yet.
+type PendingStep struct {
+	out  []*tensors.Tensor
+	what string
+}
+
+// Launch starts one training step (what Run does) and returns without reading its results:
+// a GPU backend queues the step and returns at once, so the caller can prepare and launch the
+// next one while this one runs, and read this one's loss (Wait) when the next is queued. The
+// variables are updated in order whatever the caller does: a later Launch, Features or
+// checkpoint sees this step's update.
+func (s *Step) Launch(b *Batch, lr float64) (*PendingStep, error) {
+	if err := checkBatch(b); err != nil {
+		return nil, err
 	}
+	if err := SetLearningRate(s.store, lr); err != nil {
+		return nil, fmt.Errorf("setting the learning rate: %w", err)
+	}
+	what := fmt.Sprintf("training step on a batch of %d %dx%dx%d view pairs", b.N, b.H, b.W, b.C)
 	out, err := s.call(s.train, b)
 	if err != nil {
-		return StepResult{}, fmt.Errorf("training step on a batch of %d %dx%dx%d view pairs: %w", b.N, b.H, b.W, b.C, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	defer finalizeAll(out)
-	return StepResult{Loss: float64(tensors.ToScalar[float32](out[0])), MeanQ: float64(tensors.ToScalar[float32](out[1]))}, nil
+	return &PendingStep{out: out, what: what}, nil
+}
+
+// Wait reads the step's loss and mean q (waiting for the step to finish) and releases its
+// outputs. It may be called once.
+func (p *PendingStep) Wait() (StepResult, error) {
+	if p.out == nil {
+		return StepResult{}, fmt.Errorf("%s: its results were already read", p.what)
+	}
+	defer func() {
+		finalizeAll(p.out)
+		p.out = nil
+	}()
+	loss, err := scalar(p.out[0])
+	if err != nil {
+		return StepResult{}, fmt.Errorf("%s: reading its loss: %w", p.what, err)
+	}
+	q, err := scalar(p.out[1])
+	if err != nil {
+		return StepResult{}, fmt.Errorf("%s: reading its mean q: %w", p.what, err)
+	}
+	return StepResult{Loss: loss, MeanQ: q}, nil
+}
+
+// scalar reads a float32 scalar to the host.
+func scalar(t *tensors.Tensor) (float64, error) {
+	flat, err := tensors.CopyFlatData[float32](t)
+	if err != nil {
+		return 0, err
+	}
+	if len(flat) != 1 {
+		return 0, fmt.Errorf("a scalar has %d values", len(flat))
+	}
+	return float64(flat[0]), nil
 }
 
 // Gradients computes the loss and the gradient of one training step on b, in training mode

@@ -80,3 +80,53 @@ func TestSmallCNNResumeIsBitIdentical(t *testing.T) {
 	}
 	sameBytes(t, variableBytes(t, sum.Checkpoint), variableBytes(t, resumed.Checkpoint))
 }
+
+// TestLaunchedStepsMatchRun: steps launched ahead and read late (the training loop's order)
+// give the losses and variables of steps run one at a time; a result is read once.
+func TestLaunchedStepsMatchRun(t *testing.T) {
+	backend := newTestBackend(t)
+	cfg := testStepConfig(SmallCNN)
+	cfg.Model.BaseWidth, cfg.Model.Channels, cfg.Model.ProjectionDim = 4, 1, 8
+	batches := []*Batch{RandomBatch(1, 4, 8, 8, 1), RandomBatch(2, 4, 8, 8, 1), RandomBatch(3, 4, 8, 8, 1)}
+	one, err := NewStep(backend, cfg, 8, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Finalize()
+	var want []StepResult
+	for _, b := range batches {
+		r, err := one.Run(b, 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r)
+	}
+	ahead, err := NewStep(backend, cfg, 8, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ahead.Finalize()
+	var pending []*PendingStep
+	for _, b := range batches {
+		p, err := ahead.Launch(b, 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, p)
+	}
+	for i, p := range pending {
+		got, err := p.Wait()
+		if err != nil || got != want[i] {
+			t.Errorf("step %d launched ahead: %+v, %v; one at a time: %+v", i+1, got, err, want[i])
+		}
+		if _, err := p.Wait(); err == nil {
+			t.Errorf("step %d: a second Wait read its results again", i+1)
+		}
+	}
+	a, b := storeBytes(t, one), storeBytes(t, ahead)
+	for k := range a {
+		if string(a[k]) != string(b[k]) {
+			t.Errorf("variable %s differs", k)
+		}
+	}
+}

@@ -19,7 +19,9 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/sysmem"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
 // RunConfig holds a training run's settings beyond the step itself (the `dcl train` flags).
@@ -46,6 +48,9 @@ type RunConfig struct {
 	MaxSteps int `json:"max_steps,omitempty"`
 	// Backend names the compute backend, for the record.
 	Backend string `json:"backend"`
+	// ExtendedFrom lists the epochs the run was trained for before each time a resume with
+	// more --epochs extended it, oldest first (set by Train; empty for a run never extended).
+	ExtendedFrom []int `json:"extended_from,omitempty"`
 }
 
 // TrainOptions are the parts of a run that are not settings.
@@ -121,15 +126,21 @@ func setupErr(err error) error {
 func (r RunConfig) Validate() error {
 	switch {
 	case r.BatchSize < 2:
-		return fmt.Errorf("batch size %d: a contrastive batch needs at least 2 view pairs (each image's negatives are the others)", r.BatchSize)
+		return usage.Value("batch-size", r.BatchSize, "a contrastive batch needs at least 2 view pairs (each image's negatives are the others)")
 	case r.Epochs < 1:
-		return fmt.Errorf("epochs %d: want at least 1", r.Epochs)
+		return usage.Value("epochs", r.Epochs, "want at least 1")
 	case !(r.BaseLR > 0) || math.IsInf(r.BaseLR, 0):
-		return fmt.Errorf("learning rate %v: want a positive number", r.BaseLR)
+		return usage.Value("lr", r.BaseLR, "want a positive number")
 	case r.WarmupEpochs < 0 || r.WarmupEpochs > float64(r.Epochs) || math.IsNaN(r.WarmupEpochs):
-		return fmt.Errorf("warm-up of %v epochs: want between 0 and the %d epochs of the run", r.WarmupEpochs, r.Epochs)
-	case r.CheckpointEvery < 0 || r.KeepCheckpoints < 0 || r.MonitorEvery < 0 || r.MaxSteps < 0:
-		return fmt.Errorf("checkpoint-every, keep-checkpoints, monitor-every and max-steps must not be negative")
+		return usage.Value("warmup-epochs", r.WarmupEpochs, "want between 0 and the %d epochs of the run", r.Epochs)
+	case r.CheckpointEvery < 0:
+		return usage.Value("checkpoint-every", r.CheckpointEvery, "must not be negative")
+	case r.KeepCheckpoints < 0:
+		return usage.Value("keep-checkpoints", r.KeepCheckpoints, "must not be negative")
+	case r.MonitorEvery < 0:
+		return usage.Value("knn-every", r.MonitorEvery, "must not be negative")
+	case r.MaxSteps < 0:
+		return usage.Value("max-steps", r.MaxSteps, "must not be negative")
 	case r.Out == "":
 		return fmt.Errorf("no output folder")
 	}
@@ -143,6 +154,9 @@ type runPlan struct {
 	checkpoint string // the checkpoint to resume from, or ""
 	fresh      TrainState
 	header     *CheckpointHeader // the checkpoint's header, when resuming
+	// extendedFrom is RunConfig.ExtendedFrom of the resumed run: the checkpoint's, and its
+	// epochs when --epochs extends it.
+	extendedFrom []int
 }
 
 // CheckRun checks that a run can start, before any compute backend exists: the settings, the
@@ -174,6 +188,11 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 		return nil, setupErr(err)
 	}
 	cfg.Model = model.Config()
+	if mem, ok := sysmem.Total(); ok {
+		if err := checkMemory(model, cfg, run.BatchSize, mem); err != nil {
+			return nil, setupErr(err)
+		}
+	}
 	if err := model.CheckImageSize(info.Height, info.Width, info.Channels); err != nil {
 		return nil, setupErr(fmt.Errorf("dataset %s: %w", run.Data, err))
 	}
@@ -217,6 +236,9 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	if err := sameMethodSettings(p.checkpoint, h.Step, cfg); err != nil {
 		return nil, setupErr(err)
 	}
+	if p.extendedFrom, err = sameRunSettings(p.checkpoint, h, cfg, run); err != nil {
+		return nil, setupErr(err)
+	}
 	switch {
 	case cfg.InitSeed == 0:
 		p.cfg.InitSeed = h.Step.InitSeed
@@ -234,6 +256,27 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 		return nil, setupErr(fmt.Errorf("checkpoint %s was trained at precision %s, not %s: resume it at %s", p.checkpoint, trained, cfg.Precision, trained))
 	}
 	return p, nil
+}
+
+// RunPrecision is the precision a run of cfg will train at: cfg's, or, resuming without one,
+// the checkpoint's (float32 for checkpoints from before precisions). The backend is built for
+// it (gpu.Options.TF32).
+func RunPrecision(ctx context.Context, cfg StepConfig, resumeFrom string) (Precision, error) {
+	if cfg.Precision != "" || resumeFrom == "" {
+		if err := cfg.Precision.Validate(); err != nil {
+			return "", setupErr(err)
+		}
+		return cfg.Precision.orDefault(), nil
+	}
+	path, err := ResolveCheckpoint(ctx, resumeFrom)
+	if err != nil {
+		return "", err
+	}
+	h, err := ReadCheckpointHeader(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	return h.Step.Precision.orDefault(), nil
 }
 
 // sameMethodSettings reports a resume whose method settings (queue size, momentum, …)
@@ -290,6 +333,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	if err != nil {
 		return nil, err
 	}
+	run.ExtendedFrom = plan.extendedFrom
 	if done, err := finishedAlready(ctx, plan, run, info, logger); done != nil || err != nil {
 		return done, err
 	}
@@ -326,7 +370,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		return nil, err
 	}
 	defer log.close()
-	tb, err := tensorboard.Create(ctx, storage.Join(run.Out, tensorboard.Dir), time.Now(), int64(state.StepsDone))
+	tb, err := tensorboard.Create(ctx, storage.Join(run.Out, tensorboard.Dir), time.Now(), int64(state.StepsDone)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -441,8 +485,9 @@ func resume(ctx context.Context, path string, step *Step, run RunConfig, logger 
 	if err := ckpt.Restore(step); err != nil {
 		return TrainState{}, setupErr(err)
 	}
-	if diff := configDiff(ckpt.Header, step.Config(), run); diff != "" {
-		logger.Warn("resuming with settings that differ from the checkpoint's: the run will not be the one it would have been", "checkpoint", path, "differences", diff)
+	if h := ckpt.Header; h.Run != nil && run.Epochs > h.Run.Epochs {
+		logger.Info("extending the run: --epochs is more than it was trained for, so the cosine schedule stretches over the new total from here on",
+			"checkpoint", path, "epochs_before", h.Run.Epochs, "epochs", run.Epochs, "extended_from", run.ExtendedFrom)
 	}
 	st := ckpt.Header.State
 	logger.Info("resuming", "checkpoint", path, "steps_done", st.StepsDone, "epoch", st.Epoch, "batch", st.Batch)
@@ -451,7 +496,35 @@ func resume(ctx context.Context, path string, step *Step, run RunConfig, logger 
 	return st, nil
 }
 
-func configDiff(h CheckpointHeader, cfg StepConfig, run RunConfig) string {
+// sameRunSettings refuses to resume with settings that would make the run another one than
+// the checkpoint's (the loss and its parameters, the optimiser and its, the learning rate,
+// warm-up and fewer epochs), naming each, and returns the run's ExtendedFrom: more epochs
+// is the one change allowed, extending the run (the cosine schedule then stretches over
+// the new total from the step the run is at), and the header records it.
+func sameRunSettings(path string, h *CheckpointHeader, cfg StepConfig, run RunConfig) ([]int, error) {
+	diffs := configDiff(*h, cfg, run)
+	if h.Run == nil {
+		if len(diffs) > 0 {
+			return nil, fmt.Errorf("checkpoint %s was trained with other settings: %s; resume it with the same", path, strings.Join(diffs, "; "))
+		}
+		return nil, nil
+	}
+	extended := slices.Clone(h.Run.ExtendedFrom)
+	switch {
+	case run.Epochs > h.Run.Epochs:
+		extended = append(extended, h.Run.Epochs)
+	case run.Epochs < h.Run.Epochs:
+		diffs = append(diffs, fmt.Sprintf("epochs %d→%d (--epochs may only extend a run)", h.Run.Epochs, run.Epochs))
+	}
+	if len(diffs) > 0 {
+		return nil, fmt.Errorf("checkpoint %s was trained with other settings: %s; resume it with the same", path, strings.Join(diffs, "; "))
+	}
+	return extended, nil
+}
+
+// configDiff lists the settings of a resumed run that differ from its checkpoint's, as
+// "name old→new"; the epochs are left to sameRunSettings.
+func configDiff(h CheckpointHeader, cfg StepConfig, run RunConfig) []string {
 	var diffs []string
 	add := func(name string, was, is any) {
 		a, _ := json.Marshal(was)
@@ -463,11 +536,10 @@ func configDiff(h CheckpointHeader, cfg StepConfig, run RunConfig) string {
 	add("loss", h.Step.Loss.withUsedParams(), cfg.Loss.withUsedParams())
 	add("optimizer", h.Step.Optimizer, cfg.Optimizer)
 	if h.Run != nil {
-		add("epochs", h.Run.Epochs, run.Epochs)
 		add("lr", h.Run.BaseLR, run.BaseLR)
 		add("warmup_epochs", h.Run.WarmupEpochs, run.WarmupEpochs)
 	}
-	return strings.Join(diffs, "; ")
+	return diffs
 }
 
 type loop struct {
@@ -486,6 +558,7 @@ type loop struct {
 	images        int    // images through the network since the start of this process
 	monitorNote   string // the last monitor's measurements, for the progress status
 	trainTime     time.Duration
+	inflight      *inflightStep // launched, results not read yet
 }
 
 func (l *loop) runAll(ctx context.Context) (*Summary, error) {
@@ -584,53 +657,45 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 		}
 	}()
 
-	last := time.Now()
 	for l.state.Batch < l.stepsPerEpoch {
 		if ctx.Err() != nil {
-			return true, nil
+			return true, l.finishStep(ctx)
 		}
 		p, ok := <-ch
 		if !ok {
 			if ctx.Err() != nil {
-				return true, nil
+				return true, l.finishStep(ctx)
 			}
 			return false, fmt.Errorf("epoch %d of %s ended after %d of %d batches", epoch, l.run.Data, l.state.Batch, l.stepsPerEpoch)
 		}
 		if p.err != nil {
 			if ctx.Err() != nil {
-				return true, nil
+				return true, l.finishStep(ctx)
 			}
 			return false, fmt.Errorf("reading batch %d of epoch %d of %s: %w", l.state.Batch, epoch, l.run.Data, p.err)
 		}
 		lr := l.sched.At(l.state.StepsDone)
-		res, err := l.step.Run(p.batch, lr)
+		launched := time.Now()
+		pending, err := l.step.Launch(p.batch, lr)
 		if err != nil {
 			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
 		}
-		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-			return false, l.divergedError(ctx, res.Loss, lr)
+		// The previous step's loss is read while this one runs: no round trip to the host
+		// between two steps leaves the GPU idle.
+		if err := l.finishStepAt(ctx, launched); err != nil {
+			return false, err
 		}
-		now := time.Now()
-		elapsed := now.Sub(last)
-		last = now
-		l.images += 2 * p.batch.N
-		l.trainTime += elapsed
 		l.state.StepsDone++
 		l.state.Batch++
-		l.summary.Loss, l.summary.MeanQ = res.Loss, res.MeanQ
-		line := LogLine{Step: l.state.StepsDone, Epoch: epoch, Loss: res.Loss, LR: lr, MeanQ: res.MeanQ,
-			ImagesPerSec: float64(2*p.batch.N) / elapsed.Seconds(), Time: now.UTC().Format(time.RFC3339Nano)}
-		if err := l.log.write(line); err != nil {
-			return false, err
-		}
-		if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "loss", Value: line.Loss},
-			tensorboard.Scalar{Tag: "lr", Value: line.LR}, tensorboard.Scalar{Tag: "mean_q", Value: line.MeanQ},
-			tensorboard.Scalar{Tag: "images_per_s", Value: line.ImagesPerSec}); err != nil {
-			return false, err
-		}
-		l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", epoch, l.run.Epochs-1, res.Loss, res.MeanQ, lr, line.ImagesPerSec, l.monitorNote))
-		l.bar.Set(int64(l.state.StepsDone))
+		l.inflight = &inflightStep{pending: pending, step: l.state.StepsDone, epoch: epoch, images: 2 * p.batch.N, lr: lr, launched: launched}
 		epochDone := l.state.Batch == l.stepsPerEpoch
+		maxed := l.run.MaxSteps > 0 && l.state.StepsDone >= l.run.MaxSteps
+		ckpt := l.run.CheckpointEvery > 0 && l.state.StepsDone%l.run.CheckpointEvery == 0 && l.state.StepsDone < l.total
+		if epochDone || maxed || ckpt {
+			if err := l.finishStep(ctx); err != nil {
+				return false, err
+			}
+		}
 		if epochDone {
 			l.state.Epoch++
 			l.state.Batch = 0
@@ -638,10 +703,10 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 				return false, err
 			}
 		}
-		if l.run.MaxSteps > 0 && l.state.StepsDone >= l.run.MaxSteps {
+		if maxed {
 			return true, nil
 		}
-		if l.run.CheckpointEvery > 0 && l.state.StepsDone%l.run.CheckpointEvery == 0 && l.state.StepsDone < l.total {
+		if ckpt {
 			if _, err := l.checkpoint(ctx); err != nil {
 				return false, err
 			}
@@ -650,19 +715,76 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 			return false, nil
 		}
 	}
-	return false, nil
+	return false, l.finishStep(ctx)
+}
+
+// inflightStep is a launched step whose results are read when the next one is launched.
+type inflightStep struct {
+	pending *PendingStep
+	step    int // its number, from 1
+	epoch   int
+	images  int
+	lr      float64
+	// launched is when it was launched. Its time is from then to the next launch (or, last
+	// in line, to its results): a CPU backend computes in Launch, so that is the step
+	// itself; a GPU one queues there, and each launch follows the read of the step two
+	// before it, so in the steady state launches are one step's time apart.
+	launched time.Time
+}
+
+// finishStep reads the results of the step in flight, if any, when no step follows it.
+func (l *loop) finishStep(ctx context.Context) error { return l.finishStepAt(ctx, time.Time{}) }
+
+// finishStepAt reads the results of the step in flight, if any: it checks the loss is finite,
+// and logs the step (train.jsonl, TensorBoard, progress). next is when the following step was
+// launched (zero: none was).
+func (l *loop) finishStepAt(ctx context.Context, next time.Time) error {
+	f := l.inflight
+	if f == nil {
+		return nil
+	}
+	l.inflight = nil
+	res, err := f.pending.Wait()
+	if err != nil {
+		return fmt.Errorf("step %d: %w", f.step, err)
+	}
+	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+		return l.divergedError(ctx, f.step, res.Loss, f.lr)
+	}
+	now := time.Now()
+	end := next
+	if end.IsZero() {
+		end = now
+	}
+	elapsed := end.Sub(f.launched)
+	l.images += f.images
+	l.trainTime += elapsed
+	l.summary.Loss, l.summary.MeanQ = res.Loss, res.MeanQ
+	line := LogLine{Step: f.step, Epoch: f.epoch, Loss: res.Loss, LR: f.lr, MeanQ: res.MeanQ,
+		ImagesPerSec: float64(f.images) / elapsed.Seconds(), Time: now.UTC().Format(time.RFC3339Nano)}
+	if err := l.log.write(line); err != nil {
+		return err
+	}
+	if err := l.tb.Scalars(int64(line.Step), now, tensorboard.Scalar{Tag: "train/loss", Value: line.Loss},
+		tensorboard.Scalar{Tag: "train/lr", Value: line.LR}, tensorboard.Scalar{Tag: "train/mean_q", Value: line.MeanQ},
+		tensorboard.Scalar{Tag: "train/images_per_s", Value: line.ImagesPerSec}); err != nil {
+		return err
+	}
+	l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", f.epoch, l.run.Epochs-1, res.Loss, res.MeanQ, f.lr, line.ImagesPerSec, l.monitorNote))
+	l.bar.Set(int64(f.step))
+	return nil
 }
 
 // divergedError says which step's loss is not finite, at which learning rate and
 // temperature, and which checkpoint to go back to (or that there is none yet).
-func (l *loop) divergedError(ctx context.Context, loss, lr float64) error {
+func (l *loop) divergedError(ctx context.Context, step int, loss, lr float64) error {
 	where := "no checkpoint was written before it: the run must start again"
 	if paths, steps, err := ListCheckpoints(ctx, l.run.Out); err == nil && len(paths) > 0 {
 		where = fmt.Sprintf("the last checkpoint, %s, is from step %d, before it", paths[len(paths)-1], steps[len(steps)-1])
 	}
 	cfg := l.step.Config()
 	return fmt.Errorf("step %d: the %s loss is %v (learning rate %.4g, temperature %g); %s. Lower --lr, or raise --temperature, or check the data",
-		l.state.StepsDone+1, cfg.Loss.Kind, loss, lr, cfg.Loss.Temperature, where)
+		step, cfg.Loss.Kind, loss, lr, cfg.Loss.Temperature, where)
 }
 
 func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
@@ -687,7 +809,7 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 	l.monitorNote = ""
 	for _, k := range slices.Sorted(maps.Keys(res)) {
 		if v, ok := res[k].(float64); ok {
-			scalars = append(scalars, tensorboard.Scalar{Tag: k, Value: v})
+			scalars = append(scalars, tensorboard.Scalar{Tag: monitorTag(k), Value: v})
 			l.monitorNote += fmt.Sprintf(" %s %.4g", k, v)
 		}
 	}
@@ -695,6 +817,16 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 		return nil
 	}
 	return l.tb.Scalars(int64(l.state.StepsDone), now, scalars...)
+}
+
+// monitorTag is the TensorBoard tag of a monitor's measurement: its name's first word is the
+// group ("knn_top1" → "knn/top1"), as the step's scalars are grouped under "train/".
+func monitorTag(name string) string {
+	group, rest, ok := strings.Cut(name, "_")
+	if !ok {
+		return "monitor/" + name
+	}
+	return group + "/" + rest
 }
 
 // checkpoint writes the current state (a cancelled ctx still gets its checkpoint written:

@@ -113,7 +113,7 @@ func variableBytes(t *testing.T, path string) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for _, e := range c.Header.Variables {
-		out[e.Scope+"/"+e.Name] = c.data[e.Offset : e.Offset+e.Bytes]
+		out[e.Scope+"/"+e.Name] = c.raw(e)
 	}
 	return out
 }
@@ -314,7 +314,7 @@ func TestTrainRejectsBadRuns(t *testing.T) {
 		edit  func(*RunConfig, *TrainOptions, *StepConfig)
 		want  string
 	}{
-		{"batch size 1", MLP, func(r *RunConfig, _ *TrainOptions, _ *StepConfig) { r.BatchSize = 1 }, "batch size 1"},
+		{"batch size 1", MLP, func(r *RunConfig, _ *TrainOptions, _ *StepConfig) { r.BatchSize = 1 }, "batch-size 1: a contrastive batch"},
 		{"zero temperature", MLP, func(_ *RunConfig, _ *TrainOptions, s *StepConfig) { s.Loss.Temperature = 0 }, "temperature 0"},
 		{"empty dataset", MLP, func(_ *RunConfig, o *TrainOptions, _ *StepConfig) { o.Source = &emptySource{} }, "is empty"},
 		{"batch larger than the data", MLP, func(r *RunConfig, _ *TrainOptions, _ *StepConfig) { r.BatchSize = 13 }, "fewer than one batch of 13"},
@@ -357,7 +357,8 @@ func TestCheckpointRejectsDamage(t *testing.T) {
 		want string
 	}{
 		{"flipped byte", func(b []byte) []byte { b[len(b)/2] ^= 1; return b }, "checksum mismatch"},
-		{"truncated", func(b []byte) []byte { return b[:len(b)-100] }, "checksum mismatch"},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-100] }, "truncated or corrupt"},
+		{"header cut", func(b []byte) []byte { return b[:200] }, "truncated or corrupt"},
 		{"not a checkpoint", func([]byte) []byte { return []byte("PK\x03\x04 a zip file, not ours") }, "not a dcl checkpoint"},
 		{"empty", func([]byte) []byte { return nil }, "not a dcl checkpoint"},
 	} {
@@ -469,7 +470,7 @@ func TestTrainStopsOnNaN(t *testing.T) {
 		want            string
 	}{
 		{"no checkpoint yet", 0, "no checkpoint was written before it"},
-		{"a checkpoint before", 1, "step-000000001.dclckpt, is from step 1, before it"},
+		{"a checkpoint before", 1, "step-000000001.safetensors, is from step 1, before it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()

@@ -2,10 +2,28 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
 	"strings"
 )
+
+// dryRun is Beam's --dry_run (the Dataflow runner's flag), false where it is not registered.
+func dryRun() bool {
+	f := flag.Lookup("dry_run")
+	if f == nil {
+		return false
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	b, _ := g.Get().(bool)
+	return b
+}
 
 // quietBeamLogs demotes the Beam SDK's and prism's informational and error logs to debug:
 // a dozen lines a run about job servers, job states and workers, and, when a DoFn fails,
@@ -13,8 +31,12 @@ import (
 // reports a failed job itself, in one line (the DoFn's own message); --log-level=debug
 // shows everything. Beam's warnings pass through, except those that only say a bundle is
 // failing (bundleFailureWarnings): the failure itself is what the command reports.
-func quietBeamLogs() {
-	slog.SetDefault(slog.New(&beamLogFilter{next: slog.Default().Handler()}))
+//
+// One message is not a log line but the command's result: the Dataflow job that --dry_run
+// translates, which Beam's runner can only log (dataflowlib.PrintJob). It goes to job
+// (stdout), whatever the log level.
+func quietBeamLogs(job io.Writer) {
+	slog.SetDefault(slog.New(&beamLogFilter{next: slog.Default().Handler(), job: job}))
 }
 
 // bundleFailureWarnings are the messages of Beam warnings that repeat a failing bundle's
@@ -24,13 +46,36 @@ var bundleFailureWarnings = map[string]bool{
 	"SDK Error from split, aborting splits and failing bundle": true,
 }
 
-type beamLogFilter struct{ next slog.Handler }
+type beamLogFilter struct {
+	next slog.Handler
+	job  io.Writer
+}
+
+// isTranslatedJob reports whether a Beam log message is the JSON of a Dataflow job, as
+// dataflowlib.PrintJob logs it on a dry run.
+func isTranslatedJob(msg string) bool {
+	if !strings.HasPrefix(msg, "{") || !json.Valid([]byte(msg)) {
+		return false
+	}
+	var job struct {
+		Steps []json.RawMessage `json:"steps"`
+		Type  string            `json:"type"`
+	}
+	return json.Unmarshal([]byte(msg), &job) == nil && len(job.Steps) > 0 && strings.HasPrefix(job.Type, "JOB_TYPE_")
+}
 
 func (h *beamLogFilter) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.next.Enabled(ctx, l)
+	return h.next.Enabled(ctx, l) || h.job != nil && l == slog.LevelInfo && dryRun()
 }
 
 func (h *beamLogFilter) Handle(ctx context.Context, r slog.Record) error {
+	if h.job != nil && r.Level == slog.LevelInfo && fromBeam(r.PC) && dryRun() && isTranslatedJob(r.Message) {
+		_, err := fmt.Fprintln(h.job, r.Message)
+		return err
+	}
+	if !h.next.Enabled(ctx, r.Level) {
+		return nil
+	}
 	demote := r.Level > slog.LevelDebug && (r.Level != slog.LevelWarn || bundleFailureWarnings[r.Message])
 	if demote && fromBeam(r.PC) {
 		if !h.next.Enabled(ctx, slog.LevelDebug) {
@@ -42,11 +87,11 @@ func (h *beamLogFilter) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *beamLogFilter) WithAttrs(as []slog.Attr) slog.Handler {
-	return &beamLogFilter{next: h.next.WithAttrs(as)}
+	return &beamLogFilter{next: h.next.WithAttrs(as), job: h.job}
 }
 
 func (h *beamLogFilter) WithGroup(name string) slog.Handler {
-	return &beamLogFilter{next: h.next.WithGroup(name)}
+	return &beamLogFilter{next: h.next.WithGroup(name), job: h.job}
 }
 
 // fromBeam reports whether a log record comes from Beam's code. Records without a caller

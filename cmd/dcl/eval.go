@@ -199,7 +199,7 @@ func linearCommand() *command {
 				}
 				cfg.Momentum, cfg.WeightDecay, cfg.Standardize, cfg.Seed, cfg.NumClasses = *momentum, *wd, *standardize, *seed, *classes
 				if err := cfg.Validate(); err != nil {
-					return usagef("%v", err)
+					return usagef("%w", err)
 				}
 				job, err := pipelines.PlanLinear(ctx, pipelines.LinearOptions{
 					Train: *train, Test: *test, Config: cfg, Output: *output, Model: *model, PerClass: *perClass,
@@ -243,7 +243,8 @@ func npcCommand() *command {
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			embeddings := fs.String("input", "", "projection embeddings of view pairs ('dcl embed --feature=projection --views=2' over augmented shards); required")
 			renamedFlag(fs, out, "embeddings", "input")
-			sizes := fs.String("batch-sizes", "32,64,128,256,512,1024", "batch sizes to sample")
+			sizes := fs.String("batch-sizes", "", "batch sizes to sample (default: those of "+joinInts(analysis.DefaultNPCBatchSizes())+
+				" the view pairs allow, saying which it leaves out; a size given here that is larger than the pairs fails)")
 			temperature := fs.Float64("temperature", 0, "τ of the loss (0: the one the encoder was trained with, from the embeddings' metadata)")
 			seed := fs.Uint64("seed", 1, "seed of the batches")
 			passes := fs.Int("passes", 1, "shuffled passes over the pairs per batch size")
@@ -264,9 +265,11 @@ func npcCommand() *command {
 				if err != nil {
 					return err
 				}
-				bs, err := parseInts(*sizes)
-				if err != nil || len(bs) == 0 {
-					return usagef("--batch-sizes=%q: want a comma-separated list of sizes", *sizes)
+				var bs []int // nil: the defaults the data allows
+				if *sizes != "" {
+					if bs, err = parseInts(*sizes); err != nil || len(bs) == 0 {
+						return usagef("--batch-sizes=%q: want a comma-separated list of sizes", *sizes)
+					}
 				}
 				job, err := pipelines.PlanNPC(ctx, pipelines.NPCOptions{
 					Embeddings: *embeddings, Concatenated: *concatenated, BatchSizes: bs, Temperature: *temperature,
@@ -276,6 +279,10 @@ func npcCommand() *command {
 					return err
 				}
 				job.Display = display
+				if len(job.LeftOut) > 0 {
+					fmt.Fprintf(out.stderr, "dcl npc: left out the default batch sizes %s: %s holds %d view pairs (--batch-sizes chooses)\n",
+						joinInts(job.LeftOut), *embeddings, job.Pairs)
+				}
 				rep, err := pipelines.RunNPC(ctx, job)
 				if err != nil || rep == nil {
 					return submitted(err, *output)
@@ -321,4 +328,13 @@ func parseInts(s string) ([]int, error) {
 		return nil, errors.New("empty list")
 	}
 	return out, nil
+}
+
+// joinInts writes sizes as a --batch-sizes value: 32,64,128.
+func joinInts(sizes []int) string {
+	parts := make([]string, len(sizes))
+	for i, s := range sizes {
+		parts[i] = strconv.Itoa(s)
+	}
+	return strings.Join(parts, ",")
 }

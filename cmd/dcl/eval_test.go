@@ -151,7 +151,7 @@ func TestLossCommand(t *testing.T) {
 		{[]string{"loss", "--input", trailing}, exitError, "trailing.json: not a batch of embeddings: data after the JSON value"},
 		{[]string{"loss", "--input", twice}, exitError, `twice.json: not a batch of embeddings: key "z1" given twice`},
 		{[]string{"loss", "--input", batch, "--loss", "ntxent2"}, exitUsage, "unknown loss"},
-		{[]string{"loss", "--input", batch, "--temperature", "0"}, exitUsage, "temperature 0"},
+		{[]string{"loss", "--input", batch, "--temperature", "0"}, exitUsage, "temperature=0"},
 		{[]string{"loss", "--input", bad}, exitError, "bad.json"},
 		{[]string{"loss", "--input", ragged}, exitError, "ragged.json: z2 row 1 has 3 values"},
 		{[]string{"loss", "--input", filepath.Join(dir, "missing.json")}, exitError, "missing.json"},

@@ -11,10 +11,10 @@ import (
 func exportCommand() *command {
 	return &command{
 		name:    "export",
-		summary: "write a trained encoder as safetensors with torchvision's ResNet names, for PyTorch",
+		summary: "write a trained encoder as safetensors for PyTorch, with a module file that builds it (torchvision's ResNet names)",
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			checkpoint := fs.String("checkpoint", "", "checkpoint file, or a training run's folder for its newest checkpoint (local or gs://)")
-			output := fs.String("output", "", "the .safetensors file to write; a .json sidecar describing the input goes beside it")
+			output := fs.String("output", "", "the .safetensors file to write; beside it a .json sidecar describing the input and a .py module file whose build() makes the model")
 			projector := fs.Bool("projector", false, "also export the projector, under names starting with "+trainstep.ProjectorPrefix)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {

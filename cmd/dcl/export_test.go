@@ -65,8 +65,11 @@ func TestExportCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.Model != trainstep.ResNet18CIFAR || info.InputSize != [2]int{8, 8} || info.Channels != 3 || info.FeatureDim != 8 ||
-		len(info.Mean) != 3 || info.Std[0] != 0.229 || !info.Projector || info.ProjectionDim != 4 {
+		len(info.Mean) != 3 || info.Std[0] != 0.229 || !info.Projector || info.ProjectionDim != 4 || info.Module != "encoder.py" {
 		t.Errorf("sidecar %+v", info)
+	}
+	if module, err := os.ReadFile(trainstep.TorchModulePath(output)); err != nil || !strings.Contains(string(module), "def build():") {
+		t.Errorf("module file: %v\n%s", err, module)
 	}
 }
 

@@ -19,13 +19,16 @@ func gpuCheckCommand() *command {
 			plugin := fs.String("plugin", "", "CUDA PJRT plugin (default: search, as --backend=cuda does)")
 			quick := fs.Bool("quick", false, "tiny models and batches: seconds on a CPU, to see the check work")
 			data := fs.String("input", "", "folder of Fashion-MNIST's four .gz IDX files for the feeding test (default: random images)")
+			photos := fs.String("photos", "", "folder of photographs for the 224 px JPEG feeding test (scripts/photos.sh; default: --input's images, upscaled)")
 			outDir := fs.String("output", "gpu-check-out", "folder for gpu-check.json and gpu-check.md")
 			renamedFlag(fs, out, "data", "input")
 			renamedFlag(fs, out, "out", "output")
 			torch := fs.String("torch", "", "scripts/torch_step.py's JSON, to put PyTorch's figures and the ratios in the tables")
 			warmup := fs.Int("warmup", 0, "untimed steps before timing each row (0: 5, or 1 with --quick)")
 			steps := fs.Int("steps", 0, "timed steps per row (0: 20, or 2 with --quick)")
-			skip := fs.String("skip", "", "comma-separated parts to leave out: agreement, speed, feeding")
+			skip := fs.String("skip", "", "comma-separated parts to leave out: agreement, speed, loop, feeding")
+			render := fs.String("render", "", "run nothing: render the tables of this gpu-check.json into the --update files (absent: say no run is committed)")
+			update := fs.String("update", "", "with --render: comma-separated Markdown files whose gpu-check sections to rewrite (README.md,BENCHMARKS.md)")
 			record := fs.String("record", "", "commands to record in the report, separated by ';;' (scripts/gpu-check.sh passes what it ran)")
 			return func(ctx context.Context, args []string) error {
 				// A child process of the check (see gpucheck.PhaseEnv): run the one phase.
@@ -35,11 +38,17 @@ func gpuCheckCommand() *command {
 				if len(args) > 0 {
 					return usagef("takes no arguments, got %q", args)
 				}
+				if *render != "" || *update != "" {
+					if *render == "" || *update == "" {
+						return usagef("--render and --update go together")
+					}
+					return gpucheck.UpdateFiles(ctx, *render, strings.Split(*update, ","))
+				}
 				exe, err := os.Executable()
 				if err != nil {
 					return fmt.Errorf("finding this program to re-run its phases: %w", err)
 				}
-				cfg := gpucheck.Config{Backend: *backend, Plugin: *plugin, Quick: *quick, Data: *data, Out: *outDir, Torch: *torch,
+				cfg := gpucheck.Config{Backend: *backend, Plugin: *plugin, Quick: *quick, Data: *data, Photos: *photos, Out: *outDir, Torch: *torch,
 					Self: []string{exe, "gpu-check"}, Warmup: *warmup, Steps: *steps, Log: out.stderr}
 				if *skip != "" {
 					cfg.Skip = strings.Split(*skip, ",")

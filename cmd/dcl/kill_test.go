@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -20,7 +19,10 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/safetensors"
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // killSeed seeds the kill points; DCL_KILL_SEED and DCL_KILL_ROUNDS change the seed and the
@@ -62,7 +64,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 		{name: "train", args: []string{"train", "--input=" + ref("preprocess"), "--output=out", "--model=small-cnn", "--width=4",
 			"--batch-size=16", "--epochs=3", "--lr=0.3", "--backend=cpu", "--checkpoint-every=3", "--keep-checkpoints=0", "--progress=off"},
 			resume: func(dir string) []string {
-				if ckpts, _ := filepath.Glob(filepath.Join(dir, "out", "checkpoints", "*.dclckpt")); len(ckpts) > 0 {
+				if ckpts, _ := filepath.Glob(filepath.Join(dir, "out", "checkpoints", "*"+trainstep.CheckpointExt)); len(ckpts) > 0 {
 					return []string{"--resume"}
 				}
 				return nil
@@ -89,6 +91,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 				finished++ // done before the kill: the re-run below must leave it as it is
 			} else {
 				killed++
+				checkNoPartialData(t, job.name, filepath.Join(dir, "out"))
 			}
 			if job.name == "train" && err != nil && finalCheckpointWritten(t, ref(job.name), filepath.Join(dir, "out")) {
 				afterFinal++ // killed between the final checkpoint and summary.json: resume writes it
@@ -109,6 +112,23 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 		t.Errorf("%d records lost", lost)
 	}
 	t.Logf("seed %d: %d runs killed (%d trainings after their final checkpoint), %d finished before their kill; %d records lost", seed, killed, afterFinal, finished, lost)
+}
+
+// checkNoPartialData: a killed preprocess or embed leaves no Parquet file that the glob
+// OUT/**/*.parquet takes for data (DuckDB's semantics, hidden folders included) unless its
+// commit step wrote the manifest that makes the folder data.
+func checkNoPartialData(t *testing.T, job, out string) {
+	t.Helper()
+	manifest := map[string]string{"preprocess": shards.ManifestName, "embed": shards.EmbeddingsManifestName}[job]
+	if manifest == "" {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(out, manifest)); err == nil {
+		return
+	}
+	if seen := testfiles.GlobParquet(t, out, false); len(seen) > 0 {
+		t.Errorf("%s killed before its commit: the glob %s/**/*.parquet finds %v", job, out, seen)
+	}
 }
 
 // killConfig is a whole experiment in a few seconds; %s is the IDX folder.
@@ -202,7 +222,7 @@ func outputDigests(t *testing.T, dir string) map[string]digest {
 			// (reproduce's TestHistoryFiles checks them): count them, not their bytes.
 			rel, data = fmt.Sprintf("history/#%d", historyFiles), nil
 			historyFiles++
-		case strings.HasSuffix(rel, ".dclckpt"):
+		case strings.HasSuffix(rel, trainstep.CheckpointExt):
 			data = checkpointContent(t, rel, data)
 		case strings.HasSuffix(rel, ".json"):
 			data = withoutTimes(t, rel, data)
@@ -257,15 +277,17 @@ func withoutTimes(t *testing.T, name string, data []byte) []byte {
 // checkpointContent is a checkpoint less its creation time: the rest of its header and its
 // tensor bytes.
 func checkpointContent(t *testing.T, name string, raw []byte) []byte {
-	if len(raw) < 20 {
-		t.Fatalf("%s: %d bytes, not a checkpoint", name, len(raw))
+	// The header (in the metadata) holds the time it was written, and the checksum covers it:
+	// what must match is the header without times and the tensors' data.
+	tensors, meta, err := safetensors.Decode(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
-	n := binary.LittleEndian.Uint64(raw[8:16])
-	if n > uint64(len(raw)-20) {
-		t.Fatalf("%s: header length %d in %d bytes", name, n, len(raw))
+	out := withoutTimes(t, name, []byte(meta["dcl.header"]))
+	for _, x := range tensors {
+		out = append(append(out, x.Name...), x.Data...)
 	}
-	header := withoutTimes(t, name, raw[16:16+n])
-	return append(header, raw[16+n:len(raw)-4]...)
+	return out
 }
 
 // digest is what outputDigests keeps of a file: a hash, and a small JSON file's text.
@@ -296,7 +318,7 @@ func diffDigests(want, got map[string]digest) []string {
 // finalCheckpointWritten reports whether a killed training run in out got as far as the
 // reference run's last checkpoint.
 func finalCheckpointWritten(t *testing.T, ref, out string) bool {
-	ckpts, err := filepath.Glob(filepath.Join(ref, "checkpoints", "*.dclckpt"))
+	ckpts, err := filepath.Glob(filepath.Join(ref, "checkpoints", "*"+trainstep.CheckpointExt))
 	if err != nil || len(ckpts) == 0 {
 		t.Fatalf("the reference run has no checkpoints: %v", err)
 	}

@@ -78,7 +78,7 @@ the queue form: z1 rows are the queries, z2 rows their keys, every queue row a n
 			return err
 		}
 		if err := cfg.Validate(); err != nil {
-			return usagef("%v", err)
+			return usagef("%w", err)
 		}
 		batch, err := readLossInput(ctx, *input)
 		if err != nil {

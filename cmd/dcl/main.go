@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -55,14 +56,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		printHelp(stdout)
 		return exitOK
-	case name == "--version" || name == "-version":
+	case name == "--version" || name == "-version" || name == "-V":
 		return run(append([]string{"version"}, args[1:]...), stdout, stderr)
+	case name == "-v" || name == "--verbose" || name == "-verbose":
+		fmt.Fprintf(stderr, "dcl: %s goes after a subcommand (dcl SUB --verbose logs at debug level); the version is dcl --version\n", name)
+		return exitUsage
 	case strings.HasPrefix(name, "-"):
 		return runWorker(args, stderr)
 	}
 	cmd := lookup(name)
 	if cmd == nil {
-		fmt.Fprintf(stderr, "dcl: unknown subcommand %q (run 'dcl help')\n", name)
+		fmt.Fprintf(stderr, "dcl: unknown subcommand %q%s (run 'dcl help')\n", name, didYouMean(name, commandNames(), ""))
 		return exitUsage
 	}
 	err := cmd.run(args[1:], stdout, stderr)
@@ -88,8 +92,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 // binary as an SDK worker (--worker --id … --control_endpoint …). beam.Init hands control
 // to the harness and exits; if it returns, the flags did not ask for a worker.
 func runWorker(args []string, stderr io.Writer) int {
-	flag.CommandLine.SetOutput(stderr)
-	if err := flag.CommandLine.Parse(args); err != nil {
+	// The flags are parsed by a set that forwards to flag.CommandLine, which would exit on an
+	// error after printing every flag Beam registers (more than a hundred): the error is
+	// reported in one line instead.
+	fs := flag.NewFlagSet("dcl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	forwardBeamFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "dcl: %s; a command starts with a subcommand (run 'dcl help')\n", flagError(fs, err))
+		return exitUsage
+	}
+	if err := flag.CommandLine.Parse(nil); err != nil {
 		return exitUsage
 	}
 	beam.Init()
@@ -117,6 +130,10 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dcl "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, in one line, by main
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	verbose := fs.Bool("verbose", false, "log at debug level (--log-level=debug); -v is the same")
+	fs.Var(&aliasFlag{fs: fs, name: "verbose"}, "v", "")
+	showVersion := fs.Bool("version", false, "")
+	fs.Var(&aliasFlag{fs: fs, name: "version"}, "V", "")
 	waitDefault, waitErr := storage.WaitFromEnv()
 	storageWait := fs.Duration("storage-timeout", waitDefault,
 		"how long an operation on gs:// may go without progress before the command fails (default from "+storage.WaitEnv+")")
@@ -130,7 +147,13 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err != nil {
-		return usagef("%v (run 'dcl %s -h')", err, c.name)
+		return usagef("%s (run 'dcl %s -h')", flagError(fs, err), c.name)
+	}
+	if *showVersion {
+		return printVersion(stdout)
+	}
+	if *verbose {
+		*logLevel = "debug"
 	}
 	if waitErr != nil {
 		return usagef("%v", waitErr)
@@ -154,17 +177,127 @@ func (c *command) run(args []string, stdout, stderr io.Writer) error {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	if c.beam {
-		quietBeamLogs()
+		quietBeamLogs(stdout)
 	}
 
 	ctx, interrupted, stop := interruptContext()
 	defer stop()
+	release, err := claimOutputs(ctx, c.name, fs, positional)
+	if err != nil {
+		return err
+	}
+	defer release()
 	err = runFn(ctx, positional)
+	if err != nil {
+		err = withFlagNames(err, fs)
+	}
 	if sig, ok := interrupted().(syscall.Signal); ok && err != nil {
 		return &exitCodeError{code: 128 + int(sig), err: err}
 	}
 	return err
 }
+
+// aliasFlag is another name of a boolean flag (-v of --verbose), left out of -h.
+type aliasFlag struct {
+	fs   *flag.FlagSet
+	name string
+}
+
+func (a *aliasFlag) String() string     { return "" }
+func (a *aliasFlag) Set(s string) error { return a.fs.Set(a.name, s) }
+func (a *aliasFlag) IsBoolFlag() bool   { return true }
+
+// flagSyntax finds the flag names in the flag package's errors ("flag provided but not
+// defined: -bogus", "invalid value \"x\" for flag -epochs: …"), which it writes with one dash.
+var flagSyntax = regexp.MustCompile(`(flag |defined: |argument: |for )-{1,2}([^\s=:]+)`)
+
+// flagError rewrites an error of fs.Parse to name flags as the help shows them (--name), and
+// for an unknown flag suggests the nearest defined one.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		name = strings.TrimLeft(name, "-")
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if isVisible(f) {
+				names = append(names, f.Name)
+			}
+		})
+		return fmt.Sprintf("unknown flag --%s%s", name, didYouMean(name, names, "--"))
+	}
+	return flagSyntax.ReplaceAllString(msg, "$1--$2")
+}
+
+// isVisible reports whether -h lists f: not an old name or an alias.
+func isVisible(f *flag.Flag) bool {
+	switch f.Value.(type) {
+	case *deprecatedFlag, *aliasFlag:
+		return false
+	}
+	return f.Usage != ""
+}
+
+// didYouMean returns ` (did you mean --x?)` (prefix "--") for the candidate nearest to name,
+// when one is near enough to be a slip: at most a third of its letters edited, or the same
+// once dashes and underscores are dropped; "" otherwise.
+func didYouMean(name string, candidates []string, prefix string) string {
+	squash := func(s string) string { return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(s)) }
+	best, bestDist := "", 0
+	for _, c := range candidates {
+		d := editDistance(squash(name), squash(c))
+		if best == "" || d < bestDist || d == bestDist && c < best {
+			best, bestDist = c, d
+		}
+	}
+	if best == "" || bestDist > max(1, len(name)/3) {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+}
+
+// editDistance counts the insertions, deletions, substitutions and swaps of neighbours that
+// turn a into b (the optimal string alignment distance), in bytes.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+// withFlagNames rewrites the out-of-range values err reports (usage.ValueError) that a flag
+// of fs sets as that flag (--epochs=-1), keeping what err says and what it wraps.
+func withFlagNames(err error, fs *flag.FlagSet) error {
+	msg := usage.FlagText(err, func(name string) bool { return fs.Lookup(name) != nil })
+	if msg == err.Error() {
+		return err
+	}
+	return &renamedError{msg: msg, err: err}
+}
+
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }
 
 // interruptContext returns a context that the first SIGINT (Ctrl-C) or SIGTERM cancels, and
 // the signal that did it (nil before). Commands stop cleanly on it (training writes a
@@ -277,6 +410,11 @@ func (f *forwardedFlag) String() string {
 
 func (f *forwardedFlag) Set(s string) error { return flag.CommandLine.Set(f.global.Name, s) }
 
+func isForwarded(f *flag.Flag) bool {
+	_, ok := f.Value.(*forwardedFlag)
+	return ok
+}
+
 func (f *forwardedFlag) IsBoolFlag() bool {
 	b, ok := f.global.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
@@ -294,10 +432,10 @@ func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Flags:\n")
 	var beamFlags []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
-		switch f.Value.(type) {
-		case *forwardedFlag:
+		switch {
+		case !isVisible(f):
+		case isForwarded(f):
 			beamFlags = append(beamFlags, f)
-		case *deprecatedFlag:
 		default:
 			printFlag(w, f)
 		}
@@ -350,7 +488,15 @@ func printHelp(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'dcl <subcommand> -h' for its flags and their defaults, 'dcl --version' for the version.\n")
+	fmt.Fprintf(w, "\nRun 'dcl <subcommand> -h' for its flags and their defaults, 'dcl --version' (or -V) for the version;\n--verbose (-v) after a subcommand logs at debug level.\n")
+}
+
+func commandNames() []string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return names
 }
 
 func lookup(name string) *command {
@@ -370,7 +516,7 @@ func addProgressFlags(fs *flag.FlagSet) func(out streams) (progress.Options, err
 	return func(out streams) (progress.Options, error) {
 		m, err := progress.ParseMode(*mode, out.stderr)
 		if err != nil {
-			return progress.Options{}, usagef("%v", err)
+			return progress.Options{}, usagef("%w", err)
 		}
 		if *interval <= 0 {
 			return progress.Options{}, usagef("--progress-interval=%v: want a positive duration", *interval)

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"regexp"
@@ -57,7 +60,20 @@ func TestCommandLineErrorsExit2WithOneLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"bogus"}, `dcl: unknown subcommand "bogus"`},
-		{[]string{"version", "--no-such-flag"}, "dcl version: flag provided but not defined: -no-such-flag"},
+		{[]string{"version", "--no-such-flag"}, "dcl version: unknown flag --no-such-flag (run 'dcl version -h')"},
+		{[]string{"train", "-bogus"}, "dcl train: unknown flag --bogus"},
+		{[]string{"train", "--batchsize=3"}, "dcl train: unknown flag --batchsize (did you mean --batch-size?)"},
+		{[]string{"train", "--lerning-rate=3"}, "dcl train: unknown flag --lerning-rate (run"},
+		{[]string{"train", "--epochs=x"}, `dcl train: invalid value "x" for flag --epochs: parse error`},
+		{[]string{"train", "--input"}, "dcl train: flag needs an argument: --input"},
+		{[]string{"train", "--input=d", "--output=o", "--epochs=-1"}, "dcl train: --epochs=-1: want at least 1"},
+		{[]string{"train", "--input=d", "--output=o", "--batch-size=1"}, "dcl train: --batch-size=1: a contrastive batch needs"},
+		{[]string{"preprocess", "--dataset=idx", "--input=d", "--output=o", "--view-size=-3"}, "dcl preprocess: --view-size=-3: must be in 1..8192"},
+		{[]string{"trian"}, `dcl: unknown subcommand "trian" (did you mean train?)`},
+		{[]string{"knn", "--trian=x"}, "dcl knn: unknown flag --trian (did you mean --train?)"},
+		{[]string{"-v"}, "dcl: -v goes after a subcommand"},
+		{[]string{"--verbose"}, "dcl: --verbose goes after a subcommand"},
+		{[]string{"--bogus"}, "dcl: unknown flag --bogus; a command starts with a subcommand"},
 		{[]string{"version", "extra"}, "dcl version: takes no arguments"},
 		{[]string{"version", "--log-level=loud"}, "dcl version: --log-level"},
 		{[]string{"--runner=direct"}, "start a Beam worker"},
@@ -196,13 +212,58 @@ func TestWorkerStartHandsOverToTheHarness(t *testing.T) {
 	}
 }
 
-// dcl --version prints the version, as dcl version does, not Beam's flag usage.
+// dcl --version prints the version, as dcl version does, not Beam's flag usage; so do -V
+// and a subcommand's --version.
 func TestVersionFlag(t *testing.T) {
-	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}} {
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}, {"-V"}, {"train", "--version"}, {"knn", "-V"}} {
 		code, stdout, stderr := runDCL(args...)
 		if code != exitOK || !strings.HasPrefix(stdout, "dcl ") || strings.Count(stdout, "\n") > 6 || stderr != "" {
 			t.Errorf("dcl %s = %d\nstdout: %s\nstderr: %s", args[0], code, stdout, stderr)
 		}
+	}
+}
+
+// --verbose and -v log at debug level, as --log-level=debug does.
+func TestVerboseFlag(t *testing.T) {
+	var seen bool
+	c := &command{name: "logtest", summary: "test command", setup: func(*flag.FlagSet, streams) func(context.Context, []string) error {
+		return func(ctx context.Context, _ []string) error {
+			seen = slog.Default().Enabled(ctx, slog.LevelDebug)
+			return nil
+		}
+	}}
+	defer slog.SetDefault(slog.Default())
+	for _, tt := range []struct {
+		give []string
+		want bool
+	}{{nil, false}, {[]string{"--verbose"}, true}, {[]string{"-v"}, true}, {[]string{"--log-level=debug"}, true}} {
+		if err := c.run(tt.give, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if seen != tt.want {
+			t.Errorf("%q: debug logging %v, want %v", tt.give, seen, tt.want)
+		}
+	}
+}
+
+// A pipeline subcommand's -h lists Beam's flags only under their own heading, after the
+// command's own; aliases (-v, -V) are not listed.
+func TestHelpKeepsBeamFlagsApart(t *testing.T) {
+	code, out, _ := runDCL("preprocess", "-h")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	own, beamPart, ok := strings.Cut(out, "\nBeam flags")
+	if !ok {
+		t.Fatalf("no Beam flags heading:\n%s", out)
+	}
+	for _, name := range []string{"--runner=", "--worker_binary=", "--environment_type=", "--project=", "--dry_run"} {
+		if strings.Contains(own, "  "+name) || !strings.Contains(beamPart, "  "+name) {
+			t.Errorf("%s is not (only) under the Beam heading", name)
+		}
+	}
+	if !strings.Contains(own, "  --verbose\n") || strings.Contains(out, "  --v\n") || strings.Contains(out, "  --V\n") || strings.Contains(out, "  --version") {
+		t.Errorf("want --verbose listed, and no -v, -V or --version:\n%s", own)
 	}
 }
 
@@ -315,7 +376,7 @@ func TestTrainInterruptExits130(t *testing.T) {
 	}
 	resumed := append(slices.Clone(args), "--resume", "--max-steps", "1") // 1 step in total: already done
 	code, stdout, stderrResumed := runDCL(resumed...)
-	if code != exitOK || !strings.Contains(stdout, "checkpoint") {
+	if code != exitOK || !strings.Contains(stderrResumed, "; checkpoint ") {
 		t.Errorf("resuming the interrupted run = %d\n%s\n%s", code, stdout, stderrResumed)
 	}
 }
@@ -337,6 +398,34 @@ func TestVersionNamesTheCommit(t *testing.T) {
 	} {
 		if got := vcsSuffix(tc.info, tc.version); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCodeIdentity: a version that pins the code is the identity; "(devel)" and a modified
+// checkout's version are not, so the binary's SHA-256 is added and a rebuild of changed code
+// differs (reproduce --rerun-on-code-change compares identities).
+func TestCodeIdentity(t *testing.T) {
+	old := version
+	t.Cleanup(func() { version = old })
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	binary := hex.EncodeToString(sum[:])[:16]
+	for _, tt := range []struct{ give, want string }{
+		{"v1.2.0", "v1.2.0"},
+		{"(devel)", "(devel) binary " + binary},
+		{"7728e99-dirty", "7728e99-dirty binary " + binary},
+	} {
+		version = tt.give
+		if got := codeIdentity(); got != tt.want {
+			t.Errorf("version %q: identity %q, want %q", tt.give, got, tt.want)
 		}
 	}
 }

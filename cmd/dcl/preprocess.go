@@ -53,7 +53,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 	maxBad := fs.Float64("max-bad-fraction", 0, "largest share of unusable records (dead letters) a run accepts; above it the run fails\nafter writing dead-letters.jsonl, without a manifest")
 	overwrite := fs.Bool("overwrite", false, "replace a dataset of another configuration in --output")
 	coarse := fs.Bool("coarse-labels", false, "CIFAR-100: the 20 coarse labels instead of the 100 fine ones")
-	labelsFile := fs.String("labels-file", "", "ImageNet val as a flat folder: its labels file; empty: LOC_val_solution.csv in or beside it")
+	labelsFile := fs.String("labels-file", "", "ImageNet val as a flat folder: its labels file; empty: LOC_val_solution.csv in or beside it, or at the dataset root")
 	unitRecords := fs.Int("unit-records", 0, fmt.Sprintf("records (or image files) per unit of reading work (0: %d)", datasets.DefaultUnitRecords))
 	maxPixels := fs.Int64("max-pixels", 0, fmt.Sprintf("largest image (width × height) decoded; larger ones are dead letters (0: %d)", datasets.DefaultMaxPixels))
 	progressOptions := addProgressFlags(fs)
@@ -83,7 +83,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 			return usagef("--augment: %v", err)
 		}
 		if err := overrides.Apply(&aug); err != nil {
-			return usagef("%v", err)
+			return usagef("%w", err)
 		}
 		if *size != 0 && aug.Size != *size {
 			return usagef("--size=%d and --view-size=%d disagree: give one", *size, aug.Size)
@@ -152,7 +152,11 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 			slog.Warn("some records could not be used; they are listed with their reasons",
 				"dead_letters", m.DeadLetters.Count, "file", storage.Join(*output, m.DeadLetters.File))
 		}
-		fmt.Fprintln(out.stdout, res.Summary(*output))
+		summary := out.stdout
+		if res.DryRun {
+			summary = out.stderr // stdout holds the translated job
+		}
+		fmt.Fprintln(summary, res.Summary(*output))
 		return nil
 	}
 }

@@ -80,14 +80,14 @@ func TestPreprocessCommandLineErrorsExit2(t *testing.T) {
 		{append(base, "--passes=0"), "--passes=0"},
 		{append(base, "--encoding=gif"), `encoding "gif"`},
 		{append(base, "--size=32", "--view-size=28"), "--size=32 and --view-size=28 disagree"},
-		{append(base, "--flip-p=2"), "flip-p 2"},
+		{append(base, "--flip-p=2"), "--flip-p=2: a probability must be in [0, 1]"},
 		{append(base, "--crop-scale=0.5"), "crop-scale"},
 		{append(base, "--channels=2"), "--channels=2"},
 		{append(base, "--max-bad-fraction=1.5"), "--max-bad-fraction=1.5"},
 		{append(base, "--shards=-1"), "--shards=-1"},
 		{append(base, "--progress=maybe"), `--progress="maybe"`},
 		{append(base, "extra"), "takes no positional arguments"},
-		{[]string{"--dataset=idx", "--input=" + in, "--output=" + filepath.Join(in, "o"), "--split=val"}, `--split=val: idx has no split "val"; want one of train, test`},
+		{[]string{"--dataset=idx", "--input=" + in, "--output=" + filepath.Join(t.TempDir(), "o"), "--split=val"}, `--split=val: idx has no split "val"; want one of train, test`},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(append([]string{"preprocess"}, tt.give...)...)
@@ -308,17 +308,27 @@ func TestPreprocessRunners(t *testing.T) {
 		stdout, stderr, err := dclProcess(t, time.Minute, append(job, "--output=gs://dcl-test-bucket/cifar10",
 			"--runner=dataflow", "--dry_run", "--project=test-project", "--region=us-central1",
 			"--staging_location=gs://dcl-test-bucket/staging", "--temp_location=gs://dcl-test-bucket/tmp",
-			"--worker_binary="+exe, "--log-level=debug")...)
+			"--worker_binary="+exe)...)
 		if err != nil {
 			t.Fatalf("dataflow dry run: %v\n%s\n%s", err, stdout, stderr)
 		}
-		for _, want := range []string{"Dry-run: not submitting job!", "Preprocess/WriteParts", "beam:transform:group_by_key:v1"} {
-			if !strings.Contains(stderr, want) {
-				t.Errorf("the dry run's log does not show %q", want)
-			}
+		// The translated job is the command's output, on stdout at the default log level
+		// (the README says --dry_run prints it); the summary is on stderr.
+		var translated struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Steps []struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"steps"`
 		}
-		if !strings.Contains(stdout, "dry run: the job was translated, not submitted") {
-			t.Errorf("dry run summary %q", stdout)
+		if err := json.Unmarshal([]byte(stdout), &translated); err != nil || translated.Type != "JOB_TYPE_BATCH" || len(translated.Steps) == 0 {
+			t.Errorf("stdout is not the translated Dataflow job (%v):\n%.500s", err, stdout)
+		}
+		if !strings.Contains(stdout, "Preprocess/WriteParts") {
+			t.Errorf("the translated job does not name the WriteParts step")
+		}
+		if !strings.Contains(stderr, "dry run: the job was translated, not submitted") {
+			t.Errorf("dry run summary not on stderr: %q", stderr)
 		}
 	})
 }

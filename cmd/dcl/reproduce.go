@@ -27,6 +27,7 @@ const DefaultFashionMNIST = "/usr/share/datasets/fashion-mnist"
 // reproduceFlags are the flags `reproduce` and `demo` share.
 type reproduceFlags struct {
 	out, input, backend, plugin, rerun      *string
+	saveState, restoreState                 *string
 	trainLog, rerunOnCodeChange, gate, plan *bool
 	waitLock                                *bool
 	progress                                func(streams) (progress.Options, error)
@@ -46,6 +47,9 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 		gate:              fs.Bool("gate", false, "exit 3 when one of the config's gates fails (after writing everything)"),
 		plan:              fs.Bool("plan", false, "print which stages a run would skip and run, and why; run and write nothing"),
 		waitLock:          fs.Bool("wait-lock", false, "if another dcl reproduce is using --output, wait for it to finish instead of exiting"),
+		saveState: fs.String("save-state", "", "write to this file (.tgz) what another machine needs to continue the reproduction in --output "+
+			"(ledger, history, report, plots, finished runs' logs and evaluations; not the data, checkpoints or embeddings), and exit"),
+		restoreState: fs.String("restore-state", "", "before running, unpack a --save-state file into --output when it holds no reproduction yet"),
 	}
 	renamedFlag(fs, out, "out", "output")
 	return f
@@ -132,7 +136,7 @@ func loadConfig(name string) (*reproduce.Config, error) {
 	defer r.Close()
 	cfg, err := reproduce.Parse(r, name)
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, usagef("%w", err)
 	}
 	return cfg, nil
 }
@@ -165,9 +169,17 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		return usagef("--rerun: %v", err)
 	}
 	opts := reproduce.Options{
-		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeVersion(),
+		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeIdentity(),
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(),
+	}
+	if *f.saveState != "" {
+		return saveState(ctx, cfg, *f.out, *f.saveState, out)
+	}
+	if *f.restoreState != "" {
+		if err := restoreState(ctx, *f.out, *f.restoreState); err != nil {
+			return err
+		}
 	}
 	if *f.plan {
 		stages, err := reproduce.Plan(ctx, cfg, opts)
@@ -184,7 +196,14 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out.stdout, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
+	// The figures go to stderr with the stages' lines: stdout is for --plan's plan only.
+	for _, r := range res.Runs {
+		fmt.Fprintf(out.stderr, "%s: %s\n", r.Config.Name, evaluationLine(r.Evaluation))
+	}
+	for _, b := range res.Baselines {
+		fmt.Fprintf(out.stderr, "%s (baseline): %s\n", b.Name, evaluationLine(b.Evaluation))
+	}
+	fmt.Fprintf(out.stderr, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
 		res.Wall, storage.Join(*f.out, reproduce.ReportName))
 	failed := res.FailedGates()
 	if len(failed) == 0 {
@@ -200,4 +219,52 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		return nil
 	}
 	return &exitCodeError{code: exitGate, err: gateErr}
+}
+
+// evaluationLine is one run's final figures: kNN and linear top-1 and top-5.
+func evaluationLine(e reproduce.Evaluation) string {
+	var parts []string
+	if e.KNN != nil {
+		parts = append(parts, fmt.Sprintf("kNN top-1 %.2f%%, top-5 %.2f%%", e.KNN.Top1, e.KNN.Top5))
+	}
+	if e.Linear != nil {
+		parts = append(parts, fmt.Sprintf("linear top-1 %.2f%%, top-5 %.2f%%", e.Linear.Top1, e.Linear.Top5))
+	}
+	if len(parts) == 0 {
+		return "not evaluated"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// saveState writes reproduce.SaveState of the run directory to file, atomically.
+func saveState(ctx context.Context, cfg *reproduce.Config, out, file string, s streams) error {
+	if err := storage.Create(ctx, file, func(w io.Writer) error { return reproduce.SaveState(ctx, cfg, out, w) }); err != nil {
+		return fmt.Errorf("saving the state of %s: %w", out, err)
+	}
+	size, err := storage.Size(ctx, file)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "%s: the state of %s (%.1f MiB); continue elsewhere with --restore-state=%s\n", file, out, float64(size)/(1<<20), file)
+	return nil
+}
+
+// restoreState unpacks a saved state into the run directory, unless it already holds a
+// reproduction, whose own state is the newer (said on the log).
+func restoreState(ctx context.Context, out, file string) error {
+	rd, err := storage.Open(ctx, file)
+	if err != nil {
+		return fmt.Errorf("--restore-state: %w", err)
+	}
+	defer rd.Close()
+	err = reproduce.RestoreState(ctx, out, rd, file)
+	switch {
+	case errors.Is(err, reproduce.ErrNotEmpty):
+		slog.Info("--restore-state: the run directory holds a reproduction already; continuing from it", "state", file, "output", out)
+		return nil
+	case err != nil:
+		return err
+	}
+	slog.Info("restored the state of an earlier reproduction", "state", file, "output", out)
+	return nil
 }

@@ -10,10 +10,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/guard"
 	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/reproduce"
@@ -204,16 +204,13 @@ func TestReproducePlanLockAndRerunFlags(t *testing.T) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(out, reproduce.LockName))
+	release, err := guard.Acquire(t.Context(), guard.Claim{Command: "dcl reproduce", Outputs: []guard.Path{{Path: out}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	defer release()
 	code, _, stderr = runDCL("reproduce", "--config="+config, "--output="+out, "--log-level=warn")
-	if code != exitError || !strings.Contains(stderr, "another reproduction holds the run directory") || !strings.Contains(stderr, "--wait-lock") {
+	if code != exitError || !strings.Contains(stderr, "another dcl command is writing "+out+": dcl reproduce (pid") || !strings.Contains(stderr, "--wait-lock") {
 		t.Errorf("dcl reproduce on a locked run directory exited %d: %q; want 1, the reason and --wait-lock", code, stderr)
 	}
 }

@@ -67,6 +67,31 @@ func TestRunnerEndpointAndLeftovers(t *testing.T) {
 		t.Errorf("a closed endpoint: %v after %s, %q; want a failure naming %s within 30s", err, time.Since(start), stderr, closed)
 	}
 
+	// A port that accepts connections and never answers (a proxy with nothing behind it).
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		var held []net.Conn
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	start = time.Now()
+	_, stderr, err = dclProcess(t, time.Minute, append(job, "--runner=universal", "--endpoint="+silent.Addr().String(), "--environment_type=LOOPBACK")...)
+	if err == nil || !strings.Contains(stderr, "job server at "+silent.Addr().String()+" (--endpoint) accepts connections but does not answer within 10s") || time.Since(start) > 30*time.Second {
+		t.Errorf("a silent endpoint: %v after %s, %q; want a failure naming it within 30s", err, time.Since(start), stderr)
+	}
+
 	if stdout, stderr, err := dclProcess(t, 2*time.Minute, job...); err != nil {
 		t.Fatalf("prism in process: %v\n%s%s", err, stdout, stderr)
 	}

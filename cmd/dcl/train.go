@@ -80,7 +80,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	paper := trainstep.PaperDefaults()
 	method := fs.String("method", trainstep.SimCLRMethod, "training method: "+strings.Join(trainstep.MethodNames(), ", "))
 	methodConfig := registerMethodFlags(fs)
-	precision := fs.String("precision", "", "arithmetic: float32, or bf16 (mixed precision, float32 master weights; for GPUs);\nempty: float32, or the checkpoint's when resuming")
+	precision := fs.String("precision", "", "arithmetic: float32 (full float32 everywhere, the paper's V100 arithmetic), tf32 (float32 with\nconvolutions and matrix products on TF32 tensor cores: PyTorch's default for cuDNN convolutions;\nfull float32 on the CPU), or bf16 (mixed precision, float32 master weights; for GPUs);\nempty: float32, or the checkpoint's when resuming")
 	lossConfig := registerLossFlags(fs)
 	batch := fs.Int("batch-size", paper.BatchSize, "view pairs per step (2× as many images through the network)")
 	epochs := fs.Int("epochs", paper.Epochs, "epochs; epoch e reads the shards' augmented pass e mod E")
@@ -139,14 +139,14 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 			InitSeed: *initSeed,
 		}
 		if err := cfg.Validate(); err != nil {
-			return usagef("%v", err)
+			return usagef("%w", err)
 		}
 		run := trainstep.RunConfig{
 			Data: *data, Out: *outDir, BatchSize: *batch, Epochs: *epochs, BaseLR: *lr, WarmupEpochs: *warmup,
 			Seed: *seed, CheckpointEvery: *ckptEvery, KeepCheckpoints: *keep, MaxSteps: *maxSteps, MonitorEvery: *knnEvery,
 		}
 		if err := run.Validate(); err != nil {
-			return usagef("%v", err)
+			return usagef("%w", err)
 		}
 		display, err := progressOptions(out)
 		if err != nil {
@@ -168,9 +168,26 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if err != nil {
 			return setupOr(err)
 		}
-		fmt.Fprintf(out.stdout, "trained %d steps; checkpoint %s\n", sum.StepsDone, sum.Checkpoint)
+		// stdout holds only the log's lines (with --json): the summary is for the reader.
+		fmt.Fprintln(out.stderr, trainSummary(sum))
 		return nil
 	}
+}
+
+// trainSummary is the line a training run ends with: where it stands and its last figures.
+func trainSummary(sum *trainstep.Summary) string {
+	state := "stopped"
+	if sum.Finished {
+		state = "finished"
+	}
+	line := fmt.Sprintf("train: %s after %d of %d steps (epoch %d): loss %.4g, mean q %.4g", state, sum.StepsDone, sum.TotalSteps, sum.Epoch, sum.Loss, sum.MeanQ)
+	if top1, ok := sum.Monitor["knn_top1"].(float64); ok {
+		line += fmt.Sprintf(", kNN top-1 %.2f%%", top1)
+		if top5, ok := sum.Monitor["knn_top5"].(float64); ok {
+			line += fmt.Sprintf(", top-5 %.2f%%", top5)
+		}
+	}
+	return line + "; checkpoint " + sum.Checkpoint
 }
 
 // setupOr turns a trainstep.SetupError (settings that do not fit the data or the checkpoint)
@@ -178,7 +195,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 func setupOr(err error) error {
 	var setup *trainstep.SetupError
 	if errors.As(err, &setup) {
-		return usagef("%v", setup)
+		return usagef("%w", setup)
 	}
 	return err
 }

@@ -55,7 +55,8 @@ func TestTrainRunsAndResumes(t *testing.T) {
 	args := []string{"train", "--input", data, "--output", out, "--model", "mlp", "--width", "4", "--batch-size", "4",
 		"--epochs", "2", "--lr", "0.1", "--backend", "cpu", "--knn-every", "1", "--knn-train", eval, "--json", "--max-steps", "4"}
 	code, stdout, stderr := runDCL(args...)
-	if code != exitOK || !strings.Contains(stdout, "trained 4 steps") {
+	// stdout holds only the log's JSON lines; the closing summary goes to stderr.
+	if code != exitOK || !strings.Contains(stderr, "train: stopped after 4 of 6 steps") || strings.Contains(stdout, "train: ") {
 		t.Fatalf("dcl train = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	// --json copies the log to stdout; stderr (no terminal here) gets progress lines, no JSON.
@@ -67,7 +68,7 @@ func TestTrainRunsAndResumes(t *testing.T) {
 	}
 	resumed := append(args[:len(args)-2:len(args)-2], "--resume")
 	code, stdout, stderr = runDCL(resumed...)
-	if code != exitOK || !strings.Contains(stdout, "trained 6 steps") {
+	if code != exitOK || !strings.Contains(stderr, "train: finished after 6 of 6 steps") {
 		t.Fatalf("dcl train --resume = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
@@ -89,17 +90,17 @@ func TestTrainRejectsBadCommandLines(t *testing.T) {
 		give []string
 		want string
 	}{
-		{[]string{"--batch-size", "1"}, "batch size 1"},
-		{[]string{"--temperature", "0"}, "temperature 0"},
-		{[]string{"--temperature", "-0.5"}, "temperature -0.5"},
+		{[]string{"--batch-size", "1"}, "--batch-size=1: a contrastive batch"},
+		{[]string{"--temperature", "0"}, "--temperature=0: must be a positive number"},
+		{[]string{"--temperature", "-0.5"}, "--temperature=-0.5"},
 		{[]string{"--loss", "triplet"}, `unknown loss "triplet"`},
 		{[]string{"--method", "byol"}, `unknown training method "byol"`},
 		{[]string{"--precision", "fp8"}, `precision "fp8"`},
 		{[]string{"--model", "vgg"}, `unknown model "vgg"`},
 		{[]string{"--optimizer", "adam"}, `unknown optimizer "adam"`},
 		{[]string{"--reduction", "max"}, `unknown reduction "max"`},
-		{[]string{"--loss", "dclw", "--sigma", "0"}, "sigma 0"},
-		{[]string{"--epochs", "0"}, "epochs 0"},
+		{[]string{"--loss", "dclw", "--sigma", "0"}, "--sigma=0"},
+		{[]string{"--epochs", "0"}, "--epochs=0: want at least 1"},
 		{[]string{"--knn-every", "1"}, "needs --knn-train"},
 		{[]string{"--backend", "tpu"}, `unknown backend "tpu"`},
 		{[]string{"--model", "resnet18-cifar"}, "images are 8x8 but resnet18-cifar expects sides of 32 to 96 px"},

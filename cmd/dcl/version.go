@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -41,6 +44,40 @@ func codeVersion() string {
 		return info.Main.Version
 	}
 	return "(devel)"
+}
+
+// codeIdentity names the code that runs, for reproduce --rerun-on-code-change: the version,
+// and where that does not pin the code (a build's "(devel)", or a modified checkout's
+// "-dirty" or "+dirty") the SHA-256 of this binary too, so that any rebuild of changed code
+// counts as another version.
+func codeIdentity() string {
+	v := codeVersion()
+	if v != "(devel)" && !strings.HasSuffix(v, "dirty") {
+		return v
+	}
+	sum, err := executableSHA256()
+	if err != nil {
+		return v
+	}
+	return v + " binary " + sum[:16]
+}
+
+// executableSHA256 is the hex SHA-256 of this program's file.
+func executableSHA256() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func printVersion(w io.Writer) error {

@@ -44,6 +44,15 @@ type Config struct {
 	// NoRemat turns off rematerialisation (recomputing cheap element-wise values where they
 	// are read late instead of keeping them; see remat.go), for comparisons and tests.
 	NoRemat bool
+	// EmulateTF32 rounds both operands of every float32 convolution and matrix product to
+	// TF32 (a 10-bit mantissa, round to nearest even) before multiplying in float32, as TF32
+	// tensor cores do: for measuring what TF32 does to a training step and testing the GPU
+	// check's tolerances without a GPU. Slower (one rounded copy of each operand), never a
+	// training precision of its own.
+	EmulateTF32 bool
+	// DirectConvolutions computes every convolution with the direct algorithm, never Winograd
+	// (kernels.Pool.DirectConvolutions): the GPU check's reference.
+	DirectConvolutions bool
 }
 
 // ParseConfig reads a GoMLX backend configuration string: empty, or "threads=N".
@@ -80,6 +89,8 @@ type Backend struct {
 	noFusion bool
 	// noRemat turns off rematerialisation (Config.NoRemat).
 	noRemat bool
+	// emulateTF32 rounds product operands to TF32 (Config.EmulateTF32).
+	emulateTF32 bool
 	// onConv, when set (by benchmarks), sees every convolution the builders lower.
 	onConv func(kernels.ConvShape)
 	// bufs keeps large released buffers for reuse.
@@ -107,9 +118,13 @@ func New(cfg Config) (*Backend, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	be := &Backend{goBackend: goBackend, pool: kernels.NewPool(threads), noFusion: cfg.NoFusion, noRemat: cfg.NoRemat}
+	be := &Backend{goBackend: goBackend, pool: kernels.NewPool(threads), noFusion: cfg.NoFusion, noRemat: cfg.NoRemat,
+		emulateTF32: cfg.EmulateTF32}
 	if cfg.ProfileOps {
 		be.stats = &opStats{}
+	}
+	if cfg.DirectConvolutions {
+		be.pool.DirectConvolutions()
 	}
 	return be, nil
 }

@@ -86,7 +86,13 @@ func (b *Builder) ConvGeneral(input, kernel compute.Value, axes compute.Convolve
 		if err != nil {
 			return nil, err
 		}
-		if err := be.pool.Conv(cs, be.f32(ins[0]), be.f32(ins[1]), y); err != nil {
+		x, w, temps, err := be.productOperands(be.f32(ins[0]), be.f32(ins[1]))
+		defer be.releaseAll(temps)
+		if err != nil {
+			be.release(out)
+			return nil, err
+		}
+		if err := be.pool.Conv(cs, x, w, y); err != nil {
 			be.release(out)
 			return nil, err
 		}

@@ -190,6 +190,11 @@ func (p *dotPlan) execute(be *Backend, ins []compute.Buffer, _ []bool) ([]comput
 	if err != nil {
 		return nil, err
 	}
+	l, r, rounded, err := be.productOperands(l, r)
+	temps = append(temps, rounded...)
+	if err != nil {
+		return nil, err
+	}
 	out, c, err := be.newF32(p.outShape)
 	if err != nil {
 		return nil, err

@@ -59,10 +59,14 @@ const Compiled = true
 type Options struct {
 	// Plugin is the plugin's path; empty means FindPlugin's search.
 	Plugin string
-	// TF32 lets float32 matrix products use TF32 tensor cores (go-xla's default on CUDA). Off,
-	// they run in full float32; convolutions follow cuDNN, which NVIDIA_TF32_OVERRIDE=0 in the
-	// environment (set before the process starts) turns to full float32 as well.
+	// TF32 lets float32 convolutions and matrix products use TF32 tensor cores. Off, both ask
+	// XLA for precision HIGHEST: go-xla's "tf32" option, which dcl-beam's copy of go-xla
+	// (third_party/go-xla/PATCHES.md) applies to convolutions as well as to DotGeneral.
 	TF32 bool
+	// ConvDefaultPrecision leaves convolutions at XLA's DEFAULT precision even when TF32 is
+	// off, as go-xla did before dcl-beam's patch: only for the GPU check's measurement of
+	// what the patch changes.
+	ConvDefaultPrecision bool
 	// Env is the machine to search; nil means DefaultEnv().
 	Env *Env
 }
@@ -98,9 +102,9 @@ func Load(ctx context.Context, opts Options) (compute.Backend, error) {
 	// preallocate=false is go-xla v0.4's default for plugins whose name says CUDA; said
 	// explicitly, it holds for a plugin file named otherwise too (the whole GPU is not taken
 	// at start, so PyTorch or a second process can share it, and nvidia-smi shows real use).
-	config := found.Path + ",preallocate=false"
-	if !opts.TF32 {
-		config += ",tf32=false"
+	config := found.Path + ",preallocate=false" + tf32Option(opts.TF32)
+	if opts.ConvDefaultPrecision {
+		config += ",conv_default_precision=true"
 	}
 	be, _, err := load(ctx, config, r.Preload, r.CUDADataDir)
 	if err != nil {
@@ -208,3 +212,26 @@ func setDefaultEnv(key, value string) {
 		_ = os.Setenv(key, value)
 	}
 }
+
+// DeviceMemory returns the allocator statistics of be's first device when be is the XLA
+// backend (PJRT_Device_MemoryStats, through dcl-beam's copy of go-xla).
+func DeviceMemory(be compute.Backend) (MemoryStats, error) {
+	xb, ok := be.(*xla.Backend)
+	if !ok {
+		return MemoryStats{}, fmt.Errorf("backend %s keeps no device allocator statistics", be.Name())
+	}
+	st, err := xb.DeviceMemoryStats(0)
+	if err != nil {
+		return MemoryStats{}, fmt.Errorf("reading the device's memory statistics: %w", err)
+	}
+	m := MemoryStats{InUseMiB: mib(st.BytesInUse)}
+	if st.PeakBytesInUseSet {
+		m.PeakInUseMiB = mib(st.PeakBytesInUse)
+	}
+	if st.PeakPoolBytesSet {
+		m.PeakPoolMiB = mib(st.PeakPoolBytes)
+	}
+	return m, nil
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -17,8 +17,11 @@ const Compiled = false
 type Options struct {
 	// Plugin is the plugin's path; empty means FindPlugin's search.
 	Plugin string
-	// TF32 lets float32 matrix products use TF32 tensor cores.
+	// TF32 lets float32 convolutions and matrix products use TF32 tensor cores.
 	TF32 bool
+	// ConvDefaultPrecision leaves convolutions at XLA's DEFAULT precision (the GPU check's
+	// measurement of dcl-beam's go-xla patch).
+	ConvDefaultPrecision bool
 	// Env is the machine to search; nil means DefaultEnv().
 	Env *Env
 }
@@ -37,3 +40,8 @@ func probe(context.Context, Env, string, []string, string) LoadResult {
 }
 
 func driverCUDA() int { return 0 }
+
+// DeviceMemory fails: this binary has no XLA backend.
+func DeviceMemory(be compute.Backend) (MemoryStats, error) {
+	return MemoryStats{}, fmt.Errorf("backend %s keeps no device allocator statistics", be.Name())
+}

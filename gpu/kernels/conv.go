@@ -93,11 +93,11 @@ func (p *Pool) Conv(s ConvShape, x, w, y []float32) error {
 	if n := extent(s.YStrides.Major, s.Batch, s.YStrides.Minor, s.OutChannels, s.YStrides.Spatial, s.Out); len(y) < n {
 		return fmt.Errorf("conv: output has %d elements, its strides reach %d", len(y), n)
 	}
-	if pl, ok := planWinograd(p.kernel, &s); ok {
+	if pl, ok := planWinograd(p.kernel, &s); ok && !p.direct {
 		p.convWinograd(&s, pl, x, w, y)
 		return nil
 	}
-	if pl, ok := planWinogradGrad(p.kernel, &s); ok {
+	if pl, ok := planWinogradGrad(p.kernel, &s); ok && !p.direct {
 		p.convWinogradGrad(&s, pl, x, w, y)
 		return nil
 	}

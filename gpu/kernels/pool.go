@@ -14,11 +14,18 @@ import (
 type Pool struct {
 	threads int
 	kernel  *microKernel // the matrix multiply's micro-kernel
-	jobs    chan *job
-	sendMu  sync.RWMutex // held for reading while sending jobs, for writing by Close
-	closed  bool         // guarded by sendMu
-	wg      sync.WaitGroup
+	// direct turns Winograd off for this pool (DirectConvolutions).
+	direct bool
+	jobs   chan *job
+	sendMu sync.RWMutex // held for reading while sending jobs, for writing by Close
+	closed bool         // guarded by sendMu
+	wg     sync.WaitGroup
 }
+
+// DirectConvolutions makes p compute every convolution with the direct algorithm, never
+// Winograd (whose transforms round differently): the GPU check's reference is the plainest
+// float32 algorithm. Call it before the pool's first convolution.
+func (p *Pool) DirectConvolutions() { p.direct = true }
 
 // NewPool returns a pool that runs loops on threads goroutines; threads < 1 means
 // runtime.GOMAXPROCS(0).

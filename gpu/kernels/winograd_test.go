@@ -264,3 +264,42 @@ func TestWinogradKernelGradientDeclinesWideLayers(t *testing.T) {
 		t.Errorf("512×512 channels planned for Winograd, beyond winogradMaxPairs")
 	}
 }
+
+// TestDirectConvolutions: a pool told to convolve directly does not take the Winograd path
+// for a convolution it would (its result is the direct algorithm's, not bit for bit
+// Winograd's), and stays within float32 rounding of the reference loops.
+func TestDirectConvolutions(t *testing.T) {
+	if !hasWinograd {
+		t.Skip("no Winograd kernels on this CPU")
+	}
+	s, _, _, _ := winogradCase{16, 8, 8, 64, 64, 1, 1}.shape(false, 0)
+	if _, ok := planWinograd(selectedKernel, &s); !ok {
+		t.Fatal("the case is not planned for Winograd")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	x := randSlice(r, tensorSize(s.XStrides, s.Batch, s.Channels, s.In))
+	w := randSlice(r, tensorSize(s.WStrides, s.Channels, s.OutChannels, s.Kernel))
+	ny := tensorSize(s.YStrides, s.Batch, s.OutChannels, s.Out)
+	run := func(direct bool) []float32 {
+		pool := NewPool(2)
+		defer pool.Close()
+		if direct {
+			pool.DirectConvolutions()
+		}
+		y := make([]float32, ny)
+		if err := pool.Conv(s, x, w, y); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	wino, direct := run(false), run(true)
+	if slices.Equal(wino, direct) {
+		t.Error("the direct pool's result is Winograd's bit for bit: it took the Winograd path")
+	}
+	want := refConv(s, x, w, ny)
+	for i := range want {
+		if d := math.Abs(float64(direct[i] - want[i])); d > 1e-4*(1+math.Abs(float64(want[i]))) {
+			t.Fatalf("direct convolution differs from the reference at %d: %g vs %g", i, direct[i], want[i])
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package safetensors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,7 +47,7 @@ func TestEncodeRejects(t *testing.T) {
 		{[]Tensor{Float32("x", []int{3}, []float32{1, 2})}, "tensor x: 8 bytes for shape [3]"},
 		{[]Tensor{Float32("x", []int{1}, []float32{1}), Float32("x", []int{1}, []float32{1})}, "tensor x appears twice"},
 		{[]Tensor{Float32(MetadataKey, []int{1}, []float32{1})}, "reserved"},
-		{[]Tensor{{Name: "x", DType: "F16", Shape: []int{1}, Data: []byte{0, 0}}}, `dtype "F16"`},
+		{[]Tensor{{Name: "x", DType: "F8_E9", Shape: []int{1}, Data: []byte{0}}}, `dtype "F8_E9"`},
 	}
 	for _, tt := range tests {
 		if _, err := Encode(tt.give, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -84,7 +86,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"short", []byte{1, 2}, "shorter than the header length"},
 		{"header past end", binary.LittleEndian.AppendUint64(nil, 100), "runs past the end"},
 		{"gap", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), "contiguous"},
-		{"size", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, 4), "want 8"},
+		{"size", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, 4), "for 8 bytes"},
 		{"tail", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 8), "cover 4 of 8"},
 		{"unknown field", file(`{"a":{"dtype":"F32","shape":[1],"offsets":[0,4]}}`, 4), "unknown field"},
 	}
@@ -94,5 +96,59 @@ func TestDecodeRejects(t *testing.T) {
 				t.Errorf("error %v, want one with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadHeader reads only the header of a file: the tensors in data order with their
+// offsets, the metadata, and where the data starts; a corrupt length is refused before
+// anything of that size is allocated.
+func TestReadHeader(t *testing.T) {
+	bf := Tensor{Name: "h", DType: BF16, Shape: []int{3}, Data: []byte{1, 2, 3, 4, 5, 6}}
+	data, err := Encode([]Tensor{Float32("w", []int{2, 1}, []float32{0.5, 3}), bf, Int64Scalar("n", 4)}, map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, offsets, meta, start, err := ReadHeader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, i := range infos {
+		names = append(names, i.Name)
+	}
+	if strings.Join(names, ",") != "h,n,w" || !slices.Equal(offsets, []int64{0, 6, 14}) || meta["k"] != "v" {
+		t.Errorf("tensors %v at %v, metadata %v", names, offsets, meta)
+	}
+	if int(start)+22 != len(data) || start%8 != 0 {
+		t.Errorf("data starts at %d of %d bytes, want 22 bytes before the end, 8-byte aligned", start, len(data))
+	}
+	huge := binary.LittleEndian.AppendUint64(nil, MaxHeaderBytes+1)
+	if _, _, _, _, err := ReadHeader(bytes.NewReader(huge)); err == nil || !strings.Contains(err.Error(), "over the") {
+		t.Errorf("a header length over the limit: error %v", err)
+	}
+}
+
+// TestHeaderMatchesEncode: a writer that streams its tensors after Header writes the file
+// Encode makes.
+func TestHeaderMatchesEncode(t *testing.T) {
+	tensors := []Tensor{Float32("b", []int{2}, []float32{1, 2}), {Name: "a", DType: U8, Shape: []int{3}, Data: []byte{7, 8, 9}}}
+	want, err := Encode(tensors, map[string]string{"x": "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, order, err := Header([]Info{{"b", F32, []int{2}}, {"a", U8, []int{3}}}, map[string]string{"x": "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := prefix
+	for _, i := range order {
+		for _, tt := range tensors {
+			if tt.Name == i.Name {
+				got = append(got, tt.Data...)
+			}
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("streamed file\n%q\nEncode's\n%q", got, want)
 	}
 }

@@ -566,3 +566,31 @@ func globRegexp(glob string) (*regexp.Regexp, error) {
 	b.WriteString("$")
 	return regexp.Compile(b.String())
 }
+
+// gcsRename copies from to to within the service and deletes from.
+func gcsRename(ctx context.Context, from, to string) error {
+	op := startGCS(ctx, "renaming", from)
+	defer op.done()
+	op.arm()
+	defer op.disarm()
+	src, err := op.object()
+	if err != nil {
+		return err
+	}
+	bucket, object, err := gcsx.ParseObject(to)
+	if err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", from, to, err)
+	}
+	client, err := newGCSClient(op.ctx)
+	if err != nil {
+		return op.fail(err)
+	}
+	dst := client.Bucket(bucket).Object(object).Retryer(op.retryOptions()...)
+	if _, err := dst.CopierFrom(src).Run(op.ctx); err != nil {
+		return op.fail(err)
+	}
+	if err := src.Delete(op.ctx); err != nil && !errors.Is(err, gcstorage.ErrObjectNotExist) {
+		return op.fail(err)
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
@@ -190,11 +191,7 @@ func ReadFile(ctx context.Context, p string) ([]byte, error) {
 func Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	switch Scheme(p) {
 	case "":
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, fmt.Errorf("opening %s: %w", p, err)
-		}
-		return f, nil
+		return openLocal(p)
 	case "gs":
 		return openGCS(ctx, p)
 	}
@@ -208,6 +205,24 @@ func Open(ctx context.Context, p string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("opening %s: %w", p, err)
 	}
 	return &closeBoth{ReadCloser: r, fs: fs}, nil
+}
+
+// openLocal opens a local file for reading, refusing what is not a file or a folder: a
+// named pipe (or a link to one) would block the open until some other process writes to
+// it, and a device would stream forever.
+func openLocal(p string) (*os.File, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	if !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, fmt.Errorf("opening %s: not a regular file (%s)", p, st.Mode().Type())
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	return f, nil
 }
 
 type closeBoth struct {
@@ -232,9 +247,9 @@ type File interface {
 func OpenFile(ctx context.Context, p string) (File, error) {
 	switch Scheme(p) {
 	case "":
-		f, err := os.Open(p)
+		f, err := openLocal(p)
 		if err != nil {
-			return nil, fmt.Errorf("opening %s: %w", p, err)
+			return nil, err
 		}
 		st, err := f.Stat()
 		if err != nil {
@@ -339,7 +354,7 @@ func Exists(ctx context.Context, p string) (bool, error) {
 // localExists reports whether the local path p exists.
 func localExists(p string) (bool, error) {
 	_, err := os.Stat(p)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) { // ENOTDIR: a path under a file
 		return false, nil
 	}
 	if err != nil {
@@ -479,4 +494,35 @@ func listGCS(ctx context.Context, dir string, recursive bool) ([]string, error) 
 		return nil, err
 	}
 	return names, nil
+}
+
+// Rename moves the file from to the path to (both on one filesystem), replacing a file
+// there: what a commit step does to make staged output visible under its final name. A
+// local rename is atomic and the folder is synced; a GCS object is copied (within the
+// service) and the original deleted; a memfs:// file is renamed in memory.
+func Rename(ctx context.Context, from, to string) error {
+	if Scheme(from) != Scheme(to) {
+		return fmt.Errorf("renaming %s to %s: not on one filesystem", from, to)
+	}
+	switch Scheme(from) {
+	case "":
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return fmt.Errorf("renaming %s: %w", from, err)
+		}
+		if err := os.Rename(from, to); err != nil {
+			return fmt.Errorf("renaming %s to %s: %w", from, to, err)
+		}
+		return syncDir(filepath.Dir(to))
+	case "gs":
+		return gcsRename(ctx, from, to)
+	}
+	fs, err := filesystemFor(ctx, from)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	if err := filesystem.Rename(ctx, fs, from, to); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", from, to, err)
+	}
+	return nil
 }

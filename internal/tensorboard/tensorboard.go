@@ -45,10 +45,16 @@ type Writer struct {
 }
 
 // Create starts a new event file in dir named after now and this host, so that a resumed run
-// adds a file beside those of earlier runs instead of rewriting them. startStep > 0 marks a
-// resumed run: TensorBoard then drops the events of the earlier files from that step on (a
-// run killed after its last checkpoint logged steps that the resumed run logs again).
-func Create(ctx context.Context, dir string, now time.Time, startStep int64) (*Writer, error) {
+// adds a file beside those of earlier runs instead of rewriting them. firstStep is the first
+// step the file will log (1 for a new run, the checkpoint's steps + 1 for a resumed one).
+//
+// Every file starts with a session START at firstStep, which is how TensorBoard's loader
+// (event_accumulator) learns of a restart: it drops the events it has read with a step at or
+// after that of a START, so the steps a killed run logged after its last checkpoint, which
+// the resumed run logs again, are shown once. Older loaders purge at every START; newer ones
+// ignore a run's first START and purge at the later ones: the first file's START (at step 1,
+// before any event) makes both read the same.
+func Create(ctx context.Context, dir string, now time.Time, firstStep int64) (*Writer, error) {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "localhost"
@@ -94,21 +100,22 @@ func Create(ctx context.Context, dir string, now time.Time, startStep int64) (*W
 		w.file = f
 		break
 	}
+	if firstStep < 1 {
+		return nil, fmt.Errorf("TensorBoard event file in %s: first step %d, want at least 1", dir, firstStep)
+	}
 	wall := seconds(now)
 	first := appendDouble(nil, 1, wall)
-	first = appendVarint(appendTag(first, 2, wireVarint), uint64(startStep))
+	first = appendVarint(appendTag(first, 2, wireVarint), uint64(firstStep))
 	first = appendBytes(first, 3, []byte(FileVersion))
 	if err := w.write(first); err != nil {
 		return nil, err
 	}
-	if startStep > 0 {
-		// SessionLog{status: START}: TensorBoard purges earlier events at or after this step.
-		ev := appendDouble(nil, 1, wall)
-		ev = appendVarint(appendTag(ev, 2, wireVarint), uint64(startStep))
-		ev = appendBytes(ev, 7, appendVarint(appendTag(nil, 1, wireVarint), 1))
-		if err := w.write(ev); err != nil {
-			return nil, err
-		}
+	// SessionLog{status: START}.
+	ev := appendDouble(nil, 1, wall)
+	ev = appendVarint(appendTag(ev, 2, wireVarint), uint64(firstStep))
+	ev = appendBytes(ev, 7, appendVarint(appendTag(nil, 1, wireVarint), 1))
+	if err := w.write(ev); err != nil {
+		return nil, err
 	}
 	return w, nil
 }

@@ -50,24 +50,24 @@ func TestWriterEvents(t *testing.T) {
 	tests := []struct {
 		name      string
 		dir       func(t *testing.T) string
-		startStep int64
+		firstStep int64
 	}{
-		{"local fresh", func(t *testing.T) string { return filepath.Join(t.TempDir(), Dir) }, 0},
-		{"local resumed", func(t *testing.T) string { return filepath.Join(t.TempDir(), Dir) }, 7},
-		{"memfs", func(t *testing.T) string { return "memfs://" + strings.ReplaceAll(t.Name(), "/", "_") + "/" + Dir }, 0},
+		{"local fresh", func(t *testing.T) string { return filepath.Join(t.TempDir(), Dir) }, 1},
+		{"local resumed", func(t *testing.T) string { return filepath.Join(t.TempDir(), Dir) }, 8},
+		{"memfs", func(t *testing.T) string { return "memfs://" + strings.ReplaceAll(t.Name(), "/", "_") + "/" + Dir }, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := tt.dir(t)
-			w, err := Create(ctx, dir, now, tt.startStep)
+			w, err := Create(ctx, dir, now, tt.firstStep)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.HasPrefix(storage.Base(w.Path()), NamePrefix+"1700000000.") {
 				t.Errorf("file name %s: want %s<unix>.<host>", storage.Base(w.Path()), NamePrefix)
 			}
-			for s := tt.startStep + 1; s <= tt.startStep+3; s++ {
+			for s := tt.firstStep; s < tt.firstStep+3; s++ {
 				if err := w.Scalars(s, now.Add(time.Second), Scalar{"loss", 1.5 / float64(s)}, Scalar{"lr", 0.3}); err != nil {
 					t.Fatal(err)
 				}
@@ -83,21 +83,18 @@ func TestWriterEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			head := 1
-			if tt.startStep > 0 {
-				head = 2
-			}
+			const head = 2
 			if len(events) != head+3 {
 				t.Fatalf("%d events, want %d", len(events), head+3)
 			}
 			if events[0].FileVersion != FileVersion || events[0].WallTime != 1700000000.25 {
 				t.Errorf("first event %+v: want file_version %q at the creation time", events[0], FileVersion)
 			}
-			if tt.startStep > 0 && (events[1].SessionStatus != 1 || events[1].Step != tt.startStep) {
-				t.Errorf("resumed run: second event %+v, want session_log START at step %d", events[1], tt.startStep)
+			if events[1].SessionStatus != 1 || events[1].Step != tt.firstStep {
+				t.Errorf("second event %+v, want session_log START at the first step, %d", events[1], tt.firstStep)
 			}
 			for i, ev := range events[head:] {
-				step := tt.startStep + 1 + int64(i)
+				step := tt.firstStep + int64(i)
 				if ev.Step != step || ev.Scalars["loss"] != float32(1.5/float64(step)) || ev.Scalars["lr"] != float32(0.3) ||
 					strings.Join(ev.Tags, ",") != "loss,lr" || ev.FileVersion != "" {
 					t.Errorf("event %d: %+v", i, ev)
@@ -111,7 +108,7 @@ func TestWriterEvents(t *testing.T) {
 // each Flush and not before.
 func TestRemoteWritesAtFlush(t *testing.T) {
 	ctx := context.Background()
-	w, err := Create(ctx, "memfs://flush/"+Dir, time.Unix(1, 0), 0)
+	w, err := Create(ctx, "memfs://flush/"+Dir, time.Unix(1, 0), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,15 +130,15 @@ func TestRemoteWritesAtFlush(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(); n != 2 {
-		t.Errorf("after one step and Flush: %d events, want 2", n)
+	if n := count(); n != 3 {
+		t.Errorf("after one step and Flush: %d events, want 3 (file version, session start, the step)", n)
 	}
 	_ = w.Scalars(2, time.Unix(3, 0), Scalar{"loss", 1})
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(); n != 3 {
-		t.Errorf("after two steps and Flush: %d events, want 3", n)
+	if n := count(); n != 4 {
+		t.Errorf("after two steps and Flush: %d events, want 4", n)
 	}
 }
 
@@ -152,7 +149,7 @@ func TestCreateKeepsEarlierFiles(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	var paths []string
 	for range 3 {
-		w, err := Create(ctx, dir, now, 0)
+		w, err := Create(ctx, dir, now, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,10 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -177,4 +180,71 @@ func TreeChecksums(t testing.TB, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// GlobParquet lists the files under root that a reader given the glob ROOT/**/*.parquet
+// takes for data: with skipHidden false as DuckDB's glob does (1.5: every folder at any
+// depth, hidden ones included; names ending in .parquet), with skipHidden true as readers
+// that skip entries whose name starts with "." or "_" (pyarrow datasets, Spark).
+func GlobParquet(t testing.TB, root string, skipHidden bool) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		hidden := p != root && (d.Name()[0] == '.' || d.Name()[0] == '_')
+		switch {
+		case hidden && skipHidden && d.IsDir():
+			return filepath.SkipDir
+		case hidden && skipHidden, d.IsDir():
+			return nil
+		}
+		if ok, _ := filepath.Match("*.parquet", d.Name()); ok {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// DuckDBCount runs SELECT count(*) FROM read_parquet(glob) in DuckDB through Node and
+// @duckdb/node-api, found in the node_modules folder $DCL_DUCKDB_NODE_MODULES: the rows, or
+// the error DuckDB gave. ok is false where that is not installed.
+func DuckDBCount(t testing.TB, glob string) (rows int64, duckErr string, ok bool) {
+	t.Helper()
+	modules := os.Getenv("DCL_DUCKDB_NODE_MODULES")
+	if modules == "" {
+		return 0, "", false
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return 0, "", false
+	}
+	script := `const { DuckDBInstance } = require("@duckdb/node-api");
+(async () => {
+  const c = await (await DuckDBInstance.create(":memory:")).connect();
+  try {
+    const r = await c.runAndReadAll("SELECT count(*) FROM read_parquet(" + JSON.stringify(process.argv[1]).replaceAll('"', "'") + ")");
+    console.log("rows " + r.getRows()[0][0]);
+  } catch (e) { console.log("error " + e.message.split("\n")[0]); }
+})();`
+	cmd := exec.Command("node", "-e", script, glob)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node with DuckDB: %v\n%s", err, out)
+	}
+	line := strings.TrimSpace(string(out))
+	if n, found := strings.CutPrefix(line, "rows "); found {
+		rows, err = strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			t.Fatalf("DuckDB said %q", line)
+		}
+		return rows, "", true
+	}
+	return 0, strings.TrimPrefix(line, "error "), true
 }

@@ -6,6 +6,7 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Error is an error in what the user asked for.
@@ -24,4 +25,46 @@ func Errorf(format string, args ...any) error {
 func Is(err error) bool {
 	var e *Error
 	return errors.As(err, &e)
+}
+
+// ValueError is a value out of its range, named as the flag that sets it is (a config key of
+// the same meaning reads the same): "epochs -1: want at least 1". A command line reports it
+// as the flag it was given by (FlagText).
+type ValueError struct {
+	Name   string
+	Value  any
+	Reason string
+}
+
+func (e *ValueError) Error() string { return fmt.Sprintf("%s %v: %s", e.Name, e.Value, e.Reason) }
+
+// Value makes a ValueError; the reason is formatted as fmt.Sprintf does.
+func Value(name string, value any, reason string, args ...any) error {
+	return &ValueError{Name: name, Value: value, Reason: fmt.Sprintf(reason, args...)}
+}
+
+// FlagText returns err's text with every ValueError in it (wrapped, or joined with
+// errors.Join) whose name isFlag says is a flag written as that flag: "--epochs=-1: want at
+// least 1".
+func FlagText(err error, isFlag func(name string) bool) string {
+	msg := err.Error()
+	var walk func(error)
+	walk = func(e error) {
+		switch u := e.(type) {
+		case *ValueError:
+			if isFlag(u.Name) {
+				msg = strings.Replace(msg, u.Error(), fmt.Sprintf("--%s=%v: %s", u.Name, u.Value, u.Reason), 1)
+			}
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		if next := errors.Unwrap(e); next != nil {
+			walk(next)
+		}
+	}
+	walk(err)
+	return msg
 }

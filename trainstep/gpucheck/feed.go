@@ -7,11 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/jpeg" // photographs
+	_ "image/png"  // photographs
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,14 +34,17 @@ type FeedSpec struct {
 	Pairs    int             `json:"pairs"`
 	Batch    int             `json:"batch"`
 	Epochs   int             `json:"epochs"`
-	// Against names the speed row whose images/s the reader must beat (twice, per issue 11).
+	// Against names the speed row whose images/s the reader must beat (twice, per issue 11):
+	// model/batch/precision.
 	Against string `json:"against"`
+	// Photos: the views are cut from real photographs (Config.Photos) when there are some.
+	Photos bool `json:"photos,omitempty"`
 }
 
 // FeedResult is the shard reader's throughput on this machine.
 type FeedResult struct {
 	FeedSpec
-	// Source says where the images came from ("fashion-mnist" or "random").
+	// Source says where the images came from ("photographs", "fashion-mnist" or "random").
 	Source string `json:"source"`
 	// Cores is GOMAXPROCS: the reader decodes on all of them, as the trainer's does.
 	Cores        int     `json:"cores"`
@@ -269,9 +276,17 @@ func readShards(ctx context.Context, dir string, spec FeedSpec) (int64, time.Dur
 	return images, time.Since(start), nil
 }
 
-func runFeed(ctx context.Context, work, data string, spec FeedSpec) FeedResult {
+func runFeed(ctx context.Context, work, data, photos string, spec FeedSpec) FeedResult {
 	res := FeedResult{FeedSpec: spec, Cores: runtime.GOMAXPROCS(0)}
-	src, labels, source, err := sourceImages(data, min(spec.Pairs, 60000), 28, spec.Channels, 1)
+	var src []transforms.Image
+	var labels []int32
+	var source string
+	var err error
+	if spec.Photos && photos != "" {
+		src, labels, source, err = photoImages(photos)
+	} else {
+		src, labels, source, err = sourceImages(data, min(spec.Pairs, 60000), 28, spec.Channels, 1)
+	}
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -299,4 +314,39 @@ func runFeed(ctx context.Context, work, data string, spec FeedSpec) FeedResult {
 	}
 	_ = os.RemoveAll(dir)
 	return res
+}
+
+// photoImages reads every PNG and JPEG photograph in dir (scripts/photos.sh), as RGB.
+func photoImages(dir string) ([]transforms.Image, []int32, string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	var imgs []transforms.Image
+	var labels []int32
+	for _, e := range entries {
+		if ext := strings.ToLower(filepath.Ext(e.Name())); ext != ".png" && ext != ".jpg" && ext != ".jpeg" {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		img, _, err := image.Decode(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("decoding %s: %w", path, err)
+		}
+		m := transforms.FromStd(img)
+		if m.C != 3 {
+			m = toChannels(m, 3)
+		}
+		imgs = append(imgs, m)
+		labels = append(labels, int32(len(labels)))
+	}
+	if len(imgs) == 0 {
+		return nil, nil, "", fmt.Errorf("no PNG or JPEG photographs in %s", dir)
+	}
+	return imgs, labels, fmt.Sprintf("photographs (%d)", len(imgs)), nil
 }

@@ -20,14 +20,18 @@ type TorchResult struct {
 
 // TorchRow is one PyTorch training-step measurement.
 type TorchRow struct {
-	Model        string  `json:"model"`
-	Size         int     `json:"size"`
-	Batch        int     `json:"batch"`
-	Precision    string  `json:"precision"`
-	TF32         bool    `json:"tf32"`
-	ChannelsLast bool    `json:"channels_last"`
-	MedianMs     float64 `json:"median_ms"`
-	ImagesPerSec float64 `json:"images_per_sec"`
+	Model     string `json:"model"`
+	Size      int    `json:"size"`
+	Batch     int    `json:"batch"`
+	Precision string `json:"precision"`
+	TF32      bool   `json:"tf32"`
+	// Compiled is a torch.compile row (model and loss compiled, the optimiser eager);
+	// FirstStepSeconds its compilation with the first step.
+	Compiled         bool    `json:"compiled,omitempty"`
+	FirstStepSeconds float64 `json:"first_step_seconds,omitempty"`
+	ChannelsLast     bool    `json:"channels_last"`
+	MedianMs         float64 `json:"median_ms"`
+	ImagesPerSec     float64 `json:"images_per_sec"`
 	// MaxAllocatedMiB and MaxReservedMiB are torch.cuda.max_memory_allocated and
 	// max_memory_reserved; ProcessMiB is nvidia-smi's figure for the process (context
 	// included), comparable with the dcl rows' peak.
@@ -50,13 +54,13 @@ func readTorch(path string) (*TorchResult, error) {
 	return &t, nil
 }
 
-// find returns the PyTorch row measuring what s measures.
-func (t *TorchResult) find(s SpeedResult) *TorchRow {
+// find returns the PyTorch row measuring what s measures, eager or compiled.
+func (t *TorchResult) find(s SpeedResult, compiled bool) *TorchRow {
 	if t == nil {
 		return nil
 	}
 	for i, r := range t.Rows {
-		if r.Model == s.Model && r.Size == s.Size && r.Batch == s.Batch && r.Precision == s.Precision {
+		if r.Model == s.Model && r.Size == s.Size && r.Batch == s.Batch && r.Precision == s.Precision && r.Compiled == compiled {
 			return &t.Rows[i]
 		}
 	}

@@ -67,7 +67,11 @@ func Train(ctx context.Context, o Options) (*trainstep.Summary, error) {
 		}
 		opts.Monitor = mon.Run
 	}
-	backend, err := gpu.New(ctx, gpu.Options{Kind: o.Backend, Plugin: o.Plugin})
+	prec, err := trainstep.RunPrecision(ctx, o.Step, o.Resume)
+	if err != nil {
+		return nil, err
+	}
+	backend, err := gpu.New(ctx, gpu.Options{Kind: o.Backend, Plugin: o.Plugin, TF32: prec.AllowsTF32()})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
 // Preset names.
@@ -15,6 +17,9 @@ const (
 	SimCLRImageNet = "simclr-imagenet"
 	BYOL           = "byol"
 	None           = "none"
+	// DCLPaper is the paper's own statement of its augmentation (appendix, "Default DCL
+	// augmentations"), for every dataset: simclr-imagenet's parameters at any view size.
+	DCLPaper = "dcl-paper"
 )
 
 // MaxSize bounds Config.Size and the evaluation resize, so that a typo on the command line
@@ -87,7 +92,7 @@ type Config struct {
 }
 
 // Presets lists the preset names Preset accepts.
-func Presets() []string { return []string{SimCLRCIFAR, SimCLRImageNet, BYOL, None} }
+func Presets() []string { return []string{SimCLRCIFAR, SimCLRImageNet, DCLPaper, BYOL, None} }
 
 // Preset returns a named preset (see the package documentation) producing size×size views.
 func Preset(name string, size int) (Config, error) {
@@ -103,7 +108,8 @@ func Preset(name string, size int) (Config, error) {
 	case SimCLRCIFAR:
 		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
 		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.4, 0.4, 0.4, 0.1
-	case SimCLRImageNet:
+	case SimCLRImageNet, DCLPaper:
+		// The appendix leaves the blur's probability and kernel unstated: SimCLR's.
 		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
 		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.8, 0.8, 0.8, 0.2
 		c.BlurP = PerView{0.5, 0.5}
@@ -146,13 +152,17 @@ func (c Config) BlurKernelSize() int {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// badValue reports a value of one parameter, named as its flag is (flags.go).
+	badValue := func(name string, value any, reason string, args ...any) {
+		errs = append(errs, usage.Value(name, value, reason, args...))
+	}
 	if c.Size <= 0 || c.Size > MaxSize {
-		bad("view-size %d: must be in 1..%d", c.Size, MaxSize)
+		badValue("view-size", c.Size, "must be in 1..%d", MaxSize)
 	}
 	if c.Resize < 0 || c.Resize > MaxSize {
-		bad("eval-resize %d: must be 0 (automatic) or in 1..%d", c.Resize, MaxSize)
+		badValue("eval-resize", c.Resize, "must be 0 (automatic) or in 1..%d", MaxSize)
 	} else if c.Resize > 0 && c.Resize < c.Size {
-		bad("eval-resize %d: must be at least view-size %d (the centre crop must fit)", c.Resize, c.Size)
+		badValue("eval-resize", c.Resize, "must be at least view-size %d (the centre crop must fit)", c.Size)
 	}
 	rng := func(name string, r [2]float64, lo, hi float64, loOpen bool) {
 		for _, v := range r {
@@ -161,12 +171,12 @@ func (c Config) Validate() error {
 				if loOpen {
 					open = "("
 				}
-				bad("%s %s: values must be in %s%g, %g]", name, pair(r), open, lo, hi)
+				badValue(name, pair(r), "values must be in %s%g, %g]", open, lo, hi)
 				return
 			}
 		}
 		if r[0] > r[1] {
-			bad("%s %s: min is greater than max", name, pair(r))
+			badValue(name, pair(r), "min is greater than max")
 		}
 	}
 	rng("crop-scale", c.CropScale, 0, 1, true)
@@ -174,7 +184,7 @@ func (c Config) Validate() error {
 	rng("blur-sigma", c.BlurSigma, 0, math.MaxFloat64, true)
 	prob := func(name string, p float64) {
 		if !(p >= 0 && p <= 1) {
-			bad("%s %g: a probability must be in [0, 1]", name, p)
+			badValue(name, p, "a probability must be in [0, 1]")
 		}
 	}
 	prob("flip-p", c.FlipP)
@@ -189,17 +199,17 @@ func (c Config) Validate() error {
 		v    float64
 	}{{"brightness", c.Brightness}, {"contrast", c.Contrast}, {"saturation", c.Saturation}} {
 		if !(f.v >= 0 && f.v <= 100) {
-			bad("%s %g: must be in [0, 100] (factors are drawn from [max(0, 1-b), 1+b])", f.name, f.v)
+			badValue(f.name, f.v, "must be in [0, 100] (factors are drawn from [max(0, 1-b), 1+b])")
 		}
 	}
 	if !(c.Hue >= 0 && c.Hue <= 0.5) {
-		bad("hue %g: must be in [0, 0.5]", c.Hue)
+		badValue("hue", c.Hue, "must be in [0, 0.5]")
 	}
 	if c.BlurKernel < 0 || (c.BlurKernel > 0 && c.BlurKernel%2 == 0) || c.BlurKernel > 1023 {
-		bad("blur-kernel %d: must be 0 (10%% of view-size, odd) or an odd number in 1..1023", c.BlurKernel)
+		badValue("blur-kernel", c.BlurKernel, "must be 0 (10%% of view-size, odd) or an odd number in 1..1023")
 	}
 	if c.SolarizeThreshold < 0 || c.SolarizeThreshold > 256 {
-		bad("solarize-threshold %d: must be in 0..256", c.SolarizeThreshold)
+		badValue("solarize-threshold", c.SolarizeThreshold, "must be in 0..256")
 	}
 	if c.Preset != "" && !slices.Contains(Presets(), c.Preset) {
 		bad("preset %q: unknown (want one of %s)", c.Preset, strings.Join(Presets(), ", "))

@@ -41,6 +41,10 @@
 //	simclr-cifar     crop scale 0.08–1, ratio 3/4–4/3, flip 0.5, jitter (0.4,0.4,0.4,0.1) p 0.8,
 //	                 grayscale 0.2, no blur
 //	simclr-imagenet  as simclr-cifar with jitter (0.8,0.8,0.8,0.2) and blur p 0.5
+//	dcl-paper        the paper's appendix ("Default DCL augmentations": crop scale 0.08–1,
+//	                 flip, jitter (0.8,0.8,0.8,0.2) p 0.8, grayscale 0.2, blur σ 0.1–2) for any
+//	                 dataset: simclr-imagenet's parameters, with SimCLR's blur p 0.5 and
+//	                 kernel (10% of the side), which the paper leaves unstated
 //	byol             jitter (0.4,0.4,0.2,0.1) p 0.8, grayscale 0.2; blur p 1.0 on view 0 and
 //	                 0.1 on view 1; solarize p 0 on view 0 and 0.2 on view 1
 //	none             evaluation: resize shorter side (8/7·size when size ≥ 128, i.e. 256 for

@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
@@ -127,5 +128,92 @@ func TestDecodeRefusesHugeHeaders(t *testing.T) {
 				t.Errorf("refusing the image allocated %d bytes", grew)
 			}
 		})
+	}
+}
+
+// pngHeader is a PNG signature and header of a w×h image of the given bit depth and colour
+// type, with an empty image data chunk: enough for DecodeHeader.
+func pngHeader(w, h int, depth, colorType byte) []byte {
+	chunk := func(kind string, body []byte) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+		b = append(b, kind...)
+		b = append(b, body...)
+		return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(append([]byte(kind), body...)))
+	}
+	ihdr := binary.BigEndian.AppendUint32(nil, uint32(w))
+	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
+	ihdr = append(ihdr, depth, colorType, 0, 0, 0)
+	out := []byte("\x89PNG\r\n\x1a\n")
+	out = append(out, chunk("IHDR", ihdr)...)
+	if colorType == 3 {
+		out = append(out, chunk("PLTE", []byte{0, 0, 0})...)
+	}
+	out = append(out, chunk("IDAT", nil)...)
+	return append(out, chunk("IEND", nil)...)
+}
+
+// TestDecodeBytesCountBytesPerPixel: the decoding bound counts what the decoder allocates a
+// pixel, so a 16-bit image is refused at half the pixels of an 8-bit one, and a progressive
+// JPEG (whose coefficients the decoder keeps) at less than a baseline one.
+func TestDecodeBytesCountBytesPerPixel(t *testing.T) {
+	baseline := testfiles.JPEG(t, 100, 100, 1)
+	progressive := bytes.Clone(baseline)
+	i := bytes.Index(progressive, []byte{0xFF, 0xC0})
+	progressive[i+1] = 0xC2
+	tests := []struct {
+		name     string
+		data     []byte
+		want     int64
+		channels int
+	}{
+		{"8-bit grey", pngHeader(100, 100, 8, 0), 10000, 1},
+		{"16-bit grey", pngHeader(100, 100, 16, 0), 20000, 1},
+		{"8-bit RGBA", pngHeader(100, 100, 8, 6), 40000, 3},
+		{"16-bit RGBA", pngHeader(100, 100, 16, 6), 80000, 3},
+		{"16-bit RGB", pngHeader(100, 100, 16, 2), 80000, 3},
+		{"palette", pngHeader(100, 100, 8, 3), 10000, 3},
+		{"baseline JPEG", baseline, 30000, 3},
+		{"progressive JPEG", progressive, 30000 + 120000, 3},
+	}
+	for _, tt := range tests {
+		h, err := DecodeHeader(tt.data, "", Limits{})
+		if err != nil || h.DecodeBytes != tt.want || h.Channels != tt.channels {
+			t.Errorf("%s: %d bytes, %d channels, %v; want %d and %d", tt.name, h.DecodeBytes, h.Channels, err, tt.want, tt.channels)
+		}
+	}
+	// At the default bound: 64 megapixels of 8-bit RGBA pass, of 16-bit RGBA do not.
+	if _, err := DecodeHeader(pngHeader(8000, 8000, 8, 6), "", Limits{}); err != nil {
+		t.Errorf("8-bit 8000x8000: %v", err)
+	}
+	_, err := DecodeHeader(pngHeader(8000, 8000, 16, 6), "", Limits{})
+	wantErrorMentions(t, err, "png header claims 8000x8000 pixels of 8 bytes each to decode, 488 MiB, more than the limit of 256 MiB: refused before decoding")
+}
+
+// TestDecodeBudgetHoldsForTheProcess: decodings that would together take more than the
+// process's budget wait for each other, and a held image counts until it is released.
+func TestDecodeBudgetHoldsForTheProcess(t *testing.T) {
+	data := testfiles.PNG(t, 100, 100, 1) // 40,000 bytes to decode, 30,000 converted
+	prev := SetDecodeBudget(75000)
+	defer SetDecodeBudget(prev)
+	_, release, err := DecodeHeld(data, "", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_, r, _ := DecodeHeld(data, "", Limits{}) // needs 70,000 with 30,000 held
+		r()
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("a second decoding went past the budget while the first image was held")
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second decoding did not go on when the first image was released")
 	}
 }

@@ -59,15 +59,30 @@ func isImageName(name string) bool {
 	return false
 }
 
+// isHidden reports whether a file or folder name is hidden (.ipynb_checkpoints, .DS_Store):
+// tools leave such things in image folders, and a hidden folder taken for a class would
+// shift every label after it.
+func isHidden(name string) bool { return strings.HasPrefix(name, ".") }
+
+// hasHiddenPart reports whether a slash-separated path passes through a hidden name.
+func hasHiddenPart(rel string) bool {
+	for part := range strings.SplitSeq(rel, "/") {
+		if isHidden(part) {
+			return true
+		}
+	}
+	return false
+}
+
 // comparePaths orders slash-separated paths folder by folder, so that "a/x" sorts before
 // "a-b/x" whatever the listing order of the filesystem.
 func comparePaths(a, b string) int {
 	return strings.Compare(strings.ReplaceAll(a, "/", "\x00"), strings.ReplaceAll(b, "/", "\x00"))
 }
 
-// maxLinkDepth bounds how deep listTree follows symbolic links to folders (ImageNet-100 is
-// often a folder of links to ImageNet's class folders), so a link loop ends.
-const maxLinkDepth = 8
+// maxLinkFolders bounds how many folders listTree enters through symbolic links
+// (ImageNet-100 is often a folder of links to ImageNet's class folders).
+const maxLinkFolders = 100000
 
 // listTree returns every file under root, as sorted slash-separated paths relative to root.
 // Local folders are walked, following links; gs:// prefixes are listed with a ** glob.
@@ -75,7 +90,11 @@ func listTree(ctx context.Context, root string) ([]string, error) {
 	var out []string
 	switch storage.Scheme(root) {
 	case "":
-		if err := walkLocal(root, "", 0, &out); err != nil {
+		real, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", root, err)
+		}
+		if err := walkLocal(root, "", map[string]string{real: root}, &out); err != nil {
 			return nil, err
 		}
 	case "gs":
@@ -108,6 +127,9 @@ func listSubfolders(ctx context.Context, root string) ([]string, error) {
 			return nil, fmt.Errorf("listing %s: %w", root, err)
 		}
 		for _, e := range entries {
+			if isHidden(e.Name()) {
+				continue
+			}
 			isDir := e.IsDir()
 			if e.Type()&fs.ModeSymlink != 0 {
 				st, err := os.Stat(filepath.Join(root, e.Name()))
@@ -124,7 +146,7 @@ func listSubfolders(ctx context.Context, root string) ([]string, error) {
 			return nil, err
 		}
 		for _, p := range all {
-			if name := strings.TrimSuffix(strings.TrimPrefix(p, prefix), "/"); name != "" {
+			if name := strings.TrimSuffix(strings.TrimPrefix(p, prefix), "/"); name != "" && !isHidden(name) {
 				out = append(out, name)
 			}
 		}
@@ -133,7 +155,11 @@ func listSubfolders(ctx context.Context, root string) ([]string, error) {
 	return out, nil
 }
 
-func walkLocal(root, prefix string, depth int, out *[]string) error {
+// walkLocal appends the files under prefix of root to out. seen holds the real path of every
+// folder entered so far through a link (and of root), and the path it was first reached by:
+// a link to one of them is refused, so that links can neither loop nor fan out (a folder of
+// links to itself would otherwise be listed ten times per level, level after level).
+func walkLocal(root, prefix string, seen map[string]string, out *[]string) error {
 	// The trailing separator makes WalkDir enter dir even when it is a link to a folder.
 	dir := filepath.Join(root, filepath.FromSlash(prefix)) + string(filepath.Separator)
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -153,14 +179,25 @@ func walkLocal(root, prefix string, depth int, out *[]string) error {
 			if err != nil {
 				return fmt.Errorf("following link %s: %w", p, err)
 			}
-			if st.IsDir() {
-				if depth >= maxLinkDepth {
-					return fmt.Errorf("listing %s: more than %d levels of links to folders", p, maxLinkDepth)
+			switch {
+			case st.IsDir():
+				if len(seen) > maxLinkFolders {
+					return fmt.Errorf("listing %s: more than %d links to folders", root, maxLinkFolders)
 				}
-				return walkLocal(root, rel, depth+1, out)
+				real, err := filepath.EvalSymlinks(p)
+				if err != nil {
+					return fmt.Errorf("following link %s: %w", p, err)
+				}
+				if first, ok := seen[real]; ok {
+					return fmt.Errorf("listing %s: the link %s leads to %s, already listed as %s: a folder is read once", root, p, real, first)
+				}
+				seen[real] = p
+				return walkLocal(root, rel, seen, out)
+			case !st.Mode().IsRegular():
+				return nil // a link to a named pipe or a device: not a file, and opening it would block
 			}
 		} else if !d.Type().IsRegular() {
-			return nil // sockets, devices: not files
+			return nil // sockets, devices, named pipes: not files
 		}
 		if strings.Contains(path.Base(rel), storage.TempMarker) {
 			return nil
@@ -188,6 +225,20 @@ func readSmall(ctx context.Context, p string, limit int64) ([]byte, error) {
 }
 
 var errTooLarge = errors.New("file too large")
+
+// ctxReader stops reading when ctx is done: a long read (a whole gzip stream checked while
+// planning) ends at the first Ctrl-C or SIGTERM instead of running to its end.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
 
 // hasGlob reports whether p holds glob metacharacters.
 func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[") }

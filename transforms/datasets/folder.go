@@ -19,7 +19,7 @@ func init() {
 	Register(Descriptor{
 		Name: Folder, Summary: "a folder of class subfolders of JPEG and PNG files (labels: sorted folder names)",
 		ViewSize: 224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
-		Augment: "simclr-imagenet", Plan: planFolder,
+		Augment: "simclr-imagenet", SplitPlaces: func(split string) []string { return []string{split} }, Plan: planFolder,
 	})
 }
 
@@ -33,8 +33,9 @@ type classListing struct {
 // listClasses lists root and groups its image files by top-level folder, as torchvision's
 // ImageFolder does: a file anywhere under a class folder belongs to that class; files
 // directly in root and files that are not JPEG or PNG (by extension, in any case) are not
-// records and go to ignore. Every top-level folder is a class, whether it holds images or
-// not, so that a class keeps its label in a split where its folder is empty.
+// records and go to ignore, and so do hidden files and folders (.ipynb_checkpoints). Every
+// other top-level folder is a class, whether it holds images or not, so that a class keeps
+// its label in a split where its folder is empty.
 func listClasses(ctx context.Context, root string, ignore func(rel string)) (classListing, error) {
 	all, err := listTree(ctx, root)
 	if err != nil {
@@ -54,7 +55,7 @@ func listClasses(ctx context.Context, root string, ignore func(rel string)) (cla
 	}
 	for _, rel := range all {
 		class, inner, ok := strings.Cut(rel, "/")
-		if !ok {
+		if !ok || hasHiddenPart(rel) {
 			ignore(rel)
 			continue
 		}
@@ -115,7 +116,7 @@ func readClassFolder(ctx context.Context, u Unit, emit func(Record) error, bad f
 	if err != nil {
 		return err
 	}
-	files := slices.DeleteFunc(all, func(rel string) bool { return !isImageName(rel) })
+	files := slices.DeleteFunc(all, func(rel string) bool { return !isImageName(rel) || hasHiddenPart(rel) })
 	if int64(len(files)) != u.DirFiles {
 		return fmt.Errorf("%s: holds %d image files, %d when planned: the folder changed", dir, len(files), u.DirFiles)
 	}

@@ -102,7 +102,7 @@ func TestFolderEmptyClassKeepsItsLabel(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket := gcstest.Start(t, "classes")
-	remote := bucket + "/test"
+	remote := bucket + "/held-out"
 	upload(t, test, remote)
 	if err := storage.WriteFile(t.Context(), remote+"/a/", nil); err != nil { // a console's empty folder
 		t.Fatal(err)

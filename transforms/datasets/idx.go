@@ -200,11 +200,14 @@ func sizeMismatch(p string, h idxHeader, got int64) error {
 // trusted: a unit that reads only the first records (--limit) never reaches it, and deflate
 // turns a damaged byte into garbage pixels without an error of its own. (A concatenated gzip
 // file's members are each checked.) Plain files were measured by openIDX.
-func checkIDXRest(p string, s *idxStream, read int64) error {
+func checkIDXRest(ctx context.Context, p string, s *idxStream, read int64) error {
 	if !s.gz {
 		return nil
 	}
-	n, err := io.Copy(io.Discard, s)
+	n, err := io.Copy(io.Discard, ctxReader{ctx, s}) // a whole file: stop when the run is stopped
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
 	got := s.header.Len + read + n
 	switch {
 	case errors.Is(err, gzip.ErrChecksum):
@@ -261,7 +264,7 @@ func planIDX(ctx context.Context, s Spec) (Plan, error) {
 		return Plan{}, err
 	}
 	defer is.Close()
-	if err := checkIDXRest(images, is, 0); err != nil {
+	if err := checkIDXRest(ctx, images, is, 0); err != nil {
 		return Plan{}, err
 	}
 	ls, err := openIDX(ctx, labels, 1, 0, -1)
@@ -277,20 +280,23 @@ func planIDX(ctx context.Context, s Spec) (Plan, error) {
 		// Any byte is a label: the classes are 0..the largest label seen (a pass over a
 		// file of one byte a record).
 		maxLabel := -1
-		br := bufio.NewReaderSize(io.LimitReader(ls, ls.header.Count), readBuffer)
+		br := bufio.NewReaderSize(io.LimitReader(ctxReader{ctx, ls}, ls.header.Count), readBuffer)
 		for i := int64(0); i < ls.header.Count; i++ {
 			b, err := br.ReadByte()
+			if err != nil && ctx.Err() != nil {
+				return Plan{}, ctx.Err()
+			}
 			if err != nil {
 				return Plan{}, fmt.Errorf("%s: reading label %d of %d: %w", labels, i, ls.header.Count, err)
 			}
 			maxLabel = max(maxLabel, int(b))
 		}
-		if err := checkIDXRest(labels, ls, ls.header.Count); err != nil {
+		if err := checkIDXRest(ctx, labels, ls, ls.header.Count); err != nil {
 			return Plan{}, err
 		}
 		classes = numberedClasses(maxLabel + 1)
 	} else {
-		if err := checkIDXRest(labels, ls, 0); err != nil {
+		if err := checkIDXRest(ctx, labels, ls, 0); err != nil {
 			return Plan{}, err
 		}
 		if classes, err = ClassNames(s.Dataset, false); err != nil {

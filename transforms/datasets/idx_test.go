@@ -1,6 +1,8 @@
 package datasets
 
 import (
+	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -247,5 +249,21 @@ func TestPlanMissingInputAndUnknownSplit(t *testing.T) {
 	wantErrorMentions(t, err, "--split=val", "want one of train, test")
 	if !usage.Is(err) {
 		t.Errorf("an unknown split is not a usage error: %v", err)
+	}
+}
+
+// TestIDXPlanningStopsWhenCancelled: planning reads a gzipped IDX file to its end (its
+// CRC-32 vouches for the records); the first Ctrl-C or SIGTERM stops that read, rather than
+// waiting for the whole stream (the IDX planner once ignored the first SIGTERM).
+func TestIDXPlanningStopsWhenCancelled(t *testing.T) {
+	dir := t.TempDir()
+	writeIDX(t, dir, 200, 10, true)
+	for _, dataset := range []string{IDX, FashionMNIST} {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := MakePlan(ctx, Spec{Dataset: dataset, Input: dir})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: planning with a cancelled context = %v, want context.Canceled", dataset, err)
+		}
 	}
 }

@@ -19,19 +19,45 @@ func init() {
 	RegisterKind(KindTar, readTarUnit)
 	splits := []string{"train", "val"}
 	Register(Descriptor{
-		Name: ImageNet, Summary: "ILSVRC-2012 (train folder or tars, val folder with its labels file)",
+		Name: ImageNet, Summary: "ILSVRC-2012 (its root, or the train folder or tars, the val folder with its labels file)",
 		Splits: splits, Classes: func(bool) []string { return ImageNetSynsets() },
 		Published: map[string]int64{"train": 1281167, "val": 50000},
 		ViewSize:  224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
-		Augment: "simclr-imagenet", Plan: planImageNet,
+		Augment: "simclr-imagenet", SplitPlaces: imagenetPlaces, Plan: planImageNet,
 	})
 	Register(Descriptor{
 		Name: ImageNet100, Summary: "the 100-class ImageNet subset of CMC (Tian et al. 2019), read from ILSVRC-2012",
 		Splits: splits, Classes: func(bool) []string { return ImageNet100Synsets() },
 		Published: map[string]int64{"val": 5000},
 		ViewSize:  224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
-		Augment: "simclr-imagenet", Plan: planImageNet,
+		Augment: "simclr-imagenet", SplitPlaces: imagenetPlaces, Plan: planImageNet,
 	})
+}
+
+// trainTar is the published train archive, read in place.
+const trainTar = "ILSVRC2012_img_train.tar"
+
+// imagenetPlaces are where the splits lie under an ILSVRC-2012 root: the folders the
+// archives are usually extracted into, the train archive itself, and Kaggle's layout
+// (ILSVRC/Data/CLS-LOC/{train,val} with LOC_val_solution.csv at the root).
+func imagenetPlaces(split string) []string {
+	switch split {
+	case "train":
+		return []string{"train", trainTar, "ILSVRC/Data/CLS-LOC/train"}
+	case "val":
+		return []string{"val", "ILSVRC/Data/CLS-LOC/val"}
+	}
+	return nil
+}
+
+// trainOnly refuses the train split's archive layouts for another split: the tars hold the
+// training images only.
+func trainOnly(s Spec, layout string) error {
+	if s.Split == "train" {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %s is %s, the train split's layout, which the %s split must not read: give the dataset root, or the %s folder (flat with %s, or synset folders)",
+		s.Dataset, s.Split, s.Input, layout, s.Split, s.Split, valLabelsFile)
 }
 
 var synsetPattern = regexp.MustCompile(`^n[0-9]{8}$`)
@@ -85,6 +111,9 @@ func planImageNet(ctx context.Context, s Spec) (Plan, error) {
 	classes, label, known := imagenetClasses(s.Dataset)
 	p := Plan{Classes: classes}
 	if hasGlob(s.Input) {
+		if err := trainOnly(s, "a glob of per-class tars"); err != nil {
+			return Plan{}, err
+		}
 		tars, err := listGlob(ctx, s.Input)
 		if err != nil {
 			return Plan{}, fmt.Errorf("%s: %w", what, err)
@@ -92,6 +121,9 @@ func planImageNet(ctx context.Context, s Spec) (Plan, error) {
 		return p, planClassTars(ctx, &p, s, tars, label, known)
 	}
 	if strings.HasSuffix(s.Input, ".tar") {
+		if err := trainOnly(s, "a tar of per-class tars"); err != nil {
+			return Plan{}, err
+		}
 		return p, planOuterTar(ctx, &p, s, label, known)
 	}
 
@@ -124,6 +156,9 @@ func planImageNet(ctx context.Context, s Spec) (Plan, error) {
 		return Plan{}, fmt.Errorf("%s: %s mixes %d class folders, %d .tar files and %d images at its top: point the input at one layout",
 			what, s.Input, len(l.classes), len(tars), len(flat))
 	case len(tars) > 0:
+		if err := trainOnly(s, "a folder of per-class tars"); err != nil {
+			return Plan{}, err
+		}
 		return p, planClassTars(ctx, &p, s, tars, label, known)
 	case len(flat) > 0:
 		if s.Split == "train" {
@@ -316,6 +351,9 @@ func findValLabels(ctx context.Context, s Spec) (string, error) {
 		return s.LabelsFile, nil
 	}
 	tried := []string{storage.Join(s.Input, valLabelsFile), storage.Join(parentOf(s.Input), valLabelsFile)}
+	if s.root != "" && !slices.Contains(tried, storage.Join(s.root, valLabelsFile)) {
+		tried = append(tried, storage.Join(s.root, valLabelsFile)) // Kaggle's layout keeps it at the root
+	}
 	for _, p := range tried {
 		ok, err := storage.Exists(ctx, p)
 		if err != nil {
@@ -325,7 +363,7 @@ func findValLabels(ctx context.Context, s Spec) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s is a flat folder of images and needs a labels file: none given and no %s or %s", s.Input, tried[0], tried[1])
+	return "", fmt.Errorf("%s is a flat folder of images and needs a labels file: none given and no %s", s.Input, strings.Join(tried, " or "))
 }
 
 // ParseValLabels reads a labels file for a flat ImageNet validation folder and returns the

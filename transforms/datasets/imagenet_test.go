@@ -246,6 +246,15 @@ func TestImageNetBadInput(t *testing.T) {
 			"train/" + sub[4] + "/garbage.JPEG": "not a jpeg image: starts with 47 49 46 38 39 61",
 			"train/" + sub[4] + "/link.JPEG":    "not a regular file",
 		}, ignored: 1},
+		{name: "a member name twice", setup: func(t *testing.T, dir string) string {
+			tars := tars(t, dir)
+			testfiles.WriteFile(t, filepath.Join(tars, sub[5]+".tar"), testfiles.Tar(t, []testfiles.TarMember{
+				{Name: "a.JPEG", Data: jpg}, {Name: "b.JPEG", Data: jpg}, {Name: "./a.JPEG", Data: jpg},
+			}))
+			return tars
+		}, bad: map[string]string{
+			"train/" + sub[5] + "/a.JPEG": `a second member named "a.JPEG"`,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -346,7 +355,9 @@ func TestImageNetVal(t *testing.T) {
 		wantErrorMentions(t, planErr(t, Spec{Dataset: ImageNet, Input: other, Split: "val"}), "needs a labels file", "LOC_val_solution.csv")
 	})
 	t.Run("flat train folder", func(t *testing.T) {
-		wantErrorMentions(t, planErr(t, Spec{Dataset: ImageNet, Input: val, Split: "train"}), "images at its top, not synset folders")
+		flat := filepath.Join(t.TempDir(), "flat")
+		testfiles.WriteFile(t, filepath.Join(flat, "a.JPEG"), testfiles.JPEG(t, 2, 2, 1))
+		wantErrorMentions(t, planErr(t, Spec{Dataset: ImageNet, Input: flat, Split: "train"}), "images at its top, not synset folders")
 	})
 }
 

@@ -36,14 +36,17 @@ type Spec struct {
 	//   cifar10, cifar100: the folder holding the .bin files (cifar-10-batches-bin,
 	//     cifar-100-binary) or its parent, or a glob of .bin files (then they are the split);
 	//   stl10: the folder holding the .bin files (stl10_binary) or its parent;
-	//   imagenet, imagenet100: the train or val folder (synset subfolders, or for val a flat
-	//     folder of images with LabelsFile), a folder of per-class n*.tar files, a glob of
-	//     them, or the outer ILSVRC2012_img_train.tar;
-	//   folder: the folder of class subfolders;
+	//   imagenet, imagenet100: the dataset root (holding train/ or ILSVRC2012_img_train.tar,
+	//     and val/; or Kaggle's ILSVRC/Data/CLS-LOC/{train,val}), or one split's own input:
+	//     the train folder (synset subfolders), a folder of per-class n*.tar files, a glob of
+	//     them, or the outer ILSVRC2012_img_train.tar; the val folder (synset subfolders, or
+	//     a flat folder of images with LabelsFile);
+	//   folder: the dataset root holding train/, val/ or test/, or one split's folder of
+	//     class subfolders;
 	//   idx, mnist, fashion-mnist: the folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
 	Input string
-	// Split is one of the dataset's Descriptor.Splits; "" means "train". For Folder it is any name and only
-	// prefixes the keys.
+	// Split is one of the dataset's Descriptor.Splits; "" means "train". For Folder it is any
+	// name: the subfolder of a dataset root, and the prefix of the keys.
 	Split string
 	// CoarseLabels makes CIFAR-100 records carry the 20 coarse labels instead of the 100 fine ones.
 	CoarseLabels bool
@@ -58,6 +61,10 @@ type Spec struct {
 	MaxFileBytes int64
 	// Limits bound the image headers Read accepts (and are the natural limits to Decode with).
 	Limits Limits
+
+	// root is the input as given, when MakePlan resolved the split's place under it (a
+	// dataset root): where files that describe the whole dataset (LOC_val_solution.csv) lie.
+	root string
 }
 
 func (s Spec) withDefaults() Spec {
@@ -177,6 +184,9 @@ func firstOr(s []string) string {
 type Plan struct {
 	Dataset string
 	Split   string
+	// Input is where the split was read from: Spec.Input, or the split's place under it
+	// when Spec.Input is a dataset root (see Descriptor.SplitPlaces).
+	Input string
 	// Classes names the labels: Classes[label]. ImageNet classes are synsets (n01440764).
 	Classes []string
 	// Units, in split order: reading them in order yields the records in Index order.
@@ -209,7 +219,8 @@ func (p *Plan) ignore(name string) {
 // not a whole number of records (a truncated or foreign file: nothing of it is read, since
 // even its "complete" records could be misaligned), label and image files that disagree on
 // the record count, an IDX file with the wrong magic number, a tar member whose path escapes
-// the archive, and folders that do not match the dataset's classes.
+// the archive, folders that do not match the dataset's classes, and an input that is
+// another split's (see resolveInput): the val split of the train folder, say.
 func MakePlan(ctx context.Context, spec Spec) (Plan, error) {
 	spec = spec.withDefaults()
 	d, err := Lookup(spec.Dataset)
@@ -233,11 +244,18 @@ func MakePlan(ctx context.Context, spec Spec) (Plan, error) {
 			return Plan{}, fmt.Errorf("%s: input %s does not exist", spec.Dataset, spec.Input)
 		}
 	}
+	place, err := resolveInput(ctx, d, spec)
+	if err != nil {
+		return Plan{}, err
+	}
+	if place != spec.Input {
+		spec.root, spec.Input = spec.Input, place
+	}
 	p, err := d.Plan(ctx, spec)
 	if err != nil {
 		return Plan{}, err
 	}
-	p.Dataset, p.Split = spec.Dataset, spec.Split
+	p.Dataset, p.Split, p.Input = spec.Dataset, spec.Split, spec.Input
 	p.Exact = true
 	for i := range p.Units {
 		u := &p.Units[i]

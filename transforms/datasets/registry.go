@@ -39,8 +39,15 @@ type Descriptor struct {
 	Mean, Std []float64
 	// Augment is the augmentation preset for pretraining views (package augment's names).
 	Augment string
+	// SplitPlaces says where each split lies under the dataset's root, for datasets whose
+	// splits are places of their own (ImageNet's train/ and val/, an image folder's train/,
+	// val/ and test/): the paths relative to the root where split may be, in the order they
+	// are tried. Nil for datasets whose splits are files of one folder told apart by their
+	// names (CIFAR, STL-10, IDX), whose input is always that folder. MakePlan resolves the
+	// split's place from it (see resolveInput) before Plan runs.
+	SplitPlaces func(split string) []string
 	// Plan divides one split of an input into units (MakePlan calls it once the split is
-	// checked against Splits and the spec has its defaults).
+	// checked against Splits, its place resolved and the spec has its defaults).
 	Plan func(ctx context.Context, spec Spec) (Plan, error)
 }
 

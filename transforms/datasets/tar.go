@@ -77,6 +77,7 @@ func readTar(ctx context.Context, r io.Reader, u Unit, emit func(Record) error, 
 	tr := tar.NewReader(cr)
 	var ordinal int64
 	last := "its first member"
+	seen := map[string]bool{} // keys of the members read: a name given twice would key two records alike
 	for {
 		if err := ctx.Err(); err != nil {
 			return ignored, err
@@ -109,6 +110,10 @@ func readTar(ctx context.Context, r io.Reader, u Unit, emit func(Record) error, 
 		ordinal++
 		reason := ""
 		switch {
+		case seen[key]:
+			// tar -r appends a newer copy under the same name; extracting keeps the last, a
+			// dataset cannot hold both under one key.
+			reason = fmt.Sprintf("a second member named %q (the archive holds the name twice)", clean)
 		case hdr.Typeflag != tar.TypeReg:
 			reason = fmt.Sprintf("not a regular file (tar type %q)", hdr.Typeflag)
 		case hdr.Size > u.maxFileBytes():
@@ -126,6 +131,7 @@ func readTar(ctx context.Context, r io.Reader, u Unit, emit func(Record) error, 
 				rec.Encoded, rec.Format, rec.Width, rec.Height = data, h.Format, h.Width, h.Height
 			}
 		}
+		seen[key] = true
 		if reason != "" {
 			err = bad(BadRecord{Source: rec.Source, Position: rec.Position(), Key: rec.Key, Reason: reason})
 		} else {

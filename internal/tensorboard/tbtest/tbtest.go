@@ -187,3 +187,44 @@ func decodeSummary(b []byte, ev *Event) error {
 	}
 	return nil
 }
+
+// Point is one scalar as TensorBoard shows it.
+type Point struct {
+	Step  int64
+	Value float32
+}
+
+// Load reads a run's event files (oldest first, as TensorBoard orders them by name) the way
+// TensorBoard's loader does (event_accumulator, file_version 2): a SessionLog START drops
+// the events read so far whose step is at or after the START's. ignoreFirstStart is the
+// newer loader's rule (plugin_event_accumulator) that a run's first START is the session's
+// start, not a restart, and purges nothing. It returns each tag's points in the order read.
+func Load(files [][]Event, ignoreFirstStart bool) map[string][]Point {
+	out := map[string][]Point{}
+	seenStart := false
+	for _, events := range files {
+		for _, ev := range events {
+			if ev.SessionStatus == 1 {
+				if ignoreFirstStart && !seenStart {
+					seenStart = true
+					continue
+				}
+				seenStart = true
+				for tag, points := range out {
+					kept := points[:0]
+					for _, p := range points {
+						if p.Step < ev.Step {
+							kept = append(kept, p)
+						}
+					}
+					out[tag] = kept
+				}
+				continue
+			}
+			for _, tag := range ev.Tags {
+				out[tag] = append(out[tag], Point{ev.Step, ev.Scalars[tag]})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+//go:build linux
+
+package datasets
+
+import (
+	"bufio"
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// writeBlankPNG writes a w×h PNG of zeros, 8 or 16 bits per channel, RGBA, streaming its
+// rows through zlib: a file of a few hundred KB that claims gigabytes of pixels.
+func writeBlankPNG(t testing.TB, p string, w, h, depth int) {
+	t.Helper()
+	var idat bytes.Buffer
+	z, err := zlib.NewWriterLevel(&idat, zlib.DefaultCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := make([]byte, 1+w*4*depth/8) // filter byte 0, then zeros
+	for range h {
+		if _, err := z.Write(row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	out.WriteString("\x89PNG\r\n\x1a\n")
+	chunk := func(kind string, data []byte) {
+		binary.Write(&out, binary.BigEndian, uint32(len(data)))
+		out.WriteString(kind)
+		out.Write(data)
+		crc := crc32.NewIEEE()
+		crc.Write([]byte(kind))
+		crc.Write(data)
+		binary.Write(&out, binary.BigEndian, crc.Sum32())
+	}
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr[0:], uint32(w))
+	binary.BigEndian.PutUint32(ihdr[4:], uint32(h))
+	ihdr[8], ihdr[9] = byte(depth), 6 // RGBA
+	chunk("IHDR", ihdr)
+	chunk("IDAT", idat.Bytes())
+	chunk("IEND", nil)
+	if err := os.WriteFile(p, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDecodeMemoryIsBounded decodes, in a child process, large PNGs side by side, as the
+// workers of a preprocessing run would (each holding its image a moment to augment it), and
+// reads the child's peak resident memory: 16-bit 8000×8000 PNGs (refused at their header:
+// 488 MiB each to decode) and 8-bit 8000×8000 RGBA PNGs (accepted: 244 MiB each to decode,
+// 183 MiB converted, which the process's decode budget lets through one or two at a time).
+func TestDecodeMemoryIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes gigabytes of pixels")
+	}
+	if os.Getenv("DCL_DECODE_CHILD") != "" {
+		decodeChild()
+		return
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name        string
+		depth, n    int
+		wantDecoded int
+		maxPeak     int64 // MiB
+	}{
+		{"16-bit, one", 16, 1, 0, 100},
+		{"16-bit, seven", 16, 7, 0, 200},
+		{"8-bit, four", 8, 4, 4, 1100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(dir, fmt.Sprintf("%d.png", c.depth))
+			if _, err := os.Stat(p); err != nil {
+				writeBlankPNG(t, p, 8000, 8000, c.depth)
+			}
+			st, _ := os.Stat(p)
+			decoded, peak := measureDecodes(t, p, c.n)
+			t.Logf("%d-bit 8000x8000 RGBA PNG (%d KB), %d side by side: %d decoded, peak RSS %d MiB", c.depth, st.Size()>>10, c.n, decoded, peak)
+			if decoded != c.wantDecoded || peak > c.maxPeak {
+				t.Errorf("%d decoded, peak %d MiB; want %d decoded, at most %d MiB", decoded, peak, c.wantDecoded, c.maxPeak)
+			}
+		})
+	}
+}
+
+// measureDecodes runs decodeChild on n copies of the file p and returns how many decoded and
+// the child's peak resident memory in MiB.
+func measureDecodes(t *testing.T, p string, n int) (decoded int, peakMiB int64) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestDecodeMemoryIsBounded$")
+	cmd.Env = append(os.Environ(), "DCL_DECODE_CHILD="+p, "DCL_DECODE_N="+strconv.Itoa(n))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if _, err := fmt.Sscanf(line, "decoded %d peak %d", &decoded, &peakMiB); err == nil {
+			return decoded, peakMiB
+		}
+	}
+	t.Fatalf("child said %s", out)
+	return 0, 0
+}
+
+// decodeChild decodes DCL_DECODE_N copies of the file DCL_DECODE_CHILD at once, holding each
+// image 100 ms, and prints how many decoded and the peak resident memory.
+func decodeChild() {
+	data, err := os.ReadFile(os.Getenv("DCL_DECODE_CHILD"))
+	if err != nil {
+		panic(err)
+	}
+	n, _ := strconv.Atoi(os.Getenv("DCL_DECODE_N"))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	decoded := 0
+	for range n {
+		wg.Go(func() {
+			img, release, err := DecodeHeld(bytes.Clone(data), "", Limits{})
+			defer release()
+			if err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // augmenting it
+			mu.Lock()
+			decoded += min(1, len(img.Pix))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprintf(w, "decoded %d peak %d\n", decoded, ru.Maxrss>>10) // Linux: KiB
+	w.Flush()
+	os.Exit(0)
+}
