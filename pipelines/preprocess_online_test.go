@@ -22,6 +22,9 @@ type onlineSource struct {
 	name    string
 	spec    func(t *testing.T) datasets.Spec
 	maxSide int
+	// jpegBase stores the base images as JPEG (the published files as they are), as base
+	// shards of ImageNet-sized views do, against stored passes of raw views.
+	jpegBase bool
 }
 
 func onlineSources() []onlineSource {
@@ -30,6 +33,16 @@ func onlineSources() []onlineSource {
 			in := t.TempDir()
 			pipelinetest.WriteCIFAR10(t, in, 7)
 			return datasets.Spec{Dataset: datasets.CIFAR10, Input: in, Split: "train", UnitRecords: 8}
+		}},
+		{name: "cifar100", spec: func(t *testing.T) datasets.Spec {
+			in := t.TempDir()
+			var b bytes.Buffer // 3074-byte records: coarse label, fine label, 32×32×3 planes
+			for i := range 11 {
+				b.Write([]byte{byte(i % 20), byte((i * 37) % 100)})
+				b.Write(pipelinetest.CIFAR10Record(i)[1:])
+			}
+			testfiles.WriteFile(t, filepath.Join(in, "train.bin"), b.Bytes())
+			return datasets.Spec{Dataset: datasets.CIFAR100, Input: in, Split: "train", UnitRecords: 4}
 		}},
 		{name: "stl10", spec: func(t *testing.T) datasets.Spec {
 			in := t.TempDir()
@@ -68,6 +81,39 @@ func onlineSources() []onlineSource {
 			testfiles.WriteFile(t, lf, []byte(labels.String()))
 			return datasets.Spec{Dataset: datasets.ImageNet, Input: in, Split: "val", LabelsFile: lf, UnitRecords: 4}
 		}},
+		// ImageNet's default at 224 px: the published files kept as they are (a PNG named
+		// .JPEG too), views cut from them as the stored passes cut them from the decoded files.
+		{name: "imagenet-jpeg-base", jpegBase: true, spec: func(t *testing.T) datasets.Spec {
+			in := t.TempDir()
+			var labels strings.Builder
+			for i := range 8 {
+				name := fmt.Sprintf("ILSVRC2012_val_%08d.JPEG", i+1)
+				data := testfiles.JPEG(t, 45+3*i, 31+i, 100+i)
+				if i%4 == 1 {
+					data = testfiles.PNG(t, 36, 27, i)
+				}
+				testfiles.WriteFile(t, filepath.Join(in, name), data)
+				fmt.Fprintf(&labels, "%s n01440764\n", name)
+			}
+			lf := filepath.Join(t.TempDir(), "val.txt")
+			testfiles.WriteFile(t, lf, []byte(labels.String()))
+			return datasets.Spec{Dataset: datasets.ImageNet, Input: in, Split: "val", LabelsFile: lf, UnitRecords: 3}
+		}},
+		// The train archive as published, read in place: an outer tar of per-class tars whose
+		// members are fetched by byte range.
+		{name: "imagenet100-tar", spec: func(t *testing.T) datasets.Spec {
+			in := t.TempDir()
+			var classes []testfiles.TarMember
+			for c, synset := range datasets.ImageNet100Synsets() { // one image a class
+				var members []testfiles.TarMember
+				for i := range 1 + c/99 {
+					members = append(members, testfiles.TarMember{Name: fmt.Sprintf("%s_%d.JPEG", synset, i), Data: testfiles.JPEG(t, 26+c%7, 25+c%5, 10*c+i)})
+				}
+				classes = append(classes, testfiles.TarMember{Name: synset + ".tar", Data: testfiles.Tar(t, members)})
+			}
+			testfiles.WriteFile(t, filepath.Join(in, "ILSVRC2012_img_train.tar"), testfiles.Tar(t, classes))
+			return datasets.Spec{Dataset: datasets.ImageNet100, Input: in, Split: "train", UnitRecords: 16}
+		}},
 	}
 }
 
@@ -94,6 +140,9 @@ func TestOnlineViewsAreTheStoredPasses(t *testing.T) {
 				offline, online := o, o
 				offline.Output, offline.Passes = filepath.Join(t.TempDir(), "offline"), passes
 				online.Output, online.Passes, online.Online = filepath.Join(t.TempDir(), "online"), 1, true
+				if src.jpegBase {
+					offline.Encoding, online.Encoding = shards.Raw, shards.JPEG
+				}
 				mOff := mustPreprocess(t, offline).Manifest
 				mOn := mustPreprocess(t, online).Manifest
 				if !mOn.Config.Online || mOn.Config.Passes != 1 || mOn.Rows != mOff.Rows/passes || mOn.Records != mOff.Records {
@@ -101,6 +150,9 @@ func TestOnlineViewsAreTheStoredPasses(t *testing.T) {
 						mOn.Config.Online, mOn.Config.Passes, mOn.Rows, mOn.Records, mOff.Rows, mOff.Records)
 				}
 				mustVerify(t, online.Output)
+				if src.jpegBase && !baseHolds(t, online.Output, shards.JPEG) {
+					t.Fatal("base shards hold no JPEG base image: the case does not test what it names")
+				}
 				for epoch := range passes + 1 {
 					want := readEpoch(t, offline.Output, epoch%passes)
 					got := readEpoch(t, online.Output, epoch)
@@ -120,6 +172,23 @@ func TestOnlineViewsAreTheStoredPasses(t *testing.T) {
 			})
 		}
 	}
+}
+
+// baseHolds reports whether some row of the base shards in dir stores its image in enc.
+func baseHolds(t *testing.T, dir string, enc shards.Encoding) bool {
+	t.Helper()
+	m, err := shards.ReadManifest(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range m.Shards {
+		for _, row := range readShardRows(t, filepath.Join(dir, sh.Path)) {
+			if row.Encoding == string(enc) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // epochBatch is what a reader returned in one batch.
