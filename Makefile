@@ -12,7 +12,7 @@ FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
 # The packages tested without -race are listed here once: NORACE_PKGS and BEAM_PKGS.
 # Packages whose tests are numeric kernels: -race slows them 10x and they share no memory
 # across goroutines that the race detector could check better than their own tests do.
-NORACE_PKGS := ./trainstep/... ./gpu/...
+NORACE_PKGS := ./trainstep/... ./gpu/... ./internal/gpucheck/...
 # Packages whose tests run Beam pipelines in process. Beam v2.77.0's SDK harness has a data
 # race of its own at worker shutdown (core/runtime/harness/harness.go: the receive loop closes
 # respc at line 195 with no ordering after a bundle goroutine's send at line 213), which the
@@ -40,7 +40,7 @@ RUNWATCH := $(GO) run ./internal/tools/runwatch
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch test test-race bench bench-smoke lint demo readme clean
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch generated test test-race bench bench-smoke lint demo readme clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -118,7 +118,7 @@ deps-torch:
 
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
-test: deps ## run every test (race detector on all but the numeric kernels and the Beam packages)
+test: deps generated ## run every test (race detector on all but the numeric kernels and the Beam packages)
 	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test (race)" -- \
 		$(GO) test -json $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
 	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test" -- \
@@ -135,7 +135,14 @@ bench-smoke: ## run every benchmark once, small, so none rots
 bench: ## run the benchmarks for real (figures go to BENCHMARKS.md); BENCH=regexp COUNT=n
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -count $(or $(COUNT),5) -timeout 120m ./...
 
-lint: ## go vet and staticcheck, on the pure-Go and the cuda builds; builds the cuda binary too
+generated: ## check that go generate's outputs are committed as go generate makes them now
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+		$(GO) generate ./... && \
+		git diff --exit-code --stat -- $$(git grep -lE '^// Code generated .* DO NOT EDIT' -- ':!third_party') || \
+		{ echo "generated: go generate changed the files above: commit what it makes"; exit 1; }; \
+	else echo "generated: not a git checkout; go generate's outputs not checked"; fi
+
+lint: generated ## go vet and staticcheck, on the pure-Go and the cuda builds; builds the cuda binary too
 	$(RUNWATCH) -label "lint: go vet" -- $(GO) vet ./...
 	$(RUNWATCH) -label "lint: staticcheck" -- $(GO) tool staticcheck ./...
 	CGO_ENABLED=0 $(GO) build ./...

@@ -1,6 +1,7 @@
 package experiments_test
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -419,7 +420,7 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			if want.model != "" && r.Model != want.model {
 				differ("model", "run %s: model %s, the paper's %s", r.Name, r.Model, want.model)
 			}
-			if method := orDefault(r.Method, "simclr"); want.method != "" && method != want.method {
+			if method := cmp.Or(r.Method, "simclr"); want.method != "" && method != want.method {
 				differ("method", "run %s: method %s, the paper's %s", r.Name, method, want.method)
 			}
 			if want.epochs != 0 && r.Epochs != want.epochs {
@@ -467,14 +468,7 @@ func sameAugmentation(got, paper augment.Config) bool {
 // lr 30, batch 256, 100 epochs; momentum, weight decay and the decay steps are the
 // analysis package's defaults for it).
 func linearIsThePapers(l *reproduce.LinearConfig, f facts) bool {
-	return l != nil && orDefault(l.Optimizer, "sgd") == "sgd" && l.LR == f.linearLR && l.BatchSize == f.linearBatch && l.Epochs == f.linearEpochs
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+	return l != nil && cmp.Or(l.Optimizer, "sgd") == "sgd" && l.LR == f.linearLR && l.BatchSize == f.linearBatch && l.Epochs == f.linearEpochs
 }
 
 // The test reads what it checks: a figure typed wrong in an excerpt is caught.

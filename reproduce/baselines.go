@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,7 +82,7 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 		return err
 	}
 	defer s.Finalize()
-	cfg := trainstep.RunConfig{Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs, BaseLR: orDefaultF(run.LR, trainstep.PaperDefaults().BaseLR), Seed: orDefaultU(run.Seed, 1), Backend: backend.Name()}
+	cfg := trainstep.RunConfig{Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs, BaseLR: cmp.Or(run.LR, trainstep.PaperDefaults().BaseLR), Seed: cmp.Or(run.Seed, 1), Backend: backend.Name()}
 	state := trainstep.TrainState{Seed: cfg.Seed, Data: cfg.Data, ImageHeight: m.Config.Height, ImageWidth: m.Config.Width}
 	return trainstep.SaveCheckpoint(ctx, storage.Join(dir, trainstep.CheckpointDir, trainstep.CheckpointName(0)), s, &cfg, state)
 }

@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"reflect"
 	"slices"
 
@@ -41,7 +42,7 @@ func summarise(res *Results) {
 		c := CellResult{Name: g.name, Metrics: map[string]analysis.Spread{}}
 		for _, r := range g.runs {
 			c.Runs = append(c.Runs, r.Config.Name)
-			c.Seeds = append(c.Seeds, orDefaultU(r.Config.Seed, 1))
+			c.Seeds = append(c.Seeds, cmp.Or(r.Config.Seed, 1))
 		}
 		for _, m := range metrics {
 			var values []float64

@@ -10,6 +10,7 @@ package reproduce
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -57,7 +58,7 @@ type Config struct {
 
 // DatasetConfig names the dataset and where its published files are.
 type DatasetConfig struct {
-	Name  string `yaml:"name" json:"name,omitempty"`   // cifar10, cifar100, stl10, imagenet, imagenet100, folder, idx
+	Name  string `yaml:"name" json:"name,omitempty"`   // a registered dataset (datasets.Names)
 	Input string `yaml:"input" json:"input,omitempty"` // local folder or gs:// prefix holding the published files
 	// Inputs gives a split an input of its own (split name → path), for data that is not
 	// laid out under one root: a folder dataset's test images elsewhere, say. A split
@@ -135,7 +136,7 @@ type RunConfig struct {
 	// Method is the training method: simclr (default), moco or nnclr.
 	Method string `yaml:"method" json:"method,omitempty"`
 	Loss   string `yaml:"loss" json:"loss,omitempty"`   // infonce, dcl, dclw, dclw-exp, hypersphere
-	Model  string `yaml:"model" json:"model,omitempty"` // resnet18-cifar, resnet50-cifar, resnet50, small-cnn
+	Model  string `yaml:"model" json:"model,omitempty"` // a registered model (trainstep.ModelNames)
 	// Width is the model's base channel width (0: its default; scaled-down runs use less).
 	Width       int     `yaml:"width" json:"width,omitempty"`
 	BatchSize   int     `yaml:"batch_size" json:"batch_size,omitempty"`
@@ -522,7 +523,7 @@ func (c *Config) validate() error {
 	if _, err := datasets.Lookup(c.Dataset.Name); err != nil {
 		errs = append(errs, fmt.Errorf("dataset.name %q: want one of %s", c.Dataset.Name, strings.Join(datasets.Names(), ", ")))
 	}
-	splits := []string{orDefault(c.Dataset.PretrainSplit, "train"), orDefault(c.Dataset.TrainSplit, "train"), orDefault(c.Dataset.TestSplit, "test")}
+	splits := []string{cmp.Or(c.Dataset.PretrainSplit, "train"), cmp.Or(c.Dataset.TrainSplit, "train"), cmp.Or(c.Dataset.TestSplit, "test")}
 	for _, split := range splits {
 		check(c.Dataset.SplitInput(split) != "", "dataset.input is required (the %s split has no dataset.inputs entry)", split)
 	}

@@ -2,6 +2,7 @@ package reproduce
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,7 +55,7 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 		c := g.runs[0].Config
 		var seeds []string
 		for _, r := range g.runs {
-			seeds = append(seeds, strconv.FormatUint(orDefaultU(r.Config.Seed, 1), 10))
+			seeds = append(seeds, strconv.FormatUint(cmp.Or(r.Config.Seed, 1), 10))
 		}
 		var q []float64
 		for _, r := range g.runs {
@@ -72,7 +73,7 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 	}
 	for _, bl := range res.Baselines {
 		name := map[string]string{RawPixels: "raw pixels (baseline)", RandomInit: "random initial weights (baseline)"}[bl.Name]
-		t.Rows = append(t.Rows, []string{orDefault(name, bl.Name+" (baseline)"), "—", knnTop(bl.KNN, 1), knnTop(bl.KNN, 5), linTop(bl.Linear, 1), "—", "—"})
+		t.Rows = append(t.Rows, []string{cmp.Or(name, bl.Name+" (baseline)"), "—", knnTop(bl.KNN, 1), knnTop(bl.KNN, 5), linTop(bl.Linear, 1), "—", "—"})
 	}
 	b.WriteString(t.Markdown())
 	if res.seeded() {
@@ -98,7 +99,7 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 			continue
 		}
 		fmt.Fprintf(&b, "\nNPC multiplier q on the projections of the %s encoder (seed %d; the paper's Fig. 1, the report has every encoder's):\n\n",
-			names.names[r.cell()], orDefaultU(r.Config.Seed, 1))
+			names.names[r.cell()], cmp.Or(r.Config.Seed, 1))
 		nt := analysis.Table{Header: []string{"batch size"}, RightAlign: []bool{false}}
 		mean, cv := []string{"mean q"}, []string{"C_v = σ/μ"}
 		for _, s := range r.NPC.Stats {
@@ -173,7 +174,7 @@ func knnByEpochTable(res *Results, names runSeries) (analysis.Table, bool) {
 	for _, g := range groups {
 		row := []string{names.names[g.name]}
 		for _, e := range epochs {
-			row = append(row, orDefault(rows[g.name][e], "—"))
+			row = append(row, cmp.Or(rows[g.name][e], "—"))
 		}
 		t.Rows = append(t.Rows, row)
 	}

@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -77,7 +78,7 @@ func seriesNames(runs []RunConfig) map[string]string {
 			{"", func(c RunConfig) string { return c.Model }},
 			{"epochs", func(c RunConfig) string { return strconv.Itoa(c.Epochs) }},
 			{"queue", func(c RunConfig) string { return strconv.Itoa(c.QueueSize) }},
-			{"seed", func(c RunConfig) string { return strconv.FormatUint(orDefaultU(c.Seed, 1), 10) }},
+			{"seed", func(c RunConfig) string { return strconv.FormatUint(cmp.Or(c.Seed, 1), 10) }},
 		}
 		parts := make(map[string][]string, len(group))
 		for _, set := range settings {
@@ -476,11 +477,11 @@ func markdown(res *Results, figures []figure) string {
 		fmt.Fprintf(&b, "Reproduces: %s of Yeh et al., *Decoupled Contrastive Learning* (ECCV 2022).\n\n", res.Paper)
 	}
 	d := res.Dataset
-	fmt.Fprintf(&b, "Dataset: %s (pretraining split %s", d.Name, orDefault(d.PretrainSplit, "train"))
+	fmt.Fprintf(&b, "Dataset: %s (pretraining split %s", d.Name, cmp.Or(d.PretrainSplit, "train"))
 	if d.Limit > 0 {
 		fmt.Fprintf(&b, ", first %d images", d.Limit)
 	}
-	fmt.Fprintf(&b, "; kNN bank and linear probe on %s", orDefault(d.TrainSplit, "train"))
+	fmt.Fprintf(&b, "; kNN bank and linear probe on %s", cmp.Or(d.TrainSplit, "train"))
 	if d.EvalLimit > 0 {
 		fmt.Fprintf(&b, ", first %d images of each evaluation split", d.EvalLimit)
 	}
@@ -489,9 +490,9 @@ func markdown(res *Results, figures []figure) string {
 		views = "fresh views every epoch, made by the trainer"
 	}
 	fmt.Fprintf(&b, "; tested on %s). Augmentation %s, %s, seed %d.\n\n",
-		orDefault(d.TestSplit, "test"), res.Preprocess.Augment, views, res.Preprocess.Seed)
+		cmp.Or(d.TestSplit, "test"), res.Preprocess.Augment, views, res.Preprocess.Seed)
 	if k := res.Evaluate.KNN; k != nil {
-		fmt.Fprintf(&b, "kNN: k = %d, T = %g, cosine similarity on %s features. ", k.K, k.Temperature, orDefault(res.Evaluate.Feature, "backbone"))
+		fmt.Fprintf(&b, "kNN: k = %d, T = %g, cosine similarity on %s features. ", k.K, k.Temperature, cmp.Or(res.Evaluate.Feature, "backbone"))
 	}
 	if res.Evaluate.Linear != nil {
 		b.WriteString("Linear probe: frozen features, SGD (OpenSelfSup protocol). ")
@@ -626,7 +627,7 @@ func changesSection(b *strings.Builder, res *Results) {
 				verdicts = append(verdicts, fmt.Sprintf("vs %s: %s (drop %s, allowed %s)", g.Against, v, num(g.Drop), num(g.MaxDrop)))
 			}
 		}
-		t.Rows = append(t.Rows, []string{c.Run, c.Metric, prev, num(c.Value), change, paper, orDefault(strings.Join(verdicts, "; "), "—")})
+		t.Rows = append(t.Rows, []string{c.Run, c.Metric, prev, num(c.Value), change, paper, cmp.Or(strings.Join(verdicts, "; "), "—")})
 	}
 	b.WriteString(t.Markdown())
 	b.WriteString("\n")
@@ -681,7 +682,7 @@ func cellsTable(res *Results) analysis.Table {
 		c, p := g.runs[0].Config, g.runs[0].Paper
 		var seeds []string
 		for _, r := range g.runs {
-			seeds = append(seeds, strconv.FormatUint(orDefaultU(r.Config.Seed, 1), 10))
+			seeds = append(seeds, strconv.FormatUint(cmp.Or(r.Config.Seed, 1), 10))
 		}
 		fig := func(m string) string {
 			if s, ok := res.cellSpread(g.name, m); ok {
@@ -710,7 +711,7 @@ func runsTable(res *Results) analysis.Table {
 	for _, r := range res.Runs {
 		c := r.Config
 		row := []string{c.Name, runLabel(c), c.Model, strconv.Itoa(c.BatchSize), strconv.FormatFloat(c.Temperature, 'g', -1, 64),
-			strconv.Itoa(c.Epochs), strconv.FormatUint(orDefaultU(c.Seed, 1), 10), knnTop(r.KNN, 1), paperFig(r.Paper.KNNTop1), linTop(r.Linear, 1), paperFig(r.Paper.LinearTop1)}
+			strconv.Itoa(c.Epochs), strconv.FormatUint(cmp.Or(c.Seed, 1), 10), knnTop(r.KNN, 1), paperFig(r.Paper.KNNTop1), linTop(r.Linear, 1), paperFig(r.Paper.LinearTop1)}
 		if r.Train != nil {
 			row = append(row, fmt.Sprintf("%.3f", r.Train.Loss), fmt.Sprintf("%.3f", r.Train.MeanQ))
 		} else {
@@ -764,7 +765,7 @@ func sweepTable(res *Results) (analysis.Table, bool) {
 	for _, row := range rows {
 		line := []string{row}
 		for _, bs := range batches {
-			line = append(line, orDefault(cell[row][bs], "—"))
+			line = append(line, cmp.Or(cell[row][bs], "—"))
 		}
 		t.Rows = append(t.Rows, line)
 	}

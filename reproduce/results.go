@@ -3,6 +3,7 @@ package reproduce
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,7 +86,7 @@ type RunResult struct {
 }
 
 // cell is the run's cell.
-func (r *RunResult) cell() string { return orDefault(r.Cell, r.Config.Name) }
+func (r *RunResult) cell() string { return cmp.Or(r.Cell, r.Config.Name) }
 
 // CellResult is one cell: the runs of one setting, one per training seed.
 type CellResult struct {

@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -303,10 +304,10 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		return dataGen{}, err
 	}
 	sets := []*dataSet{
-		{role: "pretrain", split: orDefault(d.PretrainSplit, "train"), dir: r.pretrainDir(), aug: pretrain, passes: max(1, r.cfg.Preprocess.Passes), limit: d.Limit,
+		{role: "pretrain", split: cmp.Or(d.PretrainSplit, "train"), dir: r.pretrainDir(), aug: pretrain, passes: max(1, r.cfg.Preprocess.Passes), limit: d.Limit,
 			online: r.cfg.Preprocess.Views == "online"},
-		{role: "eval-train", split: orDefault(d.TrainSplit, "train"), dir: r.evalTrainDir(), aug: eval, passes: 1, limit: d.EvalLimit},
-		{role: "eval-test", split: orDefault(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
+		{role: "eval-train", split: cmp.Or(d.TrainSplit, "train"), dir: r.evalTrainDir(), aug: eval, passes: 1, limit: d.EvalLimit},
+		{role: "eval-test", split: cmp.Or(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 	}
 	for _, ds := range sets {
 		ds.job, err = pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
@@ -662,7 +663,7 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 	if r.opts.Backend != "" {
 		backend = r.opts.Backend
 	}
-	kind, err := gpu.ParseKind(orDefault(backend, "auto"))
+	kind, err := gpu.ParseKind(cmp.Or(backend, "auto"))
 	if err != nil {
 		return nil, err
 	}
@@ -673,8 +674,8 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string) (*trainst
 	}
 	train := trainstep.RunConfig{
 		Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs,
-		BaseLR: orDefaultF(run.LR, paper.BaseLR), WarmupEpochs: float64(run.WarmupEpochs), Seed: orDefaultU(run.Seed, 1),
-		CheckpointEvery: orDefaultI(run.CheckpointEvery, paper.CheckpointEvery), KeepCheckpoints: 2, MonitorEvery: r.cfg.Evaluate.KNNEvery,
+		BaseLR: cmp.Or(run.LR, paper.BaseLR), WarmupEpochs: float64(run.WarmupEpochs), Seed: cmp.Or(run.Seed, 1),
+		CheckpointEvery: cmp.Or(run.CheckpointEvery, paper.CheckpointEvery), KeepCheckpoints: 2, MonitorEvery: r.cfg.Evaluate.KNNEvery,
 	}
 	if err := train.Validate(); err != nil {
 		return nil, err
@@ -716,7 +717,7 @@ func readSummary(ctx context.Context, dir string) (*trainstep.Summary, error) {
 // baseline's random encoder) and runs the evaluations the config asks for.
 func (r *runner) evaluate(ctx context.Context, dir, name string, temperature float64, up gen, npc bool, ev *Evaluation) error {
 	embTrain, embTest := embeddingsDir(dir, "train"), embeddingsDir(dir, "test")
-	feature := trainstep.Feature(orDefault(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
+	feature := trainstep.Feature(cmp.Or(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
 	var embedded gen
 	for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
 		g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: up,
@@ -878,34 +879,6 @@ func loadIfExists(ctx context.Context, p string, v any) (outcome, error) {
 		return outcome{}, err
 	}
 	return outcome{complete: true}, nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func orDefaultF(v, def float64) float64 {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-func orDefaultI(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-func orDefaultU(v, def uint64) uint64 {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 func deref(p *float64, def float64) float64 {

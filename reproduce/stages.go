@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -306,7 +307,7 @@ func (r *runner) decide(s stageSpec, o outcome, e *ledgerEntry) (run, fresh bool
 			made = e.CodeVersion
 		}
 		if made != r.opts.CodeVersion {
-			o.stale = fmt.Sprintf("made by dcl %s, this is dcl %s (--rerun-on-code-change)", orDefault(made, "of an unrecorded version"), r.opts.CodeVersion)
+			o.stale = fmt.Sprintf("made by dcl %s, this is dcl %s (--rerun-on-code-change)", cmp.Or(made, "of an unrecorded version"), r.opts.CodeVersion)
 		}
 	}
 	pending := e != nil && e.Seq > r.ledger.CompleteSeq

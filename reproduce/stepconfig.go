@@ -1,6 +1,9 @@
 package reproduce
 
-import "github.com/dcl-beam/dcl-beam/trainstep"
+import (
+	"cmp"
+	"github.com/dcl-beam/dcl-beam/trainstep"
+)
 
 // stepConfig is the trainer's step configuration of a run, the paper's defaults where the
 // run leaves a setting zero: the one place a config's run becomes a trainstep.StepConfig
@@ -8,16 +11,16 @@ import "github.com/dcl-beam/dcl-beam/trainstep"
 func stepConfig(run RunConfig, channels int, dataset string) trainstep.StepConfig {
 	paper := trainstep.PaperDefaults()
 	return trainstep.StepConfig{
-		Model:  trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: channels, Dataset: orDefault(run.Normalization, dataset)},
+		Model:  trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: channels, Dataset: cmp.Or(run.Normalization, dataset)},
 		Method: run.Method,
 		MethodConfig: trainstep.MethodConfig{QueueSize: run.QueueSize, MomentumEMA: run.MomentumEMA, Symmetric: run.Symmetric,
 			BNSplits: run.BNSplits, PredictorHidden: run.PredictorHidden},
 		Loss: trainstep.LossConfig{Kind: trainstep.LossKind(run.Loss), Temperature: run.Temperature,
-			Sigma: orDefaultF(run.Sigma, paper.Sigma), Delta: orDefaultF(run.Delta, paper.Delta),
-			Alpha: orDefaultF(run.AlignAlpha, paper.Alpha), UniformT: orDefaultF(run.UniformT, paper.UniformT), Reduction: trainstep.Mean},
-		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(orDefault(run.Optimizer, string(paper.Optimizer))),
+			Sigma: cmp.Or(run.Sigma, paper.Sigma), Delta: cmp.Or(run.Delta, paper.Delta),
+			Alpha: cmp.Or(run.AlignAlpha, paper.Alpha), UniformT: cmp.Or(run.UniformT, paper.UniformT), Reduction: trainstep.Mean},
+		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(cmp.Or(run.Optimizer, string(paper.Optimizer))),
 			Momentum: deref(run.Momentum, paper.Momentum), WeightDecay: deref(run.WeightDecay, paper.WeightDecay)},
-		InitSeed:  orDefaultU(run.Seed, 1),
+		InitSeed:  cmp.Or(run.Seed, 1),
 		Precision: trainstep.Precision(run.Precision),
 	}
 }

@@ -24,7 +24,7 @@ run again with torch.compile (model and loss; the optimiser stays eager) while t
 budget lasts. Throughput counts images: a batch of N pairs is 2N images; the figure is 2N over
 the median of the timed steps after warm-up, each step synchronised.
 
-Writes one JSON (the schema trainstep/gpucheck.TorchResult reads) to --out and stdout. Without
+Writes one JSON (the schema internal/gpucheck.TorchResult reads) to --out and stdout. Without
 PyTorch or without a CUDA device it says so, writes a JSON with "error", and exits 2.
 """
 
@@ -62,7 +62,7 @@ def fail(out, msg, code=2, **extra):
 
 
 def default_rows(quick):
-    """dcl gpu-check's speed rows (trainstep/gpucheck.speedRows)."""
+    """dcl gpu-check's speed rows (internal/gpucheck.speedRows)."""
     if quick:
         shapes = [("resnet18-cifar", 32, 4, ("float32", "tf32", "bf16")), ("resnet50", 64, 2, ("tf32", "bf16"))]
     else:

@@ -213,9 +213,3 @@ func TestExportTorchRejects(t *testing.T) {
 		}
 	}
 }
-
-func testRunConfigSteps(t *testing.T, out string) RunConfig {
-	run := testRunConfig(t, out)
-	run.Epochs = 1
-	return run
-}

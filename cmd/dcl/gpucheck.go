@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dcl-beam/dcl-beam/trainstep/gpucheck"
+	"github.com/dcl-beam/dcl-beam/internal/gpucheck"
 )
 
 func gpuCheckCommand() *command {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -217,7 +218,7 @@ func (e Env) checkPlugin(r *Report) {
 		case l.Path != "":
 			offPath = append(offPath, l.Name)
 			r.Preload = append(r.Preload, l.Path)
-			if d := dirOf(l.Path); !contains(offDirs, d) {
+			if d := dirOf(l.Path); !slices.Contains(offDirs, d) {
 				offDirs = append(offDirs, d)
 			}
 		default:
@@ -354,15 +355,6 @@ func dirOf(p string) string {
 		return "/"
 	}
 	return p[:i]
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // String renders the report for people, one fact a line, problems last with their fixes.

@@ -19,6 +19,7 @@
 package guard
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -172,7 +173,7 @@ func acquire(ctx context.Context, c Claim, out string) (*lock, error) {
 			host, _ := os.Hostname()
 			// Who holds it, for the message of the next one that finds it locked.
 			if err := l.self.Truncate(0); err == nil {
-				fmt.Fprintf(l.self, "%s (pid %d on %s since %s, writing %s)\n", orDefault(c.Command, "dcl"), os.Getpid(), host,
+				fmt.Fprintf(l.self, "%s (pid %d on %s since %s, writing %s)\n", cmp.Or(c.Command, "dcl"), os.Getpid(), host,
 					time.Now().UTC().Format(time.RFC3339), key)
 			}
 			return l, nil
@@ -272,11 +273,4 @@ func holderOf(f *os.File) string {
 	b := make([]byte, 400)
 	n, _ := f.ReadAt(b, 0)
 	return strings.TrimSpace(string(b[:n]))
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -3,7 +3,7 @@
 // masked gather used to pack kernel-gradient operands, the FMA peak loops, the element-wise
 // loops and the transforms of Winograd's F(2×2, 3×3) and F(3×3, 2×2). The kernels are
 // fully unrolled register tiles, regular enough that generating them is clearer (and safer to
-// change) than editing 800 lines by hand.
+// change) than editing their thousands of lines by hand.
 //
 // Usage (from gpu/kernels, through go generate): go run ./internal/asmgen -out microkernel_amd64.s
 package main

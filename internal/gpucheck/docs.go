@@ -2,6 +2,7 @@ package gpucheck
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,9 +60,9 @@ func Section(name string, r *Result) (string, error) {
 // summaryMarkdown is the machine, the agreement verdicts and the step table.
 func (r *Result) summaryMarkdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured on %s (%d MiB, driver %s), %d CPUs, %s", orText(r.Host.GPU, "no GPU"), r.Host.GPUMiB, orText(r.Host.Driver, "—"), r.Host.CPUs, r.Started)
+	fmt.Fprintf(&b, "Measured on %s (%d MiB, driver %s), %d CPUs, %s", cmp.Or(r.Host.GPU, "no GPU"), r.Host.GPUMiB, cmp.Or(r.Host.Driver, "—"), r.Host.CPUs, r.Started)
 	if r.Torch != nil {
-		fmt.Fprintf(&b, ", beside PyTorch %s (cuDNN %s)", r.Torch.Torch, orText(r.Torch.CuDNN, "—"))
+		fmt.Fprintf(&b, ", beside PyTorch %s (cuDNN %s)", r.Torch.Torch, cmp.Or(r.Torch.CuDNN, "—"))
 	}
 	b.WriteString(", by `scripts/gpu-check.sh OUT check` (docs/gpu/gpu-check.json; BENCHMARKS.md has every table).\n\n")
 	for _, a := range []*AgreementResult{r.Agreement, r.AgreementTF32, r.AgreementConvDefault} {

@@ -89,7 +89,7 @@ type Host struct {
 }
 
 // speedRows are the training steps measured, each in tf32 (what PyTorch's cuDNN
-// convolutions do by default) and bf16 mixed precision: issue 11's resnet18-cifar at 32 px,
+// convolutions do by default) and bf16 mixed precision: resnet18-cifar at 32 px (the CIFAR configs' model),
 // batch 256 pairs, and resnet50 at 224 px, batch 64 pairs; resnet18-cifar at the batch sizes
 // DCL is about, 32 and 64 pairs, where a launch per operation costs most; and full float32
 // for resnet18-cifar at batch 32 and 256, the price of the default. Quick shrinks them to

@@ -104,10 +104,10 @@ func (r *Result) Markdown() string {
 	if r.Host.GPUMiB > 0 {
 		fmt.Fprintf(&b, ", %d MiB", r.Host.GPUMiB)
 	}
-	fmt.Fprintf(&b, "; driver %s\n", orText(r.Host.Driver, "—"))
+	fmt.Fprintf(&b, "; driver %s\n", cmp.Or(r.Host.Driver, "—"))
 	fmt.Fprintf(&b, "- host: %s, %d CPUs, %s; started %s, %.0f s\n", r.Host.Hostname, r.Host.CPUs, r.Host.OS, r.Started, r.Seconds)
 	if r.Torch != nil {
-		fmt.Fprintf(&b, "- PyTorch %s (torchvision %s, CUDA %s, cuDNN %s)\n", r.Torch.Torch, orText(r.Torch.Torchvision, "—"), orText(r.Torch.CUDA, "—"), orText(r.Torch.CuDNN, "—"))
+		fmt.Fprintf(&b, "- PyTorch %s (torchvision %s, CUDA %s, cuDNN %s)\n", r.Torch.Torch, cmp.Or(r.Torch.Torchvision, "—"), cmp.Or(r.Torch.CUDA, "—"), cmp.Or(r.Torch.CuDNN, "—"))
 	}
 	if r.Quick {
 		b.WriteString("- **quick mode**: tiny models and batches; the figures only show the check runs\n")
@@ -148,7 +148,7 @@ func (r *Result) Markdown() string {
 			if f.Error != "" {
 				img = "failed"
 			}
-			fmt.Fprintf(&b, "| %s, %d ch | %s | %d | %d | %d | %s | %s (%s) | %s |\n", f.Name, f.Channels, orText(f.Source, "—"), f.Pairs, f.Batch, f.Cores,
+			fmt.Fprintf(&b, "| %s, %d ch | %s | %d | %d | %d | %s | %s (%s) | %s |\n", f.Name, f.Channels, cmp.Or(f.Source, "—"), f.Pairs, f.Batch, f.Cores,
 				img, orDash(f.StepImagesPerSec, "%.0f"), f.Against, orDash(f.Ratio, "%.1f×"))
 		}
 	}
@@ -162,16 +162,9 @@ func (r *Result) Markdown() string {
 	return b.String()
 }
 
-func orText(s, alt string) string {
-	if s == "" {
-		return alt
-	}
-	return s
-}
-
 // markdown writes one agreement row's table.
 func (a *AgreementResult) markdown(b *strings.Builder) {
-	title := orText(a.Precision, "float32")
+	title := cmp.Or(a.Precision, "float32")
 	if a.ConvDefault {
 		title += ", convolutions at XLA's DEFAULT precision as before the go-xla patch: a diagnostic"
 	}
@@ -203,6 +196,6 @@ func (a *AgreementResult) markdown(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %.2g | %.2g | %.2g | %.2g | %s |\n", m.name, m.got, m.f32, m.tf32, m.limit, mark(m.got, m.limit))
 	}
 	fmt.Fprintf(b, "\nworst single gradient: ‖g‖² %.2g (%s); the backend is %.1f× the float32 floor and %.2f× the TF32 floor\n",
-		a.MaxSumSqRelErr, orText(a.WorstSumSq, "—"), a.FloorRatio, a.TF32Ratio)
+		a.MaxSumSqRelErr, cmp.Or(a.WorstSumSq, "—"), a.FloorRatio, a.TF32Ratio)
 	fmt.Fprintf(b, "\nresult: **%s**\n", map[bool]string{true: "AGREE", false: "DISAGREE"}[a.Pass])
 }

@@ -34,8 +34,8 @@ type FeedSpec struct {
 	Pairs    int             `json:"pairs"`
 	Batch    int             `json:"batch"`
 	Epochs   int             `json:"epochs"`
-	// Against names the speed row whose images/s the reader must beat (twice, per issue 11):
-	// model/batch/precision.
+	// Against names the speed row whose images/s the reader must beat twice over (a reader
+	// at the step's own rate stalls it whenever decoding hiccups): model/batch/precision.
 	Against string `json:"against"`
 	// Photos: the views are cut from real photographs (Config.Photos) when there are some.
 	Photos bool `json:"photos,omitempty"`
