@@ -123,6 +123,9 @@ test: deps generated ## run every test (race detector on all but the numeric ker
 		$(GO) test -json $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
 	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test" -- \
 		$(GO) test -json -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
+	@# Peak-memory bounds mean nothing under -race (it multiplies memory): measured without it.
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(RUNWATCH) -gotest -label "test (memory)" -- \
+		$(GO) test -json -timeout $(TEST_TIMEOUT) -run '^TestDecodeMemoryIsBounded$$' ./transforms/datasets/
 	$(MAKE) --no-print-directory bench-smoke
 
 test-race: ## the race detector on the Beam packages too (expect Beam's own harness race now and then)

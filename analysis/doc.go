@@ -1,7 +1,7 @@
 // Package analysis is the evaluation math as plain Go: weighted kNN, the linear probe, the
-// paper's negative-positive coupling (NPC) statistics, and the reports (JSON, Markdown
-// tables) and PNG plots made from them. It knows nothing of Beam; package pipelines spreads
-// the same pieces over workers.
+// paper's negative-positive coupling (NPC) statistics, t-SNE, and the reports (JSON, Markdown
+// tables) made from them. It knows nothing of Beam (package pipelines spreads the same pieces
+// over workers) and nothing of drawing (package analysis/figures draws the plots).
 //
 // # kNN
 //
@@ -28,22 +28,17 @@
 // agrees with trainstep's loss); NPCStatistics samples seeded batches of each size and
 // summarises q per batch size (NPCStats: mean, std, C_v, quantiles, histogram on [0, 1]).
 //
-// # Reports and plots
+// # Reports
 //
 // Results are written and read with internal/storage's SaveJSON/LoadJSON; Table renders
-// Markdown. WritePNG/SavePNG draw LineChart, HistogramChart and ScatterChart panels in a
-// grid, in Okabe and Ito's colour-blind-safe palette, with each legend beside its chart
-// (Outside) unless a chart asks for a corner; a LineChart's References are horizontal
-// lines (baselines, the paper's figures). NPCSummaryCharts and NPCDistributionChart are the
-// paper's Fig. 1(a) and (b), MetricByEpochChart and AccuracyByBatchSizeChart the
-// reproduction's usual plots.
+// Markdown.
 //
 // # t-SNE
 //
 // TSNE is exact t-SNE (perplexity calibration by bisection, early exaggeration, momentum
 // and gains, as van der Maaten's reference implementation), deterministic for a seed and
-// parallel over rows; ClassSample draws the per-class sample it lays out and ScatterChart
-// draws it coloured by class: the paper's Fig. 4(c). NeighbourAgreement scores a layout by
+// parallel over rows; ClassSample draws the per-class sample it lays out (and
+// figures.ScatterChart draws it coloured by class: the paper's Fig. 4(c)). NeighbourAgreement scores a layout by
 // how often a point's nearest neighbours in it share its label.
 //
 // Every matrix multiply goes through one function (sgemm in matmul.go), on gpu/kernels'

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/analysis/figures"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
@@ -370,15 +371,15 @@ func WriteNPCReport(ctx context.Context, dir string, reports []analysis.NPCRepor
 	if err := storage.WriteFile(ctx, storage.Join(dir, NPCTableName), []byte(md.String())); err != nil {
 		return fmt.Errorf("writing %s: %w", storage.Join(dir, NPCTableName), err)
 	}
-	meanQ, cv := analysis.NPCSummaryCharts(reports)
-	if err := analysis.SavePNG(ctx, storage.Join(dir, NPCSummaryPlotName), 1200, 450, 2, meanQ, cv); err != nil {
+	meanQ, cv := figures.NPCSummaryCharts(reports)
+	if err := figures.SavePNG(ctx, storage.Join(dir, NPCSummaryPlotName), 1200, 450, 2, meanQ, cv); err != nil {
 		return err
 	}
-	var dists []analysis.Panel
+	var dists []figures.Panel
 	for _, r := range reports {
-		dists = append(dists, analysis.NPCDistributionChart(r))
+		dists = append(dists, figures.NPCDistributionChart(r))
 	}
-	if err := analysis.SavePNG(ctx, storage.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...); err != nil {
+	if err := figures.SavePNG(ctx, storage.Join(dir, NPCDistPlotName), 600*min(2, len(dists)), 450*((len(dists)+1)/2), 2, dists...); err != nil {
 		return err
 	}
 	var js any = reports

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/analysis/figures"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
@@ -107,7 +108,7 @@ func RunTSNE(ctx context.Context, o TSNEOptions) (*TSNEResult, error) {
 		classes = datasetClasses(sets)
 	}
 	res.Classes = classes
-	var panels []analysis.Panel
+	var panels []figures.Panel
 	for i, sample := range samples {
 		slog.Info("t-SNE", "embeddings", sample.Source, "points", len(sample.Labels), "iterations", o.Config.Iterations,
 			"rows_of_other_classes", res.Panels[i].OtherClasses)
@@ -116,14 +117,14 @@ func RunTSNE(ctx context.Context, o TSNEOptions) (*TSNEResult, error) {
 			return nil, err
 		}
 		res.Panels[i].KL = layout.KL
-		panels = append(panels, analysis.ScatterChart{Title: res.Panels[i].Label, X: layout.X, Y: layout.Y, Labels: sample.Labels, Classes: classes})
+		panels = append(panels, figures.ScatterChart{Title: res.Panels[i].Label, X: layout.X, Y: layout.Y, Labels: sample.Labels, Classes: classes})
 	}
 	cols := o.Cols
 	if cols <= 0 || cols > len(panels) {
 		cols = len(panels)
 	}
 	rows := (len(panels) + cols - 1) / cols
-	if err := analysis.SavePNG(ctx, o.Output, o.Width*cols, o.Height*rows, cols, panels...); err != nil {
+	if err := figures.SavePNG(ctx, o.Output, o.Width*cols, o.Height*rows, cols, panels...); err != nil {
 		return nil, err
 	}
 	return res, nil

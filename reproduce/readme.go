@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/analysis/figures"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
@@ -187,9 +188,9 @@ func knnByEpochTable(res *Results, names runSeries) (analysis.Table, bool) {
 func WriteReadmeFigures(ctx context.Context, res *Results, runDir, figDir string) ([]string, error) {
 	summarise(res)
 	var wrote []string
-	save := func(name string, cols int, panels ...analysis.Panel) error {
+	save := func(name string, cols int, panels ...figures.Panel) error {
 		h := plotRows * ((len(panels) + cols - 1) / cols)
-		if err := analysis.SavePNG(ctx, storage.Join(figDir, name), plotWidth*min(cols, len(panels)), h, cols, panels...); err != nil {
+		if err := figures.SavePNG(ctx, storage.Join(figDir, name), plotWidth*min(cols, len(panels)), h, cols, panels...); err != nil {
 			return err
 		}
 		wrote = append(wrote, name)
@@ -202,7 +203,7 @@ func WriteReadmeFigures(ctx context.Context, res *Results, runDir, figDir string
 		}
 	}
 	if series := batchSizeSeries(res); len(series) > 0 {
-		chart := analysis.AccuracyByBatchSizeChart("kNN top-1 against batch size", series)
+		chart := figures.AccuracyByBatchSizeChart("kNN top-1 against batch size", series)
 		chart.References = baselineReferences(res)
 		if err := save(BatchSizePlotName, 1, chart); err != nil {
 			return nil, err
@@ -217,7 +218,7 @@ func WriteReadmeFigures(ctx context.Context, res *Results, runDir, figDir string
 		}
 	}
 	if len(npc) > 0 {
-		meanQ, cv := analysis.NPCSummaryCharts(npc)
+		meanQ, cv := figures.NPCSummaryCharts(npc)
 		if err := save(NPCPlotName, 2, meanQ, cv); err != nil {
 			return nil, err
 		}

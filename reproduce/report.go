@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/analysis/figures"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -49,14 +50,14 @@ type figure struct {
 // history is every reproduction of the run directory, this one last.
 func writeReport(ctx context.Context, out string, res *Results, history []Reproduction) error {
 	summarise(res)
-	figures, err := writePlots(ctx, out, res, history)
+	made, err := writePlots(ctx, out, res, history)
 	if err != nil {
 		return err
 	}
 	if err := storage.SaveJSON(ctx, storage.Join(out, ResultsName), res); err != nil {
 		return err
 	}
-	return storage.WriteFile(ctx, storage.Join(out, ReportName), []byte(markdown(res, figures)))
+	return storage.WriteFile(ctx, storage.Join(out, ReportName), []byte(markdown(res, made)))
 }
 
 // seriesNames are the runs' names in plot legends and NPC reports: the method as the report
@@ -152,8 +153,8 @@ func newCellSeries(runs []RunResult) runSeries {
 }
 
 // of is the series of y against x of a run or cell called name.
-func (rs runSeries) of(name string, x, y, yerr []float64) analysis.Series {
-	return analysis.Series{Name: rs.names[name], X: x, Y: y, YErr: yerr, Style: rs.style[name]}
+func (rs runSeries) of(name string, x, y, yerr []float64) figures.Series {
+	return figures.Series{Name: rs.names[name], X: x, Y: y, YErr: yerr, Style: rs.style[name]}
 }
 
 // meanCurve averages a cell's runs' curves point by point (over the runs that have each x),
@@ -184,14 +185,14 @@ func meanCurve(g cellGroup, curve func(*RunResult) (x, y []float64)) (x, y, yerr
 // stage drew in each run's folder).
 func writePlots(ctx context.Context, out string, res *Results, history []Reproduction) ([]figure, error) {
 	dir := storage.Join(out, PlotsDir)
-	var figures []figure
-	save := func(name, caption string, cols int, panels ...analysis.Panel) error {
+	var made []figure
+	save := func(name, caption string, cols int, panels ...figures.Panel) error {
 		cols = min(cols, len(panels))
 		h := plotRows * ((len(panels) + cols - 1) / cols)
-		if err := analysis.SavePNG(ctx, storage.Join(dir, name), plotWidth*cols, h, cols, panels...); err != nil {
+		if err := figures.SavePNG(ctx, storage.Join(dir, name), plotWidth*cols, h, cols, panels...); err != nil {
 			return fmt.Errorf("plot %s: %w", name, err)
 		}
-		figures = append(figures, figure{Caption: caption, Path: PlotsDir + "/" + name})
+		made = append(made, figure{Caption: caption, Path: PlotsDir + "/" + name})
 		return nil
 	}
 	names := newCellSeries(res.Runs)
@@ -210,7 +211,7 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 		}
 	}
 	if series := batchSizeSeries(res); len(series) > 0 {
-		chart := analysis.AccuracyByBatchSizeChart("kNN top-1 against batch size", series)
+		chart := figures.AccuracyByBatchSizeChart("kNN top-1 against batch size", series)
 		chart.References = baselineReferences(res)
 		if err := save(BatchSizePlotName, "kNN top-1 against batch size, ours and the paper's, with the baselines"+seeds, 1, chart); err != nil {
 			return nil, err
@@ -227,7 +228,7 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 		}
 	}
 	if len(npc) > 0 {
-		meanQ, cv := analysis.NPCSummaryCharts(npc)
+		meanQ, cv := figures.NPCSummaryCharts(npc)
 		for i, st := range npcStyle {
 			meanQ.Series[i].Style, cv.Series[i].Style = st, st
 		}
@@ -246,7 +247,7 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 			return nil, err
 		}
 		if ok {
-			figures = append(figures, figure{Caption: "distribution of q per batch size (the paper's Fig. 1b): " + names.names[r.cell()], Path: filepath.ToSlash(rel)})
+			made = append(made, figure{Caption: "distribution of q per batch size (the paper's Fig. 1b): " + names.names[r.cell()], Path: filepath.ToSlash(rel)})
 		}
 	}
 	if opts, ok, err := tsneOptions(ctx, out, res, names); err != nil {
@@ -256,22 +257,22 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 		if _, err := pipelines.RunTSNE(ctx, opts); err != nil {
 			return nil, fmt.Errorf("plot %s: %w", TSNEPlotName, err)
 		}
-		figures = append(figures, figure{Caption: fmt.Sprintf("t-SNE of %d test embeddings of each class (the first %d classes), coloured by class (the paper's Fig. 4c)", opts.PerClass, opts.Classes), Path: PlotsDir + "/" + TSNEPlotName})
+		made = append(made, figure{Caption: fmt.Sprintf("t-SNE of %d test embeddings of each class (the first %d classes), coloured by class (the paper's Fig. 4c)", opts.PerClass, opts.Classes), Path: PlotsDir + "/" + TSNEPlotName})
 	}
 	if panels := trendCharts(res, history, newRunSeries(res.Runs)); len(panels) > 0 {
 		if err := save(TrendPlotName, "every gated metric and the paper's accuracies by reproduction", 2, panels...); err != nil {
 			return nil, err
 		}
 	}
-	return figures, nil
+	return made, nil
 }
 
 // lossCharts draw the training loss against epoch with a panel per objective (runLabel):
 // the losses of different objectives are different quantities (DCL's can be negative) and
 // never share an axis.
-func lossCharts(res *Results, names runSeries) []analysis.Panel {
+func lossCharts(res *Results, names runSeries) []figures.Panel {
 	var order []string
-	byLabel := map[string][]analysis.Series{}
+	byLabel := map[string][]figures.Series{}
 	for _, g := range groupCells(res.Runs) {
 		x, y, yerr := meanCurve(g, func(r *RunResult) ([]float64, []float64) { return r.Curves.Epoch, r.Curves.Loss })
 		if len(x) == 0 {
@@ -283,22 +284,22 @@ func lossCharts(res *Results, names runSeries) []analysis.Panel {
 		}
 		byLabel[l] = append(byLabel[l], names.of(g.name, x, y, yerr))
 	}
-	var panels []analysis.Panel
+	var panels []figures.Panel
 	for _, l := range order {
 		series := byLabel[l]
 		if len(series) == 1 {
 			series[0].Name = "" // the title names it
 		}
-		panels = append(panels, analysis.MetricByEpochChart("Training loss: "+l, "loss", series))
+		panels = append(panels, figures.MetricByEpochChart("Training loss: "+l, "loss", series))
 	}
 	return panels
 }
 
 // knnChart is the kNN monitor's top-1 against epoch, one line per run, with the baselines'
 // kNN top-1 and the paper's figure for each run as horizontal reference lines.
-func knnChart(res *Results, names runSeries) (analysis.LineChart, bool) {
-	chart := analysis.MetricByEpochChart("kNN top-1 during training", "kNN top-1 (%)", nil)
-	chart.MinYSpan, chart.YBounds = analysis.AccuracySpan, [2]float64{0, 100}
+func knnChart(res *Results, names runSeries) (figures.LineChart, bool) {
+	chart := figures.MetricByEpochChart("kNN top-1 during training", "kNN top-1 (%)", nil)
+	chart.MinYSpan, chart.YBounds = figures.AccuracySpan, [2]float64{0, 100}
 	groups := groupCells(res.Runs)
 	for _, g := range groups {
 		x, y, yerr := meanCurve(g, func(r *RunResult) ([]float64, []float64) { return r.Curves.KNNEpoch, r.Curves.KNNTop1 })
@@ -313,7 +314,7 @@ func knnChart(res *Results, names runSeries) (analysis.LineChart, bool) {
 		r := g.runs[0]
 		if r.Paper.KNNTop1 != 0 && len(r.Curves.KNNEpoch) > 0 {
 			n := names.names[g.name]
-			chart.References = append(chart.References, analysis.Reference{Name: n + ", paper", Y: r.Paper.KNNTop1, Of: n})
+			chart.References = append(chart.References, figures.Reference{Name: n + ", paper", Y: r.Paper.KNNTop1, Of: n})
 		}
 	}
 	chart.References = append(chart.References, baselineReferences(res)...)
@@ -321,11 +322,11 @@ func knnChart(res *Results, names runSeries) (analysis.LineChart, bool) {
 }
 
 // baselineReferences are the baselines' kNN top-1, as reference lines.
-func baselineReferences(res *Results) []analysis.Reference {
-	var refs []analysis.Reference
+func baselineReferences(res *Results) []figures.Reference {
+	var refs []figures.Reference
 	for _, b := range res.Baselines {
 		if b.KNN != nil {
-			refs = append(refs, analysis.Reference{Name: b.Name + " baseline", Y: b.KNN.Top1})
+			refs = append(refs, figures.Reference{Name: b.Name + " baseline", Y: b.KNN.Top1})
 		}
 	}
 	return refs
@@ -371,23 +372,23 @@ const maxTrendTicks = 8
 
 // trendCharts draw the paper's accuracies and every gated metric against the reproductions
 // of the history (by date and code version), one line per run.
-func trendCharts(res *Results, history []Reproduction, names runSeries) []analysis.Panel {
+func trendCharts(res *Results, history []Reproduction, names runSeries) []figures.Panel {
 	if len(history) == 0 {
 		return nil
 	}
 	step := (len(history) + maxTrendTicks - 1) / maxTrendTicks
-	var ticks []analysis.XTick
+	var ticks []figures.XTick
 	for i, h := range history {
 		if i%step == 0 || i == len(history)-1 {
-			ticks = append(ticks, analysis.XTick{X: float64(i), Label: h.Time.UTC().Format("2006-01-02 15:04") + "\n" + h.CodeVersion})
+			ticks = append(ticks, figures.XTick{X: float64(i), Label: h.Time.UTC().Format("2006-01-02 15:04") + "\n" + h.CodeVersion})
 		}
 	}
-	var panels []analysis.Panel
+	var panels []figures.Panel
 	for _, m := range metrics {
 		if _, gated := res.gated(m.Name); !gated && !slices.Contains(trendMetrics, m.Name) {
 			continue
 		}
-		chart := analysis.LineChart{Title: m.Description + " by reproduction", XLabel: "reproduction (UTC date, dcl version)",
+		chart := figures.LineChart{Title: m.Description + " by reproduction", XLabel: "reproduction (UTC date, dcl version)",
 			YLabel: m.Name, XTicks: ticks}
 		for _, r := range res.Runs {
 			s := names.of(r.Config.Name, nil, nil, nil)
@@ -421,9 +422,9 @@ func (res *Results) gated(metric string) ([]GateCheck, bool) {
 // batchSizeSeries is kNN top-1 against batch size per loss (ours: each cell's mean, with
 // its seeds' standard deviation as error bars where it has several; and the paper's where it
 // has figures), when the runs cover at least two batch sizes.
-func batchSizeSeries(res *Results) []analysis.Series {
-	byLoss := map[string]*analysis.Series{}
-	paper := map[string]*analysis.Series{}
+func batchSizeSeries(res *Results) []figures.Series {
+	byLoss := map[string]*figures.Series{}
+	paper := map[string]*figures.Series{}
 	var order []string
 	batches := map[int]bool{}
 	seeded := false
@@ -435,8 +436,8 @@ func batchSizeSeries(res *Results) []analysis.Series {
 		c := g.runs[0].Config
 		l := c.Loss
 		if byLoss[l] == nil {
-			byLoss[l] = &analysis.Series{Name: lossName(l) + ", ours"}
-			paper[l] = &analysis.Series{Name: lossName(l) + ", paper"}
+			byLoss[l] = &figures.Series{Name: lossName(l) + ", ours"}
+			paper[l] = &figures.Series{Name: lossName(l) + ", paper"}
 			order = append(order, l)
 		}
 		byLoss[l].X = append(byLoss[l].X, float64(c.BatchSize))
@@ -452,7 +453,7 @@ func batchSizeSeries(res *Results) []analysis.Series {
 	if len(batches) < 2 {
 		return nil
 	}
-	var out []analysis.Series
+	var out []figures.Series
 	for _, l := range order {
 		if !seeded {
 			byLoss[l].YErr = nil
@@ -467,7 +468,7 @@ func batchSizeSeries(res *Results) []analysis.Series {
 
 // markdown renders report.md: the runs against the paper, the baselines, the NPC statistics,
 // the plots and what each stage did.
-func markdown(res *Results, figures []figure) string {
+func markdown(res *Results, made []figure) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", res.Experiment)
 	if res.Description != "" {
@@ -552,9 +553,9 @@ func markdown(res *Results, figures []figure) string {
 		b.WriteString("\n")
 	}
 	changesSection(&b, res)
-	if len(figures) > 0 {
+	if len(made) > 0 {
 		b.WriteString("## Plots\n\n")
-		for _, f := range figures {
+		for _, f := range made {
 			fmt.Fprintf(&b, "![%s](%s)\n*%s*\n\n", f.Caption, f.Path, f.Caption)
 		}
 	}

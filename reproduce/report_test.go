@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/analysis/figures"
 )
 
 // Plots name runs by their method, with the settings that tell apart runs of one method.
@@ -84,7 +85,7 @@ func TestPlotsOfASweep(t *testing.T) {
 	out := t.TempDir()
 	res := sweepResults()
 	summarise(res)
-	figures, err := writePlots(context.Background(), out, res, nil)
+	made, err := writePlots(context.Background(), out, res, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +94,11 @@ func TestPlotsOfASweep(t *testing.T) {
 		PlotsDir + "/" + KNNPlotName:       {plotWidth, plotRows},
 		PlotsDir + "/" + BatchSizePlotName: {plotWidth, plotRows},
 	}
-	if len(figures) != len(wantSize) {
-		t.Errorf("figures %+v, want %d", figures, len(wantSize))
+	if len(made) != len(wantSize) {
+		t.Errorf("figures %+v, want %d", made, len(wantSize))
 	}
-	report := markdown(res, figures)
-	for _, f := range figures {
+	report := markdown(res, made)
+	for _, f := range made {
 		size, ok := wantSize[f.Path]
 		if !ok {
 			t.Errorf("unexpected figure %s", f.Path)
@@ -139,7 +140,7 @@ func TestPlotsOfASweep(t *testing.T) {
 		t.Fatalf("%d loss panels, want one per objective (2)", len(losses))
 	}
 	for i, want := range []string{"Training loss: SimCLR (InfoNCE)", "Training loss: DCL"} {
-		if c := losses[i].(analysis.LineChart); c.Title != want || len(c.Series) != 2 {
+		if c := losses[i].(figures.LineChart); c.Title != want || len(c.Series) != 2 {
 			t.Errorf("loss panel %d: %q with %d series, want %q with the 2 runs of that objective", i, c.Title, len(c.Series), want)
 		}
 	}

@@ -253,8 +253,8 @@ func stagedPath(rel string) string { return StagingDir + "/" + rel + StagedSuffi
 
 // Commit is the pipeline's last, metadata-only step: given the entries its writers returned,
 // it checks that every listed shard is staged with the size its writer reported, removes
-// temporaries and shard files the run did not write (left by an earlier run), moves the
-// shards from the staging folder into place, and writes the manifest. Only after Commit
+// temporaries and shard files the run did not write (left by an earlier run), writes the
+// manifest, and moves the shards from the staging folder into place. Only after Commit
 // returns nil is the directory a dataset. Run again after a failure part-way (a retried
 // step), it finds the shards it already moved in place.
 func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, records int64, dead DeadLetters) (*Manifest, error) {
@@ -300,15 +300,21 @@ func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, rec
 			}
 		}
 	}
+	// The manifest is the commit record and goes before the moves: the moves are many renames,
+	// not one, and a kill among them must not leave shards in place with no manifest, which a
+	// glob such as DuckDB's would take for a whole dataset. A kill after the manifest leaves
+	// shards it lists still staged: a reader that checks the manifest (ReadManifest, Verify,
+	// the trainer's reader) refuses the folder naming the missing shard, and the same
+	// preprocess command, run again, removes the manifest first and writes it all again.
+	if err := WriteManifest(ctx, dir, m); err != nil {
+		return nil, err
+	}
 	for _, p := range moves {
 		if err := storage.Rename(ctx, storage.Join(dir, stagedPath(p)), storage.Join(dir, p)); err != nil {
 			return nil, fmt.Errorf("committing %s: %w", dir, err)
 		}
 	}
 	if err := storage.RemoveTree(ctx, storage.Join(dir, StagingDir)); err != nil {
-		return nil, err
-	}
-	if err := WriteManifest(ctx, dir, m); err != nil {
 		return nil, err
 	}
 	return m, nil

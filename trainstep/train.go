@@ -366,6 +366,9 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
 
 	log, err := openRunLog(ctx, run.Out, opts.Log, state.StepsDone)
+	if log != nil {
+		log.logger = logger
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -865,7 +868,8 @@ func (l *loop) checkpoint(ctx context.Context) (string, error) {
 // appended as it goes for a local folder; rewritten whole at each checkpoint for remote ones
 // (objects cannot be appended to).
 type runLog struct {
-	echo   io.Writer          // a copy of each line; nil: none
+	echo   io.Writer          // a copy of each line; nil: none (or no longer: its reader left)
+	logger *slog.Logger       // says once that the copy stopped
 	bar    *progress.Reporter // cleared before a copy is printed, in case both are on a terminal
 	file   *os.File           // local output
 	remote string             // remote output path
@@ -929,7 +933,12 @@ func (l *runLog) write(v any) error {
 	data = append(data, '\n')
 	if l.echo != nil {
 		l.bar.Clear()
-		_, _ = l.echo.Write(data)
+		// The copy is a courtesy (train.jsonl is the log): a reader that went away, as
+		// `| head -1` does, stops the copy, not the run.
+		if _, err := l.echo.Write(data); err != nil {
+			l.echo = nil
+			l.logger.Warn("stopped copying the log to stdout; the run goes on, and its log stays in "+LogName, "err", err)
+		}
 	}
 	if l.file != nil {
 		if _, err := l.file.Write(data); err != nil {

@@ -52,16 +52,17 @@ type beamLogFilter struct {
 }
 
 // isTranslatedJob reports whether a Beam log message is the JSON of a Dataflow job, as
-// dataflowlib.PrintJob logs it on a dry run.
+// dataflowlib.PrintJob logs it on a dry run. A portable (runner v2) job carries no steps: the
+// pipeline travels as a staged proto, so the job's type is what marks it.
 func isTranslatedJob(msg string) bool {
 	if !strings.HasPrefix(msg, "{") || !json.Valid([]byte(msg)) {
 		return false
 	}
 	var job struct {
-		Steps []json.RawMessage `json:"steps"`
-		Type  string            `json:"type"`
+		Environment json.RawMessage `json:"environment"`
+		Type        string          `json:"type"`
 	}
-	return json.Unmarshal([]byte(msg), &job) == nil && len(job.Steps) > 0 && strings.HasPrefix(job.Type, "JOB_TYPE_")
+	return json.Unmarshal([]byte(msg), &job) == nil && len(job.Environment) > 0 && strings.HasPrefix(job.Type, "JOB_TYPE_")
 }
 
 func (h *beamLogFilter) Enabled(ctx context.Context, l slog.Level) bool {

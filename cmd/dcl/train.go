@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
@@ -155,6 +157,9 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		var log io.Writer
 		if *asJSON {
 			log = out.stdout
+			// A pipe whose reader leaves (`| head -1`) must not kill the run before its
+			// checkpoint: the write fails with EPIPE instead, and the copy stops.
+			signal.Ignore(syscall.SIGPIPE)
 		}
 
 		resumeFrom := resume.from

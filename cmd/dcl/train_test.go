@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,5 +119,39 @@ func TestTrainRejectsBadCommandLines(t *testing.T) {
 	code, _, stderr := runDCL("train", "--output", t.TempDir())
 	if code != exitUsage || !strings.Contains(stderr, "--input and --output are required") {
 		t.Errorf("dcl train without --input = %d, %q", code, stderr)
+	}
+}
+
+// `dcl train --json | head -1`: the reader of stdout leaves after one line. The run must go
+// on to its checkpoint (the log's copy stops, with a warning), not die of SIGPIPE.
+func TestTrainJSONIntoAPipeClosedEarly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	data, out := t.TempDir(), t.TempDir()
+	writeTrainShards(t, data, 12, 8, 2)
+	// 1,500 steps print far more than a pipe buffers, so writes follow the reader's leaving.
+	cmd := exec.Command(os.Args[0], "train", "--input", data, "--output", out, "--model", "mlp", "--width", "4",
+		"--batch-size", "4", "--epochs", "500", "--backend", "cpu", "--checkpoint-every", "0", "--json", "--progress=off")
+	cmd.Env = append(os.Environ(), "DCL_TEST_AS_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.Contains(first, `"step":1`) {
+		t.Fatalf("first line %q: %v\n%s", first, err, stderr.String())
+	}
+	stdout.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("dcl train with its stdout closed after one line: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "stopped copying the log to stdout") || !strings.Contains(stderr.String(), "train: finished after 1500 of 1500 steps") {
+		t.Errorf("stderr lacks the warning or the summary:\n%s", stderr.String())
 	}
 }

@@ -2,14 +2,42 @@ package storage
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 )
+
+// ListDir returns the names of the files and folders directly in dir (on an object store, a
+// folder is a prefix with objects under it), temporaries included. A missing dir lists as
+// empty.
+func ListDir(ctx context.Context, dir string) ([]string, error) {
+	return run(ctx, "listing", dir, func(d driver, o *op) ([]string, error) {
+		names := []string{}
+		err := d.list(o, dir, false, func(rel string, _ bool) bool {
+			if rel != "" && !strings.Contains(rel, "/") {
+				names = append(names, rel)
+			}
+			return true
+		})
+		return names, err
+	})
+}
+
+// ListTree returns the paths, relative to dir and slash-separated, of every file under dir,
+// sorted. Temporaries are included: callers decide what to do with them. A missing
+// directory lists as empty.
+func ListTree(ctx context.Context, dir string) ([]string, error) {
+	return run(ctx, "listing", dir, func(d driver, o *op) ([]string, error) {
+		var out []string
+		err := d.list(o, dir, true, func(rel string, _ bool) bool {
+			if rel != "" && !strings.HasSuffix(rel, "/") { // not a folder's placeholder
+				out = append(out, rel)
+			}
+			return true
+		})
+		slices.Sort(out)
+		return out, err
+	})
+}
 
 // RemoveTree deletes every file under dir and, for a local dir, the folders too (object
 // stores have none to leave behind). A missing dir is not an error.
@@ -23,66 +51,33 @@ func RemoveTree(ctx context.Context, dir string) error {
 			return err
 		}
 	}
-	if Scheme(dir) == "" {
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("removing %s: %w", dir, err)
-		}
-	}
-	return nil
+	_, err = run(ctx, "removing", dir, func(d driver, o *op) (struct{}, error) {
+		return struct{}{}, d.removeFolder(o, dir)
+	})
+	return err
 }
 
-// ListTree returns the paths, relative to dir and slash-separated, of every file under dir
-// (for memfs://, up to three levels deep), sorted. Temporaries are included: callers decide
-// what to do with them. A missing local directory lists as empty.
-func ListTree(ctx context.Context, dir string) ([]string, error) {
-	var out []string
-	switch Scheme(dir) {
-	case "":
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if p == dir && errors.Is(err, os.ErrNotExist) {
-					return filepath.SkipDir
-				}
-				return err
+// RemoveTemporaries deletes the files that an interrupted Create left in dir and returns how
+// many it removed. Run it before a job writes into dir again. (Only local files are written
+// under temporary names, but a listing finds whatever another tool left on any store.)
+func RemoveTemporaries(ctx context.Context, dir string) (int, error) {
+	names, err := run(ctx, "listing temporaries in", dir, func(d driver, o *op) ([]string, error) {
+		var names []string
+		err := d.list(o, dir, false, func(rel string, folder bool) bool {
+			if !folder && isTemporary(rel) {
+				names = append(names, rel)
 			}
-			if d.IsDir() {
-				return nil
-			}
-			rel, err := filepath.Rel(dir, p)
-			if err != nil {
-				return err
-			}
-			out = append(out, filepath.ToSlash(rel))
-			return nil
+			return true
 		})
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", dir, err)
-		}
-	case "gs":
-		names, err := listGCS(ctx, dir, true)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, names...)
-	default:
-		fsys, err := filesystemFor(ctx, dir)
-		if err != nil {
-			return nil, err
-		}
-		defer fsys.Close()
-		root := strings.TrimSuffix(dir, "/") + "/"
-		for _, glob := range []string{"*", "*/*", "*/*/*"} {
-			all, err := fsys.List(ctx, root+glob)
-			if err != nil {
-				return nil, fmt.Errorf("listing %s: %w", dir, err)
-			}
-			bare := strings.TrimPrefix(root, Scheme(root)+"://")
-			for _, p := range all {
-				out = append(out, strings.TrimPrefix(strings.TrimPrefix(p, Scheme(root)+"://"), bare))
-			}
-		}
-		out = slices.Compact(slices.Sorted(slices.Values(out)))
+		return names, err
+	})
+	if err != nil {
+		return 0, err
 	}
-	slices.Sort(out)
-	return out, nil
+	for _, name := range names {
+		if err := Remove(ctx, Join(dir, name)); err != nil {
+			return 0, err
+		}
+	}
+	return len(names), nil
 }

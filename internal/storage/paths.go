@@ -3,7 +3,6 @@ package storage
 import (
 	"errors"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,12 +14,10 @@ import (
 // remote path with its slashes collapsed and no trailing slash, so that gs://b/r/,
 // gs://b//r and gs://b/r/./x/.. are all gs://b/r. Clean never fails: a local path whose
 // links cannot be resolved (a loop, a folder it may not read) keeps them.
-func Clean(p string) string {
-	if Scheme(p) != "" {
-		scheme, rest, _ := strings.Cut(p, "://")
-		rest = strings.TrimPrefix(path.Clean("/"+rest), "/")
-		return scheme + "://" + rest
-	}
+func Clean(p string) string { return syntaxOf(p).clean(p) }
+
+// cleanLocal is Clean for a local path.
+func cleanLocal(p string) string {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return filepath.Clean(p)
@@ -52,12 +49,7 @@ func Within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, separator(dir))+separator(dir))
 }
 
-func separator(p string) string {
-	if Scheme(p) == "" {
-		return string(filepath.Separator)
-	}
-	return "/"
-}
+func separator(p string) string { return syntaxOf(p).separator() }
 
 // Overlap reports whether a and b are the same place or one lies under the other.
 func Overlap(a, b string) bool { return Within(a, b) || Within(b, a) }
@@ -102,14 +94,4 @@ func FindOverlap(a, b []string) (inA, inB string, ok bool) {
 
 // Parent is the folder holding a path as Clean spells it; a root (/, gs://bucket) is its
 // own.
-func Parent(c string) string {
-	if Scheme(c) == "" {
-		return filepath.Dir(c)
-	}
-	scheme, rest, _ := strings.Cut(c, "://")
-	i := strings.LastIndex(rest, "/")
-	if i < 0 {
-		return c
-	}
-	return scheme + "://" + rest[:i]
-}
+func Parent(c string) string { return syntaxOf(c).parent(c) }

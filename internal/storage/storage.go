@@ -1,22 +1,13 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path"
-	"path/filepath"
+	"io/fs"
+	"slices"
 	"strings"
-	"syscall"
-	"time"
-
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
-	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local"
-	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/memfs" // memfs:// paths, for tests
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/gcsx"
 )
 
 // TempMarker is part of the name of every file this package writes under a temporary name.
@@ -29,6 +20,9 @@ const TempMarker = ".tmp-for-creation-"
 // the digits at the end keep it out of globs such as DuckDB's '**/*.parquet'.
 func tempPrefix(name string) string { return "." + name + TempMarker }
 
+// isTemporary reports whether the file name (the last element of a path) is a temporary.
+func isTemporary(name string) bool { return strings.Contains(name, TempMarker) }
+
 // Scheme returns the filesystem scheme of p: "gs", "memfs" or "" for a local path.
 func Scheme(p string) string {
 	if i := strings.Index(p, "://"); i > 0 {
@@ -39,29 +33,10 @@ func Scheme(p string) string {
 
 // Join joins path elements with forward slashes for remote schemes and the OS separator for
 // local paths.
-func Join(dir string, elem ...string) string {
-	if Scheme(dir) == "" {
-		return filepath.Join(append([]string{dir}, elem...)...)
-	}
-	scheme, rest, _ := strings.Cut(dir, "://")
-	return scheme + "://" + path.Join(append([]string{rest}, elem...)...)
-}
+func Join(dir string, elem ...string) string { return syntaxOf(dir).join(dir, elem...) }
 
 // Base returns the last element of p.
-func Base(p string) string {
-	if Scheme(p) == "" {
-		return filepath.Base(p)
-	}
-	return path.Base(p)
-}
-
-func filesystemFor(ctx context.Context, p string) (filesystem.Interface, error) {
-	fs, err := filesystem.New(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("filesystem for %s: %w", p, err)
-	}
-	return fs, nil
-}
+func Base(p string) string { return syntaxOf(p).base(p) }
 
 // Create writes p atomically: write receives a writer, and the file appears under p only if
 // write returns nil and the data is committed. On any error nothing is left under p and any
@@ -69,100 +44,48 @@ func filesystemFor(ctx context.Context, p string) (filesystem.Interface, error) 
 //
 // Local files are written under a temporary name in the same folder, synced, renamed and the
 // folder synced. GCS objects become visible only when their upload is finalised, so they are
-// written under their final name and an error cancels the upload instead of committing it.
+// written under their final name and an error cancels the upload instead of committing it;
+// memfs:// files are buffered and stored whole.
 func Create(ctx context.Context, p string, write func(w io.Writer) error) error {
-	switch Scheme(p) {
-	case "":
-		return createLocal(p, write)
-	case "gs":
-		return createGCS(ctx, p, write)
-	default:
-		// memfs commits whatever was written when the writer closes: buffer, then write.
-		var buf bytes.Buffer
-		if err := write(&buf); err != nil {
-			return fmt.Errorf("writing %s: %w", p, err)
-		}
-		fs, err := filesystemFor(ctx, p)
-		if err != nil {
+	d, err := driverFor(p)
+	if err != nil {
+		return err
+	}
+	o := startOp(ctx, d, "creating", p)
+	defer o.done()
+	o.arm()
+	w, err := d.newWriter(o, p)
+	o.disarm()
+	if err != nil {
+		return o.fail(err)
+	}
+	o.what = "writing"
+	if err := write(&opWriter{w: w, op: o}); err != nil {
+		o.cancel(errAborted) // first: a GCS upload whose context ended is cancelled, not committed
+		w.abort()
+		if o.worded(err) {
 			return err
 		}
-		defer fs.Close()
-		if err := filesystem.Write(ctx, fs, p, buf.Bytes()); err != nil {
-			return fmt.Errorf("writing %s: %w", p, err)
-		}
-		return nil
-	}
-}
-
-func createLocal(p string, write func(w io.Writer) error) (err error) {
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating folder for %s: %w", p, err)
-	}
-	f, err := os.CreateTemp(dir, tempPrefix(filepath.Base(p))+"*")
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", p, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := write(f); err != nil {
 		return fmt.Errorf("writing %s: %w", p, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", p, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", p, err)
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("setting mode of %s: %w", p, err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("committing %s: %w", p, err)
-	}
-	removeStaleTemporaries(dir, filepath.Base(p))
-	return syncDir(dir)
+	o.what = "committing"
+	o.arm()
+	err = w.commit()
+	o.disarm()
+	return o.fail(err)
 }
 
-// processStart tells this process's temporaries from those of processes that died: a file
-// last written before it started is not being written by it.
-var processStart = time.Now()
-
-// removeStaleTemporaries deletes the temporaries of name in dir that processes killed while
-// writing it left: the write that completes the file is the one they could not finish.
-// Temporaries written since this process started are left alone (another goroutine may be
-// writing the same file). Failing to remove one is not an error: it is litter, not data.
-func removeStaleTemporaries(dir, name string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		// Versions before tempPrefix named them NAME.tmp-for-creation-…: those go too.
-		if !strings.HasPrefix(e.Name(), tempPrefix(name)) && !strings.HasPrefix(e.Name(), name+TempMarker) {
-			continue
-		}
-		if info, err := e.Info(); err == nil && info.ModTime().Before(processStart) {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
+// opWriter is armed while a write waits for the store to take its bytes.
+type opWriter struct {
+	w  blobWriter
+	op *op
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("opening folder %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing folder %s: %w", dir, err)
-	}
-	return nil
+func (w *opWriter) Write(b []byte) (int, error) {
+	w.op.arm()
+	n, err := w.w.Write(b)
+	w.op.disarm()
+	return n, w.op.fail(err)
 }
 
 // WriteFile writes data to p atomically (see Create).
@@ -180,59 +103,50 @@ func ReadFile(ctx context.Context, p string) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
-	}
-	return data, nil
+	return io.ReadAll(r) // the reader's errors name p
 }
 
 // Open opens p for sequential reading.
 func Open(ctx context.Context, p string) (io.ReadCloser, error) {
-	switch Scheme(p) {
-	case "":
-		return openLocal(p)
-	case "gs":
-		return openGCS(ctx, p)
-	}
-	fs, err := filesystemFor(ctx, p)
+	d, err := driverFor(p)
 	if err != nil {
 		return nil, err
 	}
-	r, err := fs.OpenRead(ctx, p)
+	o := startOp(ctx, d, "opening", p)
+	o.arm()
+	r, err := d.open(o, p)
+	o.disarm()
 	if err != nil {
-		fs.Close()
-		return nil, fmt.Errorf("opening %s: %w", p, err)
+		o.done()
+		return nil, o.fail(err)
 	}
-	return &closeBoth{ReadCloser: r, fs: fs}, nil
+	o.what = "reading"
+	return &opReader{r: r, op: o}, nil
 }
 
-// openLocal opens a local file for reading, refusing what is not a file or a folder: a
-// named pipe (or a link to one) would block the open until some other process writes to
-// it, and a device would stream forever.
-func openLocal(p string) (*os.File, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", p, err)
-	}
-	if !st.Mode().IsRegular() && !st.IsDir() {
-		return nil, fmt.Errorf("opening %s: not a regular file (%s)", p, st.Mode().Type())
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", p, err)
-	}
-	return f, nil
+// opReader is armed while a read waits for bytes, which restart the wait as they come.
+type opReader struct {
+	r  io.ReadCloser
+	op *op
 }
 
-type closeBoth struct {
-	io.ReadCloser
-	fs filesystem.Interface
+func (r *opReader) Read(b []byte) (int, error) {
+	r.op.arm()
+	defer r.op.disarm()
+	n, err := r.r.Read(b)
+	if n > 0 {
+		r.op.progress()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = r.op.fail(err)
+	}
+	return n, err
 }
 
-func (c *closeBoth) Close() error {
-	err := c.ReadCloser.Close()
-	return errors.Join(err, c.fs.Close())
+func (r *opReader) Close() error {
+	err := r.r.Close()
+	r.op.done()
+	return r.op.fail(err)
 }
 
 // File is random access to a stored file, as Parquet readers need.
@@ -245,255 +159,91 @@ type File interface {
 // OpenFile opens p for random access. GCS objects are read with ranged requests; in-memory
 // files are read whole.
 func OpenFile(ctx context.Context, p string) (File, error) {
-	switch Scheme(p) {
-	case "":
-		f, err := openLocal(p)
-		if err != nil {
-			return nil, err
-		}
-		st, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("opening %s: %w", p, err)
-		}
-		return &localFile{File: f, size: st.Size()}, nil
-	case "gs":
-		return openGCSFile(ctx, p)
-	default:
-		data, err := ReadFile(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return BytesFile(data), nil
-	}
+	return run(ctx, "opening", p, func(d driver, o *op) (File, error) { return d.openFile(o, p) })
 }
 
-// BytesFile is a File over bytes held in memory (what OpenFile gives for memfs:// paths).
-func BytesFile(data []byte) File { return &memFile{Reader: bytes.NewReader(data)} }
-
-type localFile struct {
-	*os.File
+// rangedFile is random access to an object by ranged reads: each ReadAt is an operation of
+// its own, with its own wait.
+type rangedFile struct {
+	ctx  context.Context
+	d    rangeReader
+	name string
 	size int64
 }
 
-func (f *localFile) Size() int64 { return f.size }
+func (f *rangedFile) Size() int64 { return f.size }
 
-type memFile struct{ *bytes.Reader }
+// Close releases nothing: a ranged read holds no connection between calls.
+func (f *rangedFile) Close() error { return nil }
 
-func (f *memFile) Close() error { return nil }
-
-// List returns the files matching glob, sorted, leaving out temporaries (see TempMarker).
-func List(ctx context.Context, glob string) ([]string, error) {
-	all, err := listGlob(ctx, glob)
+func (f *rangedFile) ReadAt(b []byte, off int64) (int, error) {
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	n := min(int64(len(b)), f.size-off)
+	o := startOp(f.ctx, f.d, fmt.Sprintf("reading at %d", off), f.name)
+	defer o.done()
+	r, err := f.d.newRangeReader(o, f.name, off, n)
 	if err != nil {
-		return nil, err
+		return 0, o.fail(err)
 	}
-	var out []string
-	for _, p := range all {
-		if !strings.Contains(Base(p), TempMarker) {
-			out = append(out, p)
-		}
+	defer r.Close()
+	got, err := io.ReadFull(&opReader{r: io.NopCloser(r), op: o}, b[:n])
+	if err != nil {
+		return got, o.fail(err)
 	}
-	return out, nil
+	if got < len(b) {
+		return got, io.EOF
+	}
+	return got, nil
 }
 
-// listGlob returns every file matching glob, temporaries included.
-func listGlob(ctx context.Context, glob string) ([]string, error) {
-	if Scheme(glob) == "gs" {
-		return listGCSGlob(ctx, glob)
-	}
-	fs, err := filesystemFor(ctx, glob)
-	if err != nil {
-		return nil, err
-	}
-	defer fs.Close()
-	all, err := fs.List(ctx, glob)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", glob, err)
-	}
-	return all, nil
+// rangeReader is a driver that reads part of a file (for rangedFile).
+type rangeReader interface {
+	driver
+	newRangeReader(o *op, name string, off, n int64) (io.ReadCloser, error)
 }
 
 // Size returns the size of p in bytes.
 func Size(ctx context.Context, p string) (int64, error) {
-	if Scheme(p) == "gs" {
-		attrs, err := gcsAttrs(ctx, "size of", p)
-		if err != nil {
-			return 0, err
-		}
-		return attrs.Size, nil
-	}
-	fs, err := filesystemFor(ctx, p)
-	if err != nil {
-		return 0, err
-	}
-	defer fs.Close()
-	n, err := fs.Size(ctx, p)
-	if err != nil {
-		return 0, fmt.Errorf("size of %s: %w", p, err)
-	}
-	return n, nil
+	return run(ctx, "size of", p, func(d driver, o *op) (int64, error) { return d.size(o, p) })
 }
 
-// Exists reports whether p exists.
+// Exists reports whether p exists (a file, or a local folder).
 func Exists(ctx context.Context, p string) (bool, error) {
-	switch Scheme(p) {
-	case "":
-		return localExists(p)
-	case "gs":
-		return gcsExists(ctx, p)
-	default:
-		matches, err := List(ctx, p)
-		if err != nil {
-			return false, err
-		}
-		return len(matches) > 0, nil
-	}
+	return run(ctx, "checking", p, func(d driver, o *op) (bool, error) { return exists(d, o, p) })
 }
 
-// localExists reports whether the local path p exists.
-func localExists(p string) (bool, error) {
-	_, err := os.Stat(p)
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) { // ENOTDIR: a path under a file
+func exists(d driver, o *op, p string) (bool, error) {
+	_, err := d.size(o, p)
+	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("checking %s: %w", p, err)
-	}
-	return true, nil
+	return err == nil, err
 }
 
-// Present reports whether p is a file or a folder: for gs://, an object or a prefix with
-// objects under it (GCS has no folders); for memfs://, a file or one directly under p.
+// Present reports whether p is a file or a folder: on an object store (gs://, memfs://), an
+// object or a prefix with objects under it (object stores have no folders).
 func Present(ctx context.Context, p string) (bool, error) {
-	switch Scheme(p) {
-	case "":
-		return localExists(p)
-	case "gs":
-		if _, object, err := gcsx.ParseObject(p); err == nil && object != "" { // not a bucket's root
-			if ok, err := gcsExists(ctx, p); ok || err != nil {
-				return ok, err
-			}
-		}
-		return gcsHasPrefix(ctx, p)
-	default:
-		if ok, err := Exists(ctx, p); ok || err != nil {
+	return run(ctx, "checking", p, func(d driver, o *op) (bool, error) {
+		if ok, err := exists(d, o, p); ok || err != nil {
 			return ok, err
 		}
-		under, err := listGlob(ctx, Join(p, "*"))
-		return len(under) > 0, err
-	}
+		found := false
+		err := d.list(o, p, true, func(string, bool) bool { found = true; return false })
+		return found, err
+	})
 }
 
 // Remove deletes p. Removing a file that does not exist is not an error.
 func Remove(ctx context.Context, p string) error {
-	switch Scheme(p) {
-	case "":
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing %s: %w", p, err)
+	_, err := run(ctx, "removing", p, func(d driver, o *op) (struct{}, error) {
+		if err := d.remove(o, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return struct{}{}, err
 		}
-		return nil
-	case "gs":
-		return gcsRemove(ctx, p)
-	}
-	fs, err := filesystemFor(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer fs.Close()
-	rm, ok := fs.(filesystem.Remover)
-	if !ok {
-		return fmt.Errorf("removing %s: filesystem cannot remove files", p)
-	}
-	if err := rm.Remove(ctx, p); err != nil {
-		if ok, _ := Exists(ctx, p); !ok {
-			return nil
-		}
-		return fmt.Errorf("removing %s: %w", p, err)
-	}
-	return nil
-}
-
-// RemoveTemporaries deletes the files that an interrupted Create left in dir and returns how
-// many it removed. Run it before a job writes into dir again.
-func RemoveTemporaries(ctx context.Context, dir string) (int, error) {
-	if Scheme(dir) == "" {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return 0, nil
-		}
-	}
-	if Scheme(dir) == "gs" {
-		// GCS writes are never visible before they complete: nothing to clean.
-		return 0, nil
-	}
-	fs, err := filesystemFor(ctx, dir)
-	if err != nil {
-		return 0, err
-	}
-	defer fs.Close()
-	all, err := fs.List(ctx, Join(dir, "*"+TempMarker+"*"))
-	if err != nil {
-		return 0, fmt.Errorf("listing temporaries in %s: %w", dir, err)
-	}
-	for _, p := range all {
-		if err := Remove(ctx, p); err != nil {
-			return 0, err
-		}
-	}
-	return len(all), nil
-}
-
-// ListDir returns the names of the objects directly under a gs:// prefix or the entries of a
-// local folder. Beam's List takes globs; this is the plain listing the manifest checks need.
-func ListDir(ctx context.Context, dir string) ([]string, error) {
-	switch Scheme(dir) {
-	case "":
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", dir, err)
-		}
-		names := make([]string, 0, len(entries))
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		return names, nil
-	case "gs":
-		return listGCS(ctx, dir, false)
-	default:
-		all, err := List(ctx, Join(dir, "*"))
-		if err != nil {
-			return nil, err
-		}
-		names := make([]string, 0, len(all))
-		for _, p := range all {
-			names = append(names, Base(p))
-		}
-		return names, nil
-	}
-}
-
-// listGCS returns the names of the objects under the folder dir, relative to it: every object
-// below it, or only those directly in it. Folder placeholders (names ending in "/") are left
-// out.
-func listGCS(ctx context.Context, dir string, recursive bool) ([]string, error) {
-	bucket, prefix, err := gcsx.ParseObject(strings.TrimSuffix(dir, "/") + "/")
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", dir, err)
-	}
-	delim := "/"
-	if recursive {
-		delim = ""
-	}
-	var names []string
-	err = listGCSObjects(ctx, "listing", dir, bucket, prefix, delim, func(name string) {
-		if rel := strings.TrimPrefix(name, prefix); rel != "" && !strings.HasSuffix(rel, "/") {
-			names = append(names, rel)
-		}
+		return struct{}{}, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return names, nil
+	return err
 }
 
 // Rename moves the file from to the path to (both on one filesystem), replacing a file
@@ -504,25 +254,61 @@ func Rename(ctx context.Context, from, to string) error {
 	if Scheme(from) != Scheme(to) {
 		return fmt.Errorf("renaming %s to %s: not on one filesystem", from, to)
 	}
-	switch Scheme(from) {
-	case "":
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			return fmt.Errorf("renaming %s: %w", from, err)
+	_, err := run(ctx, "renaming", from, func(d driver, o *op) (struct{}, error) {
+		if err := d.rename(o, from, to); err != nil {
+			return struct{}{}, fmt.Errorf("to %s: %w", to, err)
 		}
-		if err := os.Rename(from, to); err != nil {
-			return fmt.Errorf("renaming %s to %s: %w", from, to, err)
-		}
-		return syncDir(filepath.Dir(to))
-	case "gs":
-		return gcsRename(ctx, from, to)
-	}
-	fs, err := filesystemFor(ctx, from)
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// List returns the files matching glob, sorted, leaving out temporaries (see TempMarker).
+// Every store matches globs as Beam's gcs filesystem (and the Java and Python SDKs) match
+// them: * and ? match within one path element, ** across elements, and [...] a class
+// ([!...] negated). Only files match, never folders.
+func List(ctx context.Context, glob string) ([]string, error) {
+	all, err := listGlob(ctx, glob)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer fs.Close()
-	if err := filesystem.Rename(ctx, fs, from, to); err != nil {
-		return fmt.Errorf("renaming %s to %s: %w", from, to, err)
-	}
-	return nil
+	return slices.DeleteFunc(all, func(p string) bool { return isTemporary(Base(p)) }), nil
+}
+
+// listGlob returns every file matching glob, temporaries included: it lists the folder
+// before the first metacharacter (only that folder when the rest of the glob is one element)
+// and matches what it finds.
+func listGlob(ctx context.Context, glob string) ([]string, error) {
+	return run(ctx, "listing", glob, func(d driver, o *op) ([]string, error) {
+		sep := d.syntax().separator()
+		dir, pattern := "", glob
+		meta := strings.IndexAny(glob, "*?[")
+		if meta < 0 {
+			meta = len(glob)
+		}
+		if i := strings.LastIndex(glob[:meta], sep); i >= 0 {
+			dir, pattern = glob[:i+1], glob[i+1:]
+		}
+		re, err := globRegexp(strings.ReplaceAll(pattern, sep, "/"))
+		if err != nil {
+			return nil, err
+		}
+		recursive := strings.Contains(pattern, "/") || strings.Contains(pattern, sep) || strings.Contains(pattern, "**")
+		listDir := dir
+		if len(listDir) > len(sep) {
+			listDir = strings.TrimSuffix(listDir, sep)
+		}
+		var out []string
+		err = d.list(o, listDir, recursive, func(rel string, folder bool) bool {
+			if !folder && re.MatchString(rel) {
+				out = append(out, d.syntax().child(dir, rel))
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(out)
+		return out, nil
+	})
 }

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,108 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 )
-
-// TestFilesystemConformance runs the same checks against every scheme the toolkit writes to:
-// a local folder, Beam's in-memory filesystem and a GCS emulator on loopback.
-func TestFilesystemConformance(t *testing.T) {
-	roots := map[string]func(t *testing.T) string{
-		"local": func(t *testing.T) string { return t.TempDir() },
-		"mem":   func(t *testing.T) string { return "memfs://" + strings.ReplaceAll(t.Name(), "/", "_") },
-		"gcs":   func(t *testing.T) string { return gcstest.Start(t, "conformance") + "/run" },
-	}
-	for name, root := range roots {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			dir := root(t)
-
-			p := Join(dir, "sub", "a.bin")
-			want := bytes.Repeat([]byte("0123456789"), 1000)
-			if err := WriteFile(ctx, p, want); err != nil {
-				t.Fatalf("WriteFile: %v", err)
-			}
-			got, err := ReadFile(ctx, p)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("ReadFile = %d bytes, %v; want %d bytes", len(got), err, len(want))
-			}
-			if n, err := Size(ctx, p); err != nil || n != int64(len(want)) {
-				t.Fatalf("Size = %d, %v; want %d", n, err, len(want))
-			}
-
-			f, err := OpenFile(ctx, p)
-			if err != nil {
-				t.Fatalf("OpenFile: %v", err)
-			}
-			if f.Size() != int64(len(want)) {
-				t.Errorf("File.Size = %d, want %d", f.Size(), len(want))
-			}
-			buf := make([]byte, 15)
-			if n, err := f.ReadAt(buf, 9995); n != 5 || err != io.EOF || string(buf[:5]) != "56789" {
-				t.Errorf("ReadAt past the end = %d, %v, %q; want 5, EOF, 56789", n, err, buf[:n])
-			}
-			if n, err := f.ReadAt(buf, 3); n != 15 || err != nil || string(buf) != "345678901234567" {
-				t.Errorf("ReadAt = %d, %v, %q", n, err, buf)
-			}
-			f.Close()
-
-			// A failed write leaves the earlier file as it was and adds nothing.
-			boom := errors.New("boom")
-			err = Create(ctx, p, func(w io.Writer) error {
-				w.Write([]byte("partial"))
-				return boom
-			})
-			if !errors.Is(err, boom) {
-				t.Fatalf("Create with a failing writer = %v, want boom", err)
-			}
-			if got, _ := ReadFile(ctx, p); !bytes.Equal(got, want) {
-				t.Errorf("a failed Create changed the existing file to %q", truncate(got))
-			}
-			fresh := Join(dir, "sub", "never.bin")
-			_ = Create(ctx, fresh, func(w io.Writer) error {
-				w.Write([]byte("partial"))
-				return boom
-			})
-			if ok, err := Exists(ctx, fresh); ok || err != nil {
-				t.Errorf("Exists(%s) after a failed Create = %v, %v; want false", fresh, ok, err)
-			}
-
-			if err := WriteFile(ctx, Join(dir, "sub", "b.bin"), []byte("b")); err != nil {
-				t.Fatal(err)
-			}
-			listed, err := List(ctx, Join(dir, "sub", "*.bin"))
-			if err != nil {
-				t.Fatalf("List: %v", err)
-			}
-			names := baseNames(listed)
-			if !slices.Equal(names, []string{"a.bin", "b.bin"}) {
-				t.Errorf("List = %v, want [a.bin b.bin]", names)
-			}
-			entries, err := ListDir(ctx, Join(dir, "sub"))
-			if err != nil {
-				t.Fatalf("ListDir: %v", err)
-			}
-			slices.Sort(entries)
-			if !slices.Equal(entries, []string{"a.bin", "b.bin"}) {
-				t.Errorf("ListDir = %v, want [a.bin b.bin]", entries)
-			}
-
-			if err := Remove(ctx, p); err != nil {
-				t.Fatalf("Remove: %v", err)
-			}
-			if ok, _ := Exists(ctx, p); ok {
-				t.Errorf("%s exists after Remove", p)
-			}
-			if err := Remove(ctx, p); err != nil {
-				t.Errorf("removing a missing file = %v, want nil", err)
-			}
-			if _, err := ReadFile(ctx, p); err == nil || !strings.Contains(err.Error(), "a.bin") {
-				t.Errorf("reading a missing file = %v, want an error naming it", err)
-			}
-		})
-	}
-}
 
 // A crash between creating the temporary file and renaming it leaves a temporary behind:
 // readers must not list it and RemoveTemporaries must delete it.
@@ -292,30 +190,6 @@ func TestWriteRemovesWhatKilledWritesOfTheFileLeft(t *testing.T) {
 	for f, want := range map[string]bool{stale: false, staleOldName: false, live: true, other: true} {
 		if _, err := os.Stat(f); (err == nil) != want {
 			t.Errorf("%s: present %v, want %v", filepath.Base(f), err == nil, want)
-		}
-	}
-}
-
-func TestPresent(t *testing.T) {
-	ctx := context.Background()
-	roots := map[string]string{"local": t.TempDir(), "mem": "memfs://present", "gcs": gcstest.Start(t, "present")}
-	for name, root := range roots {
-		if err := WriteFile(ctx, Join(root, "d", "e", "f.bin"), []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		for _, tt := range []struct {
-			give string
-			want bool
-		}{
-			{root, true}, {Join(root, "d"), true}, {Join(root, "d", "e", "f.bin"), true},
-			{Join(root, "nothing"), false}, {Join(root, "d", "e", "f"), false},
-		} {
-			if name == "mem" && (tt.give == root || tt.give == Join(root, "d")) {
-				continue // memfs lists one level under a folder only
-			}
-			if got, err := Present(ctx, tt.give); got != tt.want || err != nil {
-				t.Errorf("%s: Present(%s) = %v, %v; want %v", name, tt.give, got, err, tt.want)
-			}
 		}
 	}
 }

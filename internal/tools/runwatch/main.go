@@ -68,8 +68,9 @@ func run(args []string, label string, every time.Duration, gotest, packages bool
 	}
 	// Ctrl-C reaches the command too (same process group); runwatch waits for it to end.
 	signal.Ignore(os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
+	done, ticking := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(ticking)
 		t := time.NewTicker(every / 4)
 		defer t.Stop()
 		for {
@@ -88,6 +89,7 @@ func run(args []string, label string, every time.Duration, gotest, packages bool
 	<-streams
 	err = cmd.Wait()
 	close(done)
+	<-ticking // no tick may print after the command's last line
 	code := 0
 	if exit, ok := err.(*exec.ExitError); ok {
 		code = exit.ExitCode()

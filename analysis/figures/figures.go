@@ -1,4 +1,11 @@
-package analysis
+// Package figures draws the reports' PNG plots with gonum/plot, apart from the evaluation math
+// of package analysis that they show. WritePNG/SavePNG draw LineChart, HistogramChart and
+// ScatterChart panels in a grid, in Okabe and Ito's colour-blind-safe palette, with each
+// legend beside its chart (Outside) unless a chart asks for a corner; a LineChart's
+// References are horizontal lines (baselines, the paper's figures). NPCSummaryCharts and
+// NPCDistributionChart are the paper's Fig. 1(a) and (b), MetricByEpochChart and
+// AccuracyByBatchSizeChart the reproduction's usual plots, ScatterChart its t-SNE (Fig. 4c).
+package figures
 
 import (
 	"context"
@@ -19,6 +26,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
@@ -121,7 +129,7 @@ func seriesDashes(i int) []vg.Length { return plotutil.Dashes(i / len(palette)) 
 type HistogramChart struct {
 	Title, XLabel string
 	Names         []string
-	Histograms    []Histogram
+	Histograms    []analysis.Histogram
 	Legend        Corner
 }
 
@@ -491,7 +499,7 @@ func (hc HistogramChart) build() (*plot.Plot, error) {
 
 // NPCSummaryCharts are the panels of the paper's Fig. 1(a): mean q and its coefficient of
 // variation C_v = σ/μ against batch size, one line per report.
-func NPCSummaryCharts(reports []NPCReport) (meanQ, cv LineChart) {
+func NPCSummaryCharts(reports []analysis.NPCReport) (meanQ, cv LineChart) {
 	meanQ = LineChart{Title: "NPC multiplier", XLabel: "batch size", YLabel: "mean q", LogX: true, YMin: Float(0), YMax: Float(1)}
 	cv = LineChart{Title: "Coefficient of variation", XLabel: "batch size", YLabel: "C_v = σ/μ of q", LogX: true, YMin: Float(0)}
 	for _, r := range reports {
@@ -507,7 +515,7 @@ func NPCSummaryCharts(reports []NPCReport) (meanQ, cv LineChart) {
 
 // NPCDistributionChart is the paper's Fig. 1(b) for one report: the distribution of q for
 // each batch size, overlaid.
-func NPCDistributionChart(r NPCReport) HistogramChart {
+func NPCDistributionChart(r analysis.NPCReport) HistogramChart {
 	h := HistogramChart{Title: "Distribution of q: " + r.Name, XLabel: "NPC multiplier q"}
 	for _, s := range r.Stats {
 		h.Names = append(h.Names, "batch "+strconv.Itoa(s.BatchSize))
