@@ -71,8 +71,14 @@ type PreprocessOptions struct {
 	// preset (Eval, preset "none") writes single-view shards: one centred view per image.
 	Augment augment.Config
 	// Passes is E, the number of augmented passes; each writes one row per image. It must
-	// be 1 for evaluation shards.
+	// be 1 for evaluation shards and base shards (Online).
 	Passes int
+	// Online writes base shards (`--views=online`): each image once, in the form views are
+	// cut from (shards.Config.Online), for the trainer to make every epoch's views on the fly.
+	Online bool
+	// MaxSide, when positive, shrinks images whose longer side is larger before any view is
+	// cut (shards.Config.MaxSide), in both modes.
+	MaxSide int
 	// Seed seeds the augmentations and the placement of rows in shards.
 	Seed uint64
 	// Parts is the number of shards per pass; 0 chooses it from the size of the output
@@ -144,6 +150,25 @@ func DefaultParts(records int64, cfg shards.Config) int {
 	return max(1, min(parts, int(records), 99999))
 }
 
+// DefaultGroupRows is the number of rows per row group: the rows whose stored views fill
+// shards.DefaultRowGroupBytes, counted as the writer counts bytes (whole batches of
+// shards.DefaultBatchBytes), so that raw views are cut where a writer cutting by bytes cuts
+// them; encoded views are estimated as DefaultParts estimates them. It depends on the views
+// only, so stored passes and base shards of the same views share it.
+func DefaultGroupRows(cfg shards.Config) int {
+	row := float64(cfg.Height * cfg.Width * cfg.Channels * cfg.Views)
+	switch cfg.Encoding {
+	case shards.JPEG:
+		row /= 5
+	case shards.PNG:
+		row /= 2
+	}
+	b := max(1, int(row))
+	batch := (shards.DefaultBatchBytes + b - 1) / b
+	batches := (shards.DefaultRowGroupBytes + batch*b - 1) / (batch * b)
+	return batch * batches
+}
+
 // PlanPreprocess checks the options, plans the split (datasets.MakePlan: listings and
 // headers only) and fixes the shards' configuration. Its errors are the user's to fix.
 func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, error) {
@@ -162,6 +187,12 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 	}
 	if o.Passes < 1 {
 		return nil, fmt.Errorf("passes = %d: want at least 1", o.Passes)
+	}
+	if o.Online && (o.Augment.Eval || o.Passes != 1) {
+		return nil, fmt.Errorf("online views are made by the trainer from one base pass: they need an augmentation preset (not %s) and no stored passes (got %d)", o.Augment.Preset, o.Passes)
+	}
+	if o.MaxSide < 0 {
+		return nil, fmt.Errorf("max side %d: want 0 (keep images as published) or more", o.MaxSide)
 	}
 	if o.Parts < 0 || o.Parts > 99999 {
 		return nil, fmt.Errorf("shards per pass = %d: want 1 to 99999, or 0 to choose from the dataset's size", o.Parts)
@@ -221,7 +252,7 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 		Dataset: spec.Dataset, Split: spec.Split, Preset: o.Augment.Preset, Augment: augJSON,
 		Seed: o.Seed, Passes: o.Passes, Parts: o.Parts, Views: views, Encoding: enc,
 		Height: o.Augment.Size, Width: o.Augment.Size, Channels: channels,
-		CodeVersion: version, SourceChecksum: pendingChecksum, Classes: plan.Classes,
+		CodeVersion: version, SourceChecksum: pendingChecksum, Classes: plan.Classes, MaxSide: o.MaxSide,
 	}
 	// The manifest names every file or folder the split reads (their digests come with the
 	// records), so that a reproduction can tell that its test split shares no image with
@@ -232,9 +263,17 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 	if cfg.Preset == "" {
 		return nil, errors.New("augmentation config names no preset")
 	}
+	// The layout (shards per pass, rows per row group) is that of the stored views, in both
+	// modes, so that base shards are read in the order of the passes they stand for.
 	if cfg.Parts == 0 {
 		cfg.Parts = DefaultParts(plan.Records, cfg)
 	}
+	if o.Online || cfg.Encoding != shards.Raw {
+		// Raw views have a fixed size, and a writer cutting by bytes cuts them every
+		// DefaultGroupRows rows already: their configuration stays what it always was.
+		cfg.GroupRows = DefaultGroupRows(cfg)
+	}
+	cfg.Online = o.Online
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -303,8 +342,12 @@ func (r *PreprocessResult) Summary(dir string) string {
 		return fmt.Sprintf("the job was submitted and runs on its own; %s will hold manifest.json when it succeeds", dir)
 	}
 	m := r.Manifest
-	return fmt.Sprintf("%s %s: %d records → %d rows (%d views) in %d shards, %s, %d dead letters, wall %s → %s",
-		m.Config.Dataset, m.Config.Split, m.Records, m.Rows, m.Views(), len(m.Shards), humanBytes(m.Bytes),
+	views := fmt.Sprintf("%d views", m.Views())
+	if m.Config.Online {
+		views = "base images: the trainer makes the views"
+	}
+	return fmt.Sprintf("%s %s: %d records → %d rows (%s) in %d shards, %s, %d dead letters, wall %s → %s",
+		m.Config.Dataset, m.Config.Split, m.Records, m.Rows, views, len(m.Shards), humanBytes(m.Bytes),
 		m.DeadLetters.Count, r.Wall.Round(time.Millisecond), dir)
 }
 

@@ -136,7 +136,7 @@ func plainPreprocess(ctx context.Context, o PreprocessOptions) error {
 		}
 		parts := make([][]placed, cfg.Parts)
 		for i := range recs {
-			part, order := shards.Place(cfg.Seed, pass, recs[i].Key, cfg.Parts)
+			part, order := shards.Place(cfg.Seed, recs[i].Key, cfg.Parts)
 			parts[part] = append(parts[part], placed{order, &recs[i]})
 		}
 		for part, list := range parts {

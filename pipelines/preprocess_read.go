@@ -254,9 +254,9 @@ func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(i
 				rf.Offset = r.Offset
 			}
 		}
+		part, order := shards.Place(f.Seed, r.Key, f.Parts)
+		rf.Order = order
 		for pass := range f.Passes {
-			part, order := shards.Place(f.Seed, pass, r.Key, f.Parts)
-			rf.Order = order
 			shard := pass*f.Parts + part
 			batches[shard] = append(batches[shard], rf)
 			if len(batches[shard]) == maxBatchRefs {

@@ -68,7 +68,7 @@ func TestPreprocessCIFARWritesEveryRowAsAugmentDoes(t *testing.T) {
 			if _, err := fmt.Sscanf(r.Key, "train/%06d", &idx); err != nil || int64(idx) != r.Index {
 				t.Fatalf("%s row %d: key %q, index %d", s.Path, i, r.Key, r.Index)
 			}
-			part, order := shards.Place(o.Seed, int(r.Pass), r.Key, o.Parts)
+			part, order := shards.Place(o.Seed, r.Key, o.Parts)
 			if part != s.Part || int(r.Pass) != s.Pass {
 				t.Errorf("%s holds %s of pass %d, which Place puts in part %d", s.Path, r.Key, r.Pass, part)
 			}

@@ -109,7 +109,7 @@ func (f *writePartFn) ProcessElement(ctx context.Context, shard int, batches fun
 	id := shards.ShardID{Pass: shard / cfg.Parts, Part: shard % cfg.Parts, Parts: cfg.Parts}
 	slices.SortFunc(refs, func(a, b ref) int { return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.Index, b.Index)) })
 
-	if err := f.ensureMakers(aug); err != nil {
+	if err := f.ensureMakers(&cfg, aug); err != nil {
 		return err
 	}
 	// The tars this shard reads members of stay open while it is written.
@@ -155,19 +155,25 @@ func decodeConfig(js string) (shards.Config, augment.Config, error) {
 	return cfg, aug, nil
 }
 
-// ensureMakers gives the DoFn one rowMaker per core, kept across elements.
-func (f *writePartFn) ensureMakers(aug augment.Config) error {
+// ensureMakers gives the DoFn one rowMaker per core for the shard's configuration.
+func (f *writePartFn) ensureMakers(cfg *shards.Config, aug augment.Config) error {
 	n := runtime.GOMAXPROCS(0)
-	if len(f.makers) == n && f.makers[0].aug.Config() == aug {
-		return nil
+	if len(f.makers) != n || f.makers[0].aug.Config() != aug {
+		f.makers = f.makers[:0]
+		for range n {
+			a, err := augment.New(aug)
+			if err != nil {
+				return err
+			}
+			f.makers = append(f.makers, &rowMaker{aug: a})
+		}
 	}
-	f.makers = f.makers[:0]
-	for range n {
-		a, err := augment.New(aug)
+	for _, m := range f.makers {
+		b, err := shards.NewBaseMaker(cfg)
 		if err != nil {
 			return err
 		}
-		f.makers = append(f.makers, &rowMaker{aug: a})
+		m.base = b
 	}
 	return nil
 }
@@ -195,12 +201,14 @@ func fixedRecordBytes(kind string) int {
 	return 0
 }
 
-// source is a record ready to augment.
+// source is a record ready to augment: decoded pixels, or an image file's bytes.
 type source struct {
-	key   string
-	index int64
-	label int
-	img   transforms.Image
+	key     string
+	index   int64
+	label   int
+	img     transforms.Image
+	encoded []byte
+	limits  datasets.Limits
 }
 
 // partWriter writes the rows of one shard.
@@ -342,30 +350,90 @@ func (p *partWriter) make(m *rowMaker, r ref, fixed map[int64]datasets.Record) m
 		if err != nil {
 			return made{err: err}
 		}
-		img, release, err := datasets.DecodeHeld(data, "", u.Limits)
-		defer release() // the image counts in the process's decode budget until its row is made
-		if err != nil {
-			return made{dead: &shards.DeadLetter{Source: r.Source, Position: r.Offset, Key: r.Key, Reason: err.Error()}}
-		}
-		src = source{key: r.Key, index: r.Index, label: int(r.Label), img: img}
+		src = source{key: r.Key, index: r.Index, label: int(r.Label), encoded: data, limits: u.Limits}
 	}
 	row, err := m.row(p.cfg, p.pass, src)
+	var bad *badImage
+	if errors.As(err, &bad) {
+		return made{dead: &shards.DeadLetter{Source: r.Source, Position: r.Offset, Key: r.Key, Reason: bad.err.Error()}}
+	}
 	if err != nil {
 		return made{err: err}
 	}
 	return made{row: row}
 }
 
-// rowMaker turns a source image into a row: channel conversion, the views, their encoding.
+// badImage is an image file that does not decode: a dead letter, not a failure.
+type badImage struct{ err error }
+
+func (b *badImage) Error() string { return b.err.Error() }
+
+// rowMaker turns a source image into a row: its base image (shards.BaseMaker: the image every
+// view is cut from, the same in base shards and in stored passes), and either the stored
+// base (base shards) or the views and their encoding.
 type rowMaker struct {
-	aug  *augment.Augmenter
-	view transforms.Image
+	aug          *augment.Augmenter
+	base         *shards.BaseMaker
+	view         transforms.Image
+	dst, scratch transforms.Image
+}
+
+// baseOf returns the image src's views are cut from and how base shards store it. Published
+// files that are their own base (shards.Config.KeepsFile) are decoded from their bytes as a
+// reader of base shards decodes them; shrunk images stored lossily (JPEG) are decoded from
+// the stored bytes, so that the views of both kinds of dataset come from the same pixels.
+//
+// A decoded source image counts in the process's decode budget (datasets.DecodeHeld) until
+// release, always non-nil, is called: once its row is made.
+func (m *rowMaker) baseOf(cfg *shards.Config, src source) (img transforms.Image, enc shards.Encoding, stored []byte, release func(), err error) {
+	release = func() {}
+	if src.encoded != nil {
+		h, err := datasets.DecodeHeader(src.encoded, "", src.limits)
+		if err != nil {
+			return img, "", nil, release, &badImage{err}
+		}
+		if cfg.KeepsFile(h.Format, h.Height, h.Width) {
+			enc = shards.Encoding(h.Format)
+			img, err = shards.DecodeBase(src.encoded, enc, h.Height, h.Width, cfg.Channels, &m.dst, &m.scratch)
+			if err != nil {
+				return img, "", nil, release, &badImage{err}
+			}
+			return img, enc, src.encoded, release, nil
+		}
+		if src.img, release, err = datasets.DecodeHeld(src.encoded, "", src.limits); err != nil {
+			return img, "", nil, release, &badImage{err}
+		}
+	}
+	img, shrunk, err := m.base.Shrink(toChannels(src.img, cfg.Channels))
+	if err != nil {
+		return img, "", nil, release, fmt.Errorf("record %s: %w", src.key, err)
+	}
+	if !cfg.Online && !(shrunk && cfg.Encoding == shards.JPEG) {
+		return img, shards.Raw, nil, release, nil // views are cut from the pixels themselves
+	}
+	if enc, stored, err = m.base.Encode(img, shrunk); err != nil {
+		return img, "", nil, release, fmt.Errorf("record %s: %w", src.key, err)
+	}
+	if enc == shards.JPEG { // lossy: cut the views from what a reader will decode
+		if img, err = shards.DecodeBase(stored, enc, img.H, img.W, cfg.Channels, &m.dst, &m.scratch); err != nil {
+			return img, "", nil, release, fmt.Errorf("record %s: %w", src.key, err)
+		}
+	}
+	return img, enc, stored, release, nil
 }
 
 func (m *rowMaker) row(cfg *shards.Config, pass int, src source) (shards.Row, error) {
-	img := toChannels(src.img, cfg.Channels)
+	img, enc, stored, release, err := m.baseOf(cfg, src)
+	defer release()
+	if err != nil {
+		return shards.Row{}, err
+	}
 	row := shards.Row{Key: src.key, Index: src.index, Label: int32(src.label), Pass: int32(pass),
 		Height: int32(cfg.Height), Width: int32(cfg.Width), Channels: int32(cfg.Channels), Encoding: string(cfg.Encoding)}
+	if cfg.Online {
+		row.View1, row.Height, row.Width, row.Encoding = stored, int32(img.H), int32(img.W), string(enc)
+		return row, nil
+	}
 	for v := range cfg.Views {
 		if err := m.aug.ViewInto(&m.view, img, cfg.Seed, src.key, pass, v); err != nil {
 			return row, err
@@ -524,24 +592,5 @@ func (o *openFiles) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// toChannels converts an image to c channels: grey to RGB by copying the grey level, RGB to
-// grey with ITU-R 601-2 luma as Pillow computes it (L = (19595 R + 38470 G + 7471 B + 2^15) >> 16).
-func toChannels(m transforms.Image, c int) transforms.Image {
-	if m.C == c {
-		return m
-	}
-	out := transforms.NewImage(m.H, m.W, c)
-	n := m.H * m.W
-	if c == 3 {
-		for i := range n {
-			v := m.Pix[i]
-			out.Pix[3*i], out.Pix[3*i+1], out.Pix[3*i+2] = v, v, v
-		}
-		return out
-	}
-	for i := range n {
-		r, g, b := uint32(m.Pix[3*i]), uint32(m.Pix[3*i+1]), uint32(m.Pix[3*i+2])
-		out.Pix[i] = uint8((19595*r + 38470*g + 7471*b + 1<<15) >> 16)
-	}
-	return out
-}
+// toChannels converts an image to c channels (transforms.ToChannels).
+func toChannels(m transforms.Image, c int) transforms.Image { return transforms.ToChannels(m, c) }

@@ -91,8 +91,14 @@ func (d DatasetConfig) SplitInput(split string) string {
 
 // PreprocessConfig is how the shards are made.
 type PreprocessConfig struct {
-	Augment  string `yaml:"augment" json:"augment,omitempty"`   // simclr-cifar, simclr-imagenet, byol
-	Passes   int    `yaml:"passes" json:"passes,omitempty"`     // augmented passes E; epoch e reads pass e mod E
+	Augment string `yaml:"augment" json:"augment,omitempty"` // simclr-cifar, simclr-imagenet, byol
+	Passes  int    `yaml:"passes" json:"passes,omitempty"`   // augmented passes E; epoch e reads pass e mod E
+	// Views is where the pretraining views are made: "offline" (the default: Passes stored
+	// passes) or "online" (base shards, each image once; the trainer makes every epoch's
+	// views as it reads, the bytes pass e would hold). MaxSide shrinks larger images first
+	// (dcl preprocess --max-side).
+	Views    string `yaml:"views" json:"views,omitempty"`
+	MaxSide  int    `yaml:"max_side" json:"max_side,omitempty"`
 	Seed     uint64 `yaml:"seed" json:"seed,omitempty"`         // augmentation seed
 	Encoding string `yaml:"encoding" json:"encoding,omitempty"` // raw, png or jpeg (default: raw up to 96 px, jpeg above)
 	Shards   int    `yaml:"shards" json:"shards,omitempty"`     // shards per pass (0: chosen from the dataset size)
@@ -550,7 +556,15 @@ func (c *Config) validate() error {
 		check(slices.Contains(RecipeSettings, k), "departures.%s: not a setting of the recipe (want one of %s)", k, strings.Join(RecipeSettings, ", "))
 		check(strings.TrimSpace(c.Departures[k]) != "", "departures.%s: say where and why the experiment departs", k)
 	}
-	check(c.Preprocess.Passes > 0, "preprocess.passes %d: must be at least 1", c.Preprocess.Passes)
+	switch c.Preprocess.Views {
+	case "", "offline":
+		check(c.Preprocess.Passes > 0, "preprocess.passes %d: must be at least 1", c.Preprocess.Passes)
+	case "online":
+		check(c.Preprocess.Passes == 0, "preprocess.views online stores no passes (the trainer makes a fresh one every epoch): drop preprocess.passes")
+	default:
+		check(false, "preprocess.views %q: want offline or online", c.Preprocess.Views)
+	}
+	check(c.Preprocess.MaxSide >= 0, "preprocess.max_side %d: must not be negative", c.Preprocess.MaxSide)
 	check(slices.Contains([]string{"", "raw", "png", "jpeg"}, c.Preprocess.Encoding), "preprocess.encoding %q: want raw, png or jpeg", c.Preprocess.Encoding)
 	check(len(c.Runs) > 0, "train: no runs (give train.runs or train.sweep)")
 	seen, cells := map[string]bool{}, map[string]bool{}

@@ -486,8 +486,12 @@ func markdown(res *Results, made []figure) string {
 	if d.EvalLimit > 0 {
 		fmt.Fprintf(&b, ", first %d images of each evaluation split", d.EvalLimit)
 	}
-	fmt.Fprintf(&b, "; tested on %s). Augmentation %s, %d augmented pass(es), seed %d.\n\n",
-		cmp.Or(d.TestSplit, "test"), res.Preprocess.Augment, res.Preprocess.Passes, res.Preprocess.Seed)
+	views := fmt.Sprintf("%d augmented pass(es)", res.Preprocess.Passes)
+	if res.Preprocess.Views == "online" {
+		views = "fresh views every epoch, made by the trainer"
+	}
+	fmt.Fprintf(&b, "; tested on %s). Augmentation %s, %s, seed %d.\n\n",
+		cmp.Or(d.TestSplit, "test"), res.Preprocess.Augment, views, res.Preprocess.Seed)
 	if k := res.Evaluate.KNN; k != nil {
 		fmt.Fprintf(&b, "kNN: k = %d, T = %g, cosine similarity on %s features. ", k.K, k.Temperature, cmp.Or(res.Evaluate.Feature, "backbone"))
 	}

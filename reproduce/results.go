@@ -61,6 +61,8 @@ type StageRecord struct {
 	Skipped bool   `json:"skipped,omitempty"`
 	Wall    string `json:"wall,omitempty"`
 	Reason  string `json:"reason,omitempty"`
+	// Writes is about how many bytes the stage would write (--plan; 0: not estimated).
+	Writes int64 `json:"writes,omitempty"`
 }
 
 // Evaluation holds the evaluations of one encoder (nil where the config asks for none).

@@ -313,15 +313,17 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		return dataGen{}, err
 	}
 	sets := []*dataSet{
-		{role: "pretrain", split: cmp.Or(d.PretrainSplit, "train"), dir: r.pretrainDir(), aug: pretrain, passes: r.cfg.Preprocess.Passes, limit: d.Limit},
+		{role: "pretrain", split: cmp.Or(d.PretrainSplit, "train"), dir: r.pretrainDir(), aug: pretrain, passes: max(1, r.cfg.Preprocess.Passes), limit: d.Limit,
+			online: r.cfg.Preprocess.Views == "online"},
 		{role: "eval-train", split: cmp.Or(d.TrainSplit, "train"), dir: r.evalTrainDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 		{role: "eval-test", split: cmp.Or(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 	}
 	for _, ds := range sets {
 		ds.job, err = pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
 			Spec:   datasets.Spec{Dataset: d.Name, Input: d.SplitInput(ds.split), Split: ds.split},
-			Output: ds.dir, Augment: ds.aug, Passes: ds.passes, Seed: r.cfg.Preprocess.Seed,
-			Parts: r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
+			Output: ds.dir, Augment: ds.aug, Passes: ds.passes, Seed: r.cfg.Preprocess.Seed, MaxSide: r.cfg.Preprocess.MaxSide,
+			Online: ds.online,
+			Parts:  r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
 			Progress: r.opts.Progress,
 		})
 		if err != nil {
@@ -339,7 +341,13 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	var data dataGen
 	for _, ds := range sets {
 		job := ds.job
-		g, err := r.stage(ctx, stageSpec{kind: StagePreprocess, name: "preprocess " + ds.role,
+		var writes int64
+		if r.plan {
+			if writes, err = job.StorageEstimate(ctx); err != nil {
+				return dataGen{}, fmt.Errorf("preprocess %s: %w", ds.role, err)
+			}
+		}
+		g, err := r.stage(ctx, stageSpec{kind: StagePreprocess, name: "preprocess " + ds.role, writes: writes,
 			done: func() (outcome, error) { return r.sameDataset(ctx, ds.dir, job.Config) },
 			do: func() error {
 				// Whatever is in the folder is this run directory's own: a partial output
@@ -401,6 +409,7 @@ type dataSet struct {
 	role, split, dir string
 	aug              augment.Config
 	passes, limit    int
+	online           bool // base shards: the trainer makes the views (preprocess.views online)
 	job              *pipelines.PreprocessJob
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"math/rand/v2"
@@ -338,6 +339,45 @@ func TestEveryStageShowsProgress(t *testing.T) {
 		"embed: ", "knn: ", "linear: 5/5 epochs (100%)", "npc: "} {
 		if !strings.Contains(shown.String(), want) {
 			t.Errorf("no progress line %q:\n%s", want, shown.String())
+		}
+	}
+}
+
+// TestOnlineViewsGiveTheStoredPassesResults: the same experiment with its views made by the
+// trainer (preprocess.views online) and with them stored (2 passes for 2 epochs) reports the
+// same figures, to the last bit: losses, kNN, linear and NPC of every run.
+func TestOnlineViewsGiveTheStoredPassesResults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the tiny experiment twice")
+	}
+	input := t.TempDir()
+	writeBarsIDX(t, input)
+	ctx := context.Background()
+	small := func(s string) string { // the baselines do not depend on the views
+		return strings.Replace(s, "  baselines: [raw-pixels, random-init]\n", "", 1)
+	}
+	stored, err := Run(ctx, parseTiny(t, input, small), Options{Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	online, err := Run(ctx, parseTiny(t, input, func(s string) string {
+		return strings.Replace(small(s), "passes: 2,", "views: online,", 1)
+	}), Options{Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.Runs) != 2 || len(online.Runs) != len(stored.Runs) {
+		t.Fatalf("%d runs stored, %d online", len(stored.Runs), len(online.Runs))
+	}
+	for i, s := range stored.Runs {
+		o := online.Runs[i]
+		if o.Train == nil || s.Train == nil || o.KNN == nil || o.Linear == nil || o.NPC == nil {
+			t.Fatalf("run %s lacks a result", s.Config.Name)
+		}
+		if o.Train.Loss != s.Train.Loss || o.KNN.Top1 != s.KNN.Top1 || o.Linear.Top1 != s.Linear.Top1 ||
+			fmt.Sprint(o.Curves) != fmt.Sprint(s.Curves) || fmt.Sprint(o.NPC.Stats) != fmt.Sprint(s.NPC.Stats) {
+			t.Errorf("run %s: online views give loss %v, kNN %v, linear %v, curves %+v; stored passes %v, %v, %v, %+v",
+				s.Config.Name, o.Train.Loss, o.KNN.Top1, o.Linear.Top1, o.Curves, s.Train.Loss, s.KNN.Top1, s.Linear.Top1, s.Curves)
 		}
 	}
 }

@@ -147,6 +147,8 @@ type stageSpec struct {
 	// images, when set, is called after do: the images the stage processed (through the
 	// encoder, or classified), for its rate in the stage times (StageTime).
 	images func() int64
+	// writes is about how many bytes the stage writes (0: not estimated), for --plan.
+	writes int64
 	// A finished stage whose output was removed since (to save disk, or on another machine
 	// that continues from the run directory's small files) is handled by these, where set:
 	// needed reports whether a stage that reads the output must still run (no: the stage is
@@ -199,7 +201,7 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 	seq := r.ledger.Seq
 	r.ranNow[gen(seq)] = s.name
 	if r.plan {
-		r.stages = append(r.stages, StageRecord{Name: s.name, Reason: reason})
+		r.stages = append(r.stages, StageRecord{Name: s.name, Reason: reason, Writes: s.writes})
 		return gen(seq), nil
 	}
 	r.log.Info("stage starts", "stage", s.name, "why", reason)

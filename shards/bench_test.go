@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 	"github.com/dcl-beam/dcl-beam/transforms"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
 )
 
 // benchKind is one of the two shapes the design cares about: CIFAR-sized raw pairs and
@@ -260,6 +263,176 @@ func BenchmarkReaderPeakHeap(b *testing.B) {
 				b.ReportMetric(float64(info.Bytes)/(1<<20), "dataset-MiB")
 			}
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+		})
+	}
+}
+
+// onlineKind is a dataset of base shards for BenchmarkReaderViews: what the reader decodes
+// and cuts two views from, against reading the same views stored (the stored benchKind).
+type onlineKind struct {
+	name       string
+	preset     string
+	size       int // view side
+	rows       int
+	shortRows  int
+	batch      int
+	stored     benchKind
+	makeImages func(b *testing.B) []Row // 16 distinct base rows
+}
+
+func (k onlineKind) config(b *testing.B, enc Encoding) Config {
+	aug, err := augment.Preset(k.preset, k.size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	js, err := json.Marshal(aug)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return Config{
+		Dataset: "bench", Split: "train", Preset: k.preset, Augment: js, Passes: 1, Parts: 1, Views: 2, Encoding: enc,
+		Height: k.size, Width: k.size, Channels: 3, Online: true, GroupRows: 1 << 20, CodeVersion: "bench", SourceChecksum: "none",
+	}
+}
+
+var onlineKinds = []onlineKind{
+	{name: "cifar32-raw", preset: augment.SimCLRCIFAR, size: 32, rows: 20000, shortRows: 500, batch: 256, stored: benchKinds[0],
+		makeImages: func(b *testing.B) []Row {
+			var rows []Row
+			for i := range 16 {
+				img := naturalish(32, uint64(i))
+				rows = append(rows, Row{View1: img.Pix, Height: 32, Width: 32, Channels: 3, Encoding: string(Raw)})
+			}
+			return rows
+		}},
+	// ILSVRC-2012's typical image: 500×375, about 110 KB as JPEG (testfiles.PhotoJPEG).
+	{name: "imagenet224-jpeg", preset: augment.SimCLRImageNet, size: 224, rows: 400, shortRows: 8, batch: 32, stored: benchKinds[1],
+		makeImages: func(b *testing.B) []Row {
+			var rows []Row
+			for i := range 16 {
+				rows = append(rows, Row{View1: testfiles.PhotoJPEG(b, 500, 375, i), Height: 375, Width: 500, Channels: 3, Encoding: string(JPEG)})
+			}
+			return rows
+		}},
+	// The same images shrunk to a longer side of 341 (--max-side=341, short side 256) and
+	// stored as JPEG at quality 95: FFCV's max_resolution lever.
+	{name: "imagenet224-jpeg-max341", preset: augment.SimCLRImageNet, size: 224, rows: 400, shortRows: 8, batch: 32, stored: benchKinds[1],
+		makeImages: func(b *testing.B) []Row {
+			aug, _ := augment.Preset(augment.None, 224)
+			js, _ := json.Marshal(aug)
+			cfg := Config{Encoding: JPEG, MaxSide: 341, Augment: js}
+			m, err := NewBaseMaker(&cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var rows []Row
+			for i := range 16 {
+				img, err := DecodeBase(testfiles.PhotoJPEG(b, 500, 375, i), JPEG, 375, 500, 3, &transforms.Image{}, &transforms.Image{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				small, _, err := m.Shrink(img)
+				if err != nil {
+					b.Fatal(err)
+				}
+				enc, data, err := m.Encode(small, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows = append(rows, Row{View1: data, Height: int32(small.H), Width: int32(small.W), Channels: 3, Encoding: string(enc)})
+			}
+			return rows
+		}},
+	// The same images stored decoded (--encoding=raw: 563 KB each): what the views cost alone.
+	{name: "imagenet224-raw", preset: augment.SimCLRImageNet, size: 224, rows: 400, shortRows: 8, batch: 32, stored: benchKinds[1],
+		makeImages: func(b *testing.B) []Row {
+			var rows []Row
+			for i := range 16 {
+				img, err := DecodeBase(testfiles.PhotoJPEG(b, 500, 375, i), JPEG, 375, 500, 3, &transforms.Image{}, &transforms.Image{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows = append(rows, Row{View1: bytes.Clone(img.Pix), Height: 375, Width: 500, Channels: 3, Encoding: string(Raw)})
+			}
+			return rows
+		}},
+}
+
+// readEpochs reads b.N shuffled epochs of the dataset in dir and reports view pairs per
+// wall second and per CPU-second of the process (with -cpu 1: what one core delivers).
+func readEpochs(b *testing.B, dir string, rows, batch int) {
+	b.ResetTimer()
+	cpu0 := cputime.Process()
+	for i := range b.N {
+		r, err := NewReader(context.Background(), dir, ReaderOptions{BatchSize: batch, Seed: 1, Epoch: i, KeepPartial: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			bt, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Release(bt)
+		}
+		r.Close()
+	}
+	b.ReportMetric(float64(b.N*rows)/b.Elapsed().Seconds(), "pairs/s")
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(b.N*rows)/cpu.Seconds(), "pairs/cpu-s")
+	}
+}
+
+// BenchmarkReaderViews: the trainer's reader delivering view pairs, side by side: "stored"
+// reads pairs preprocess stored (raw 32 px; 224 px JPEG), "online" reads base shards and
+// makes both views of every row as it reads (simclr-cifar 32 px from 32×32 raw images;
+// simclr-imagenet 224 px from 500×375 photo-like JPEGs, or from the same pixels stored raw).
+// Run it with -cpu 1 for one core's rate.
+func BenchmarkReaderViews(b *testing.B) {
+	for _, k := range onlineKinds {
+		b.Run("stored/"+k.stored.name+"/for-"+k.name, func(b *testing.B) {
+			n := k.rows
+			if testing.Short() {
+				n = k.shortRows
+			}
+			rows := benchRows(k.stored, n)
+			dir := b.TempDir()
+			info := writeBenchShard(b, dir, k.stored, rows)
+			if _, err := Commit(context.Background(), dir, k.stored.config(), []ShardInfo{info}, int64(n), DeadLetters{}); err != nil {
+				b.Fatal(err)
+			}
+			readEpochs(b, dir, n, k.batch)
+		})
+		b.Run("online/"+k.name, func(b *testing.B) {
+			n := k.rows
+			if testing.Short() {
+				n = k.shortRows
+			}
+			pool := k.makeImages(b)
+			cfg := k.config(b, Encoding(pool[0].Encoding))
+			dir := b.TempDir()
+			w, err := NewWriter(context.Background(), dir, ShardID{Pass: 0, Part: 0, Parts: 1}, cfg, WriterOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				r := pool[i%len(pool)]
+				r.Key, r.Index, r.Label = fmt.Sprintf("bench/%07d", i), int64(i), int32(i%10)
+				if err := w.Write(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			info, err := w.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Commit(context.Background(), dir, cfg, []ShardInfo{info}, int64(n), DeadLetters{}); err != nil {
+				b.Fatal(err)
+			}
+			readEpochs(b, dir, n, k.batch)
 		})
 	}
 }

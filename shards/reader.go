@@ -13,6 +13,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/transforms"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
 )
 
 // Defaults of ReaderOptions.
@@ -80,6 +81,12 @@ func (b *Batch) Image(view, i int) transforms.Image {
 // Reader streams batches of a dataset directory (local or gs://) with bounded memory and
 // read-ahead: a goroutine reads and decodes the next batches while the caller computes.
 //
+// On base shards (Config.Online) the reader makes the views itself: each row's image is
+// decoded and its two views of epoch e are cut as preprocessing cuts those of pass e
+// (augment.Augmenter.ViewInto with the dataset's seed, the row's key, e and the view), so
+// epoch e's batches hold exactly the views a dataset of E > e stored passes holds in pass
+// e, in the same order (the layouts agree: see Place). A sequential reader makes epoch 0's.
+//
 // The shuffled order (NewReader) of epoch e covers pass e mod E. It permutes the pass's row
 // groups with a PRNG seeded by (Seed, e), cuts that list into windows of Window row groups,
 // and permutes the rows inside each window with a PRNG seeded by (Seed, e, window). Reading
@@ -101,6 +108,8 @@ type Reader struct {
 	wg     sync.WaitGroup
 	files  *fileCache
 	done   bool
+	// makers make the views of base rows (Config.Online), one per decoding goroutine.
+	makers []*viewMaker
 }
 
 type result struct {
@@ -149,13 +158,19 @@ func start(ctx context.Context, dir string, m *Manifest, pass int, p *plan, opts
 	if opts.Decoders <= 0 {
 		opts.Decoders = runtime.GOMAXPROCS(0)
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	r := &Reader{
-		m: m, dir: dir, opts: opts, pass: pass, plan: p, cancel: cancel,
+		m: m, dir: dir, opts: opts, pass: pass, plan: p,
 		out:   make(chan result, opts.Prefetch),
 		free:  make(chan *Batch, opts.Prefetch+2),
 		files: &fileCache{dir: dir, m: m, open: map[string]*shardFile{}},
 	}
+	if m.Config.Online {
+		if err := r.startViews(); err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", dir, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -168,6 +183,26 @@ func start(ctx context.Context, dir string, m *Manifest, pass int, p *plan, opts
 		}
 	}()
 	return r, nil
+}
+
+// startViews prepares the view makers of base shards.
+func (r *Reader) startViews() error {
+	cfg := &r.m.Config
+	aug, err := cfg.AugmentConfig()
+	if err != nil {
+		return err
+	}
+	if aug.Eval || aug.Size != cfg.Height || aug.Size != cfg.Width {
+		return fmt.Errorf("base shards whose augmentation (preset %s, size %d) does not make %dx%d view pairs", aug.Preset, aug.Size, cfg.Height, cfg.Width)
+	}
+	for range r.opts.Decoders {
+		a, err := augment.New(aug)
+		if err != nil {
+			return err
+		}
+		r.makers = append(r.makers, &viewMaker{aug: a})
+	}
+	return nil
 }
 
 // Manifest returns the dataset's manifest.
@@ -479,6 +514,18 @@ func (r *Reader) decode(rows []*Row, start int64) (*Batch, error) {
 			for i := w * n / d; i < (w+1)*n/d; i++ {
 				row := rows[i]
 				b.Keys[i], b.Indices[i], b.Labels[i], b.Passes[i] = row.Key, row.Index, row.Label, row.Pass
+				if cfg.Online {
+					b.Passes[i] = int32(r.opts.Epoch)
+					if err := cfg.checkRow(row); err != nil {
+						errs[w] = fmt.Errorf("%s: %w", r.dir, err)
+						return
+					}
+					if err := r.makers[w].views(cfg, row, r.opts.Epoch, b.View1[i*size:(i+1)*size:(i+1)*size], b.View2[i*size:(i+1)*size:(i+1)*size]); err != nil {
+						errs[w] = fmt.Errorf("row %q of %s: %w", row.Key, r.dir, err)
+						return
+					}
+					continue
+				}
 				for v, data := range [][]byte{row.View1, row.View2}[:cfg.Views] {
 					if int(row.Height) != cfg.Height || int(row.Width) != cfg.Width || int(row.Channels) != cfg.Channels {
 						errs[w] = fmt.Errorf("row %q of %s: size %dx%dx%d, the dataset's is %dx%dx%d", row.Key, r.dir, row.Height, row.Width, row.Channels, cfg.Height, cfg.Width, cfg.Channels)

@@ -279,7 +279,7 @@ func TestReaderCloseMidEpoch(t *testing.T) {
 func TestPlaceIsStableAndSpreads(t *testing.T) {
 	counts := make([]int, 8)
 	for i := range 8000 {
-		part, _ := Place(1, 0, testKey(int64(i)), 8)
+		part, _ := Place(1, testKey(int64(i)), 8)
 		counts[part]++
 	}
 	for p, n := range counts {
@@ -287,11 +287,11 @@ func TestPlaceIsStableAndSpreads(t *testing.T) {
 			t.Errorf("part %d got %d of 8000 keys", p, n)
 		}
 	}
-	a1, o1 := Place(1, 0, "k", 8)
-	a2, o2 := Place(1, 0, "k", 8)
-	_, o3 := Place(1, 1, "k", 8)
+	a1, o1 := Place(1, "k", 8)
+	a2, o2 := Place(1, "k", 8)
+	_, o3 := Place(2, "k", 8)
 	if a1 != a2 || o1 != o2 || o1 == o3 {
-		t.Errorf("Place is not a pure function of (seed, pass, key)")
+		t.Errorf("Place is not a pure function of (seed, key)")
 	}
 }
 

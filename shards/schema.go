@@ -217,6 +217,23 @@ type Config struct {
 	// no names for them. Evaluations compare it between splits, so that a class numbered
 	// differently in two splits is refused instead of scored as a wrong answer.
 	Classes []string `json:"classes,omitempty"`
+
+	// Online marks base shards (`dcl preprocess --views=online`): one pass whose rows hold
+	// each image once (View1, in Encoding, at the row's own Height×Width), from which the
+	// reader makes the Views views of epoch e on the fly, seeded exactly as preprocessing
+	// seeds pass e, so they are the views a run with Passes > e stores in pass e. Height
+	// and Width are then the views' size, not the rows'.
+	Online bool `json:"online,omitempty"`
+	// MaxSide, when positive, bounds the longer side of the images views are cut from:
+	// larger images are first downscaled (antialiased, as Pillow) and, in base shards,
+	// stored re-encoded. Both modes apply it, so their views agree. 0 keeps every image as
+	// published.
+	MaxSide int `json:"max_side,omitempty"`
+	// GroupRows is the number of rows per row group (the last of a shard may be shorter),
+	// fixed from the view geometry so that the passes of stored views and the base shards
+	// of the same dataset are laid out alike and are read in the same order; 0 (datasets
+	// of earlier versions) cuts row groups by bytes.
+	GroupRows int `json:"group_rows,omitempty"`
 }
 
 // Source is one input file or folder of a run and its sha256 (hex).
@@ -252,6 +269,16 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("config: code_version is missing")
 	case c.SourceChecksum == "":
 		return fmt.Errorf("config: source_checksum is missing")
+	}
+	switch {
+	case c.Online && c.Passes != 1:
+		return fmt.Errorf("config: base shards (online views) have one pass, not %d", c.Passes)
+	case c.Online && c.Views != 2:
+		return fmt.Errorf("config: base shards (online views) make view pairs, not %d view", c.Views)
+	case c.MaxSide < 0:
+		return fmt.Errorf("config: max_side = %d, want 0 (none) or more", c.MaxSide)
+	case c.GroupRows < 0:
+		return fmt.Errorf("config: group_rows = %d, want 0 (by bytes) or more", c.GroupRows)
 	}
 	if _, err := ParseEncoding(string(c.Encoding)); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -396,18 +423,22 @@ func ParseShardPath(rel string) (ShardID, error) {
 	return ShardID{Pass: pass, Part: part, Parts: parts}, nil
 }
 
-// Place says where a preprocessing run should put a record in pass pass: the part (shard)
-// that holds it and a sort key for its place within the part. Writing each part's rows in
-// increasing order makes row groups random samples of the dataset, whatever the order of
-// the source (ImageNet's folders are sorted by class), which the shuffled reader relies on:
-// it mixes whole row groups. Both are pure functions of (seed, pass, key).
-func Place(seed uint64, pass int, key string, parts int) (part int, order uint64) {
+// Place says where a preprocessing run should put a record: the part (shard) that holds it
+// and a sort key for its place within the part. Writing each part's rows in increasing order
+// makes row groups random samples of the dataset, whatever the order of the source
+// (ImageNet's folders are sorted by class), which the shuffled reader relies on: it mixes
+// whole row groups. Both are pure functions of (seed, key), the same in every pass: every
+// pass of stored views and the base shards of the same dataset are then laid out alike, so
+// the reader visits their rows in the same order and a run on either trains the same. The
+// reader reshuffles row groups and rows every epoch; what a pass-independent place gives up
+// is only that the rows of one row group always share a window.
+func Place(seed uint64, key string, parts int) (part int, order uint64) {
 	h := uint64(14695981039346656037) // FNV-1a
 	for i := 0; i < len(key); i++ {
 		h ^= uint64(key[i])
 		h *= 1099511628211
 	}
-	h = splitmix(h ^ splitmix(seed^uint64(pass)<<40))
+	h = splitmix(h ^ splitmix(seed))
 	return int(bounded(rand.NewPCG(h, 0), uint64(parts))), splitmix(h)
 }
 

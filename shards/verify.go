@@ -219,6 +219,11 @@ func checkRow(r *Row, pass int, cfg *Config) error {
 		return fmt.Errorf("pass %d in a shard of pass %d", r.Pass, pass)
 	case r.Label < Unlabelled:
 		return fmt.Errorf("label %d", r.Label)
+	case cfg.Online:
+		if err := cfg.checkRow(r); err != nil {
+			return err
+		}
+		return checkViewHeader(r.View1, Encoding(r.Encoding), int(r.Height), int(r.Width), cfg.Channels)
 	case int(r.Height) != cfg.Height || int(r.Width) != cfg.Width || int(r.Channels) != cfg.Channels:
 		return fmt.Errorf("size %dx%dx%d, the dataset's is %dx%dx%d", r.Height, r.Width, r.Channels, cfg.Height, cfg.Width, cfg.Channels)
 	case r.Encoding != string(cfg.Encoding):

@@ -182,7 +182,8 @@ func (w *Writer) Write(r Row) error {
 	w.batchBytes += len(r.View1) + len(r.View2)
 	w.rows++
 	w.labels[r.Label]++
-	if w.batchBytes >= w.opts.BatchBytes {
+	// A row group of GroupRows rows ends exactly there: its last batch is cut short.
+	if w.batchBytes >= w.opts.BatchBytes || (w.cfg.GroupRows > 0 && w.groupRows+int64(len(w.batch)) == int64(w.cfg.GroupRows)) {
 		return w.flushBatch()
 	}
 	return nil
@@ -197,20 +198,41 @@ func (w *Writer) check(r *Row) error {
 		return fmt.Errorf("row %q: label %d (want -1 for unlabelled, or at least 0)", r.Key, r.Label)
 	case int(r.Pass) != w.id.Pass:
 		return fmt.Errorf("row %q: pass %d written to a shard of pass %d", r.Key, r.Pass, w.id.Pass)
-	case int(r.Height) != c.Height || int(r.Width) != c.Width || int(r.Channels) != c.Channels:
+	}
+	return c.checkRow(r)
+}
+
+// checkRow checks a row's sizes, encoding and views against the dataset's configuration.
+// A base row (Online) holds one image of any size in View1.
+func (c *Config) checkRow(r *Row) error {
+	views := c.Views
+	if c.Online {
+		views = 1
+	}
+	switch {
+	case c.Online && (r.Height <= 0 || r.Width <= 0 || int(r.Channels) != c.Channels):
+		return fmt.Errorf("row %q: base image %dx%dx%d, want a positive size with %d channels", r.Key, r.Height, r.Width, r.Channels, c.Channels)
+	case !c.Online && (int(r.Height) != c.Height || int(r.Width) != c.Width || int(r.Channels) != c.Channels):
 		return fmt.Errorf("row %q: views are %dx%dx%d, the dataset's are %dx%dx%d", r.Key, r.Height, r.Width, r.Channels, c.Height, c.Width, c.Channels)
-	case r.Encoding != string(c.Encoding):
+	case c.Online && !validEncoding(r.Encoding):
+		return fmt.Errorf("row %q: encoding %q: want raw, png or jpeg", r.Key, r.Encoding)
+	case !c.Online && r.Encoding != string(c.Encoding):
 		return fmt.Errorf("row %q: encoding %q, the dataset's is %q", r.Key, r.Encoding, c.Encoding)
 	case len(r.View1) == 0:
 		return fmt.Errorf("row %q: view 1 is empty", r.Key)
-	case c.Views == 2 && len(r.View2) == 0:
+	case views == 2 && len(r.View2) == 0:
 		return fmt.Errorf("row %q: view 2 is empty in a dataset of view pairs", r.Key)
-	case c.Views == 1 && len(r.View2) != 0:
-		return fmt.Errorf("row %q: view 2 is set in a single-view dataset", r.Key)
-	case c.Encoding == Raw && (len(r.View1) != c.Height*c.Width*c.Channels || (c.Views == 2 && len(r.View2) != len(r.View1))):
-		return fmt.Errorf("row %q: raw views of %d and %d bytes, want %d", r.Key, len(r.View1), len(r.View2), c.Height*c.Width*c.Channels)
+	case views == 1 && len(r.View2) != 0:
+		return fmt.Errorf("row %q: view 2 is set in a dataset of one image per row", r.Key)
+	case Encoding(r.Encoding) == Raw && (len(r.View1) != int(r.Height)*int(r.Width)*int(r.Channels) || (views == 2 && len(r.View2) != len(r.View1))):
+		return fmt.Errorf("row %q: raw views of %d and %d bytes, want %d", r.Key, len(r.View1), len(r.View2), int(r.Height)*int(r.Width)*int(r.Channels))
 	}
 	return nil
+}
+
+func validEncoding(e string) bool {
+	_, err := ParseEncoding(e)
+	return err == nil
 }
 
 func (w *Writer) flushBatch() error {
@@ -224,7 +246,11 @@ func (w *Writer) flushBatch() error {
 	w.groupBytes += w.batchBytes
 	clear(w.batch) // drop the references to the image bytes
 	w.batch, w.batchBytes = w.batch[:0], 0
-	if w.groupBytes >= w.opts.RowGroupBytes {
+	full := w.groupBytes >= w.opts.RowGroupBytes
+	if n := w.cfg.GroupRows; n > 0 {
+		full = w.groupRows >= int64(n)
+	}
+	if full {
 		if err := w.pw.Flush(); err != nil {
 			return w.fail(fmt.Errorf("writing %s: %w", w.id.Path(), err))
 		}

@@ -13,7 +13,9 @@ import (
 )
 
 // ShardSource is a BatchSource over a shard directory written by `dcl preprocess` (local or
-// gs://), read through shards.Reader: shuffled, streamed, decoded ahead of the trainer.
+// gs://), read through shards.Reader: shuffled, streamed, decoded ahead of the trainer. On
+// base shards (`dcl preprocess --views=online`) the reader makes each epoch's views as it
+// reads, the views a dataset of stored passes holds in pass e, in the same order.
 type ShardSource struct {
 	dir    string
 	m      *shards.Manifest
@@ -43,10 +45,14 @@ func OpenShards(ctx context.Context, dir string) (*ShardSource, error) {
 	}
 	sum := sha256.Sum256(raw)
 	window := shards.DefaultWindow
+	passes := c.Passes
+	if c.Online {
+		passes = OnlinePasses
+	}
 	return &ShardSource{
 		dir: dir, m: m, window: window,
 		info: SourceInfo{
-			Examples: int(perPass), Passes: c.Passes, Height: c.Height, Width: c.Width, Channels: c.Channels,
+			Examples: int(perPass), Passes: passes, Height: c.Height, Width: c.Width, Channels: c.Channels,
 			Dataset: c.Dataset,
 			// The order of an epoch depends on the manifest and the reader's window.
 			Fingerprint: fmt.Sprintf("manifest-sha256:%s/window:%d", hex.EncodeToString(sum[:]), window),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
@@ -36,7 +37,8 @@ func (b *Batch) Validate() error {
 type SourceInfo struct {
 	// Examples is the number of view pairs in one augmented pass.
 	Examples int
-	// Passes is E, the number of augmented passes stored; epoch e reads pass e mod E.
+	// Passes is E, the number of augmented passes stored; epoch e reads pass e mod E. A
+	// source that makes every epoch's views on the fly (base shards) has OnlinePasses.
 	Passes int
 	// Height, Width, Channels are every view's size.
 	Height, Width, Channels int
@@ -45,6 +47,10 @@ type SourceInfo struct {
 	// Fingerprint identifies the data (e.g. the manifest's checksum); a resumed run checks it.
 	Fingerprint string
 }
+
+// OnlinePasses is SourceInfo.Passes of a source that makes fresh views every epoch: no
+// epoch ever repeats another's views.
+const OnlinePasses = math.MaxInt32
 
 // BatchSource streams shuffled batches of view pairs. The order of an epoch is a pure function
 // of (seed, epoch), so a run can stop anywhere and continue from the same position.

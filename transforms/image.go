@@ -176,3 +176,36 @@ func (m Image) Std() image.Image {
 	}
 	return out
 }
+
+// ToChannels converts an image to c channels: grey to RGB by copying the grey level, RGB to
+// grey with ITU-R 601-2 luma as Pillow computes it (L = (19595 R + 38470 G + 7471 B + 2^15) >> 16).
+// An image that already has c channels is returned as it is, sharing its pixels.
+func ToChannels(m Image, c int) Image {
+	if m.C == c {
+		return m
+	}
+	out := NewImage(m.H, m.W, c)
+	ToChannelsInto(&out, m, c)
+	return out
+}
+
+// ToChannelsInto is ToChannels writing into dst (reused when large enough), which must not
+// share memory with m.
+func ToChannelsInto(dst *Image, m Image, c int) {
+	dst.resize(m.H, m.W, c)
+	n := m.H * m.W
+	switch {
+	case m.C == c:
+		copy(dst.Pix, m.Pix)
+	case c == 3:
+		for i := range n {
+			v := m.Pix[i]
+			dst.Pix[3*i], dst.Pix[3*i+1], dst.Pix[3*i+2] = v, v, v
+		}
+	default:
+		for i := range n {
+			r, g, b := uint32(m.Pix[3*i]), uint32(m.Pix[3*i+1]), uint32(m.Pix[3*i+2])
+			dst.Pix[i] = uint8((19595*r + 38470*g + 7471*b + 1<<15) >> 16)
+		}
+	}
+}

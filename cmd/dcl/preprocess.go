@@ -36,6 +36,11 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		datasets.Describe(func(d datasets.Descriptor) string { return d.Augment })+")")
 	epochs := fs.Int("passes", 1, "augmented passes E: each writes one row (two views) per image; training epoch e reads pass e mod E")
 	renamedFlag(fs, out, "epochs", "passes")
+	views := fs.String("views", "offline", "offline: store --passes augmented passes of view pairs; online: store each image once\n"+
+		"(decoded pixels for CIFAR, STL-10 and IDX, the published JPEG or PNG for image files) and let 'dcl train'\n"+
+		"make every epoch's views on the fly, the same bytes as pass e of stored views")
+	maxSide := fs.Int("max-side", 0, "shrink images whose longer side is larger to this many pixels before cutting views\n"+
+		"(as FFCV's max_resolution; both modes); 0 keeps every image as published")
 	seed := fs.Uint64("seed", 1, "seed of the augmentations and of the rows' order in the shards")
 	parts := fs.Int("shards", 0, fmt.Sprintf("shards per pass (0: about one per %d MiB of output)", pipelines.DefaultShardBytes>>20))
 	encoding := fs.String("encoding", "", "view encoding: raw, png or jpeg; empty: raw up to 96 px, jpeg above")
@@ -83,6 +88,23 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		if *size != 0 && aug.Size != *size {
 			return usagef("--size=%d and --view-size=%d disagree: give one", *size, aug.Size)
 		}
+		online := false
+		switch *views {
+		case "offline":
+		case "online":
+			online = true
+			if aug.Eval {
+				return usagef("--views=online makes augmented view pairs: --augment=%s has no random views", name)
+			}
+			if flagGiven(fs, "passes") || flagGiven(fs, "epochs") {
+				return usagef("--views=online stores no passes (the trainer makes a fresh one every epoch): drop --passes")
+			}
+		default:
+			return usagef("--views=%q: want offline or online", *views)
+		}
+		if *maxSide < 0 {
+			return usagef("--max-side=%d: want 0 (keep images as published) or more", *maxSide)
+		}
 		if aug.Eval && *epochs != 1 {
 			return usagef("--augment=none writes evaluation shards, one pass: drop --passes=%d", *epochs)
 		}
@@ -114,7 +136,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		opts := pipelines.PreprocessOptions{
 			Spec: datasets.Spec{Dataset: *dataset, Input: *input, Split: *split, CoarseLabels: *coarse,
 				LabelsFile: *labelsFile, UnitRecords: *unitRecords, Limits: datasets.Limits{MaxPixels: *maxPixels}},
-			Output: *output, Augment: aug, Passes: *epochs, Seed: *seed, Parts: *parts, Encoding: enc,
+			Output: *output, Augment: aug, Passes: *epochs, Online: online, MaxSide: *maxSide, Seed: *seed, Parts: *parts, Encoding: enc,
 			Channels: *channels, Limit: *limit, MaxBadFraction: *maxBad, Overwrite: *overwrite,
 			CodeVersion: codeVersion(), Progress: display,
 		}
@@ -137,4 +159,11 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		fmt.Fprintln(summary, res.Summary(*output))
 		return nil
 	}
+}
+
+// flagGiven reports whether the command line set the flag.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

@@ -160,3 +160,19 @@ func (a *Augmenter) evalJob(h, w int) resizeJob {
 		outH: size, outW: size,
 	}
 }
+
+// Resize resamples the whole of src to h×w into dst with the views' antialiased bilinear
+// filter (Pillow's, in integers): the bound on an image's longer side (shards.Config's
+// MaxSide) uses it, so preprocessing and the shard reader shrink an image identically.
+func (a *Augmenter) Resize(dst *transforms.Image, src transforms.Image, h, w int) error {
+	if err := src.Validate(); err != nil {
+		return err
+	}
+	if h <= 0 || w <= 0 {
+		return fmt.Errorf("resize to %dx%d: both sides must be positive", h, w)
+	}
+	dst.H, dst.W, dst.C = h, w, src.C
+	dst.Pix = grow(dst.Pix, h*w*src.C)
+	a.resample(dst.Pix, src.Pix, src.W, src.C, resizeJob{bh: src.H, bw: src.W, fullH: h, fullW: w, outH: h, outW: w})
+	return nil
+}

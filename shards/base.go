@@ -1,0 +1,166 @@
+package shards
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
+
+	"github.com/dcl-beam/dcl-beam/transforms"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
+)
+
+// Base images: what views are cut from. Preprocessing makes both kinds of dataset from them,
+// stored views (every pass) and base shards (Config.Online), so that the two agree byte for
+// byte: an image is brought to the dataset's channels, shrunk when its longer side exceeds
+// MaxSide, and, in base shards, stored in the dataset's encoding; the views of both kinds are
+// cut from the base as a reader decodes it (DecodeBase). A published JPEG that needs no
+// shrinking is stored as it is (its bytes, no second lossy encoding), and a stored view pass
+// decodes the same bytes with the same decoder.
+
+// BaseSize is the size of the base of an h×w image: unchanged when its longer side is at most
+// MaxSide (or MaxSide is 0), else scaled so that the longer side is MaxSide and the shorter
+// rounded to the nearest pixel (at least 1), as FFCV's max_resolution does.
+func (c *Config) BaseSize(h, w int) (int, int) {
+	long, short := max(h, w), min(h, w)
+	if c.MaxSide <= 0 || long <= c.MaxSide {
+		return h, w
+	}
+	short = max(1, (short*c.MaxSide+long/2)/long)
+	if h >= w {
+		return c.MaxSide, short
+	}
+	return short, c.MaxSide
+}
+
+// KeepsFile reports whether a published image file (format "jpeg" or "png", h×w) is stored
+// in base shards as it is: one that needs no shrinking, unless the dataset stores decoded
+// pixels (Raw). Base images of decoded records (CIFAR, STL-10, IDX) are raw pixels, and
+// shrunk images are stored in the dataset's encoding.
+func (c *Config) KeepsFile(format string, h, w int) bool {
+	bh, bw := c.BaseSize(h, w)
+	return c.Encoding != Raw && (format == string(JPEG) || format == string(PNG)) && bh == h && bw == w
+}
+
+// BaseMaker makes base images; it reuses its buffers and is not safe for concurrent use.
+type BaseMaker struct {
+	cfg     *Config
+	resizer *augment.Augmenter
+	small   transforms.Image
+}
+
+// NewBaseMaker returns a BaseMaker for a dataset's configuration.
+func NewBaseMaker(cfg *Config) (*BaseMaker, error) {
+	// Resize uses only the augmenter's resampler, whatever its preset.
+	aug, err := cfg.AugmentConfig()
+	if err != nil {
+		return nil, err
+	}
+	a, err := augment.New(aug)
+	if err != nil {
+		return nil, err
+	}
+	return &BaseMaker{cfg: cfg, resizer: a}, nil
+}
+
+// Shrink returns img (with the dataset's channels) at its base size: img itself when it
+// needs no shrinking, else a resized copy in the maker's buffer (valid until the next call),
+// and whether it shrank.
+func (m *BaseMaker) Shrink(img transforms.Image) (transforms.Image, bool, error) {
+	h, w := m.cfg.BaseSize(img.H, img.W)
+	if h == img.H && w == img.W {
+		return img, false, nil
+	}
+	if err := m.resizer.Resize(&m.small, img, h, w); err != nil {
+		return transforms.Image{}, false, err
+	}
+	return m.small, true, nil
+}
+
+// Encode returns the stored form of a base image that Shrink returned: its encoding and
+// bytes (a copy). Images that were shrunk are stored in the dataset's encoding, others raw.
+func (m *BaseMaker) Encode(img transforms.Image, shrunk bool) (Encoding, []byte, error) {
+	e := Raw
+	if shrunk {
+		e = m.cfg.Encoding
+	}
+	data, err := EncodeView(img, e)
+	return e, data, err
+}
+
+// DecodeBase decodes a base image of h×w (a base row's View1, or a published JPEG that is
+// its own base) into an image with c channels. Raw bytes are used in place (the result
+// shares data); other encodings are decoded into dst, whose buffer is reused, and converted
+// to c channels as preprocessing converts them (transforms.ToChannels). The decoders are
+// the standard library's: what a pass of stored views decoded, so both agree byte for byte.
+func DecodeBase(data []byte, e Encoding, h, w, c int, dst, scratch *transforms.Image) (transforms.Image, error) {
+	if h <= 0 || w <= 0 || (c != 1 && c != 3) {
+		return transforms.Image{}, fmt.Errorf("base image size %dx%dx%d is not a valid image size", h, w, c)
+	}
+	switch e {
+	case Raw:
+		if len(data) != h*w*c {
+			return transforms.Image{}, fmt.Errorf("raw base image has %d bytes, want %dx%dx%d = %d", len(data), h, w, c, h*w*c)
+		}
+		return transforms.Image{Pix: data, H: h, W: w, C: c}, nil
+	case PNG, JPEG:
+		var (
+			img image.Image
+			err error
+		)
+		if e == PNG {
+			img, err = png.Decode(bytes.NewReader(data))
+		} else {
+			img, err = jpeg.Decode(bytes.NewReader(data))
+		}
+		if err != nil {
+			return transforms.Image{}, fmt.Errorf("decoding %s base image: %w", e, err)
+		}
+		if b := img.Bounds(); b.Dy() != h || b.Dx() != w {
+			return transforms.Image{}, fmt.Errorf("%s base image is %dx%d, the row says %dx%d", e, b.Dy(), b.Dx(), h, w)
+		}
+		transforms.FromStdInto(scratch, img)
+		if scratch.C == c {
+			return *scratch, nil
+		}
+		transforms.ToChannelsInto(dst, *scratch, c)
+		return *dst, nil
+	}
+	return transforms.Image{}, fmt.Errorf("encoding %q: want raw, png or jpeg", e)
+}
+
+// AugmentConfig returns the augmentation the configuration records (Config.Augment).
+func (c *Config) AugmentConfig() (augment.Config, error) {
+	var a augment.Config
+	if err := json.Unmarshal(c.Augment, &a); err != nil {
+		return a, fmt.Errorf("the dataset's augmentation config: %w", err)
+	}
+	return a, a.Validate()
+}
+
+// viewMaker makes the views of base rows: one per decoding goroutine of a Reader.
+type viewMaker struct {
+	aug          *augment.Augmenter
+	dst, scratch transforms.Image
+	view         transforms.Image
+}
+
+// views writes the views of one base row for epoch into dsts (each exactly H·W·C bytes).
+func (v *viewMaker) views(cfg *Config, row *Row, epoch int, dsts ...[]uint8) error {
+	src, err := DecodeBase(row.View1, Encoding(row.Encoding), int(row.Height), int(row.Width), cfg.Channels, &v.dst, &v.scratch)
+	if err != nil {
+		return err
+	}
+	for i, d := range dsts {
+		v.view.Pix = d
+		if err := v.aug.ViewInto(&v.view, src, cfg.Seed, row.Key, epoch, i); err != nil {
+			return err
+		}
+		if &v.view.Pix[0] != &d[0] || v.view.H != cfg.Height || v.view.W != cfg.Width || v.view.C != cfg.Channels {
+			return fmt.Errorf("view %d is %dx%dx%d, the dataset's views are %dx%dx%d", i+1, v.view.H, v.view.W, v.view.C, cfg.Height, cfg.Width, cfg.Channels)
+		}
+	}
+	return nil
+}
