@@ -225,7 +225,7 @@ func EmbeddingPartPath(dir string, part, parts int) string {
 
 // CommitEmbeddings finishes a sharded embeddings directory: it checks that the files are
 // staged (EmbeddingPartPath) or in place with their sizes, removes temporaries and Parquet
-// files not listed, moves the staged files into place, and writes embeddings.json last.
+// files not listed, writes embeddings.json, and moves the staged files into place.
 func CommitEmbeddings(ctx context.Context, dir string, dim int, files []EmbeddingFileInfo, meta map[string]string) (*EmbeddingManifest, error) {
 	m := &EmbeddingManifest{Format: FormatVersion, Dim: dim, Files: slices.Clone(files), Meta: meta}
 	slices.SortFunc(m.Files, func(a, b EmbeddingFileInfo) int { return strings.Compare(a.Path, b.Path) })
@@ -265,19 +265,21 @@ func CommitEmbeddings(ctx context.Context, dir string, dim int, files []Embeddin
 			}
 		}
 	}
+	// embeddings.json goes before the moves, as in Commit: a kill among the renames must not
+	// leave files in place with no manifest for a glob to take for whole embeddings.
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := storage.WriteFile(ctx, storage.Join(dir, EmbeddingsManifestName), append(data, '\n')); err != nil {
+		return nil, err
+	}
 	for _, p := range moves {
 		if err := storage.Rename(ctx, storage.Join(dir, stagedPath(p)), storage.Join(dir, p)); err != nil {
 			return nil, fmt.Errorf("committing %s: %w", dir, err)
 		}
 	}
 	if err := storage.RemoveTree(ctx, storage.Join(dir, StagingDir)); err != nil {
-		return nil, err
-	}
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := storage.WriteFile(ctx, storage.Join(dir, EmbeddingsManifestName), append(data, '\n')); err != nil {
 		return nil, err
 	}
 	return m, nil
