@@ -118,6 +118,7 @@ func plainPreprocess(ctx context.Context, o PreprocessOptions) error {
 		stats[i] = unitStats{Seq: i, Records: st.Records, Digest: hex.EncodeToString(h.Sum(nil))}
 	}
 	cfg.SourceChecksum = sourceChecksum(stats)
+	sourceDigests(cfg.Sources, unitSources(job.Plan.Units, cfg.Sources), stats)
 	if err := shards.Prepare(ctx, o.Output, cfg, o.Overwrite); err != nil {
 		return err
 	}
@@ -143,7 +144,9 @@ func plainPreprocess(ctx context.Context, o PreprocessOptions) error {
 			slices.SortFunc(list, func(a, b placed) int {
 				return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(a.rec.Index, b.rec.Index))
 			})
-			w, err := shards.NewWriter(ctx, o.Output, shards.ShardID{Pass: pass, Part: part, Parts: cfg.Parts}, cfg, shards.WriterOptions{})
+			footer := cfg // as the pipeline's: the sources are the manifest's alone
+			footer.Sources = nil
+			w, err := shards.NewWriter(ctx, o.Output, shards.ShardID{Pass: pass, Part: part, Parts: cfg.Parts}, footer, shards.WriterOptions{})
 			if err != nil {
 				return err
 			}
