@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -286,9 +287,17 @@ func BenchmarkImageNetStages(b *testing.B) {
 		}
 		imgs[i] = source{key: r.Key, img: img}
 	}
-	cfg := shards.Config{Views: 2, Encoding: shards.JPEG, Height: 224, Width: 224, Channels: 3, Seed: 1}
+	augJS, err := json.Marshal(aug.Config())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := shards.Config{Views: 2, Encoding: shards.JPEG, Height: 224, Width: 224, Channels: 3, Seed: 1, Augment: augJS}
 	b.Run("WriteParts-two-views-jpeg", func(b *testing.B) {
-		m := &rowMaker{aug: aug}
+		base, err := shards.NewBaseMaker(&cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := &rowMaker{aug: aug, base: base}
 		for b.Loop() {
 			for _, s := range imgs {
 				if _, err := m.row(&cfg, 0, s); err != nil {
