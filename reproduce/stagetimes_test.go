@@ -92,7 +92,7 @@ func TestStageTimesMarkdown(t *testing.T) {
 }
 
 // TestGPUCheckEvalPartOnCPU runs scripts/gpu-check.sh OUT eval as on a GPU machine, on a CPU,
-// the way trainstep/gpucheck's test runs its check part: a pack with a freshly built dcl and
+// the way cmd/dcl's TestGPUCheckScriptOnCPU runs its check part: a pack with a dcl and
 // (gzipped, like Debian's) IDX data, the short reproduction replaced by a tiny config on the
 // CPU backend, and the agreement check comparing the CPU with itself. It must leave the stage
 // times and the agreement in OUT, at most 8 files there, and every step's status in
