@@ -347,21 +347,8 @@ func (r *PreprocessResult) Summary(dir string) string {
 		views = "base images: the trainer makes the views"
 	}
 	return fmt.Sprintf("%s %s: %d records → %d rows (%s) in %d shards, %s, %d dead letters, wall %s → %s",
-		m.Config.Dataset, m.Config.Split, m.Records, m.Rows, views, len(m.Shards), humanBytes(m.Bytes),
+		m.Config.Dataset, m.Config.Split, m.Records, m.Rows, views, len(m.Shards), progress.Bytes(m.Bytes),
 		m.DeadLetters.Count, r.Wall.Round(time.Millisecond), dir)
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // Preprocess adds the preprocessing pipeline of job to s. It writes job.Output and outputs

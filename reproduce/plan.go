@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/dcl-beam/dcl-beam/internal/progress"
 )
 
 // WritePlan prints a plan (Plan's stages) as a table: what a run would do with each stage,
@@ -22,7 +24,7 @@ func WritePlan(w io.Writer, stages []StageRecord) error {
 		}
 		writes := ""
 		if s.Writes > 0 {
-			writes = "writes ≈ " + humanBytes(s.Writes)
+			writes = "writes ≈ " + progress.Bytes(s.Writes)
 			total += s.Writes
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", action, s.Name, writes, s.Reason)
@@ -31,24 +33,10 @@ func WritePlan(w io.Writer, stages []StageRecord) error {
 		return err
 	}
 	if total > 0 {
-		if _, err := fmt.Fprintf(w, "The datasets it would write take about %s.\n", humanBytes(total)); err != nil {
+		if _, err := fmt.Fprintf(w, "The datasets it would write take about %s.\n", progress.Bytes(total)); err != nil {
 			return err
 		}
 	}
 	_, err := fmt.Fprintf(w, "%d of %d stages would run; nothing was run or written.\n", run, len(stages))
 	return err
-}
-
-// humanBytes writes n bytes with a binary prefix: 1.5 GiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -420,3 +420,17 @@ func fit(s string, cols int) string {
 	}
 	return s
 }
+
+// Bytes writes n bytes for a reader, with a binary prefix: 1.5 GiB.
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
