@@ -1,12 +1,8 @@
 package shards
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/jpeg"
-	"image/png"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -106,15 +102,7 @@ func DecodeBase(data []byte, e Encoding, h, w, c int, dst, scratch *transforms.I
 		}
 		return transforms.Image{Pix: data, H: h, W: w, C: c}, nil
 	case PNG, JPEG:
-		var (
-			img image.Image
-			err error
-		)
-		if e == PNG {
-			img, err = png.Decode(bytes.NewReader(data))
-		} else {
-			img, err = jpeg.Decode(bytes.NewReader(data))
-		}
+		img, err := decodeStd(data, e)
 		if err != nil {
 			return transforms.Image{}, fmt.Errorf("decoding %s base image: %w", e, err)
 		}

@@ -115,15 +115,7 @@ func DecodeView(data []byte, e Encoding, h, w, c int, dst *transforms.Image) err
 		copy(dst.Pix, data)
 		return nil
 	case PNG, JPEG:
-		var (
-			img image.Image
-			err error
-		)
-		if e == PNG {
-			img, err = png.Decode(bytes.NewReader(data))
-		} else {
-			img, err = jpeg.Decode(bytes.NewReader(data))
-		}
+		img, err := decodeStd(data, e)
 		if err != nil {
 			return fmt.Errorf("decoding %s view: %w", e, err)
 		}
@@ -456,4 +448,12 @@ func SourcesChecksum(sources []Source) string {
 		h.Write([]byte(l))
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// decodeStd decodes a PNG or JPEG file (a stored view or base image) with the standard library.
+func decodeStd(data []byte, e Encoding) (image.Image, error) {
+	if e == PNG {
+		return png.Decode(bytes.NewReader(data))
+	}
+	return jpeg.Decode(bytes.NewReader(data))
 }
