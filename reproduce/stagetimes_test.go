@@ -2,13 +2,9 @@ package reproduce
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"flag"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -88,106 +84,5 @@ func TestStageTimesMarkdown(t *testing.T) {
 		"| evaluation (embed, knn, linear, npc) | 40.0 | 20% |\n"
 	if got := StageTimesMarkdown(st); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
-	}
-}
-
-// TestGPUCheckEvalPartOnCPU runs scripts/gpu-check.sh OUT eval as on a GPU machine, on a CPU,
-// the way cmd/dcl's TestGPUCheckScriptOnCPU runs its check part: a pack with a dcl and
-// (gzipped, like Debian's) IDX data, the short reproduction replaced by a tiny config on the
-// CPU backend, and the agreement check comparing the CPU with itself. It must leave the stage
-// times and the agreement in OUT, at most 8 files there, and every step's status in
-// summary.md.
-func TestGPUCheckEvalPartOnCPU(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds dcl and runs the script's eval part (about a minute)")
-	}
-	for _, tool := range []string{"bash", "xz", "timeout", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
-		}
-	}
-	pack := t.TempDir()
-	bin := filepath.Join(t.TempDir(), "dcl-cuda")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/dcl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("bash", "-c", "xz -1 -c '"+bin+"' > '"+filepath.Join(pack, "dcl-cuda.xz")+"'").CombinedOutput(); err != nil {
-		t.Fatalf("xz: %v\n%s", err, out)
-	}
-	raw, data := t.TempDir(), filepath.Join(pack, "fashion-mnist")
-	writeBarsIDX(t, raw)
-	if err := os.Mkdir(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"} {
-		b, err := os.ReadFile(filepath.Join(raw, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var gz bytes.Buffer
-		w := gzip.NewWriter(&gz)
-		w.Write(b)
-		w.Close()
-		if err := os.WriteFile(filepath.Join(data, name+".gz"), gz.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	config := filepath.Join(t.TempDir(), "tiny.yaml")
-	if err := os.WriteFile(config, []byte(strings.Replace(tinyConfig, "INPUT", data, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command("bash", "../scripts/gpu-check.sh", out, "eval")
-	cmd.Env = append(os.Environ(), "DCL_GPU_PACK="+pack, "DCL_GPU_WORK="+filepath.Join(pack, "work"),
-		"DCL_EVAL_FLAGS=--config="+config+" --backend=cpu",
-		"DCL_AGREE_FLAGS=--a=cpu --b=cpu --bank=48 --queries=16 --k=5 --probe-epochs=2")
-	msg, err := cmd.CombinedOutput()
-	t.Logf("gpu-check.sh: %v\n%s", err, msg)
-	files, rerr := os.ReadDir(out)
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
-	if len(files) > 8 {
-		t.Errorf("%d files in the output folder, at most 8 come back", len(files))
-	}
-	timesJSON, rerr := os.ReadFile(filepath.Join(out, "reproduce-stages.json"))
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
-	var st StageTimes
-	if err := json.Unmarshal(timesJSON, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Experiment != "tiny" || st.Config == nil || st.CPU == "" || st.Backend != "cpu" || st.Wall <= 0 {
-		t.Errorf("stage times: experiment %q, config %v, CPU %q, backend %q, wall %v", st.Experiment, st.Config != nil, st.CPU, st.Backend, st.Wall)
-	}
-	rates := map[string]bool{}
-	for _, s := range st.Stages {
-		if s.Seconds < 0 || (s.ImagesPerS != nil && !(*s.ImagesPerS > 0)) {
-			t.Errorf("stage %+v", s)
-		}
-		rates[s.Stage] = s.ImagesPerS != nil
-	}
-	for _, stage := range []string{"train dcl", "embed dcl", "knn dcl", "embed random-init", "train infonce"} {
-		if !rates[stage] {
-			t.Errorf("stage %q missing or without images/s in %v", stage, rates)
-		}
-	}
-	for _, prec := range []string{"tf32", "float32"} {
-		var agree struct {
-			OK        bool    `json:"ok"`
-			Tolerance float64 `json:"tolerance"`
-			Precision string  `json:"precision"`
-		}
-		name := "agreement-" + prec + ".json"
-		if raw, err := os.ReadFile(filepath.Join(out, name)); err != nil || json.Unmarshal(raw, &agree) != nil || !agree.OK || !(agree.Tolerance > 0) || agree.Precision != prec {
-			t.Errorf("%s: %v, %+v", name, err, agree)
-		}
-	}
-	summary, _ := os.ReadFile(filepath.Join(out, "summary.md"))
-	for _, want := range []string{"| eval-reproduce | 0 |", "| eval-agree-tf32 | 0 |", "| eval-agree-float32 | 0 |", `- stage="train dcl" wall=`, "images_per_s="} {
-		if !strings.Contains(string(summary), want) {
-			t.Errorf("summary lacks %q:\n%s", want, summary)
-		}
 	}
 }
