@@ -20,6 +20,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -33,7 +34,7 @@ import (
 // with a fixed seed and one row group per window, which starts at any row without reading
 // the rows before it). EmbedRange embeds its rows in batches and writes one embedding file
 // atomically, under its final name, so a retried range rewrites the same bytes. Commit
-// writes embeddings.json last (shards.CommitEmbeddings); for a single .parquet output it
+// writes embeddings.json last (embeddings.Commit); for a single .parquet output it
 // first concatenates the parts into that file. RunEmbeds puts several such jobs with one
 // checkpoint (a run's test, train and pair embeddings) into one pipeline.
 //
@@ -71,7 +72,7 @@ type EmbedOptions struct {
 	Plugin  string
 	// Precision is what CUDA embeds in (empty: float32): TF32 tensor cores where it allows
 	// them (trainstep.Precision.AllowsTF32), full float32 otherwise. The CPU always computes
-	// in float32; the embeddings' metadata says which arithmetic made them (MetaArithmetic).
+	// in float32; the embeddings' metadata says which arithmetic made them (embeddings.MetaArithmetic).
 	Precision trainstep.Precision
 	// LenientBackend makes cuda with remote workers mean cpu rather than an error (see
 	// ResolveEmbedBackend).
@@ -224,16 +225,16 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 		parts = int(max(1, min(9999, (total+rowsPerPart-1)/rowsPerPart)))
 	}
 	job := &EmbedJob{Opts: o, Rows: total, Dim: dim, Backend: kind, Images: total * int64(o.Views), release: release, tf32: key.TF32, Meta: map[string]string{
-		MetaDataset: c.Dataset, MetaSplit: c.Split, MetaFeature: string(o.Feature), MetaViews: strconv.Itoa(o.Views),
-		MetaCheckpoint: info.Checkpoint, MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
-		"preset": c.Preset, "passes": passList(passes), MetaBackend: string(kind),
-		MetaArithmetic: trainstep.EncoderArithmetic(kind == gpu.CUDA, o.Precision).Name,
+		embeddings.MetaDataset: c.Dataset, embeddings.MetaSplit: c.Split, embeddings.MetaFeature: string(o.Feature), embeddings.MetaViews: strconv.Itoa(o.Views),
+		embeddings.MetaCheckpoint: info.Checkpoint, embeddings.MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
+		"preset": c.Preset, "passes": passList(passes), embeddings.MetaBackend: string(kind),
+		embeddings.MetaArithmetic: trainstep.EncoderArithmetic(kind == gpu.CUDA, o.Precision).Name,
 	}}
 	if o.CodeVersion != "" {
-		job.Meta[MetaCodeVersion] = o.CodeVersion
+		job.Meta[embeddings.MetaCodeVersion] = o.CodeVersion
 	}
 	if len(c.Classes) > 0 {
-		job.Meta[shards.EmbeddingClassesKey] = shards.ClassesMeta(c.Classes)
+		job.Meta[embeddings.ClassesKey] = embeddings.ClassesMeta(c.Classes)
 	}
 	// Cut every pass into ranges of whole encoder batches; parts share the rows evenly.
 	per := max(1, (total+int64(parts)-1)/int64(parts))
@@ -417,8 +418,8 @@ func (f *embedRangeFn) ProcessElement(ctx context.Context, task string, emit fun
 		return err
 	}
 	defer reader.Close()
-	path := shards.EmbeddingPartPath(f.PartsDir, r.Part, r.Parts)
-	w, err := shards.NewEmbeddingWriter(ctx, path, f.Dim, f.Meta)
+	path := embeddings.PartPath(f.PartsDir, r.Part, r.Parts)
+	w, err := embeddings.NewWriter(ctx, path, f.Dim, f.Meta)
 	if err != nil {
 		return err
 	}
@@ -495,21 +496,21 @@ type commitEmbeddingsFn struct {
 }
 
 func (f *commitEmbeddingsFn) ProcessElement(ctx context.Context, _ []byte, infos func(*string) bool, emit func(string)) error {
-	byPath := map[string]shards.EmbeddingFileInfo{}
+	byPath := map[string]embeddings.FileInfo{}
 	var js string
 	for infos(&js) {
-		var info shards.EmbeddingFileInfo
+		var info embeddings.FileInfo
 		if err := json.Unmarshal([]byte(js), &info); err != nil {
 			return fmt.Errorf("decoding an embedding file's info: %w", err)
 		}
 		byPath[info.Path] = info // a retried range reports the same file again
 	}
-	var files []shards.EmbeddingFileInfo
+	var files []embeddings.FileInfo
 	var rows int64
 	for p := range f.Parts {
-		info, ok := byPath[shards.EmbeddingFileName(p, f.Parts)]
+		info, ok := byPath[embeddings.FileName(p, f.Parts)]
 		if !ok {
-			return fmt.Errorf("embedding file %s was not written", shards.EmbeddingFileName(p, f.Parts))
+			return fmt.Errorf("embedding file %s was not written", embeddings.FileName(p, f.Parts))
 		}
 		files = append(files, info)
 		rows += info.Rows
@@ -518,7 +519,7 @@ func (f *commitEmbeddingsFn) ProcessElement(ctx context.Context, _ []byte, infos
 		return fmt.Errorf("the embedding files hold %d rows, the shards %d", rows, f.Rows)
 	}
 	dir := partsDir(f.Output)
-	m, err := shards.CommitEmbeddings(ctx, dir, f.Dim, files, f.Meta)
+	m, err := embeddings.Commit(ctx, dir, f.Dim, files, f.Meta)
 	if err != nil {
 		return err
 	}
@@ -538,12 +539,12 @@ func (f *commitEmbeddingsFn) ProcessElement(ctx context.Context, _ []byte, infos
 // concatEmbeddings writes the rows of the embeddings directory dir into the single file
 // out, then removes dir.
 func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[string]string) error {
-	r, err := shards.OpenEmbeddings(ctx, dir, 0)
+	r, err := embeddings.Open(ctx, dir, 0)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	w, err := shards.NewEmbeddingWriter(ctx, out, dim, meta)
+	w, err := embeddings.NewWriter(ctx, out, dim, meta)
 	if err != nil {
 		return err
 	}
@@ -627,7 +628,7 @@ func RunEmbeds(ctx context.Context, jobs ...*EmbedJob) ([]*EmbedResult, error) {
 	wall := time.Since(start).Round(time.Millisecond).String()
 	var out []*EmbedResult
 	for _, job := range jobs {
-		r, err := shards.OpenEmbeddings(ctx, job.Opts.Output, 1)
+		r, err := embeddings.Open(ctx, job.Opts.Output, 1)
 		if err != nil {
 			return nil, fmt.Errorf("the pipeline finished but its output is not readable: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -220,7 +221,7 @@ func TestEmbedPipelineMatchesTheEncoder(t *testing.T) {
 			if err != nil {
 				t.Fatalf("a single file's pairs, without --concatenated or --temperature: %v", err)
 			}
-			if want := job.Meta[MetaTemperature]; npc.Opts.Temperature == 0 || strconv.FormatFloat(npc.Opts.Temperature, 'g', -1, 64) != want {
+			if want := job.Meta[embeddings.MetaTemperature]; npc.Opts.Temperature == 0 || strconv.FormatFloat(npc.Opts.Temperature, 'g', -1, 64) != want {
 				t.Errorf("temperature %v, the footer says %s", npc.Opts.Temperature, want)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -120,7 +121,7 @@ func TestEmbedsShareOneEncoder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if set.Meta[MetaBackend] != "cpu" || set.Meta[MetaArithmetic] != "float32" || set.Meta[MetaCodeVersion] != "v-test" || set.Meta[MetaCheckpoint] == "" {
+		if set.Meta[embeddings.MetaBackend] != "cpu" || set.Meta[embeddings.MetaArithmetic] != "float32" || set.Meta[embeddings.MetaCodeVersion] != "v-test" || set.Meta[embeddings.MetaCheckpoint] == "" {
 			t.Errorf("%s: metadata %v: want the backend, its arithmetic (float32), the code version and the checkpoint", res[i].Output, set.Meta)
 		}
 		ref := wantEmbeddings(t, run, want.n, 0, want.views, want.feature)

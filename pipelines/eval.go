@@ -10,8 +10,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -19,7 +17,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
@@ -28,25 +26,6 @@ import (
 
 // EvalMetricsNamespace is the namespace of the evaluation pipelines' counters.
 const EvalMetricsNamespace = "dcl.eval"
-
-// Meta keys of an embeddings manifest (and, prefixed with shards.EmbeddingFooterPrefix, of
-// each embedding file's footer) that the evaluations read back.
-const (
-	MetaDataset    = "dataset"    // the shards' dataset, for its class count
-	MetaSplit      = "split"      // the shards' split
-	MetaFeature    = "feature"    // backbone or projection
-	MetaViews      = "views"      // "2": each row is view 1's vector followed by view 2's
-	MetaCheckpoint = "checkpoint" // the encoder's checkpoint
-	// MetaTemperature is the loss temperature the encoder was trained with.
-	MetaTemperature = "temperature"
-	// MetaBackend is the compute backend that ran the encoder (cpu or cuda), and
-	// MetaCodeVersion the version of the program (dcl embed's).
-	MetaBackend     = "backend"
-	MetaCodeVersion = "code_version"
-	// MetaArithmetic is the arithmetic the encoder computed in (float32 or tf32:
-	// trainstep.EncoderArithmetic).
-	MetaArithmetic = "arithmetic"
-)
 
 // embeddingFile is one file of an embedding set, with the training-set index of its first
 // row: files are numbered in the set's order (the manifest's, for a directory).
@@ -63,14 +42,14 @@ type embeddingSet struct {
 	Rows  int64
 	Dim   int
 	Meta  map[string]string // the directory manifest's meta, or a single file's footer's; nil when a file has none
-	// Classes is the class list the embeddings carry (shards.EmbeddingReader.Classes).
+	// Classes is the class list the embeddings carry (embeddings.Reader.Classes).
 	Classes []string
 }
 
 // inspectEmbeddings opens path (a Parquet file or a directory with embeddings.json),
 // checking every file's schema and dimension, and returns the files with their row offsets.
 func inspectEmbeddings(ctx context.Context, path string) (*embeddingSet, error) {
-	r, err := shards.OpenEmbeddings(ctx, path, 1)
+	r, err := embeddings.Open(ctx, path, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +67,7 @@ func inspectEmbeddings(ctx context.Context, path string) (*embeddingSet, error) 
 // path), with the rows' ids. Vectors of mixed length, or non-finite values, are an error
 // naming the file.
 func LoadEmbeddings(ctx context.Context, path string) (analysis.LabeledVectors, []int64, error) {
-	r, err := shards.OpenEmbeddings(ctx, path, 0)
+	r, err := embeddings.Open(ctx, path, 0)
 	if err != nil {
 		return analysis.LabeledVectors{}, nil, err
 	}
@@ -134,7 +113,7 @@ func resolveNumClasses(ctx context.Context, given int, sets ...*embeddingSet) (i
 		return len(classes), nil
 	}
 	for _, s := range sets {
-		if name := s.Meta[MetaDataset]; name != "" {
+		if name := s.Meta[embeddings.MetaDataset]; name != "" {
 			if classes, err := datasets.ClassNames(name, false); err == nil {
 				return len(classes), nil
 			}
@@ -142,7 +121,7 @@ func resolveNumClasses(ctx context.Context, given int, sets ...*embeddingSet) (i
 	}
 	n := 0
 	for _, s := range sets {
-		r, err := shards.OpenEmbeddings(ctx, s.Path, 0)
+		r, err := embeddings.Open(ctx, s.Path, 0)
 		if err != nil {
 			return 0, err
 		}
@@ -174,39 +153,13 @@ func resolveNumClasses(ctx context.Context, given int, sets ...*embeddingSet) (i
 	return n, nil
 }
 
-// sameClasses returns the class list the sets carry, refusing two that differ; nil when none
-// carries one (files of other tools, or of datasets without class names).
+// sameClasses is embeddings.SameClasses of the sets.
 func sameClasses(sets ...*embeddingSet) ([]string, error) {
-	var first *embeddingSet
-	for _, s := range sets {
-		if len(s.Classes) == 0 {
-			continue
-		}
-		if first == nil {
-			first = s
-			continue
-		}
-		if slices.Equal(first.Classes, s.Classes) {
-			continue
-		}
-		a, b := first.Classes, s.Classes
-		for i := range max(len(a), len(b)) {
-			name := func(c []string) string {
-				if i < len(c) {
-					return strconv.Quote(c[i])
-				}
-				return "none"
-			}
-			if i >= len(a) || i >= len(b) || a[i] != b[i] {
-				return nil, fmt.Errorf("%s and %s were embedded from datasets whose class lists differ (%d and %d classes; label %d is %s in one, %s in the other): their labels do not mean the same classes",
-					first.Path, s.Path, len(a), len(b), i, name(a), name(b))
-			}
-		}
+	lists := make([]embeddings.ClassList, len(sets))
+	for i, s := range sets {
+		lists[i] = embeddings.ClassList{Path: s.Path, Classes: s.Classes}
 	}
-	if first == nil {
-		return nil, nil
-	}
-	return first.Classes, nil
+	return embeddings.SameClasses(lists...)
 }
 
 // checkLabels reports the first label outside [0, numClasses) of a block read from file,

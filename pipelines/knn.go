@@ -15,7 +15,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
 // The kNN pipeline (KNN) classifies every test embedding by a weighted vote of its k nearest
@@ -319,7 +319,7 @@ type readQueriesFn struct {
 }
 
 func (f *readQueriesFn) ProcessElement(ctx context.Context, _ []byte, emit func(int, []byte)) error {
-	r, err := shards.OpenEmbeddings(ctx, f.Test, f.QueryBlock)
+	r, err := embeddings.Open(ctx, f.Test, f.QueryBlock)
 	if err != nil {
 		return err
 	}
@@ -394,7 +394,7 @@ func (f *searchTileFn) ProcessElement(ctx context.Context, block int, data []byt
 
 // searchFile streams one training file past the search.
 func searchFile(ctx context.Context, s *analysis.ParallelSearch, path string, offset, rows int64, dim, blockRows, numClasses int, metric analysis.Metric) error {
-	r, err := shards.OpenEmbeddings(ctx, path, blockRows)
+	r, err := embeddings.Open(ctx, path, blockRows)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
 // clustered draws n labelled vectors around numClasses random centres.
@@ -41,8 +41,8 @@ func writeEmbeddings(t testing.TB, path string, l analysis.LabeledVectors, parts
 	t.Helper()
 	ctx := context.Background()
 	n := l.Vectors.Len()
-	write := func(p string, from, to int) shards.EmbeddingFileInfo {
-		w, err := shards.NewEmbeddingWriter(ctx, p, l.Vectors.Dim, meta)
+	write := func(p string, from, to int) embeddings.FileInfo {
+		w, err := embeddings.NewWriter(ctx, p, l.Vectors.Dim, meta)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,11 +61,11 @@ func writeEmbeddings(t testing.TB, path string, l analysis.LabeledVectors, parts
 		write(path, 0, n)
 		return
 	}
-	var infos []shards.EmbeddingFileInfo
+	var infos []embeddings.FileInfo
 	for p := range parts {
-		infos = append(infos, write(storage.Join(path, shards.EmbeddingFileName(p, parts)), p*n/parts, (p+1)*n/parts))
+		infos = append(infos, write(storage.Join(path, embeddings.FileName(p, parts)), p*n/parts, (p+1)*n/parts))
 	}
-	if _, err := shards.CommitEmbeddings(ctx, path, l.Vectors.Dim, infos, meta); err != nil {
+	if _, err := embeddings.Commit(ctx, path, l.Vectors.Dim, infos, meta); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -86,7 +86,7 @@ func TestKNNPipelineMatchesAnalysis(t *testing.T) {
 	test := clustered(2, "test", 70, 8, 5)
 	trainDir := filepath.Join(dir, "train")
 	testFile := filepath.Join(dir, "test.pq") // a single file, named as another tool might
-	writeEmbeddings(t, trainDir, train, 4, map[string]string{MetaDataset: "mystery"})
+	writeEmbeddings(t, trainDir, train, 4, map[string]string{embeddings.MetaDataset: "mystery"})
 	writeEmbeddings(t, testFile, test, 1, nil)
 
 	for _, metric := range []analysis.Metric{analysis.Cosine, analysis.Euclidean} {
@@ -198,8 +198,8 @@ func TestEvaluationsRefuseDifferentClassLists(t *testing.T) {
 	dir := t.TempDir()
 	train := clustered(3, "train", 30, 4, 3)
 	test := clustered(4, "test", 12, 4, 3)
-	abc := map[string]string{shards.EmbeddingClassesKey: shards.ClassesMeta([]string{"ant", "bee", "cat"})}
-	bc := map[string]string{shards.EmbeddingClassesKey: shards.ClassesMeta([]string{"bee", "cat", "dog"})}
+	abc := map[string]string{embeddings.ClassesKey: embeddings.ClassesMeta([]string{"ant", "bee", "cat"})}
+	bc := map[string]string{embeddings.ClassesKey: embeddings.ClassesMeta([]string{"bee", "cat", "dog"})}
 	trainFile, sameDir, otherFile := filepath.Join(dir, "train.parquet"), filepath.Join(dir, "same"), filepath.Join(dir, "other.parquet")
 	writeEmbeddings(t, trainFile, train, 1, abc)
 	writeEmbeddings(t, sameDir, test, 2, abc)

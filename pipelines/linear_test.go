@@ -9,6 +9,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
 func TestLinearPipelineMatchesAnalysis(t *testing.T) {
@@ -16,7 +17,7 @@ func TestLinearPipelineMatchesAnalysis(t *testing.T) {
 	train := clustered(11, "train", 400, 8, 4)
 	test := clustered(12, "test", 100, 8, 4)
 	trainDir, testFile := filepath.Join(dir, "train"), filepath.Join(dir, "test.parquet")
-	writeEmbeddings(t, trainDir, train, 3, map[string]string{MetaDataset: "cifar10"})
+	writeEmbeddings(t, trainDir, train, 3, map[string]string{embeddings.MetaDataset: "cifar10"})
 	writeEmbeddings(t, testFile, test, 1, nil)
 	cfg := analysis.DefaultLinearConfig()
 	cfg.Epochs, cfg.Milestones, cfg.LR, cfg.Seed = 5, []int{3, 4}, 0.5, 3

@@ -19,7 +19,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
 // The NPC pipeline (NPC) computes the paper's Fig. 1 from projection embeddings of view
@@ -104,7 +104,7 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch views := set.Meta[MetaViews]; {
+	switch views := set.Meta[embeddings.MetaViews]; {
 	case views == "2" || o.Concatenated:
 	case set.Meta == nil:
 		return nil, fmt.Errorf("%s: the file has no dcl metadata to say whether its rows are view pairs: pass --concatenated if each row is view 1's vector followed by view 2's", o.Embeddings)
@@ -115,7 +115,7 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 		return nil, fmt.Errorf("%s: %d values per row cannot be two views of equal length", o.Embeddings, set.Dim)
 	}
 	if o.Temperature == 0 {
-		t, err := strconv.ParseFloat(set.Meta[MetaTemperature], 64)
+		t, err := strconv.ParseFloat(set.Meta[embeddings.MetaTemperature], 64)
 		if err != nil || !(t > 0) {
 			return nil, fmt.Errorf("%s records no training temperature: give --temperature", o.Embeddings)
 		}
@@ -196,7 +196,7 @@ func decodeNPCBatch(data []byte) (*npcBatch, error) {
 
 // loadPairs reads view pairs stored as concatenated rows into two blocks of vectors.
 func loadPairs(ctx context.Context, path string) (z1, z2 analysis.Vectors, err error) {
-	r, err := shards.OpenEmbeddings(ctx, path, 0)
+	r, err := embeddings.Open(ctx, path, 0)
 	if err != nil {
 		return z1, z2, err
 	}

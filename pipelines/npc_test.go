@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
 // pairSet writes n view pairs (each row view 1 then view 2, dim values each) and returns the
@@ -39,7 +40,7 @@ func pairSet(t *testing.T, path string, n, dim int, meta map[string]string) (z1,
 func TestNPCPipelineMatchesAnalysis(t *testing.T) {
 	dir := t.TempDir()
 	pairs := filepath.Join(dir, "pairs")
-	z1, z2 := pairSet(t, pairs, 200, 6, map[string]string{MetaViews: "2", MetaTemperature: "0.2"})
+	z1, z2 := pairSet(t, pairs, 200, 6, map[string]string{embeddings.MetaViews: "2", embeddings.MetaTemperature: "0.2"})
 	out := filepath.Join(dir, "npc")
 	ctx := context.Background()
 	job, err := PlanNPC(ctx, NPCOptions{Embeddings: pairs, BatchSizes: []int{64, 8, 32}, Seed: 4, Passes: 2, Bins: 10, Output: out})
@@ -84,9 +85,9 @@ func TestNPCPlanErrors(t *testing.T) {
 	single := filepath.Join(dir, "pairs.parquet")
 	pairSet(t, single, 50, 4, nil)
 	oneView := filepath.Join(dir, "one-view")
-	writeEmbeddings(t, oneView, clustered(9, "x", 50, 8, 3), 2, map[string]string{MetaViews: "1"})
+	writeEmbeddings(t, oneView, clustered(9, "x", 50, 8, 3), 2, map[string]string{embeddings.MetaViews: "1"})
 	pairs := filepath.Join(dir, "pairs")
-	pairSet(t, pairs, 50, 4, map[string]string{MetaViews: "2"})
+	pairSet(t, pairs, 50, 4, map[string]string{embeddings.MetaViews: "2"})
 	noMeta := filepath.Join(dir, "no-meta")
 	pairSet(t, noMeta, 50, 4, nil)
 	tests := []struct {
@@ -115,7 +116,7 @@ func TestNPCPlanErrors(t *testing.T) {
 func TestNPCDefaultBatchSizesFitTheData(t *testing.T) {
 	dir := t.TempDir()
 	pairs := filepath.Join(dir, "pairs")
-	pairSet(t, pairs, 100, 4, map[string]string{MetaViews: "2"})
+	pairSet(t, pairs, 100, 4, map[string]string{embeddings.MetaViews: "2"})
 	job, err := PlanNPC(context.Background(), NPCOptions{Embeddings: pairs, Temperature: 0.1, Output: filepath.Join(dir, "out")})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestNPCDefaultBatchSizesFitTheData(t *testing.T) {
 		t.Errorf("an explicit batch size over the pairs: %v", err)
 	}
 	small := filepath.Join(dir, "small")
-	pairSet(t, small, 20, 4, map[string]string{MetaViews: "2"})
+	pairSet(t, small, 20, 4, map[string]string{embeddings.MetaViews: "2"})
 	if _, err := PlanNPC(context.Background(), NPCOptions{Embeddings: small, Temperature: 0.1, Output: filepath.Join(dir, "out")}); err == nil ||
 		!strings.Contains(err.Error(), "fewer than the smallest default batch size 32") {
 		t.Errorf("pairs fewer than every default size: %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
 // The evaluations show, when they run in this process, the work their DoFns counted: every
@@ -23,7 +24,7 @@ func TestEvaluationsShowTheirProgress(t *testing.T) {
 	writeEmbeddings(t, train, clustered(1, "train", 60, 4, 3), 2, nil)
 	writeEmbeddings(t, test, clustered(2, "test", 20, 4, 3), 1, nil)
 	pairs := filepath.Join(dir, "pairs")
-	pairSet(t, pairs, 40, 3, map[string]string{MetaViews: "2", MetaTemperature: "0.2"})
+	pairSet(t, pairs, 40, 3, map[string]string{embeddings.MetaViews: "2", embeddings.MetaTemperature: "0.2"})
 	data := t.TempDir()
 	writePairShards(t, data, 10, 8, 2, 1, 1)
 	encoder := trainTinyEncoder(t, data)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -38,7 +38,7 @@ func (r *runner) baseline(ctx context.Context, name string, data dataGen) (*Base
 		var embedded gen
 		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
 			g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: data.eval,
-				done:   func() (outcome, error) { return exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName)) },
+				done:   func() (outcome, error) { return exists(ctx, storage.Join(e.out, embeddings.ManifestName)) },
 				do:     func() error { return writePixelEmbeddings(ctx, e.data, e.out) },
 				needed: func() (bool, error) { return r.evaluationsNeeded(ctx, dir, false) }})
 			if err != nil {
@@ -101,9 +101,9 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 	m := rd.Manifest()
 	dim := m.Config.Height * m.Config.Width * m.Config.Channels
 	meta := map[string]string{
-		pipelines.MetaDataset: m.Config.Dataset, pipelines.MetaSplit: m.Config.Split, pipelines.MetaFeature: "pixels",
+		embeddings.MetaDataset: m.Config.Dataset, embeddings.MetaSplit: m.Config.Split, embeddings.MetaFeature: "pixels",
 	}
-	w, err := shards.NewEmbeddingWriter(ctx, storage.Join(out, shards.EmbeddingFileName(0, 1)), dim, meta)
+	w, err := embeddings.NewWriter(ctx, storage.Join(out, embeddings.FileName(0, 1)), dim, meta)
 	if err != nil {
 		return err
 	}
@@ -131,6 +131,6 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 	if err != nil {
 		return err
 	}
-	_, err = shards.CommitEmbeddings(ctx, out, dim, []shards.EmbeddingFileInfo{info}, meta)
+	_, err = embeddings.Commit(ctx, out, dim, []embeddings.FileInfo{info}, meta)
 	return err
 }

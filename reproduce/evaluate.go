@@ -8,7 +8,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -102,7 +102,7 @@ func (r *runner) evaluationsNeeded(ctx context.Context, dir string, npc bool) (b
 // allEmbedded is complete when every set has its manifest.
 func allEmbedded(ctx context.Context, sets []embedding) (outcome, error) {
 	for _, e := range sets {
-		o, err := exists(ctx, storage.Join(e.out, shards.EmbeddingsManifestName))
+		o, err := exists(ctx, storage.Join(e.out, embeddings.ManifestName))
 		if err != nil || !o.complete {
 			return o, err
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/analysis/figures"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -254,7 +254,7 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 		return nil, err
 	} else if ok {
 		opts.Output = storage.Join(dir, TSNEPlotName)
-		if _, err := pipelines.RunTSNE(ctx, opts); err != nil {
+		if _, err := figures.TSNE(ctx, opts); err != nil {
 			return nil, fmt.Errorf("plot %s: %w", TSNEPlotName, err)
 		}
 		made = append(made, figure{Caption: fmt.Sprintf("t-SNE of %d test embeddings of each class (the first %d classes), coloured by class (the paper's Fig. 4c)", opts.PerClass, opts.Classes), Path: PlotsDir + "/" + TSNEPlotName})
@@ -336,7 +336,7 @@ func baselineReferences(res *Results) []figures.Reference {
 // maxTSNEPanels, side by side: the paper's Fig. 4c compares SimCLR's and DCL's. Its first 10
 // classes, as the paper's CIFAR-10: 1,000 points a panel, seconds, for any dataset. ok is false
 // when the config has no kNN or linear evaluation (no test embeddings) or none is there.
-func tsneOptions(ctx context.Context, out string, res *Results, names runSeries) (o pipelines.TSNEOptions, ok bool, err error) {
+func tsneOptions(ctx context.Context, out string, res *Results, names runSeries) (o figures.TSNEOptions, ok bool, err error) {
 	if res.Evaluate.KNN == nil && res.Evaluate.Linear == nil {
 		return o, false, nil
 	}
@@ -347,7 +347,7 @@ func tsneOptions(ctx context.Context, out string, res *Results, names runSeries)
 			continue
 		}
 		p := embeddingsDir(runDir(out, r.Config.Name), "test")
-		there, err := storage.Exists(ctx, storage.Join(p, shards.EmbeddingsManifestName))
+		there, err := storage.Exists(ctx, storage.Join(p, embeddings.ManifestName))
 		if err != nil {
 			return o, false, err
 		}
@@ -360,7 +360,7 @@ func tsneOptions(ctx context.Context, out string, res *Results, names runSeries)
 	if len(o.Embeddings) == 0 {
 		return o, false, nil
 	}
-	o.PerClass, o.Classes, o.Config = pipelines.DefaultTSNEPerClass, 10, analysis.DefaultTSNEConfig()
+	o.PerClass, o.Classes, o.Config = figures.DefaultTSNEPerClass, 10, analysis.DefaultTSNEConfig()
 	o.Config.Seed = res.Preprocess.Seed
 	o.Width, o.Height = plotWidth*2/3, plotRows*5/6
 	return o, true, nil

@@ -1,7 +1,8 @@
 // Package shards owns the on-disk dataset format: Parquet shards of augmented view pairs,
 // their schema, writer and streaming reader, the manifest that makes a directory a complete
-// dataset, verification, atomic commit, and the embedding files of the evaluations. Its files
-// go through the storage layer (internal/storage), like every path in the toolkit.
+// dataset, verification and atomic commit (StagedCommit, which the embeddings package
+// shares). Its files go through the storage layer (internal/storage), like every path in the
+// toolkit.
 //
 // # Layout of a dataset directory
 //
@@ -34,8 +35,9 @@
 //     shuffled reader relies on, and the bytes are the same on every run.
 //  3. The metadata-only last step: WriteDeadLetters(ctx, dir, letters) if any, then
 //     Commit(ctx, dir, cfg, infos, records, deadLetters)
-//     checks the shards are in place, removes files the run did not write, and writes
-//     manifest.json. Records in = rows per pass + dead letters, or Commit refuses.
+//     checks the shards are staged, removes files the run did not write, writes
+//     manifest.json (the commit record) and moves the shards into place. Records in = rows
+//     per pass + dead letters, or Commit refuses.
 //
 // Writers are deterministic: no time stamps, a fixed CreatedBy, sorted footer keys, row
 // groups cut by byte counts (WriterOptions, default 4 MiB of views; batches of 1 MiB go to
@@ -62,11 +64,7 @@
 //
 // # Embedding files
 //
-// EmbeddingRow is the schema of the evaluations' embedding files: id (int64), label
-// (int32), embedding (Parquet LIST of float32). NewEmbeddingWriter writes one file
-// atomically; a sharded directory holds EmbeddingFileName(part, parts) files and
-// embeddings.json, written last by CommitEmbeddings. OpenEmbeddings streams a file or such
-// a directory in blocks (EmbeddingBlock: IDs, Labels, Vectors row-major) with bounded
-// memory, and accepts the layouts other tools write (pyarrow, DuckDB, arrow-rs: list/element
-// or list/item, optional columns, int64 labels, legacy 2-level lists).
+// The evaluations' embedding files are a second format, with its own package
+// (shards/embeddings); it commits its directories with this package's StagedCommit, the
+// sequence Commit runs.
 package shards

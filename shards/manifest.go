@@ -247,24 +247,70 @@ const (
 	StagedSuffix = ".uncommitted"
 )
 
-// stagedPath is where a file of a directory is written before its commit, relative to the
+// StagedPath is where a file of a directory is written before its commit, relative to the
 // directory.
-func stagedPath(rel string) string { return StagingDir + "/" + rel + StagedSuffix }
+func StagedPath(rel string) string { return StagingDir + "/" + rel + StagedSuffix }
 
 // Commit is the pipeline's last, metadata-only step: given the entries its writers returned,
 // it checks that every listed shard is staged with the size its writer reported, removes
 // temporaries and shard files the run did not write (left by an earlier run), writes the
-// manifest, and moves the shards from the staging folder into place. Only after Commit
-// returns nil is the directory a dataset. Run again after a failure part-way (a retried
-// step), it finds the shards it already moved in place.
+// manifest, and moves the shards from the staging folder into place (StagedCommit). Only
+// after Commit returns nil is the directory a dataset. Run again after a failure part-way (a
+// retried step), it finds the shards it already moved in place.
 func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, records int64, dead DeadLetters) (*Manifest, error) {
 	m, err := NewManifest(cfg, shards, records, dead)
 	if err != nil {
 		return nil, fmt.Errorf("committing %s: %w", dir, err)
 	}
-	files, err := storage.ListTree(ctx, dir)
+	data, err := m.Marshal()
 	if err != nil {
 		return nil, err
+	}
+	c := StagedCommit{Dir: dir, Kind: "shard", Stray: isShardLike, ManifestName: ManifestName, Manifest: data}
+	for _, s := range m.Shards {
+		c.Files = append(c.Files, StagedFile{Path: s.Path, Bytes: s.Bytes})
+	}
+	if dead.File != "" {
+		c.Present = []string{dead.File}
+	}
+	if err := c.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// StagedFile is a file a writer wrote into a directory's staging folder (StagedPath), as
+// the directory's manifest lists it: its final path, relative to the directory, and size.
+type StagedFile struct {
+	Path  string
+	Bytes int64
+}
+
+// StagedCommit is the commit of a directory whose writers stage their files: a dataset's
+// shards (Commit) or an embeddings directory's files (package shards/embeddings).
+type StagedCommit struct {
+	Dir string
+	// Kind names the files in errors ("shard").
+	Kind  string
+	Files []StagedFile
+	// Present are other files the manifest names, which must be there (a dead-letter file).
+	Present []string
+	// Stray reports whether a file the run did not write would be taken for data (a Parquet
+	// file where the directory's own are): such files, left by an earlier run, are removed.
+	Stray func(rel string) bool
+	// Manifest is the manifest's bytes, written as ManifestName.
+	ManifestName string
+	Manifest     []byte
+}
+
+// Commit checks that every file is staged, or already in place (a commit cut short and run
+// again), with the size its writer reported, and that the Present files are there; removes
+// temporaries and stray files; writes the manifest; moves the staged files into place and
+// removes the staging folder.
+func (c StagedCommit) Commit(ctx context.Context) error {
+	files, err := storage.ListTree(ctx, c.Dir)
+	if err != nil {
+		return err
 	}
 	present := map[string]bool{}
 	for _, f := range files {
@@ -272,52 +318,53 @@ func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, rec
 	}
 	listed := map[string]bool{}
 	var moves []string
-	for _, s := range m.Shards {
-		listed[s.Path] = true
-		at := s.Path
-		switch staged := stagedPath(s.Path); {
+	for _, f := range c.Files {
+		if listed[f.Path] {
+			return fmt.Errorf("committing %s: %s %s listed twice", c.Dir, c.Kind, f.Path)
+		}
+		listed[f.Path] = true
+		at := f.Path
+		switch staged := StagedPath(f.Path); {
 		case present[staged]:
 			at = staged
-			moves = append(moves, s.Path)
-		case !present[s.Path]:
-			return nil, fmt.Errorf("committing %s: shard %s is missing", dir, s.Path)
+			moves = append(moves, f.Path)
+		case !present[f.Path]:
+			return fmt.Errorf("committing %s: %s %s is missing", c.Dir, c.Kind, f.Path)
 		}
-		size, err := storage.Size(ctx, storage.Join(dir, at))
+		size, err := storage.Size(ctx, storage.Join(c.Dir, at))
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("committing %s: %w", c.Dir, err)
 		}
-		if size != s.Bytes {
-			return nil, fmt.Errorf("committing %s: shard %s has %d bytes, its writer wrote %d", dir, at, size, s.Bytes)
+		if size != f.Bytes {
+			return fmt.Errorf("committing %s: %s %s has %d bytes, its writer wrote %d", c.Dir, c.Kind, at, size, f.Bytes)
 		}
 	}
-	if dead.File != "" && !present[dead.File] {
-		return nil, fmt.Errorf("committing %s: dead-letter file %s is missing", dir, dead.File)
+	for _, p := range c.Present {
+		if !present[p] {
+			return fmt.Errorf("committing %s: %s, which the manifest names, is missing", c.Dir, p)
+		}
 	}
 	for _, f := range files {
-		if (isShardLike(f) && !listed[f]) || isTemporary(f) {
-			if err := storage.Remove(ctx, storage.Join(dir, f)); err != nil {
-				return nil, err
+		if (c.Stray(f) && !listed[f]) || isTemporary(f) {
+			if err := storage.Remove(ctx, storage.Join(c.Dir, f)); err != nil {
+				return err
 			}
 		}
 	}
 	// The manifest is the commit record and goes before the moves: the moves are many renames,
-	// not one, and a kill among them must not leave shards in place with no manifest, which a
+	// not one, and a kill among them must not leave files in place with no manifest, which a
 	// glob such as DuckDB's would take for a whole dataset. A kill after the manifest leaves
-	// shards it lists still staged: a reader that checks the manifest (ReadManifest, Verify,
-	// the trainer's reader) refuses the folder naming the missing shard, and the same
-	// preprocess command, run again, removes the manifest first and writes it all again.
-	if err := WriteManifest(ctx, dir, m); err != nil {
-		return nil, err
+	// files it lists still staged: a reader that checks the manifest refuses the folder
+	// naming the missing file, and the same command, run again, writes it all again.
+	if err := storage.WriteFile(ctx, storage.Join(c.Dir, c.ManifestName), c.Manifest); err != nil {
+		return err
 	}
 	for _, p := range moves {
-		if err := storage.Rename(ctx, storage.Join(dir, stagedPath(p)), storage.Join(dir, p)); err != nil {
-			return nil, fmt.Errorf("committing %s: %w", dir, err)
+		if err := storage.Rename(ctx, storage.Join(c.Dir, StagedPath(p)), storage.Join(c.Dir, p)); err != nil {
+			return fmt.Errorf("committing %s: %w", c.Dir, err)
 		}
 	}
-	if err := storage.RemoveTree(ctx, storage.Join(dir, StagingDir)); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return storage.RemoveTree(ctx, storage.Join(c.Dir, StagingDir))
 }
 
 // isShardLike reports whether a file under a dataset directory would be taken for a shard:

@@ -92,7 +92,7 @@ func NewWriter(ctx context.Context, dir string, id ShardID, cfg Config, opts Wri
 		return nil, err
 	}
 	// Shards are written under the staging folder; Commit moves them into place.
-	p := storage.Join(dir, stagedPath(id.Path()))
+	p := storage.Join(dir, StagedPath(id.Path()))
 	f := storage.NewWriter(ctx, p)
 	options := []parquet.WriterOption{
 		// A fixed CreatedBy: the default embeds the build's module hash, which would make

@@ -5,6 +5,10 @@
 // References are horizontal lines (baselines, the paper's figures). NPCSummaryCharts and
 // NPCDistributionChart are the paper's Fig. 1(a) and (b), MetricByEpochChart and
 // AccuracyByBatchSizeChart the reproduction's usual plots, ScatterChart its t-SNE (Fig. 4c).
+//
+// TSNE makes that t-SNE figure from embedding files (`dcl tsne`, the reproduction's report):
+// a per-class sample of each set (package shards/embeddings reads them), laid out by
+// analysis.TSNE, one ScatterChart panel per set.
 package figures
 
 import (

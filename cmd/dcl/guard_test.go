@@ -17,7 +17,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/guard"
 	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -200,7 +200,7 @@ func TestTwoWritersAtOnce(t *testing.T) {
 	}
 	for _, out := range []string{filepath.Join(root, "emb"), filepath.Join(root, "emb.parquet")} {
 		race("embed "+filepath.Base(out), embedArgs(out, "infonce"), embedArgs(out, "dcl"), func(t *testing.T, winner int) {
-			r, err := shards.OpenEmbeddings(context.Background(), out, 0)
+			r, err := embeddings.Open(context.Background(), out, 0)
 			if err != nil {
 				t.Fatalf("the embeddings the winner wrote: %v", err)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/safetensors"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -119,7 +120,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 // commit step wrote the manifest that makes the folder data.
 func checkNoPartialData(t *testing.T, job, out string) {
 	t.Helper()
-	manifest := map[string]string{"preprocess": shards.ManifestName, "embed": shards.EmbeddingsManifestName}[job]
+	manifest := map[string]string{"preprocess": shards.ManifestName, "embed": embeddings.ManifestName}[job]
 	if manifest == "" {
 		return
 	}

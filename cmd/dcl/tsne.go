@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
-	"github.com/dcl-beam/dcl-beam/pipelines"
+	"github.com/dcl-beam/dcl-beam/analysis/figures"
 )
 
 // listFlag collects a flag given several times; each value may also be a comma-separated
@@ -44,8 +44,8 @@ func tsneCommand() *command {
 			renamedFlag(fs, out, "embeddings", "input")
 			def := analysis.DefaultTSNEConfig()
 			output := fs.String("output", "", "the PNG to write, local or gs:// (required)")
-			perClass := fs.Int("per-class", pipelines.DefaultTSNEPerClass, "rows sampled from each class of each set")
-			classes := fs.Int("classes", pipelines.DefaultTSNEClasses, "lay out the first N classes only (0: every class; beyond about 20, colours and markers cannot be told apart)")
+			perClass := fs.Int("per-class", figures.DefaultTSNEPerClass, "rows sampled from each class of each set")
+			classes := fs.Int("classes", figures.DefaultTSNEClasses, "lay out the first N classes only (0: every class; beyond about 20, colours and markers cannot be told apart)")
 			seed := fs.Uint64("seed", def.Seed, "seed of the sample and of t-SNE's initial layout (same seed, same figure)")
 			perplexity := fs.Float64("perplexity", def.Perplexity, "t-SNE perplexity: the effective number of neighbours")
 			iterations := fs.Int("iterations", def.Iterations, "gradient-descent iterations (the first 250 with early exaggeration)")
@@ -72,7 +72,7 @@ func tsneCommand() *command {
 				if !(cfg.Perplexity > 0) || cfg.Iterations < 1 {
 					return usagef("--perplexity=%v and --iterations=%d: want a positive perplexity and at least one iteration", cfg.Perplexity, cfg.Iterations)
 				}
-				res, err := pipelines.RunTSNE(ctx, pipelines.TSNEOptions{
+				res, err := figures.TSNE(ctx, figures.TSNEOptions{
 					Embeddings: embeddings.values, Labels: names, PerClass: *perClass, Classes: *classes, Config: cfg,
 					Output: *output, Width: *width, Height: *height, Cols: *cols,
 				})

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/pipelines"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/analysis/figures"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
 // writeClusterEmbeddings writes one embeddings .parquet file of perClass rows for each of
@@ -21,11 +21,11 @@ func writeClusterEmbeddings(t *testing.T, path string, classes []string, perClas
 	meta := map[string]string{}
 	k := 3
 	if classes != nil {
-		meta[shards.EmbeddingClassesKey] = shards.ClassesMeta(classes)
+		meta[embeddings.ClassesKey] = embeddings.ClassesMeta(classes)
 		k = len(classes)
 	}
 	const dim = 16
-	w, err := shards.NewEmbeddingWriter(context.Background(), path, dim, meta)
+	w, err := embeddings.NewWriter(context.Background(), path, dim, meta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestTSNECommand(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("dcl tsne = %d\n%s\n%s", code, stdout, stderr)
 			}
-			var res pipelines.TSNEResult
+			var res figures.TSNEResult
 			if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 				t.Fatalf("dcl tsne printed %q: %v", stdout, err)
 			}

@@ -1,4 +1,4 @@
-package pipelines
+package figures
 
 import (
 	"context"
@@ -8,17 +8,16 @@ import (
 	"log/slog"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
-	"github.com/dcl-beam/dcl-beam/analysis/figures"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
-// t-SNE of embeddings (the paper's Fig. 4c) is not a Beam job: it reads a sample of a few
-// thousand rows and lays them out on one machine, so it streams each embedding set once
-// through a per-class reservoir and runs exact t-SNE (analysis.TSNE) on the sample.
+// The t-SNE figure of embeddings (the paper's Fig. 4c) reads a sample of a few thousand rows
+// and lays them out on one machine: it streams each embedding set once through a per-class
+// reservoir, runs exact t-SNE (analysis.TSNE) on the sample and draws ScatterChart panels.
 
-// TSNEOptions configure RunTSNE.
+// TSNEOptions configure TSNE.
 type TSNEOptions struct {
 	// Embeddings are the sets to lay out, one panel each, side by side: a .parquet file or a
 	// 'dcl embed' folder.
@@ -60,16 +59,16 @@ type TSNEPanel struct {
 	KL           float64 `json:"kl"` // KL(P‖Q) of the layout
 }
 
-// TSNEResult is what RunTSNE wrote.
+// TSNEResult is what TSNE wrote.
 type TSNEResult struct {
 	Output  string      `json:"output"`
 	Classes []string    `json:"classes,omitempty"`
 	Panels  []TSNEPanel `json:"panels"`
 }
 
-// RunTSNE samples each embedding set, lays each sample out with t-SNE and writes the panels
-// as one PNG, coloured by class with a legend of the class names.
-func RunTSNE(ctx context.Context, o TSNEOptions) (*TSNEResult, error) {
+// TSNE samples each embedding set, lays each sample out with t-SNE and writes the panels as
+// one PNG, coloured by class with a legend of the class names.
+func TSNE(ctx context.Context, o TSNEOptions) (*TSNEResult, error) {
 	switch {
 	case len(o.Embeddings) == 0 || o.Output == "":
 		return nil, usage.Errorf("embeddings and an output file are needed")
@@ -85,14 +84,15 @@ func RunTSNE(ctx context.Context, o TSNEOptions) (*TSNEResult, error) {
 	res := &TSNEResult{Output: o.Output}
 	// Every set is sampled before any is laid out, so that sets whose classes differ are
 	// refused before minutes of t-SNE.
-	var sets []*embeddingSet
+	var sets []embeddings.ClassList
+	var metas []map[string]string
 	var samples []analysis.LabeledVectors
 	for i, path := range o.Embeddings {
-		sample, set, panel, err := sampleEmbeddings(ctx, path, o.PerClass, o.Classes, o.Config.Seed)
+		sample, set, meta, panel, err := sampleEmbeddings(ctx, path, o.PerClass, o.Classes, o.Config.Seed)
 		if err != nil {
 			return nil, err
 		}
-		sets, samples = append(sets, set), append(samples, sample)
+		sets, metas, samples = append(sets, set), append(metas, meta), append(samples, sample)
 		panel.Label = path
 		if len(o.Labels) > 0 {
 			panel.Label = o.Labels[i]
@@ -100,15 +100,15 @@ func RunTSNE(ctx context.Context, o TSNEOptions) (*TSNEResult, error) {
 		res.Panels = append(res.Panels, panel)
 	}
 	// Panels side by side must colour the same class alike.
-	classes, err := sameClasses(sets...)
+	classes, err := embeddings.SameClasses(sets...)
 	if err != nil {
 		return nil, err
 	}
 	if classes == nil {
-		classes = datasetClasses(sets)
+		classes = datasetClasses(metas)
 	}
 	res.Classes = classes
-	var panels []figures.Panel
+	var panels []Panel
 	for i, sample := range samples {
 		slog.Info("t-SNE", "embeddings", sample.Source, "points", len(sample.Labels), "iterations", o.Config.Iterations,
 			"rows_of_other_classes", res.Panels[i].OtherClasses)
@@ -117,30 +117,30 @@ func RunTSNE(ctx context.Context, o TSNEOptions) (*TSNEResult, error) {
 			return nil, err
 		}
 		res.Panels[i].KL = layout.KL
-		panels = append(panels, figures.ScatterChart{Title: res.Panels[i].Label, X: layout.X, Y: layout.Y, Labels: sample.Labels, Classes: classes})
+		panels = append(panels, ScatterChart{Title: res.Panels[i].Label, X: layout.X, Y: layout.Y, Labels: sample.Labels, Classes: classes})
 	}
 	cols := o.Cols
 	if cols <= 0 || cols > len(panels) {
 		cols = len(panels)
 	}
 	rows := (len(panels) + cols - 1) / cols
-	if err := figures.SavePNG(ctx, o.Output, o.Width*cols, o.Height*rows, cols, panels...); err != nil {
+	if err := SavePNG(ctx, o.Output, o.Width*cols, o.Height*rows, cols, panels...); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
 // sampleEmbeddings streams the set at path through a per-class sample of the labels below
-// classes (0: all).
-func sampleEmbeddings(ctx context.Context, path string, perClass, classes int, seed uint64) (analysis.LabeledVectors, *embeddingSet, TSNEPanel, error) {
-	panel := TSNEPanel{Embeddings: path}
-	r, err := shards.OpenEmbeddings(ctx, path, 0)
+// classes (0: all), and returns the class list and metadata the set carries.
+func sampleEmbeddings(ctx context.Context, path string, perClass, classes int, seed uint64) (sample analysis.LabeledVectors, set embeddings.ClassList, meta map[string]string, panel TSNEPanel, err error) {
+	panel = TSNEPanel{Embeddings: path}
+	r, err := embeddings.Open(ctx, path, 0)
 	if err != nil {
-		return analysis.LabeledVectors{}, nil, panel, err
+		return sample, set, nil, panel, err
 	}
 	defer r.Close()
-	set := &embeddingSet{Path: path, Dim: r.Dim(), Rows: r.Rows(), Meta: r.Meta(), Classes: r.Classes()}
-	sample := analysis.NewClassSample(perClass, seed)
+	set, meta = embeddings.ClassList{Path: path, Classes: r.Classes()}, r.Meta()
+	reservoir := analysis.NewClassSample(perClass, seed)
 	var row int64
 	for {
 		b, err := r.Next()
@@ -148,43 +148,43 @@ func sampleEmbeddings(ctx context.Context, path string, perClass, classes int, s
 			break
 		}
 		if err != nil {
-			return analysis.LabeledVectors{}, nil, panel, err
+			return sample, set, nil, panel, err
 		}
 		for i, y := range b.Labels {
 			switch {
 			case y < 0:
 				panel.Unlabelled++
 			case len(set.Classes) > 0 && int(y) >= len(set.Classes):
-				return analysis.LabeledVectors{}, nil, panel, fmt.Errorf("%s: row %d: label %d outside the %d classes the embeddings name", path, row+int64(i), y, len(set.Classes))
+				return sample, set, nil, panel, fmt.Errorf("%s: row %d: label %d outside the %d classes the embeddings name", path, row+int64(i), y, len(set.Classes))
 			case classes > 0 && int(y) >= classes:
 				panel.OtherClasses++
 			default:
-				if err := sample.Add(row+int64(i), y, b.Vector(i)); err != nil {
-					return analysis.LabeledVectors{}, nil, panel, fmt.Errorf("%s: %w", path, err)
+				if err := reservoir.Add(row+int64(i), y, b.Vector(i)); err != nil {
+					return sample, set, nil, panel, fmt.Errorf("%s: %w", path, err)
 				}
 			}
 		}
 		row += int64(b.Len())
 	}
 	panel.Rows = row
-	out := sample.Result(path)
-	if len(out.Labels) == 0 {
+	sample = reservoir.Result(path)
+	if len(sample.Labels) == 0 {
 		other := ""
 		if panel.OtherClasses > 0 {
 			other = fmt.Sprintf(", %d of classes from %d on, not laid out", panel.OtherClasses, classes)
 		}
-		return analysis.LabeledVectors{}, nil, panel, fmt.Errorf("%s: no labelled rows to lay out (%d rows, %d unlabelled%s)", path, row, panel.Unlabelled, other)
+		return analysis.LabeledVectors{}, set, nil, panel, fmt.Errorf("%s: no labelled rows to lay out (%d rows, %d unlabelled%s)", path, row, panel.Unlabelled, other)
 	}
-	panel.Points = len(out.Labels)
-	return out, set, panel, nil
+	panel.Points = len(sample.Labels)
+	return sample, set, meta, panel, nil
 }
 
 // datasetClasses is the class list of the dataset the sets' metadata name, for sets that
 // carry no list of their own; nil when none names a dataset with class names (the legend
 // then says "class N").
-func datasetClasses(sets []*embeddingSet) []string {
-	for _, s := range sets {
-		if name := s.Meta[MetaDataset]; name != "" {
+func datasetClasses(metas []map[string]string) []string {
+	for _, meta := range metas {
+		if name := meta[embeddings.MetaDataset]; name != "" {
 			if classes, err := datasets.ClassNames(name, false); err == nil {
 				return classes
 			}

@@ -1,4 +1,4 @@
-package shards
+package embeddings
 
 import (
 	"bytes"
@@ -25,11 +25,11 @@ type embRow struct {
 	vec   []float32
 }
 
-func readEmbeddings(t *testing.T, path string, block int) ([]embRow, *EmbeddingReader) {
+func readEmbeddings(t *testing.T, path string, block int) ([]embRow, *Reader) {
 	t.Helper()
-	r, err := OpenEmbeddings(context.Background(), path, block)
+	r, err := Open(context.Background(), path, block)
 	if err != nil {
-		t.Fatalf("OpenEmbeddings(%s): %v", path, err)
+		t.Fatalf("Open(%s): %v", path, err)
 	}
 	defer r.Close()
 	var out []embRow
@@ -68,7 +68,7 @@ func TestEmbeddingFileRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "emb.parquet")
-	w, err := NewEmbeddingWriter(ctx, p, 5, map[string]string{"dcl.feature": "backbone"})
+	w, err := NewWriter(ctx, p, 5, map[string]string{"dcl.feature": "backbone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +234,9 @@ func TestEmbeddingBadFiles(t *testing.T) {
 		Embedding []int32 `parquet:"embedding,list"`
 	}
 	writeParquet(t, filepath.Join(dir, "int-embedding.parquet"), []intEmbedding{{1, 0, []int32{1}}})
-	writeParquet(t, filepath.Join(dir, "mixed.parquet"), []EmbeddingRow{{1, 0, []float32{1, 2, 3}}, {2, 0, []float32{1, 2, 3}}, {3, 0, []float32{1, 2}}})
-	writeParquet(t, filepath.Join(dir, "empty-vector.parquet"), []EmbeddingRow{{1, 0, []float32{1}}, {2, 0, nil}})
-	writeParquet(t, filepath.Join(dir, "bad-label.parquet"), []EmbeddingRow{{1, -5, []float32{1}}})
+	writeParquet(t, filepath.Join(dir, "mixed.parquet"), []Row{{1, 0, []float32{1, 2, 3}}, {2, 0, []float32{1, 2, 3}}, {3, 0, []float32{1, 2}}})
+	writeParquet(t, filepath.Join(dir, "empty-vector.parquet"), []Row{{1, 0, []float32{1}}, {2, 0, nil}})
+	writeParquet(t, filepath.Join(dir, "bad-label.parquet"), []Row{{1, -5, []float32{1}}})
 	type nullable struct {
 		ID        *int64    `parquet:"id,optional"`
 		Label     int32     `parquet:"label"`
@@ -262,7 +262,7 @@ func TestEmbeddingBadFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			r, err := OpenEmbeddings(context.Background(), filepath.Join(dir, tt.file), 100)
+			r, err := Open(context.Background(), filepath.Join(dir, tt.file), 100)
 			for err == nil {
 				_, err = r.Next()
 			}
@@ -271,7 +271,7 @@ func TestEmbeddingBadFiles(t *testing.T) {
 			}
 		})
 	}
-	if _, err := OpenEmbeddings(context.Background(), dir, 10); err == nil || !strings.Contains(err.Error(), "no embeddings.json") {
+	if _, err := Open(context.Background(), dir, 10); err == nil || !strings.Contains(err.Error(), "no embeddings.json") {
 		t.Errorf("a directory without embeddings.json = %v", err)
 	}
 }
@@ -279,10 +279,10 @@ func TestEmbeddingBadFiles(t *testing.T) {
 func TestShardedEmbeddingsOnGCS(t *testing.T) {
 	ctx := context.Background()
 	dir := gcstest.Start(t, "emb") + "/run1/test"
-	var infos []EmbeddingFileInfo
+	var infos []FileInfo
 	id := int64(0)
 	for part := range 3 {
-		w, err := NewEmbeddingWriter(ctx, storage.Join(dir, EmbeddingFileName(part, 3)), 4, nil)
+		w, err := NewWriter(ctx, storage.Join(dir, FileName(part, 3)), 4, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,21 +298,21 @@ func TestShardedEmbeddingsOnGCS(t *testing.T) {
 		}
 		infos = append(infos, info)
 	}
-	if _, err := OpenEmbeddings(ctx, dir, 4); err == nil {
+	if _, err := Open(ctx, dir, 4); err == nil {
 		t.Error("a directory without its manifest was read")
 	}
 	// A file from an earlier, larger run is not listed: Commit removes it.
-	if err := storage.WriteFile(ctx, storage.Join(dir, EmbeddingFileName(3, 4)), []byte("stale")); err != nil {
+	if err := storage.WriteFile(ctx, storage.Join(dir, FileName(3, 4)), []byte("stale")); err != nil {
 		t.Fatal(err)
 	}
-	m, err := CommitEmbeddings(ctx, dir, 4, infos, map[string]string{"feature": "backbone"})
+	m, err := Commit(ctx, dir, 4, infos, map[string]string{"feature": "backbone"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Rows != 18 || len(m.Files) != 3 {
 		t.Errorf("manifest %+v", m)
 	}
-	if ok, _ := storage.Exists(ctx, storage.Join(dir, EmbeddingFileName(3, 4))); ok {
+	if ok, _ := storage.Exists(ctx, storage.Join(dir, FileName(3, 4))); ok {
 		t.Error("the stale file is still there")
 	}
 	rows, r := readEmbeddings(t, dir, 4)
@@ -320,7 +320,7 @@ func TestShardedEmbeddingsOnGCS(t *testing.T) {
 		t.Fatalf("read %d rows from %d files", len(rows), len(r.Files()))
 	}
 	for part, f := range r.Files() {
-		if want := storage.Join(dir, EmbeddingFileName(part, 3)); f.Path != want || f.Rows != int64(5+part) || f.Dim != 4 {
+		if want := storage.Join(dir, FileName(part, 3)); f.Path != want || f.Rows != int64(5+part) || f.Dim != 4 {
 			t.Errorf("file %d = %+v; want %s with %d rows of 4 values", part, f, want, 5+part)
 		}
 	}
@@ -334,7 +334,7 @@ func TestShardedEmbeddingsOnGCS(t *testing.T) {
 func TestEmbeddingWriterRefusesWrongDimension(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "e.parquet")
-	w, err := NewEmbeddingWriter(context.Background(), p, 3, nil)
+	w, err := NewWriter(context.Background(), p, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,9 @@ func TestEmbeddingWriterRefusesWrongDimension(t *testing.T) {
 	if _, err := w.Close(); err == nil {
 		t.Error("Close after a failed Write succeeded")
 	}
-	assertNoFiles(t, dir)
+	if files, err := storage.ListTree(context.Background(), dir); err != nil || len(files) > 0 {
+		t.Errorf("files left behind: %v (%v)", files, err)
+	}
 }
 
 // A directory whose files disagree on the dimension (say, written by hand from two runs) is
@@ -352,10 +354,10 @@ func TestEmbeddingWriterRefusesWrongDimension(t *testing.T) {
 func TestEmbeddingDirectoryOfMixedDimensions(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	var infos []EmbeddingFileInfo
+	var infos []FileInfo
 	for part, dim := range []int{0, 3, 3, 5} {
-		p := storage.Join(dir, EmbeddingFileName(part, 4))
-		w, err := NewEmbeddingWriter(ctx, p, max(dim, 1), nil)
+		p := storage.Join(dir, FileName(part, 4))
+		w, err := NewWriter(ctx, p, max(dim, 1), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,19 +374,19 @@ func TestEmbeddingDirectoryOfMixedDimensions(t *testing.T) {
 		}
 		infos = append(infos, info)
 	}
-	if _, err := CommitEmbeddings(ctx, dir, 3, infos, nil); err != nil {
+	if _, err := Commit(ctx, dir, 3, infos, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err := OpenEmbeddings(ctx, dir, 0)
-	want := fmt.Sprintf("%s has 5-dimensional vectors, %s 3-dimensional", storage.Join(dir, EmbeddingFileName(3, 4)), storage.Join(dir, EmbeddingFileName(1, 4)))
+	_, err := Open(ctx, dir, 0)
+	want := fmt.Sprintf("%s has 5-dimensional vectors, %s 3-dimensional", storage.Join(dir, FileName(3, 4)), storage.Join(dir, FileName(1, 4)))
 	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("OpenEmbeddings = %v; want an error containing %q", err, want)
+		t.Fatalf("Open = %v; want an error containing %q", err, want)
 	}
 	// Without the odd file the set opens, and the empty file has dimension 0.
-	if _, err := CommitEmbeddings(ctx, dir, 3, infos[:3], nil); err != nil {
+	if _, err := Commit(ctx, dir, 3, infos[:3], nil); err != nil {
 		t.Fatal(err)
 	}
-	r, err := OpenEmbeddings(ctx, dir, 0)
+	r, err := Open(ctx, dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,11 +410,11 @@ func TestEmbeddingsManifestRefusesForeignPaths(t *testing.T) {
 	}
 	for _, tt := range tests {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, EmbeddingsManifestName), []byte(tt.give), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ManifestName), []byte(tt.give), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := OpenEmbeddings(ctx, dir, 0)
-		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), EmbeddingsManifestName) {
+		_, err := Open(ctx, dir, 0)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), ManifestName) {
 			t.Errorf("%s: %v, want an error naming the manifest and saying %q", tt.give, err, tt.want)
 		}
 	}
@@ -427,8 +429,8 @@ func writeFooterFile(t *testing.T, p string, kvs map[string]string) {
 	for k, v := range kvs {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
-	w := parquet.NewGenericWriter[EmbeddingRow](&buf, opts...)
-	if _, err := w.Write([]EmbeddingRow{{ID: 1, Label: 0, Embedding: []float32{1, 2}}}); err != nil {
+	w := parquet.NewGenericWriter[Row](&buf, opts...)
+	if _, err := w.Write([]Row{{ID: 1, Label: 0, Embedding: []float32{1, 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -449,7 +451,7 @@ func TestEmbeddingFileFooterMeta(t *testing.T) {
 	classes := ClassesMeta([]string{"cat", "dog"})
 
 	written := filepath.Join(dir, "written.parquet")
-	w, err := NewEmbeddingWriter(ctx, written, 2, map[string]string{"views": "2", "temperature": "0.2", EmbeddingClassesKey: classes})
+	w, err := NewWriter(ctx, written, 2, map[string]string{"views": "2", "temperature": "0.2", ClassesKey: classes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,19 +467,19 @@ func TestEmbeddingFileFooterMeta(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, kv := range pf.Metadata().KeyValueMetadata {
-		if !strings.HasPrefix(kv.Key, EmbeddingFooterPrefix) {
-			t.Errorf("footer key %q lacks the %s prefix", kv.Key, EmbeddingFooterPrefix)
+		if !strings.HasPrefix(kv.Key, FooterPrefix) {
+			t.Errorf("footer key %q lacks the %s prefix", kv.Key, FooterPrefix)
 		}
 	}
 
 	old := filepath.Join(dir, "old.parquet")
-	writeFooterFile(t, old, map[string]string{embeddingDimKey: "2", "views": "2", "temperature": "0.2", EmbeddingClassesKey: classes})
+	writeFooterFile(t, old, map[string]string{dimKey: "2", "views": "2", "temperature": "0.2", ClassesKey: classes})
 	foreignBare := filepath.Join(dir, "foreign-bare.parquet")
 	writeFooterFile(t, foreignBare, map[string]string{"views": "2", "temperature": "0.2"})
 	foreignPrefixed := filepath.Join(dir, "foreign-prefixed.parquet")
 	writeFooterFile(t, foreignPrefixed, map[string]string{"dcl.views": "2", "dcl.temperature": "0.2", "dcl.classes": classes, "views": "1"})
 
-	want := map[string]string{"views": "2", "temperature": "0.2", EmbeddingClassesKey: classes}
+	want := map[string]string{"views": "2", "temperature": "0.2", ClassesKey: classes}
 	tests := []struct {
 		give        string
 		want        map[string]string
@@ -490,7 +492,7 @@ func TestEmbeddingFileFooterMeta(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(filepath.Base(tt.give), func(t *testing.T) {
-			r, err := OpenEmbeddings(ctx, tt.give, 0)
+			r, err := Open(ctx, tt.give, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -510,10 +512,10 @@ func TestEmbeddingFileFooterMeta(t *testing.T) {
 // the file and what differs: its footer's checkpoint, or its row count.
 func TestEmbeddingsWrittenByTwoWritersAreRefused(t *testing.T) {
 	ctx := context.Background()
-	write := func(dir, checkpoint string, rows int) []EmbeddingFileInfo {
-		var infos []EmbeddingFileInfo
+	write := func(dir, checkpoint string, rows int) []FileInfo {
+		var infos []FileInfo
 		for part := range 2 {
-			w, err := NewEmbeddingWriter(ctx, storage.Join(dir, EmbeddingFileName(part, 2)), 4, map[string]string{"checkpoint": checkpoint})
+			w, err := NewWriter(ctx, storage.Join(dir, FileName(part, 2)), 4, map[string]string{"checkpoint": checkpoint})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -541,19 +543,19 @@ func TestEmbeddingsWrittenByTwoWritersAreRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			infos := write(dir, "runs/a", 3)
-			if _, err := CommitEmbeddings(ctx, dir, 4, infos, map[string]string{"checkpoint": "runs/a"}); err != nil {
+			if _, err := Commit(ctx, dir, 4, infos, map[string]string{"checkpoint": "runs/a"}); err != nil {
 				t.Fatal(err)
 			}
 			other := t.TempDir()
 			write(other, tt.checkpoint, tt.rows)
-			data, err := os.ReadFile(filepath.Join(other, EmbeddingFileName(1, 2)))
+			data, err := os.ReadFile(filepath.Join(other, FileName(1, 2)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, EmbeddingFileName(1, 2)), data, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, FileName(1, 2)), data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err = OpenEmbeddings(ctx, dir, 4)
+			_, err = Open(ctx, dir, 4)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want %q", err, tt.want)
 			}
