@@ -188,7 +188,7 @@ type PaperFigures struct {
 }
 
 // KNNMonitorConfig is evaluate.knn_monitor: the trainer's kNN monitor embeds bank and queries
-// images (a sample drawn once with seed; 0: knnmonitor's defaults), or with full every image
+// images (a sample drawn once with seed; 0: trainstep's DefaultKNN*), or with full every image
 // of the evaluation splits.
 type KNNMonitorConfig struct {
 	Full    bool   `yaml:"full" json:"full,omitempty"`
@@ -205,7 +205,8 @@ type EvaluateConfig struct {
 	NPC     *NPCConfig    `yaml:"npc" json:"npc,omitempty"`
 	// KNNEvery runs the trainer's kNN monitor every N epochs (0: off).
 	KNNEvery int `yaml:"knn_every" json:"knn_every,omitempty"`
-	// KNNMonitor chooses the monitor's images: a fixed sample by default (knnmonitor).
+	// KNNMonitor chooses the monitor's images: a fixed sample by default
+	// (trainstep.KNNMonitorOptions).
 	KNNMonitor *KNNMonitorConfig `yaml:"knn_monitor" json:"knn_monitor,omitempty"`
 	// Baselines evaluates untrained encoders beside the runs: raw-pixels, random-init.
 	Baselines []string `yaml:"baselines" json:"baselines,omitempty"`

@@ -22,8 +22,6 @@ import (
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
-	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
-	"github.com/dcl-beam/dcl-beam/trainstep/shardrun"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
@@ -701,11 +699,11 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int
 	if r.opts.TrainLog {
 		log = r.opts.Stderr
 	}
-	var monitor knnmonitor.Options
+	var monitor trainstep.KNNMonitorOptions
 	if m := r.cfg.Evaluate.KNNMonitor; m != nil {
-		monitor = knnmonitor.Options{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full}
+		monitor = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full}
 	}
-	return shardrun.Train(ctx, shardrun.Options{
+	return trainstep.TrainOnShards(ctx, trainstep.ShardTraining{
 		Step: step, Run: train, Backend: kind, Plugin: r.opts.Plugin, Resume: resume,
 		KNNData: r.evalTrainDir(), KNNTest: r.evalTestDir(), KNN: monitor,
 		Log: log, Progress: r.opts.Progress, Logger: r.log,

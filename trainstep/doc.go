@@ -19,7 +19,10 @@
 //
 // Training (`dcl train`): OpenShards opens a shard directory as a BatchSource (MemorySource
 // holds pairs in memory), CheckRun checks a run's settings against its data and checkpoint
-// before a backend exists, and Train runs it. NewStep, BenchStepConfig and RandomBatch build
+// before a backend exists, and Train runs it. KNNMonitor is the kNN accuracy of the backbone
+// on held-out labelled shards that Train can log every few epochs (knnmonitor.go says how it
+// samples them). TrainOnShards is the whole of a run on shards as `dcl train` and `dcl
+// reproduce` start it: shards opened, settings checked, monitor attached, backend chosen. NewStep, BenchStepConfig and RandomBatch build
 // one training step on any backend, for benchmarks of the kernels under it; (*Step).Gradients
 // reports the loss and gradient checksums of a step without taking it, to compare backends
 // and precisions.

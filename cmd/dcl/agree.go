@@ -10,7 +10,6 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/trainstep"
-	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
 )
 
 func agreeCommand() *command {
@@ -26,8 +25,8 @@ func agreeCommand() *command {
 			a := fs.String("a", "cuda", "first backend: cpu, cuda, auto or reference")
 			b := fs.String("b", "cpu", "second backend: cpu, cuda, auto or reference (the CPU with float64 sums)")
 			precision := fs.String("precision", string(trainstep.Float32), "what CUDA embeds in: float32 (full float32: XLA precision HIGHEST) or tf32 (TF32 tensor cores); bf16 embeds as tf32 (the encoder's activations are float32). The CPU computes in float32 and the reference in float64 sums whatever it is; each side's arithmetic sets the tolerance")
-			bank := fs.Int("bank", knnmonitor.DefaultBank, "images of --train embedded on each backend (a seeded sample)")
-			queries := fs.Int("queries", knnmonitor.DefaultQueries, "images of --test embedded on each backend (a seeded sample)")
+			bank := fs.Int("bank", trainstep.DefaultKNNBank, "images of --train embedded on each backend (a seeded sample)")
+			queries := fs.Int("queries", trainstep.DefaultKNNQueries, "images of --test embedded on each backend (a seeded sample)")
 			seed := fs.Uint64("seed", 1, "seed of the samples")
 			def := analysis.DefaultKNNConfig()
 			k := fs.Int("k", def.K, "kNN neighbours that vote")

@@ -14,8 +14,6 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
-	"github.com/dcl-beam/dcl-beam/trainstep/knnmonitor"
-	"github.com/dcl-beam/dcl-beam/trainstep/shardrun"
 )
 
 func trainCommand() *command {
@@ -105,9 +103,9 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-train")
 	knnData := fs.String("knn-train", "", "labelled shard folder (preset none) whose backbone features vote in the kNN monitor (as 'dcl knn --train')")
 	knnTest := fs.String("knn-test", "", "labelled shard folder classified by the kNN monitor (empty: every 10th image of --knn-train)")
-	knnBank := fs.Int("knn-bank", knnmonitor.DefaultBank, "images of --knn-train that vote in the kNN monitor: a fixed sample (seed --knn-seed)")
-	knnQueries := fs.Int("knn-queries", knnmonitor.DefaultQueries, "images of --knn-test the kNN monitor classifies: a fixed sample")
-	knnSeed := fs.Uint64("knn-seed", knnmonitor.DefaultSeed, "seed of the kNN monitor's samples")
+	knnBank := fs.Int("knn-bank", trainstep.DefaultKNNBank, "images of --knn-train that vote in the kNN monitor: a fixed sample (seed --knn-seed)")
+	knnQueries := fs.Int("knn-queries", trainstep.DefaultKNNQueries, "images of --knn-test the kNN monitor classifies: a fixed sample")
+	knnSeed := fs.Uint64("knn-seed", trainstep.DefaultKNNSeed, "seed of the kNN monitor's samples")
 	knnFull := fs.Bool("knn-full", false, "the kNN monitor embeds every image of --knn-train and --knn-test (costly on a CPU)")
 	renamedFlag(fs, out, "knn-data", "knn-train")
 	asJSON := fs.Bool("json", false, "also print every line of the training log (train.jsonl) on stdout")
@@ -174,10 +172,10 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if resume.latest {
 			resumeFrom = *outDir
 		}
-		sum, err := shardrun.Train(ctx, shardrun.Options{
+		sum, err := trainstep.TrainOnShards(ctx, trainstep.ShardTraining{
 			Step: cfg, Run: run, Backend: kind, Plugin: *plugin, Resume: resumeFrom,
 			KNNData: *knnData, KNNTest: *knnTest, Log: log, Progress: display,
-			KNN: knnmonitor.Options{Bank: *knnBank, Queries: *knnQueries, Seed: *knnSeed, Full: *knnFull},
+			KNN: trainstep.KNNMonitorOptions{Bank: *knnBank, Queries: *knnQueries, Seed: *knnSeed, Full: *knnFull},
 		})
 		if err != nil {
 			return setupOr(err)

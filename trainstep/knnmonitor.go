@@ -1,11 +1,13 @@
-// Package knnmonitor measures, during pretraining, the weighted kNN accuracy of the encoder's
+package trainstep
+
+// The kNN monitor measures, during pretraining, the weighted kNN accuracy of the encoder's
 // backbone features on held-out labelled images (the InstDisc/MoCo CIFAR protocol: cosine
-// similarity, k = 200, vote weight exp(sim/0.1)), with package analysis's kNN. It is a
-// separate package because analysis's tests use trainstep.
+// similarity, k = 200, vote weight exp(sim/0.1)), with package analysis's kNN.
 //
-// By default it embeds a fixed, seeded sample of the splits (Options): DefaultBank images
-// vote, DefaultQueries are classified. The monitor is a trend, read epoch against epoch and
-// run against run, not the result: the full evaluation after training (dcl embed, knn) is.
+// By default it embeds a fixed, seeded sample of the splits (KNNMonitorOptions):
+// DefaultKNNBank images vote, DefaultKNNQueries are classified. The monitor is a trend, read
+// epoch against epoch and run against run, not the result: the full evaluation after
+// training (dcl embed, knn) is.
 // What a trend needs is the same images every time and a noise small next to the changes it
 // shows, and that costs far less than the full splits: with 2,048 queries the standard error
 // of an accuracy near 80% is sqrt(0.8·0.2/2048) = 0.9 points (and an epoch-to-epoch change,
@@ -15,10 +17,10 @@
 // costs about a quarter of a training image's step there), where its full splits, 70,000
 // images every two epochs, cost half of it. solo-learn's and lightly's kNN callbacks,
 // written for GPUs, embed whole splits; on a GPU that costs little, and the full splits stay
-// one option away (Options.Full; dcl train --knn-full, a config's evaluate.knn_monitor.full).
+// one option away (KNNMonitorOptions.Full; dcl train --knn-full, a config's
+// evaluate.knn_monitor.full).
 // A sampled monitor reads somewhat below the full-split kNN accuracy (a smaller bank), so its
 // curve and the final figure are not to be compared.
-package knnmonitor
 
 import (
 	"context"
@@ -26,64 +28,64 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
-	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
-// chunk is the number of images encoded at once.
-const chunk = 256
+// knnChunk is the number of images encoded at once.
+const knnChunk = 256
 
-// The default sample (see the package documentation): whole encoder calls of 256 images.
+// The default sample (see above): whole encoder calls of 256 images.
 const (
-	DefaultBank    = 6144
-	DefaultQueries = 2048
-	DefaultSeed    = 1
+	DefaultKNNBank    = 6144
+	DefaultKNNQueries = 2048
+	DefaultKNNSeed    = 1
 )
 
-// Options choose the images the monitor embeds.
-type Options struct {
+// KNNMonitorOptions choose the images the monitor embeds.
+type KNNMonitorOptions struct {
 	// Bank and Queries are how many images vote and are classified, a sample drawn once with
-	// Seed (0: DefaultBank, DefaultQueries, DefaultSeed); a split with fewer is used whole.
+	// Seed (0: DefaultKNNBank, DefaultKNNQueries, DefaultKNNSeed); a split with fewer is used
+	// whole.
 	Bank, Queries int
 	Seed          uint64
 	// Full uses every image of both splits.
 	Full bool
 }
 
-func (o Options) withDefaults() Options {
+func (o KNNMonitorOptions) withDefaults() KNNMonitorOptions {
 	if o.Bank <= 0 {
-		o.Bank = DefaultBank
+		o.Bank = DefaultKNNBank
 	}
 	if o.Queries <= 0 {
-		o.Queries = DefaultQueries
+		o.Queries = DefaultKNNQueries
 	}
 	if o.Seed == 0 {
-		o.Seed = DefaultSeed
+		o.Seed = DefaultKNNSeed
 	}
 	return o
 }
 
-// Monitor holds the bank (the labelled images whose features vote) and the queries (the
+// KNNMonitor holds the bank (the labelled images whose features vote) and the queries (the
 // images classified), both in memory.
-type Monitor struct {
-	bank, queries *trainstep.LabeledImages
+type KNNMonitor struct {
+	bank, queries *LabeledImages
 	cfg           analysis.KNNConfig
 	// sampled says the bank and queries are samples (their sizes go in the log).
 	sampled bool
 }
 
-// New reads the bank from bankDir and the queries from queryDir (shard directories, usually
-// of preset none), and keeps the sample o asks for. With queryDir empty, every tenth image
-// of the bank is held out as a query and the rest vote.
-func New(ctx context.Context, bankDir, queryDir string, o Options) (*Monitor, error) {
+// NewKNNMonitor reads the bank from bankDir and the queries from queryDir (shard
+// directories, usually of preset none), and keeps the sample o asks for. With queryDir empty,
+// every tenth image of the bank is held out as a query and the rest vote.
+func NewKNNMonitor(ctx context.Context, bankDir, queryDir string, o KNNMonitorOptions) (*KNNMonitor, error) {
 	o = o.withDefaults()
-	bank, err := trainstep.ReadLabeledImages(ctx, bankDir)
+	bank, err := ReadLabeledImages(ctx, bankDir)
 	if err != nil {
 		return nil, err
 	}
-	var queries *trainstep.LabeledImages
+	var queries *LabeledImages
 	if queryDir == "" {
-		bank, queries = split(bank, 10)
-	} else if queries, err = trainstep.ReadLabeledImages(ctx, queryDir); err != nil {
+		bank, queries = holdOut(bank, 10)
+	} else if queries, err = ReadLabeledImages(ctx, queryDir); err != nil {
 		return nil, err
 	}
 	sampled := false
@@ -102,17 +104,17 @@ func New(ctx context.Context, bankDir, queryDir string, o Options) (*Monitor, er
 	}
 	cfg := analysis.DefaultKNNConfig()
 	cfg.K = min(cfg.K, bank.N)
-	return &Monitor{bank: bank, queries: queries, cfg: cfg, sampled: sampled}, nil
+	return &KNNMonitor{bank: bank, queries: queries, cfg: cfg, sampled: sampled}, nil
 }
 
 // Images is the number of images one Run embeds.
-func (m *Monitor) Images() int64 { return int64(m.bank.N + m.queries.N) }
+func (m *KNNMonitor) Images() int64 { return int64(m.bank.N + m.queries.N) }
 
-// split holds out every k-th image as a query.
-func split(all *trainstep.LabeledImages, k int) (bank, queries *trainstep.LabeledImages) {
+// holdOut holds out every k-th image as a query.
+func holdOut(all *LabeledImages, k int) (bank, queries *LabeledImages) {
 	size := all.H * all.W * all.C
-	bank = &trainstep.LabeledImages{Source: all.Source, H: all.H, W: all.W, C: all.C}
-	queries = &trainstep.LabeledImages{Source: all.Source + " (every 10th image)", H: all.H, W: all.W, C: all.C}
+	bank = &LabeledImages{Source: all.Source, H: all.H, W: all.W, C: all.C}
+	queries = &LabeledImages{Source: all.Source + " (every 10th image)", H: all.H, W: all.W, C: all.C}
 	for i := 0; i < all.N; i++ {
 		dst := bank
 		if i%k == 0 {
@@ -126,7 +128,7 @@ func split(all *trainstep.LabeledImages, k int) (bank, queries *trainstep.Labele
 }
 
 // Check reports images the model cannot take.
-func (m *Monitor) Check(model *trainstep.Model) error {
+func (m *KNNMonitor) Check(model *Model) error {
 	if err := model.CheckImageSize(m.bank.H, m.bank.W, m.bank.C); err != nil {
 		return fmt.Errorf("kNN data %s: %w", m.bank.Source, err)
 	}
@@ -136,14 +138,14 @@ func (m *Monitor) Check(model *trainstep.Model) error {
 // Run encodes bank and queries with the step's current weights (inference mode) and returns
 // the kNN accuracy as log fields: knn_top1, knn_top5 (percent), knn_k. It shows the images
 // it encodes as a stage of the training's progress p.
-func (m *Monitor) Run(ctx context.Context, epoch int, s *trainstep.Step, p *progress.Reporter) (map[string]any, error) {
+func (m *KNNMonitor) Run(ctx context.Context, epoch int, s *Step, p *progress.Reporter) (map[string]any, error) {
 	p = p.Sub(fmt.Sprintf("kNN monitor after epoch %d", epoch), int64(m.bank.N+m.queries.N), "images")
 	defer p.End() // after Finish, nothing
-	bank, err := features(ctx, s, m.bank, p)
+	bank, err := knnFeatures(ctx, s, m.bank, p)
 	if err != nil {
 		return nil, err
 	}
-	queries, err := features(ctx, s, m.queries, p)
+	queries, err := knnFeatures(ctx, s, m.queries, p)
 	if err != nil {
 		return nil, err
 	}
@@ -159,14 +161,14 @@ func (m *Monitor) Run(ctx context.Context, epoch int, s *trainstep.Step, p *prog
 	return out, nil
 }
 
-func features(ctx context.Context, s *trainstep.Step, imgs *trainstep.LabeledImages, p *progress.Reporter) (analysis.LabeledVectors, error) {
+func knnFeatures(ctx context.Context, s *Step, imgs *LabeledImages, p *progress.Reporter) (analysis.LabeledVectors, error) {
 	size := imgs.H * imgs.W * imgs.C
 	var rows [][]float32
-	for from := 0; from < imgs.N; from += chunk {
+	for from := 0; from < imgs.N; from += knnChunk {
 		if err := ctx.Err(); err != nil {
 			return analysis.LabeledVectors{}, err
 		}
-		n := min(chunk, imgs.N-from)
+		n := min(knnChunk, imgs.N-from)
 		feats, _, err := s.Features(imgs.Images[from*size:(from+n)*size], n, imgs.H, imgs.W, imgs.C)
 		if err != nil {
 			return analysis.LabeledVectors{}, fmt.Errorf("kNN monitor on %s: %w", imgs.Source, err)

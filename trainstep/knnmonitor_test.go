@@ -1,4 +1,4 @@
-package knnmonitor
+package trainstep
 
 import (
 	"context"
@@ -11,13 +11,12 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/shards"
-	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
-// classImages makes n labelled h×w grayscale images of 3 classes: a class prototype plus noise.
-func classImages(seed uint64, n, h, w int) ([]transforms.Image, []int32) {
+// knnClassImages makes n labelled h×w grayscale images of 3 classes: a class prototype plus noise.
+func knnClassImages(seed uint64, n, h, w int) ([]transforms.Image, []int32) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	protos := make([][]float64, 3)
 	pr := rand.New(rand.NewPCG(42, 42)) // the same classes in every set
@@ -39,7 +38,7 @@ func classImages(seed uint64, n, h, w int) ([]transforms.Image, []int32) {
 	return imgs, labels
 }
 
-func writeEvalShards(t *testing.T, dir string, imgs []transforms.Image, labels []int32) {
+func writeKNNShards(t *testing.T, dir string, imgs []transforms.Image, labels []int32) {
 	t.Helper()
 	ctx := context.Background()
 	cfg := shards.Config{Dataset: "synthetic", Split: "test", Preset: "none", Augment: json.RawMessage(`{}`), Seed: 1,
@@ -66,27 +65,27 @@ func writeEvalShards(t *testing.T, dir string, imgs []transforms.Image, labels [
 	}
 }
 
-func TestMonitorDuringTraining(t *testing.T) {
+func TestKNNMonitorDuringTraining(t *testing.T) {
 	bankDir, queryDir := t.TempDir(), t.TempDir()
-	bankImgs, bankLabels := classImages(1, 60, 6, 6)
-	writeEvalShards(t, bankDir, bankImgs, bankLabels)
-	qImgs, qLabels := classImages(2, 30, 6, 6)
-	writeEvalShards(t, queryDir, qImgs, qLabels)
+	bankImgs, bankLabels := knnClassImages(1, 60, 6, 6)
+	writeKNNShards(t, bankDir, bankImgs, bankLabels)
+	qImgs, qLabels := knnClassImages(2, 30, 6, 6)
+	writeKNNShards(t, queryDir, qImgs, qLabels)
 
-	mon, err := New(context.Background(), bankDir, queryDir, Options{})
+	mon, err := NewKNNMonitor(context.Background(), bankDir, queryDir, KNNMonitorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Training pairs: two noisy views of the bank images.
-	var pairs []trainstep.Pair
+	var pairs []Pair
 	for i, img := range bankImgs {
 		v2 := transforms.NewImage(6, 6, 1)
 		for j := range v2.Pix {
 			v2.Pix[j] = img.Pix[(j+1)%len(img.Pix)]
 		}
-		pairs = append(pairs, trainstep.Pair{View1: img, View2: v2, Label: bankLabels[i]})
+		pairs = append(pairs, Pair{View1: img, View2: v2, Label: bankLabels[i]})
 	}
-	src, err := trainstep.NewMemorySource(datasets.IDX, pairs)
+	src, err := NewMemorySource(datasets.IDX, pairs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +94,13 @@ func TestMonitorDuringTraining(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backend.Finalize()
-	cfg := trainstep.StepConfig{
-		Model:     trainstep.ModelConfig{Name: trainstep.MLP, BaseWidth: 8, Channels: 1},
-		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2},
-		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
+	cfg := StepConfig{
+		Model:     ModelConfig{Name: MLP, BaseWidth: 8, Channels: 1},
+		Loss:      LossConfig{Kind: DCL, Temperature: 0.2},
+		Optimizer: OptimizerConfig{Kind: SGDMomentum, Momentum: 0.9},
 	}
-	run := trainstep.RunConfig{Data: "memory", Out: t.TempDir(), BatchSize: 10, Epochs: 2, BaseLR: 0.1, MonitorEvery: 1}
-	sum, err := trainstep.Train(context.Background(), cfg, run, trainstep.TrainOptions{
+	run := RunConfig{Data: "memory", Out: t.TempDir(), BatchSize: 10, Epochs: 2, BaseLR: 0.1, MonitorEvery: 1}
+	sum, err := Train(context.Background(), cfg, run, TrainOptions{
 		Backend: backend, Source: src, Monitor: mon.Run, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +111,7 @@ func TestMonitorDuringTraining(t *testing.T) {
 	}
 
 	// Without queries every tenth bank image is held out.
-	held, err := New(context.Background(), bankDir, "", Options{})
+	held, err := NewKNNMonitor(context.Background(), bankDir, "", KNNMonitorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,29 +120,29 @@ func TestMonitorDuringTraining(t *testing.T) {
 	}
 }
 
-func TestMonitorRejectsMismatchedSets(t *testing.T) {
+func TestKNNMonitorRejectsMismatchedSets(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	imgs, labels := classImages(1, 6, 6, 6)
-	writeEvalShards(t, a, imgs, labels)
-	big, bigLabels := classImages(1, 6, 8, 8)
-	writeEvalShards(t, b, big, bigLabels)
-	if _, err := New(context.Background(), a, b, Options{}); err == nil || !strings.Contains(err.Error(), "6x6x1 images but queries") {
+	imgs, labels := knnClassImages(1, 6, 6, 6)
+	writeKNNShards(t, a, imgs, labels)
+	big, bigLabels := knnClassImages(1, 6, 8, 8)
+	writeKNNShards(t, b, big, bigLabels)
+	if _, err := NewKNNMonitor(context.Background(), a, b, KNNMonitorOptions{}); err == nil || !strings.Contains(err.Error(), "6x6x1 images but queries") {
 		t.Errorf("error = %v, want a size mismatch", err)
 	}
 }
 
-// TestMonitorSamplesAFixedSubset checks the default monitor: a sample of each split, the same
+// TestKNNMonitorSamplesAFixedSubset checks the default monitor: a sample of each split, the same
 // images on every call with one seed (so epochs and runs are compared on the same images),
 // others with another seed, the whole splits with Full, and the sample's size in the log.
-func TestMonitorSamplesAFixedSubset(t *testing.T) {
+func TestKNNMonitorSamplesAFixedSubset(t *testing.T) {
 	ctx := context.Background()
 	bankDir, queryDir := t.TempDir(), t.TempDir()
-	bankImgs, bankLabels := classImages(1, 300, 6, 6)
-	writeEvalShards(t, bankDir, bankImgs, bankLabels)
-	qImgs, qLabels := classImages(2, 120, 6, 6)
-	writeEvalShards(t, queryDir, qImgs, qLabels)
+	bankImgs, bankLabels := knnClassImages(1, 300, 6, 6)
+	writeKNNShards(t, bankDir, bankImgs, bankLabels)
+	qImgs, qLabels := knnClassImages(2, 120, 6, 6)
+	writeKNNShards(t, queryDir, qImgs, qLabels)
 
-	a, err := New(ctx, bankDir, queryDir, Options{Bank: 100, Queries: 40, Seed: 3})
+	a, err := NewKNNMonitor(ctx, bankDir, queryDir, KNNMonitorOptions{Bank: 100, Queries: 40, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,27 +152,27 @@ func TestMonitorSamplesAFixedSubset(t *testing.T) {
 	// Every sampled image is the split's image with its own label, in the split's order.
 	last := -1
 	for i := range a.bank.N {
-		j := indexOfImage(bankImgs, a.bank.Images[i*36:(i+1)*36])
+		j := knnIndexOfImage(bankImgs, a.bank.Images[i*36:(i+1)*36])
 		if j <= last || bankLabels[j] != a.bank.Labels[i] {
 			t.Fatalf("bank image %d is split image %d (after %d) with label %d, want its label %d in order", i, j, last, a.bank.Labels[i], bankLabels[max(j, 0)])
 		}
 		last = j
 	}
-	again, err := New(ctx, bankDir, queryDir, Options{Bank: 100, Queries: 40, Seed: 3})
+	again, err := NewKNNMonitor(ctx, bankDir, queryDir, KNNMonitorOptions{Bank: 100, Queries: 40, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(again.bank.Images) != string(a.bank.Images) || string(again.queries.Images) != string(a.queries.Images) {
 		t.Error("the same seed drew another sample")
 	}
-	other, err := New(ctx, bankDir, queryDir, Options{Bank: 100, Queries: 40, Seed: 4})
+	other, err := NewKNNMonitor(ctx, bankDir, queryDir, KNNMonitorOptions{Bank: 100, Queries: 40, Seed: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(other.bank.Images) == string(a.bank.Images) {
 		t.Error("another seed drew the same sample")
 	}
-	full, err := New(ctx, bankDir, queryDir, Options{Bank: 100, Queries: 40, Full: true})
+	full, err := NewKNNMonitor(ctx, bankDir, queryDir, KNNMonitorOptions{Bank: 100, Queries: 40, Full: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +180,7 @@ func TestMonitorSamplesAFixedSubset(t *testing.T) {
 		t.Errorf("full: bank %d, queries %d, sampled %v; want 300, 120, false", full.bank.N, full.queries.N, full.sampled)
 	}
 	// The defaults exceed these splits: both are used whole, and nothing says "sample".
-	def, err := New(ctx, bankDir, queryDir, Options{})
+	def, err := NewKNNMonitor(ctx, bankDir, queryDir, KNNMonitorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +194,10 @@ func TestMonitorSamplesAFixedSubset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backend.Finalize()
-	s, err := trainstep.NewStep(backend, trainstep.StepConfig{
-		Model:     trainstep.ModelConfig{Name: trainstep.MLP, BaseWidth: 8, Channels: 1},
-		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2},
-		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
+	s, err := NewStep(backend, StepConfig{
+		Model:     ModelConfig{Name: MLP, BaseWidth: 8, Channels: 1},
+		Loss:      LossConfig{Kind: DCL, Temperature: 0.2},
+		Optimizer: OptimizerConfig{Kind: SGDMomentum, Momentum: 0.9},
 	}, 6, 6)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +212,7 @@ func TestMonitorSamplesAFixedSubset(t *testing.T) {
 	}
 }
 
-func indexOfImage(imgs []transforms.Image, pix []uint8) int {
+func knnIndexOfImage(imgs []transforms.Image, pix []uint8) int {
 	for i, img := range imgs {
 		if string(img.Pix) == string(pix) {
 			return i
