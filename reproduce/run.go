@@ -221,6 +221,9 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	if len(history) > 0 {
 		prev = &history[len(history)-1]
 	}
+	// The line tells a user that the stages are done, and the kill test when the report
+	// phase begins.
+	r.log.Info("reporting: the comparison, the gates, results.json, report.md, the plots and the history", "out", r.opts.Out)
 	compare(r.cfg, res, prev)
 	rows := historyRows(res)
 	name, err := historyName(ctx, r.opts.Out, res.Time)
