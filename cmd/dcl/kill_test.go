@@ -21,13 +21,17 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/internal/safetensors"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/reproduce"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // killSeed seeds the kill points; DCL_KILL_SEED and DCL_KILL_ROUNDS change the seed and the
-// number of kills per command, for a longer hunt.
+// number of kills per command, for a longer hunt, and DCL_KILL_RESULTS names a folder
+// (relative to the repository's root) to write what the hunt found into (kill-seed-N.json, for
+// docs/reliability/ and make readme).
 const killSeed = 14
 
 // TestKilledRunsRerunToTheSameOutput is fault injection by SIGKILL: each of preprocess,
@@ -81,7 +85,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 		{name: "reproduce", args: []string{"reproduce", "--config=" + config, "--output=out", "--progress=off"},
 			phase: reportPhaseLine},
 	}
-	var killed, finished, afterFinal, inPhase int
+	var killed, finished, afterFinal, inPhase, differences int
 	var lost int64
 	for _, job := range jobs {
 		refDir := filepath.Dir(ref(job.name))
@@ -124,8 +128,12 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 			if marker != "" {
 				when = fmt.Sprintf("killed %s after %q (the reference ran %s more)", delay.Round(time.Millisecond), marker, (took - phaseAt).Round(time.Millisecond))
 			}
-			for _, d := range diffDigests(want, got) {
+			diffs := diffDigests(want, got)
+			for _, d := range diffs {
 				t.Errorf("%s, round %d, %s: %s", job.name, round, when, d)
+			}
+			if len(diffs) > 0 {
+				differences++
 			}
 			if job.name == "preprocess" {
 				lost += recordsOf(t, ref(job.name)) - recordsOf(t, filepath.Join(dir, "out"))
@@ -137,6 +145,21 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 	}
 	if inPhase == 0 {
 		t.Errorf("no reproduction was killed in its report phase")
+	}
+	if dir := os.Getenv("DCL_KILL_RESULTS"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join("..", "..", dir) // relative to the repository's root
+		}
+		hunt := testfiles.KillHunt{Seed: seed, Rounds: rounds, Runs: killed + finished, Killed: killed,
+			InReportPhase: inPhase, AfterFinalCheckpoint: afterFinal, Differences: differences, RecordsLost: lost,
+			Machine: reproduce.ThisMachine(),
+			Command: fmt.Sprintf("DCL_KILL_SEED=%d DCL_KILL_ROUNDS=%d go test -run TestKilledRunsRerunToTheSameOutput ./cmd/dcl", seed, rounds)}
+		for _, job := range jobs {
+			hunt.Jobs = append(hunt.Jobs, job.what())
+		}
+		if err := storage.SaveJSON(context.Background(), filepath.Join(dir, fmt.Sprintf("kill-seed-%d.json", seed)), hunt); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Logf("seed %d: %d runs killed (%d trainings after their final checkpoint, %d reproductions in their report phase), %d finished before their kill; %d records lost",
 		seed, killed, afterFinal, inPhase, finished, lost)
@@ -190,6 +213,20 @@ evaluate:
   linear: {epochs: 3, lr: 1, batch_size: 32}
   npc: {batch_sizes: [8, 16], samples: 2}
 `
+
+// what says what the job runs, for the hunt's record.
+func (j killJob) what() string {
+	what := "dcl " + j.args[0]
+	for _, a := range j.args {
+		if strings.HasPrefix(a, "--output=") && strings.HasSuffix(a, ".parquet") {
+			what += " to one .parquet file"
+		}
+	}
+	if j.phase != "" {
+		what += " (also in its report phase)"
+	}
+	return what
+}
 
 type killJob struct {
 	name   string
