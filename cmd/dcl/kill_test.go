@@ -55,6 +55,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 	if s := os.Getenv("DCL_KILL_ROUNDS"); s != "" {
 		rounds, _ = strconv.Atoi(s)
 	}
+	machine := reproduce.ThisMachine() // with the load average as the hunt starts
 	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
 	root := t.TempDir()
 	input := filepath.Join(root, "idx")
@@ -152,7 +153,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 		}
 		hunt := testfiles.KillHunt{Seed: seed, Rounds: rounds, Runs: killed + finished, Killed: killed,
 			InReportPhase: inPhase, AfterFinalCheckpoint: afterFinal, Differences: differences, RecordsLost: lost,
-			Machine: reproduce.ThisMachine(),
+			Machine: machine,
 			Command: fmt.Sprintf("DCL_KILL_SEED=%d DCL_KILL_ROUNDS=%d go test -run TestKilledRunsRerunToTheSameOutput ./cmd/dcl", seed, rounds)}
 		for _, job := range jobs {
 			hunt.Jobs = append(hunt.Jobs, job.what())
