@@ -20,8 +20,8 @@ func init() {
 	register.Function1x1(statsBatchSize)
 }
 
-func tallyTop1(t analysis.Tally) int           { return int(t.Top1) }
-func batchSizeOf(b npcBatch) int               { return b.Size }
+func tallyTop1(t analysis.Tally) int          { return int(t.Top1) }
+func batchSizeOf(b npcBatch) int              { return b.Size }
 func statsBatchSize(st analysis.NPCStats) int { return st.BatchSize }
 
 // The kNN pipeline's steps pass typed elements (schema-coded structs): checked one step at a
