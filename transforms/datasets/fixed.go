@@ -13,13 +13,17 @@ import (
 
 func init() {
 	for _, kind := range []string{KindCIFAR10, KindCIFAR100, KindSTL10} {
-		RegisterKind(kind, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
-			return 0, readFixed(ctx, u, emit, bad)
-		})
+		RegisterKind(kind, Kind{Read: readFixedUnit, Fetch: func(ctx context.Context, f *Fetcher, refs []Ref, got func(int, Record) error) error {
+			return fetchInRanges(ctx, f, refs, got, readFixedUnit, nil)
+		}})
 	}
 	cifarSplits := []string{"train", "test"}
+	cifarInput := func(folder string) string {
+		return "the folder holding the .bin files (" + folder + ") or its parent, or a glob of .bin files (then they are the split)"
+	}
 	Register(Descriptor{
 		Name: CIFAR10, Summary: "CIFAR-10 binary version (cifar-10-batches-bin)",
+		Input:  cifarInput("cifar-10-batches-bin"),
 		Splits: cifarSplits, Classes: fixedClasses(cifar10Classes),
 		Published: map[string]int64{"train": 50000, "test": 10000},
 		ViewSize:  32, Channels: 3,
@@ -28,6 +32,7 @@ func init() {
 	})
 	Register(Descriptor{
 		Name: CIFAR100, Summary: "CIFAR-100 binary version (cifar-100-binary)",
+		Input:  cifarInput("cifar-100-binary"),
 		Splits: cifarSplits,
 		Classes: func(coarse bool) []string {
 			if coarse {
@@ -42,6 +47,7 @@ func init() {
 	})
 	Register(Descriptor{
 		Name: STL10, Summary: "STL-10 binary version (stl10_binary)",
+		Input:  "the folder holding the .bin files (stl10_binary) or its parent",
 		Splits: []string{"train", "test", "unlabeled", "train+unlabeled"}, Classes: fixedClasses(stl10Classes),
 		Published: map[string]int64{"train": 5000, "test": 8000, "unlabeled": 100000, "train+unlabeled": 105000},
 		ViewSize:  96, Channels: 3,
@@ -246,7 +252,7 @@ func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
 		}
 		chunks(n, int64(s.UnitRecords), func(first, count int64) {
 			p.Units = append(p.Units, Unit{
-				Kind: kind, Split: s.Split, Path: path, First: first, Records: count, Exact: true,
+				Kind: kind, Split: s.Split, Path: path, First: first, Records: count, Exact: true, RecordBytes: recordSize(kind),
 				Index: index + first, KeyBase: index + first, NumClasses: numClasses, CoarseLabels: s.CoarseLabels,
 			})
 		})
@@ -290,12 +296,16 @@ func planSTL10(ctx context.Context, s Spec) (Plan, error) {
 		chunks(n, int64(s.UnitRecords), func(first, count int64) {
 			p.Units = append(p.Units, Unit{
 				Kind: KindSTL10, Split: part, Path: paths[0], LabelsPath: labels, First: first, Records: count,
-				Exact: true, Index: index + first, KeyBase: first, NumClasses: stl10NumClasses,
+				Exact: true, RecordBytes: stl10Record, Index: index + first, KeyBase: first, NumClasses: stl10NumClasses,
 			})
 		})
 		index += n
 	}
 	return p, nil
+}
+
+func readFixedUnit(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+	return 0, readFixed(ctx, u, emit, bad)
 }
 
 // readFixed reads a range of records of a CIFAR or STL-10 file.
@@ -353,7 +363,7 @@ func readFixed(ctx context.Context, u Unit, emit func(Record) error, bad func(Ba
 				source = u.LabelsPath // the label is what is wrong
 				offset = u.First + i
 			}
-			if err := bad(BadRecord{Source: source, Position: fmt.Sprintf("byte %d", offset), Key: key, Reason: err.Error()}); err != nil {
+			if err := bad(BadRecord{Source: source, Position: Position{Offset: offset}, Key: key, Reason: err.Error()}); err != nil {
 				return err
 			}
 			continue
