@@ -202,6 +202,16 @@ func findFiles(ctx context.Context, what, dir, sub string, names []string) ([]st
 	return paths, nil
 }
 
+// publishedPerFile is the records of each of the files of a split in the published dataset:
+// the descriptor's count of the split, shared evenly by its files (CIFAR-10's five batches).
+func publishedPerFile(s Spec, files int) (int64, error) {
+	d, err := Lookup(s.Dataset)
+	if err != nil {
+		return 0, err
+	}
+	return d.Published[s.Split] / int64(files), nil
+}
+
 // countRecords returns the records of a fixed-size file, refusing one whose size is not a
 // whole number of records.
 func countRecords(ctx context.Context, what, p string, size int64) (int64, error) {
@@ -219,6 +229,23 @@ func countRecords(ctx context.Context, what, p string, size int64) (int64, error
 	return n / size, nil
 }
 
+// cutCopyShare is the share of a published file's records that a copy of it may lack and
+// still be taken for a cut copy rather than a sample: a headerless file (CIFAR, STL-10) cut at
+// a record boundary is a whole number of records, so only its count against the published
+// file's gives it away.
+const cutCopyShare = 100 // 1%
+
+// checkPublishedFile refuses a file that holds fewer records than the published file (want,
+// 0 when unknown) but no fewer than all of them less 1%: a cut copy. Smaller files are
+// samples (tests, trials), which MakePlan reads with a warning.
+func checkPublishedFile(what, p string, n, want int64) error {
+	if want <= 0 || n >= want || n < want-want/cutCopyShare {
+		return nil
+	}
+	return fmt.Errorf("%s: %s holds %d records, %d fewer than the published file's %d: the copy is cut short, so none of it is read "+
+		"(a sample must hold under 99%% of the published records)", what, p, n, want-n, want)
+}
+
 func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
 	what := s.Dataset + " " + s.Split
 	kind, numClasses := KindCIFAR10, 10
@@ -233,6 +260,7 @@ func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
 		return Plan{}, err
 	}
 	var paths []string
+	var perFile int64 // the published file's records; unknown for a glob
 	if hasGlob(s.Input) {
 		if paths, err = listGlob(ctx, s.Input); err != nil {
 			return Plan{}, fmt.Errorf("%s: %w", what, err)
@@ -242,12 +270,18 @@ func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
 		if paths, err = findFiles(ctx, what, s.Input, sub, names); err != nil {
 			return Plan{}, err
 		}
+		if perFile, err = publishedPerFile(s, len(names)); err != nil {
+			return Plan{}, err
+		}
 	}
 	p := Plan{Classes: classes}
 	var index int64
 	for _, path := range paths {
 		n, err := countRecords(ctx, what, path, recordSize(kind))
 		if err != nil {
+			return Plan{}, err
+		}
+		if err := checkPublishedFile(what, path, n, perFile); err != nil {
 			return Plan{}, err
 		}
 		chunks(n, int64(s.UnitRecords), func(first, count int64) {
@@ -280,6 +314,13 @@ func planSTL10(ctx context.Context, s Spec) (Plan, error) {
 		}
 		n, err := countRecords(ctx, what, paths[0], stl10Record)
 		if err != nil {
+			return Plan{}, err
+		}
+		want, err := publishedPerFile(Spec{Dataset: s.Dataset, Split: part}, 1)
+		if err != nil {
+			return Plan{}, err
+		}
+		if err := checkPublishedFile(what, paths[0], n, want); err != nil {
 			return Plan{}, err
 		}
 		labels := ""
