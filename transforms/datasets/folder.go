@@ -110,7 +110,9 @@ func planFolder(ctx context.Context, s Spec) (Plan, error) {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("folder: %s: class folders without a JPEG or PNG file keep their labels with no records: %s",
 			s.Input, strings.Join(l.empty, ", ")))
 	}
-	p.Classes = l.classes
+	for _, class := range l.classes {
+		p.Classes = append(p.Classes, Text(class)) // the units keep the folder's own name
+	}
 	var index int64
 	for label, class := range l.classes {
 		classUnits(&p, s, class, label, int64(len(l.files[class])), &index)
@@ -181,7 +183,7 @@ func fetchImageFile(ctx context.Context, u *Unit, root, keyDir, rel string, labe
 	if err != nil {
 		return Record{}, err
 	}
-	return Record{Key: u.Split + "/" + keyDir + rel, Index: index, Label: label, Source: p, Encoded: data}, nil
+	return Record{Key: Text(u.Split + "/" + keyDir + rel), Index: index, Label: label, Source: p, Encoded: data}, nil
 }
 
 func readFiles(ctx context.Context, u Unit, files []string, labels []int, emit func(Record) error, bad func(BadRecord) error) error {
@@ -201,7 +203,7 @@ func readImageFiles(ctx context.Context, u Unit, root, keyDir string, rels []str
 			return err
 		}
 		p := joinPath(root, rel)
-		key := u.Split + "/" + keyDir + rel
+		key := Text(u.Split + "/" + keyDir + rel)
 		report := func(reason string) error {
 			return bad(BadRecord{Source: p, Position: Position{File: true}, Key: key, Reason: reason})
 		}
