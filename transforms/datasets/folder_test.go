@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -223,5 +224,35 @@ func TestMaxFileBytes(t *testing.T) {
 	r := readPlan(t, mustPlan(t, Spec{Dataset: Folder, Input: dir, MaxFileBytes: int64(len(big) - 1)}))
 	if len(r.recs) != 1 || len(r.bads) != 1 || !contains(r.bads[0].Reason, "larger than the limit") {
 		t.Errorf("records %d, bad %v", len(r.recs), r.bads)
+	}
+}
+
+// File and folder names are bytes on Linux, keys and class names UTF-8 strings (Parquet, JSON):
+// a name that is not UTF-8 keeps its valid parts and shows each other byte as \xHH, so that
+// keys stay distinct and say which file they came from, and the file is still read.
+func TestFolderNamesThatAreNotUTF8(t *testing.T) {
+	dir := t.TempDir()
+	writeFolder(t, dir, map[string][]byte{
+		"caf\xe9/a\xff.png": testfiles.PNG(t, 4, 4, 1),
+		"caf\xe9/a\xfe.png": testfiles.PNG(t, 4, 4, 2),
+		"dog/b.png":         testfiles.PNG(t, 4, 4, 3),
+	})
+	p := mustPlan(t, Spec{Dataset: Folder, Input: dir, Split: "val"})
+	if want := []string{`caf\xe9`, "dog"}; !slices.Equal(p.Classes, want) {
+		t.Errorf("classes %q, want %q", p.Classes, want)
+	}
+	r := readPlan(t, p)
+	var keys []string
+	for _, rec := range r.recs {
+		keys = append(keys, rec.Key)
+		if !utf8.ValidString(rec.Key) {
+			t.Errorf("key %q is not UTF-8", rec.Key)
+		}
+	}
+	if want := []string{`val/caf\xe9/a\xfe.png`, `val/caf\xe9/a\xff.png`, "val/dog/b.png"}; !slices.Equal(keys, want) || len(r.bads) != 0 {
+		t.Errorf("keys %q (%d bad records), want %q", keys, len(r.bads), want)
+	}
+	if got := Text("d\xc3\xa9j\xe0 vu"); got != `déj\xe0 vu` {
+		t.Errorf("Text kept %q", got)
 	}
 }
