@@ -72,19 +72,19 @@ func (p Param) Parse(s string) (float64, error) {
 	case Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return 0, fmt.Errorf("%s %s: want true or false", p.Name, s)
+			return 0, fmt.Errorf("%s: %s: want true or false", p.Name, s)
 		}
 		return boolValue(b), nil
 	case Int:
 		f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 		if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return 0, fmt.Errorf("%s %s: not a whole number", p.Name, s)
+			return 0, fmt.Errorf("%s: %s is not a whole number", p.Name, s)
 		}
 		return f, nil
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%s %s: not a finite number", p.Name, s)
+		return 0, fmt.Errorf("%s: %s is not a finite number", p.Name, s)
 	}
 	return f, nil
 }
@@ -177,19 +177,28 @@ func Resolve(owner string, declared []Param, given Values, strict bool) (Values,
 			}
 		}
 	}
+	for _, p := range declared {
+		if v, ok := given[p.Name]; ok {
+			if err := p.validate(owner, v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return Fill(declared, given), nil
+}
+
+// Fill returns the values of the declared params, given where given and else the default,
+// without checking them (Resolve checks).
+func Fill(declared []Param, given Values) Values {
 	out := make(Values, len(declared))
 	for _, p := range declared {
-		v, ok := given[p.Name]
-		if !ok {
+		if v, ok := given[p.Name]; ok {
+			out[p.Name] = v
+		} else {
 			out[p.Name] = p.Default
-			continue
 		}
-		if err := p.validate(owner, v); err != nil {
-			return nil, err
-		}
-		out[p.Name] = v
 	}
-	return out, nil
+	return out
 }
 
 func sortedKeys(v Values) []string {
