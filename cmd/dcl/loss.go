@@ -47,7 +47,7 @@ func registerLossFlags(fs *flag.FlagSet) func() (trainstep.LossConfig, error) {
 	def := trainstep.DefaultLossConfig()
 	loss := fs.String("loss", string(def.Kind), "loss: "+strings.Join(trainstep.LossNames(), ", "))
 	temperature := fs.Float64("temperature", def.Temperature, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
-	params := registry.AddFlags(fs, trainstep.LossVariants())
+	params := registry.AddFlags(fs, "loss", trainstep.LossVariants())
 	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
 	weightGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (otherwise they are constants in the backward pass)")
 	return func() (trainstep.LossConfig, error) {

@@ -29,7 +29,7 @@ func trainCommand() *command {
 // registerMethodFlags registers one flag per setting the training methods declare; one the
 // command line leaves out takes the method's default, which the help shows.
 func registerMethodFlags(fs *flag.FlagSet) func() trainstep.MethodConfig {
-	values := registry.AddFlags(fs, trainstep.MethodVariants())
+	values := registry.AddFlags(fs, "method", trainstep.MethodVariants())
 	return func() trainstep.MethodConfig { return trainstep.MethodConfig(values()) }
 }
 

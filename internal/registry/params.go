@@ -247,13 +247,15 @@ func Lookup(params []Param, name string) (Param, bool) {
 }
 
 // AddFlags registers one flag for every parameter the variants declare (merged by name),
-// its help the doc of each variant that reads it and its default. The returned function,
-// called after parsing, gives the values of the flags the command line set: those it left
-// out take each variant's default (Resolve).
-func AddFlags(fs *flag.FlagSet, variants []Variant) func() Values {
+// its help the doc of each variant that reads it and its default; noun names a variant in
+// the help ("method"). The returned function, called after parsing, gives the values of
+// the flags the command line set: those it left out take each variant's default (Resolve),
+// as does 0 for a flag whose variants' defaults differ.
+func AddFlags(fs *flag.FlagSet, noun string, variants []Variant) func() Values {
 	type entry struct {
-		param Param
-		value func() float64
+		param     Param
+		value     func() float64
+		zeroUnset bool
 	}
 	var entries []entry
 	for _, p := range Merge(variants) {
@@ -275,7 +277,8 @@ func AddFlags(fs *flag.FlagSet, variants []Variant) func() Values {
 		help := strings.Join(docs, "; ")
 		def := first
 		if !same {
-			help += " (default: " + strings.Join(defaults, ", ") + ")"
+			// No one default fits every variant: 0 stands for each one's own.
+			help += " (0: the " + noun + "'s default: " + strings.Join(defaults, ", ") + ")"
 			def = 0
 		}
 		var value func() float64
@@ -290,15 +293,15 @@ func AddFlags(fs *flag.FlagSet, variants []Variant) func() Values {
 			f := fs.Float64(p.Flag(), def, help)
 			value = func() float64 { return *f }
 		}
-		entries = append(entries, entry{p, value})
+		entries = append(entries, entry{p, value, !same})
 	}
 	return func() Values {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		out := Values{}
 		for _, e := range entries {
-			if set[e.param.Flag()] {
-				out[e.param.Name] = e.value()
+			if v := e.value(); set[e.param.Flag()] && !(e.zeroUnset && v == 0) {
+				out[e.param.Name] = v
 			}
 		}
 		return out

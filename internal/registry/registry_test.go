@@ -104,15 +104,15 @@ func TestAddFlagsSetsOnlyWhatTheCommandLineGives(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	other := queue
 	other.Default, other.Doc = 32, "support set"
-	values := AddFlags(fs, []Variant{{"moco", []Param{queue, ema, sym}}, {"nnclr", []Param{other}}})
-	if err := fs.Parse([]string{"--momentum-ema=0.5", "--symmetric"}); err != nil {
+	values := AddFlags(fs, "method", []Variant{{"moco", []Param{queue, ema, sym}}, {"nnclr", []Param{other}}})
+	if err := fs.Parse([]string{"--momentum-ema=0.5", "--symmetric", "--queue-size=0"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := values(); !maps.Equal(got, Values{"momentum_ema": 0.5, "symmetric": 1}) {
 		t.Errorf("values = %v", got)
 	}
 	q := fs.Lookup("queue-size")
-	if q == nil || q.DefValue != "0" || !strings.Contains(q.Usage, "moco: queue; nnclr: support set (default: moco 8, nnclr 32)") {
+	if q == nil || q.DefValue != "0" || !strings.Contains(q.Usage, "moco: queue; nnclr: support set (0: the method's default: moco 8, nnclr 32)") {
 		t.Errorf("queue-size flag %+v", q)
 	}
 	if e := fs.Lookup("momentum-ema"); e == nil || e.DefValue != "0.9" {
