@@ -117,3 +117,51 @@ func TestHistoryThatWouldLie(t *testing.T) {
 		t.Errorf("a renamed config in the same run directory: %v", err)
 	}
 }
+
+// TestKilledAfterItsHistoryEntry: a reproduction stopped after its history entry, before the
+// ledger recorded it complete, is complete: running again records it and returns its
+// results, and adds no second entry for one reproduction (found by the kill hunt).
+func TestKilledAfterItsHistoryEntry(t *testing.T) {
+	input, out := t.TempDir(), t.TempDir()
+	writeBarsIDX(t, input)
+	ctx := context.Background()
+	clock := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	day := 0
+	run := func(edit func(string) string) (*Results, error) {
+		day++
+		now := clock.Add(time.Duration(day) * 24 * time.Hour)
+		return Run(ctx, parseTiny(t, input, edit), Options{Out: out, CodeVersion: "v1", Now: func() time.Time { return now }})
+	}
+	same := func(s string) string { return s }
+	first, err := run(same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a kill between the history entry and the ledger's record leaves.
+	interrupt := func(historyFile string) {
+		l, err := loadLedger(ctx, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.CompleteSeq, l.Reporting = 0, historyFile
+		if err := storage.SaveJSON(ctx, filepath.Join(out, LedgerName), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	interrupt(first.HistoryFile)
+	again, err := run(same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(historyFiles(t, out)); n != 1 || again.HistoryFile != first.HistoryFile || again.Previous != nil {
+		t.Errorf("after a kill past the history entry: %d history files, results of %s (previous %v), want the one reproduction %s",
+			n, again.HistoryFile, again.Previous, first.HistoryFile)
+	}
+	if l, err := loadLedger(ctx, out); err != nil || l.CompleteSeq != l.Seq || l.Reporting != "" {
+		t.Errorf("the ledger after recording the reproduction: %+v, %v", l, err)
+	}
+	// The record is finished once: the next call is a reproduction of its own.
+	if res, err := run(same); err != nil || len(historyFiles(t, out)) != 2 || res.Previous == nil {
+		t.Errorf("the reproduction after: %v, %d history files", err, len(historyFiles(t, out)))
+	}
+}

@@ -36,6 +36,10 @@ func machine(runs []RunConfig, backend, load string) string {
 	return desc
 }
 
+// ThisMachine describes this machine as machine does for a reproduction without a GPU run:
+// for the records of other runs (the kill hunt's).
+func ThisMachine() string { return machine(nil, "", loadAverage()) }
+
 // cpuModel is the first "model name" of /proc/cpuinfo ("" where there is none).
 func cpuModel() string {
 	data, err := os.ReadFile("/proc/cpuinfo")

@@ -174,6 +174,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	if err := sameExperiment(r.opts.Out, r.cfg.Name, history); err != nil {
 		return nil, err
 	}
+	if res, err := r.reportedBefore(ctx, history); res != nil || err != nil {
+		return res, err
+	}
 	res, err := r.execute(ctx)
 	if err != nil {
 		return nil, err
@@ -221,6 +224,9 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	if len(history) > 0 {
 		prev = &history[len(history)-1]
 	}
+	// The line tells a user that the stages are done, and the kill test when the report
+	// phase begins.
+	r.log.Info("reporting: the comparison, the gates, results.json, report.md, the plots and the history", "out", r.opts.Out)
 	compare(r.cfg, res, prev)
 	rows := historyRows(res)
 	name, err := historyName(ctx, r.opts.Out, res.Time)
@@ -230,6 +236,10 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	res.HistoryFile = name
 	history = append(history, Reproduction{File: name, Time: res.Time, CodeVersion: res.CodeVersion,
 		ConfigFingerprint: res.ConfigFingerprint, Rows: rows})
+	r.ledger.Reporting = name
+	if err := r.saveLedger(ctx); err != nil {
+		return err
+	}
 	if err := writeReport(ctx, r.opts.Out, res, history); err != nil {
 		return err
 	}
@@ -237,6 +247,35 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 		return err
 	}
 	return r.completeLedger(ctx)
+}
+
+// reportedBefore finishes the record of a reproduction that an earlier call of the same
+// config and code completed up to its history entry and was stopped (killed, out of disk)
+// before it recorded so in the ledger: the stages are consistent, the report and the history
+// are written, and running again would add a second entry for one reproduction. It returns
+// that reproduction's results, or nil when there is none to finish.
+func (r *runner) reportedBefore(ctx context.Context, history []Reproduction) (*Results, error) {
+	name := r.ledger.Reporting
+	if name == "" || len(history) == 0 {
+		return nil, nil
+	}
+	last := history[len(history)-1]
+	if last.File != name || last.ConfigFingerprint != r.cfg.Fingerprint() || last.CodeVersion != r.opts.CodeVersion {
+		return nil, nil
+	}
+	var res Results
+	if err := storage.LoadJSON(ctx, r.path(ResultsName), &res); err != nil {
+		return nil, err
+	}
+	if res.HistoryFile != name {
+		return nil, nil
+	}
+	r.log.Info("the last call completed this reproduction and was stopped before it recorded so: recorded now",
+		"history", storage.Join(HistoryDir, name))
+	if err := r.completeLedger(ctx); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // sameExperiment refuses a run directory whose history is another experiment's: configs

@@ -80,6 +80,10 @@ type ledger struct {
 	Seq         int                     `json:"seq"`
 	CompleteSeq int                     `json:"complete_seq"`
 	Stages      map[string]*ledgerEntry `json:"stages"`
+	// Reporting is the history file of the reproduction whose report phase began and has not
+	// been recorded complete here: once that file is there, the reproduction is complete (its
+	// history entry is its last output), whatever stopped the call before this record.
+	Reporting string `json:"reporting,omitempty"`
 }
 
 type ledgerEntry struct {
@@ -395,6 +399,6 @@ func (r *runner) saveLedger(ctx context.Context) error {
 // completeLedger records that every stage's output is now consistent with what it depends
 // on: the next call starts from a clean slate.
 func (r *runner) completeLedger(ctx context.Context) error {
-	r.ledger.CompleteSeq = r.ledger.Seq
+	r.ledger.CompleteSeq, r.ledger.Reporting = r.ledger.Seq, ""
 	return r.saveLedger(ctx)
 }

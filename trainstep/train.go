@@ -447,9 +447,13 @@ func finishedAlready(ctx context.Context, plan *runPlan, run RunConfig, info Sou
 			return nil, err
 		}
 	} else {
-		// Killed between its final checkpoint and its summary: the summary is rebuilt from
-		// the checkpoint and the log (all but the throughput, which only the killed process
-		// knew) and written, so the run folder is complete.
+		// Killed between its final checkpoint and its summary: the pruning of older
+		// checkpoints is finished, and the summary is rebuilt from the checkpoint and the log
+		// (all but the throughput, which only the killed process knew) and written, so the
+		// run folder is complete.
+		if err := pruneCheckpoints(ctx, run, plan.checkpoint); err != nil {
+			return nil, err
+		}
 		if sum, err = summaryFromLog(ctx, run.Out, h, stepsPerEpoch*run.Epochs, stepsPerEpoch); err != nil {
 			return nil, err
 		}
@@ -884,21 +888,31 @@ func (l *loop) checkpoint(ctx context.Context) (string, error) {
 	if err := l.tb.Flush(wctx); err != nil {
 		return "", err
 	}
-	if l.run.KeepCheckpoints > 0 {
-		paths, _, err := ListCheckpoints(wctx, l.run.Out)
-		if err != nil {
-			return "", err
-		}
-		for len(paths) > l.run.KeepCheckpoints {
-			if paths[0] != path {
-				if err := storage.Remove(wctx, paths[0]); err != nil {
-					return "", err
-				}
-			}
-			paths = paths[1:]
-		}
+	if err := pruneCheckpoints(wctx, l.run, path); err != nil {
+		return "", err
 	}
 	return path, nil
+}
+
+// pruneCheckpoints removes all but the run's KeepCheckpoints newest checkpoints (none when
+// it is 0), never newest: the one just written or resumed from.
+func pruneCheckpoints(ctx context.Context, run RunConfig, newest string) error {
+	if run.KeepCheckpoints == 0 {
+		return nil
+	}
+	paths, _, err := ListCheckpoints(ctx, run.Out)
+	if err != nil {
+		return err
+	}
+	for len(paths) > run.KeepCheckpoints {
+		if paths[0] != newest {
+			if err := storage.Remove(ctx, paths[0]); err != nil {
+				return err
+			}
+		}
+		paths = paths[1:]
+	}
+	return nil
 }
 
 // runLog writes JSON lines to the log in the output folder, and a copy to echo if set:

@@ -643,13 +643,28 @@ func TestResumeFinishedRunChangesNothing(t *testing.T) {
 		t.Errorf("no notice that the run is finished: %q", notices.String())
 	}
 
-	// Killed between its final checkpoint and its summary: resuming writes the summary, with
-	// the run's figures (the throughput aside, which only the killed process knew).
+	// Killed between its final checkpoint and its summary, before it pruned an older
+	// checkpoint: resuming prunes it and writes the summary, with the run's figures (the
+	// throughput aside, which only the killed process knew).
 	if err := os.Remove(filepath.Join(out, SummaryName)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Train(ctx, cfg, testRunConfig(t, out), opts); err != nil {
+	run := testRunConfig(t, out)
+	if len(paths) != 1 || run.KeepCheckpoints != 2 {
+		t.Fatalf("the test wants one checkpoint kept of two, has %d of %d", len(paths), run.KeepCheckpoints)
+	}
+	var older []string
+	for step := range 2 { // older than the final one, as if written by earlier checkpoints
+		older = append(older, filepath.Join(out, CheckpointDir, CheckpointName(step)))
+		if err := os.WriteFile(older[step], read(filepath.Join(CheckpointDir, filepath.Base(paths[0]))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Train(ctx, cfg, run, opts); err != nil {
 		t.Fatal(err)
+	}
+	if now, _, _ := ListCheckpoints(ctx, out); !slices.Equal(now, []string{older[1], paths[0]}) {
+		t.Errorf("after a kill before the final pruning, resuming left checkpoints %v, want the two newest", now)
 	}
 	var rebuilt Summary
 	mustUnmarshal(t, string(read(SummaryName)), &rebuilt)

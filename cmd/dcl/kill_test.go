@@ -15,26 +15,34 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/internal/safetensors"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/reproduce"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // killSeed seeds the kill points; DCL_KILL_SEED and DCL_KILL_ROUNDS change the seed and the
-// number of kills per command, for a longer hunt.
+// number of kills per command, for a longer hunt, and DCL_KILL_RESULTS names a folder
+// (relative to the repository's root) to write what the hunt found into (kill-seed-N.json, for
+// docs/reliability/ and make readme).
 const killSeed = 14
 
 // TestKilledRunsRerunToTheSameOutput is fault injection by SIGKILL: each of preprocess,
-// train, embed and reproduce runs once to completion (the reference), then, round after
-// round, is started afresh in its own folder, killed with SIGKILL after a delay drawn
-// (seeded) from the reference's duration, and run again as a user would (train: --resume
-// when a checkpoint exists) until it completes. Every output must then equal the
-// reference's: byte for byte, except what records time (checkpoints' creation time, log
+// train, embed (to a folder and to one .parquet file) and reproduce runs once to completion
+// (the reference), then, round after round, is started afresh in its own folder, killed
+// with SIGKILL after a delay drawn (seeded) from the reference's duration, and run again as
+// a user would (train: --resume when a checkpoint exists) until it completes. Reproduce is
+// also killed in its report phase (the comparison, results.json, report.md, the plots and
+// the history), its delay drawn from that phase's duration after the line that starts it,
+// because a kill drawn from the whole run seldom lands there. Every output must then equal
+// the reference's: byte for byte, except what records time (checkpoints' creation time, log
 // time stamps, throughput, wall times), and no record may be lost.
 func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 	if testing.Short() {
@@ -47,6 +55,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 	if s := os.Getenv("DCL_KILL_ROUNDS"); s != "" {
 		rounds, _ = strconv.Atoi(s)
 	}
+	machine := reproduce.ThisMachine() // with the load average as the hunt starts
 	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
 	root := t.TempDir()
 	input := filepath.Join(root, "idx")
@@ -71,37 +80,61 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 			}},
 		{name: "embed", args: []string{"embed", "--checkpoint=" + ref("train"), "--input=" + ref("preprocess"), "--output=out",
 			"--pass=-1", "--parts=4", "--batch-size=32", "--threads=1"}},
-		{name: "reproduce", args: []string{"reproduce", "--config=" + config, "--output=out", "--progress=off"}},
+		// One file: the parts are committed in a hidden folder beside it, then concatenated.
+		{name: "embed-file", args: []string{"embed", "--checkpoint=" + ref("train"), "--input=" + ref("preprocess"),
+			"--output=out/" + killEmbeddingsFile, "--pass=-1", "--parts=4", "--batch-size=32", "--threads=1"}},
+		{name: "reproduce", args: []string{"reproduce", "--config=" + config, "--output=out", "--progress=off"},
+			phase: reportPhaseLine},
 	}
-	var killed, finished, afterFinal int
+	var killed, finished, afterFinal, inPhase, differences int
 	var lost int64
 	for _, job := range jobs {
 		refDir := filepath.Dir(ref(job.name))
 		start := time.Now()
-		if out, err := job.run(t, refDir, 0); err != nil {
+		out, phaseAt, err := job.run(t, refDir, 0, "")
+		if err != nil {
 			t.Fatalf("%s, the reference run: %v\n%s", job.name, err, out)
 		}
 		took := time.Since(start)
+		if job.phase != "" && phaseAt < 0 {
+			t.Fatalf("%s, the reference run: no line %q\n%s", job.name, job.phase, out)
+		}
 		want := outputDigests(t, ref(job.name))
-		for round := range rounds {
+		// Rounds killed at any time, then (for a job with a phase) rounds killed in the phase.
+		phaseRounds := map[bool]int{false: 0, true: rounds}[job.phase != ""]
+		for round := range rounds + phaseRounds {
 			dir := filepath.Join(root, fmt.Sprintf("%s-%d", job.name, round))
-			delay := time.Duration(rng.Int64N(int64(took)))
-			killedOut, err := job.run(t, dir, delay)
+			delay, marker := time.Duration(rng.Int64N(int64(took))), ""
+			if round >= rounds {
+				delay, marker = time.Duration(rng.Int64N(int64(took-phaseAt))), job.phase
+			}
+			killedOut, reached, err := job.run(t, dir, delay, marker)
 			if err == nil {
 				finished++ // done before the kill: the re-run below must leave it as it is
 			} else {
 				killed++
+				if marker != "" && reached >= 0 {
+					inPhase++
+				}
 				checkNoPartialData(t, job.name, filepath.Join(dir, "out"))
 			}
 			if job.name == "train" && err != nil && finalCheckpointWritten(t, ref(job.name), filepath.Join(dir, "out")) {
 				afterFinal++ // killed between the final checkpoint and summary.json: resume writes it
 			}
-			if out, err := job.run(t, dir, 0); err != nil {
+			if out, _, err := job.run(t, dir, 0, ""); err != nil {
 				t.Fatalf("%s, round %d: the re-run after a kill at %s failed: %v\n%s\nthe killed run's output:\n%s", job.name, round, delay, err, out, killedOut)
 			}
 			got := outputDigests(t, filepath.Join(dir, "out"))
-			for _, d := range diffDigests(want, got) {
-				t.Errorf("%s, round %d, killed after %s of %s: %s", job.name, round, delay.Round(time.Millisecond), took.Round(time.Millisecond), d)
+			when := fmt.Sprintf("killed after %s of %s", delay.Round(time.Millisecond), took.Round(time.Millisecond))
+			if marker != "" {
+				when = fmt.Sprintf("killed %s after %q (the reference ran %s more)", delay.Round(time.Millisecond), marker, (took - phaseAt).Round(time.Millisecond))
+			}
+			diffs := diffDigests(want, got)
+			for _, d := range diffs {
+				t.Errorf("%s, round %d, %s: %s", job.name, round, when, d)
+			}
+			if len(diffs) > 0 {
+				differences++
 			}
 			if job.name == "preprocess" {
 				lost += recordsOf(t, ref(job.name)) - recordsOf(t, filepath.Join(dir, "out"))
@@ -111,14 +144,50 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 	if lost != 0 {
 		t.Errorf("%d records lost", lost)
 	}
-	t.Logf("seed %d: %d runs killed (%d trainings after their final checkpoint), %d finished before their kill; %d records lost", seed, killed, afterFinal, finished, lost)
+	if inPhase == 0 {
+		t.Errorf("no reproduction was killed in its report phase")
+	}
+	if dir := os.Getenv("DCL_KILL_RESULTS"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join("..", "..", dir) // relative to the repository's root
+		}
+		hunt := testfiles.KillHunt{Seed: seed, Rounds: rounds, Runs: killed + finished, Killed: killed,
+			InReportPhase: inPhase, AfterFinalCheckpoint: afterFinal, Differences: differences, RecordsLost: lost,
+			Machine: machine,
+			Command: fmt.Sprintf("DCL_KILL_SEED=%d DCL_KILL_ROUNDS=%d go test -run TestKilledRunsRerunToTheSameOutput ./cmd/dcl", seed, rounds)}
+		for _, job := range jobs {
+			hunt.Jobs = append(hunt.Jobs, job.what())
+		}
+		if err := storage.SaveJSON(context.Background(), filepath.Join(dir, fmt.Sprintf("kill-seed-%d.json", seed)), hunt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("seed %d: %d runs killed (%d trainings after their final checkpoint, %d reproductions in their report phase), %d finished before their kill; %d records lost",
+		seed, killed, afterFinal, inPhase, finished, lost)
 }
+
+// reportPhaseLine is what reproduce logs when its stages are done and its report phase
+// begins.
+const reportPhaseLine = "msg=\"reporting:"
+
+// killEmbeddingsFile is the embed-file job's output under out/.
+const killEmbeddingsFile = "embeddings.parquet"
 
 // checkNoPartialData: a killed preprocess or embed leaves no Parquet file that the glob
 // OUT/**/*.parquet takes for data (DuckDB's semantics, hidden folders included) unless its
 // commit step wrote the manifest that makes the folder data.
 func checkNoPartialData(t *testing.T, job, out string) {
 	t.Helper()
+	if job == "embed-file" {
+		// The file is written under a temporary name and renamed: if it is there, it is whole.
+		file := filepath.Join(out, killEmbeddingsFile)
+		if _, err := os.Stat(file); err == nil {
+			if _, err := shards.OpenEmbeddings(context.Background(), file, 0); err != nil {
+				t.Errorf("embed to one file, killed: %s is there but does not open: %v", file, err)
+			}
+		}
+		return
+	}
 	manifest := map[string]string{"preprocess": shards.ManifestName, "embed": shards.EmbeddingsManifestName}[job]
 	if manifest == "" {
 		return
@@ -146,15 +215,34 @@ evaluate:
   npc: {batch_sizes: [8, 16], samples: 2}
 `
 
+// what says what the job runs, for the hunt's record.
+func (j killJob) what() string {
+	what := "dcl " + j.args[0]
+	for _, a := range j.args {
+		if strings.HasPrefix(a, "--output=") && strings.HasSuffix(a, ".parquet") {
+			what += " to one .parquet file"
+		}
+	}
+	if j.phase != "" {
+		what += " (also in its report phase)"
+	}
+	return what
+}
+
 type killJob struct {
 	name   string
 	args   []string
 	resume func(dir string) []string // extra arguments of a re-run in dir
+	// phase is a line that starts a phase of the run to aim some kills at ("": none).
+	phase string
 }
 
 // run runs the job as dcl in a child process in dir (outputs in dir/out, so that the paths
-// recorded in them are the same in every folder), killed with SIGKILL after kill (0: never).
-func (j killJob) run(t *testing.T, dir string, kill time.Duration) (string, error) {
+// recorded in them are the same in every folder), killed with SIGKILL after kill (0: never),
+// counted from the start or, with a marker, from the moment its output first holds the
+// marker (no kill if it never does). It returns the output and when the output first held
+// the job's phase line (-1: never).
+func (j killJob) run(t *testing.T, dir string, kill time.Duration, marker string) (string, time.Duration, error) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -172,17 +260,60 @@ func (j killJob) run(t *testing.T, dir string, kill time.Duration) (string, erro
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "DCL_TEST_AS_MAIN=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	phaseAt := time.Duration(-1)
+	var timer *time.Timer
+	out := &watchedOutput{marks: map[string]func(){}}
+	if j.phase != "" {
+		out.marks[j.phase] = func() { phaseAt = time.Since(start) }
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if kill > 0 {
-		timer := time.AfterFunc(kill, func() { cmd.Process.Kill() })
-		defer timer.Stop()
+		startTimer := func() { timer = time.AfterFunc(kill, func() { cmd.Process.Kill() }) }
+		if marker == "" {
+			startTimer()
+		} else {
+			seen := out.marks[marker]
+			out.marks[marker] = func() {
+				if seen != nil {
+					seen()
+				}
+				startTimer()
+			}
+		}
 	}
 	err = cmd.Wait()
-	return out.String(), err
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if timer != nil {
+		timer.Stop()
+	}
+	return out.buf.String(), phaseAt, err
+}
+
+// watchedOutput is a child's output that calls marks[s] once, when the output first holds s.
+type watchedOutput struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	marks map[string]func()
+}
+
+func (w *watchedOutput) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for s, f := range w.marks {
+		// The last len(p)+len(s) bytes hold any occurrence that this write completes.
+		tail := w.buf.Bytes()[max(0, w.buf.Len()-len(p)-len(s)):]
+		if bytes.Contains(tail, []byte(s)) {
+			delete(w.marks, s)
+			f()
+		}
+	}
+	return len(p), nil
 }
 
 // timeKeys are the JSON keys whose values record when or how fast, not what (the machine

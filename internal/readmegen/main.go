@@ -7,7 +7,9 @@
 //   - the GPU section, from a run directory of experiments/fashion-mnist-gpu.yaml (--gpu: what
 //     scripts/gpu-check.sh's part "experiment" sends back, unpacked), kept as
 //     docs/gpu-experiment/ (docs/gpu/ holds the GPU check's figures); without either, a line
-//     saying that no GPU run exists yet and the command that makes one.
+//     saying that no GPU run exists yet and the command that makes one;
+//   - the reliability section's kill-hunt figures, from the hunts kept in docs/reliability/
+//     (kill-seed-N.json, written by cmd/dcl's kill test with DCL_KILL_RESULTS=docs/reliability).
 //
 // --check writes nothing and exits 1 when the README or a drawn figure is not what the results
 // give (checked against a run directory's fresh results, the machine, wall time and build the
@@ -88,6 +90,17 @@ func run(ctx context.Context, args []string) error {
 		if updated, err = reproduce.SpliceReadme(updated, s.name, text); err != nil {
 			return err
 		}
+	}
+	kills, err := killHuntSection(*root)
+	if err != nil {
+		return fmt.Errorf("section %s: %w", killHuntName, err)
+	}
+	if *check {
+		if err := reproduce.CheckReadme(readme, killHuntName, kills); err != nil {
+			stale = append(stale, err)
+		}
+	} else if updated, err = reproduce.SpliceReadme(updated, killHuntName, kills); err != nil {
+		return err
 	}
 	if *check {
 		if err := errors.Join(stale...); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 )
 
@@ -65,7 +66,8 @@ func TestGeneratedSectionsAndTheirCheck(t *testing.T) {
 	ctx := context.Background()
 	root, demo := t.TempDir(), t.TempDir()
 	readme := "# x\n\n<!-- generated: demo (make readme); do not edit between these markers -->\nold\n<!-- end of generated: demo -->\n\n" +
-		"## GPU\n\n<!-- generated: gpu (make readme); do not edit between these markers -->\n<!-- end of generated: gpu -->\n"
+		"## GPU\n\n<!-- generated: gpu (make readme); do not edit between these markers -->\n<!-- end of generated: gpu -->\n" +
+		"## Reliability\n\n<!-- generated: kill-hunt (make readme); do not edit between these markers -->\n<!-- end of generated: kill-hunt -->\n"
 	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(readme), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -138,5 +140,63 @@ func TestGeneratedSectionsAndTheirCheck(t *testing.T) {
 	}
 	if err := run(ctx, []string{"--root=" + root, "--demo=" + demo, "--check"}); !errors.Is(err, reproduce.ErrReadmeStale) {
 		t.Errorf("check against fresh results that differ: %v, want %v", err, reproduce.ErrReadmeStale)
+	}
+}
+
+// The kill hunt's figures are the sum of the hunts kept in docs/reliability; a count typed
+// over fails the check, and so do hunts of different versions of the test kept together.
+func TestKillHuntSection(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	readme := "# x\n\n<!-- generated: demo (make readme); do not edit between these markers -->\n<!-- end of generated: demo -->\n" +
+		"<!-- generated: gpu (make readme); do not edit between these markers -->\n<!-- end of generated: gpu -->\n" +
+		"<!-- generated: kill-hunt (make readme); do not edit between these markers -->\n<!-- end of generated: kill-hunt -->\n"
+	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(readme), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--demo="}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "README.md")); !strings.Contains(string(got), "No kill hunt is kept yet") {
+		t.Errorf("without hunts, the section says:\n%s", got)
+	}
+	jobs := []string{"dcl preprocess", "dcl reproduce (also in its report phase)"}
+	for i, h := range []testfiles.KillHunt{
+		{Seed: 14, Rounds: 20, Jobs: jobs, Runs: 100, Killed: 95, InReportPhase: 17, AfterFinalCheckpoint: 2, Machine: "m", Command: "c14"},
+		{Seed: 15, Rounds: 20, Jobs: jobs, Runs: 100, Killed: 97, InReportPhase: 18, Machine: "m", Command: "c15"},
+	} {
+		if err := storage.SaveJSON(ctx, filepath.Join(root, killHuntDocs, fmt.Sprintf("kill-seed-%d.json", 14+i)), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run(ctx, []string{"--root=" + root, "--demo="}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| runs killed | 192 of 200 (8 finished before their kill); 35 reproductions in their report phase, 2 trainings",
+		"| records lost | 0 |", "14 (20 rounds), 15 (20 rounds)", "dcl preprocess; dcl reproduce (also in its report phase)"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("the README lacks %q:\n%s", want, got)
+		}
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); err != nil {
+		t.Errorf("check right after make readme: %v", err)
+	}
+	edited := strings.Replace(string(got), "192 of 200", "200 of 200", 1)
+	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); !errors.Is(err, reproduce.ErrReadmeStale) {
+		t.Errorf("check of a README with a kill count typed over: %v, want %v", err, reproduce.ErrReadmeStale)
+	}
+	other := testfiles.KillHunt{Seed: 16, Rounds: 1, Jobs: jobs[:1]}
+	if err := storage.SaveJSON(ctx, filepath.Join(root, killHuntDocs, "kill-seed-16.json"), other); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); err == nil || !strings.Contains(err.Error(), "one version of the test") {
+		t.Errorf("hunts of two versions of the test: %v", err)
 	}
 }
