@@ -170,7 +170,7 @@ func TestQueueMethodsResumeExactly(t *testing.T) {
 		other  MethodConfig
 	}{
 		{"moco", MoCoMethod, MethodConfig{SettingQueueSize: 12, SettingMomentumEMA: 0.99, SettingBNSplits: 2}, MethodConfig{SettingQueueSize: 16}},
-		{"moco-symmetric", MoCoMethod, MethodConfig{SettingQueueSize: 12, SettingMomentumEMA: 0.99, SettingBNSplits: 2, SettingSymmetric: 1}, MethodConfig{SettingQueueSize: 12, SettingMomentumEMA: 0.99, SettingBNSplits: 2}},
+		{"moco-symmetric", MoCoMethod, MethodConfig{SettingQueueSize: 12, SettingMomentumEMA: 0.99, SettingBNSplits: 2, SettingSymmetric: 1}, MethodConfig{SettingQueueSize: 12, SettingMomentumEMA: 0.99, SettingBNSplits: 2, SettingSymmetric: 0}},
 		{"nnclr", NNCLRMethod, MethodConfig{SettingQueueSize: 10, SettingPredictorHidden: 16}, MethodConfig{SettingQueueSize: 10, SettingPredictorHidden: 32}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
