@@ -2,12 +2,10 @@ package pipelines
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -219,120 +217,6 @@ func checkLabels(file string, first int64, labels []int32, numClasses int) error
 	}
 	return nil
 }
-
-// codec writes the blocks that pass between pipeline steps: varints, strings and raw
-// little-endian float32 (an encoding of a vector that is as small as its memory).
-type encoder struct{ b []byte }
-
-func (e *encoder) int(v int64) { e.b = binary.AppendVarint(e.b, v) }
-func (e *encoder) float64(v float64) {
-	e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v))
-}
-func (e *encoder) float32s(v []float32) {
-	e.int(int64(len(v)))
-	for _, x := range v {
-		e.b = binary.LittleEndian.AppendUint32(e.b, math.Float32bits(x))
-	}
-}
-func (e *encoder) int32s(v []int32) {
-	e.int(int64(len(v)))
-	for _, x := range v {
-		e.int(int64(x))
-	}
-}
-func (e *encoder) int64s(v []int64) {
-	e.int(int64(len(v)))
-	for _, x := range v {
-		e.int(x)
-	}
-}
-
-type decoder struct {
-	b   []byte
-	err error
-}
-
-var errShortBlock = errors.New("truncated block")
-
-func (d *decoder) int() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errShortBlock
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a length and checks it against the bytes left, each item taking at least min.
-func (d *decoder) count(min int) int {
-	n := d.int()
-	if d.err == nil && (n < 0 || n*int64(min) > int64(len(d.b))) {
-		d.err = errShortBlock
-	}
-	if d.err != nil {
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) float64() float64 {
-	if d.err != nil || len(d.b) < 8 {
-		d.err = errShortBlock
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *decoder) float32s() []float32 {
-	n := d.count(4)
-	if d.err != nil {
-		return nil
-	}
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.b[4*i:]))
-	}
-	d.b = d.b[4*n:]
-	return out
-}
-
-func (d *decoder) int32s() []int32 {
-	n := d.count(1)
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = int32(d.int())
-	}
-	return out
-}
-
-func (d *decoder) int64s() []int64 {
-	n := d.count(1)
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = d.int()
-	}
-	return out
-}
-
-// done reports a decoding error, or bytes left over, as an error about what.
-func (d *decoder) done(what string) error {
-	if d.err == nil && len(d.b) > 0 {
-		d.err = fmt.Errorf("%d bytes left over", len(d.b))
-	}
-	if d.err != nil {
-		return fmt.Errorf("decoding %s: %w", what, d.err)
-	}
-	return nil
-}
-
-func putFloat32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
-func getFloat32(b []byte) float32    { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
 
 // submitOnly reports a run that does not wait for the job: --dry_run translates it,
 // --async submits it and returns.

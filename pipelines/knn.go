@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"reflect"
 	"runtime"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -169,14 +170,21 @@ func groupFiles(files []embeddingFile, n int) [][]embeddingFile {
 	return groups
 }
 
+// The elements between the steps are Go structs that Beam encodes with schema row coders
+// (inferred from their exported fields when the types are registered).
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(int, []byte), error](&readQueriesFn{})
-	register.DoFn4x1[context.Context, int, []byte, func(int, []byte), error](&searchTileFn{})
-	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&mergeVoteFn{})
-	register.DoFn3x1[context.Context, []byte, func(*[]byte) bool, error](&writeKNNResultFn{})
-	register.Emitter2[int, []byte]()
-	register.Emitter1[[]byte]()
-	register.Iter1[[]byte]()
+	beam.RegisterType(reflect.TypeOf(queryTile{}))
+	beam.RegisterType(reflect.TypeOf(partialTopK{}))
+	beam.RegisterType(reflect.TypeOf(analysis.Tally{}))
+	register.DoFn3x1[context.Context, []byte, func(int, queryTile), error](&readQueriesFn{})
+	register.DoFn4x1[context.Context, int, queryTile, func(int, partialTopK), error](&searchTileFn{})
+	register.DoFn4x1[context.Context, int, func(*partialTopK) bool, func(analysis.Tally), error](&mergeVoteFn{})
+	register.DoFn3x1[context.Context, []byte, func(*analysis.Tally) bool, error](&writeKNNResultFn{})
+	register.Emitter2[int, queryTile]()
+	register.Emitter2[int, partialTopK]()
+	register.Emitter1[analysis.Tally]()
+	register.Iter1[partialTopK]()
+	register.Iter1[analysis.Tally]()
 }
 
 var (
@@ -227,86 +235,67 @@ type queryTile struct {
 	Data   []float32
 }
 
-func (t *queryTile) encode() []byte {
-	var e encoder
-	e.int(int64(t.Block))
-	e.int(int64(t.Group))
-	e.int(t.Offset)
-	e.int32s(t.Labels)
-	e.int(int64(t.Dim))
-	e.float32s(t.Data)
-	return e.b
-}
-
-func decodeQueryTile(b []byte) (*queryTile, error) {
-	d := decoder{b: b}
-	t := &queryTile{Block: int(d.int()), Group: int(d.int()), Offset: d.int(), Labels: d.int32s(), Dim: int(d.int()), Data: d.float32s()}
-	if err := d.done("a query block"); err != nil {
-		return nil, err
-	}
+// validate checks a tile's sizes agree.
+func (t *queryTile) validate() error {
 	if t.Dim <= 0 || len(t.Data) != len(t.Labels)*t.Dim {
-		return nil, fmt.Errorf("decoding a query block: %d values for %d queries of dimension %d", len(t.Data), len(t.Labels), t.Dim)
+		return fmt.Errorf("query block %d: %d values for %d queries of dimension %d", t.Block, len(t.Data), len(t.Labels), t.Dim)
 	}
-	return t, nil
+	return nil
 }
 
-// partialTopK is what SearchTiles emits: each query's best neighbours in one bank group.
+// partialTopK is what SearchTiles emits: each query's best neighbours in one bank group. The
+// lists are stored flat, a column per field (Counts[q] neighbours of query q, one after the
+// other): Beam's row coder encodes a slice of numbers several times faster than a slice of
+// structs, and the lists are most of what the kNN pipeline moves.
 type partialTopK struct {
 	Group  int
 	Offset int64
 	Labels []int32 // the queries' true labels
 	Seen   int64   // bank rows searched
-	Top    []analysis.TopK
+	Counts []int32
+	Index  []int64
+	Label  []int32
+	Sim    []float32
 }
 
-func (p *partialTopK) encode() []byte {
-	var e encoder
-	e.int(int64(p.Group))
-	e.int(p.Offset)
-	e.int32s(p.Labels)
-	e.int(p.Seen)
-	e.int(int64(len(p.Top)))
-	for _, t := range p.Top {
-		e.int(int64(len(t)))
+func newPartialTopK(group int, offset int64, labels []int32, seen int64, tops []analysis.TopK) partialTopK {
+	p := partialTopK{Group: group, Offset: offset, Labels: labels, Seen: seen, Counts: make([]int32, len(tops))}
+	n := 0
+	for _, t := range tops {
+		n += len(t)
+	}
+	p.Index, p.Label, p.Sim = make([]int64, 0, n), make([]int32, 0, n), make([]float32, 0, n)
+	for q, t := range tops {
+		p.Counts[q] = int32(len(t))
 		for _, nb := range t {
-			e.int(nb.Index)
-			e.int(int64(nb.Label))
-			e.b = append(e.b, 0, 0, 0, 0)
-			putFloat32(e.b[len(e.b)-4:], nb.Sim)
+			p.Index, p.Label, p.Sim = append(p.Index, nb.Index), append(p.Label, nb.Label), append(p.Sim, nb.Sim)
 		}
 	}
-	return e.b
+	return p
 }
 
-func decodePartialTopK(b []byte) (*partialTopK, error) {
-	d := decoder{b: b}
-	p := &partialTopK{Group: int(d.int()), Offset: d.int(), Labels: d.int32s(), Seen: d.int()}
-	n := d.count(1)
-	p.Top = make([]analysis.TopK, n)
-	for q := range p.Top {
-		m := d.count(6)
-		t := make(analysis.TopK, m)
-		for i := range t {
-			t[i].Index = d.int()
-			t[i].Label = int32(d.int())
-			if d.err == nil && len(d.b) < 4 {
-				d.err = errShortBlock
-			}
-			if d.err != nil {
-				break
-			}
-			t[i].Sim = getFloat32(d.b)
-			d.b = d.b[4:]
+// tops returns the neighbour lists, one per query, checking that the columns agree.
+func (p *partialTopK) tops() ([]analysis.TopK, error) {
+	if len(p.Counts) != len(p.Labels) || len(p.Label) != len(p.Index) || len(p.Sim) != len(p.Index) {
+		return nil, fmt.Errorf("%d neighbour lists for %d queries, %d indices, %d labels and %d similarities",
+			len(p.Counts), len(p.Labels), len(p.Index), len(p.Label), len(p.Sim))
+	}
+	tops := make([]analysis.TopK, len(p.Counts))
+	at := 0
+	for q, c := range p.Counts {
+		if c < 0 || at+int(c) > len(p.Index) {
+			return nil, fmt.Errorf("neighbour list %d of %d runs past the %d neighbours", q, len(p.Counts), len(p.Index))
 		}
-		p.Top[q] = t
+		t := make(analysis.TopK, c)
+		for i := range t {
+			t[i] = analysis.Neighbor{Index: p.Index[at+i], Label: p.Label[at+i], Sim: p.Sim[at+i]}
+		}
+		tops[q], at = t, at+int(c)
 	}
-	if err := d.done("neighbour lists"); err != nil {
-		return nil, err
+	if at != len(p.Index) {
+		return nil, fmt.Errorf("%d neighbours for lists of %d", len(p.Index), at)
 	}
-	if len(p.Top) != len(p.Labels) {
-		return nil, fmt.Errorf("decoding neighbour lists: %d lists for %d queries", len(p.Top), len(p.Labels))
-	}
-	return p, nil
+	return tops, nil
 }
 
 // readQueriesFn streams the test embeddings and emits every block of queries once per bank
@@ -318,7 +307,7 @@ type readQueriesFn struct {
 	NumClasses int
 }
 
-func (f *readQueriesFn) ProcessElement(ctx context.Context, _ []byte, emit func(int, []byte)) error {
+func (f *readQueriesFn) ProcessElement(ctx context.Context, _ []byte, emit func(int, queryTile)) error {
 	r, err := shards.OpenEmbeddings(ctx, f.Test, f.QueryBlock)
 	if err != nil {
 		return err
@@ -341,8 +330,7 @@ func (f *readQueriesFn) ProcessElement(ctx context.Context, _ []byte, emit func(
 			return err
 		}
 		for g := range f.Groups {
-			t := queryTile{Block: block, Group: g, Offset: offset, Labels: b.Labels, Dim: b.Dim, Data: b.Vectors}
-			emit(block, t.encode())
+			emit(block, queryTile{Block: block, Group: g, Offset: offset, Labels: b.Labels, Dim: b.Dim, Data: b.Vectors})
 		}
 		knnQueries.Inc(ctx, int64(b.Len()))
 		offset += int64(b.Len())
@@ -365,9 +353,8 @@ type searchTileFn struct {
 
 func (f *searchTileFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
-func (f *searchTileFn) ProcessElement(ctx context.Context, block int, data []byte, emit func(int, []byte)) error {
-	t, err := decodeQueryTile(data)
-	if err != nil {
+func (f *searchTileFn) ProcessElement(ctx context.Context, block int, t queryTile, emit func(int, partialTopK)) error {
+	if err := t.validate(); err != nil {
 		return err
 	}
 	if t.Group < 0 || t.Group >= len(f.Groups) {
@@ -387,8 +374,7 @@ func (f *searchTileFn) ProcessElement(ctx context.Context, block int, data []byt
 	knnBankRows.Inc(ctx, search.Seen())
 	knnTilesDone.Inc(ctx, 1)
 	f.progress.addDone(int64(len(t.Labels)))
-	p := partialTopK{Group: t.Group, Offset: t.Offset, Labels: t.Labels, Seen: search.Seen(), Top: search.Results()}
-	emit(block, p.encode())
+	emit(block, newPartialTopK(t.Group, t.Offset, t.Labels, search.Seen(), search.Results()))
 	return nil
 }
 
@@ -437,28 +423,32 @@ type mergeVoteFn struct {
 	NTrain      int64
 }
 
-func (f *mergeVoteFn) ProcessElement(ctx context.Context, block int, partials func(*[]byte) bool, emit func([]byte)) error {
+func (f *mergeVoteFn) ProcessElement(ctx context.Context, block int, partials func(*partialTopK) bool, emit func(analysis.Tally)) error {
 	var merged *partialTopK
+	var top []analysis.TopK
 	seenGroups := map[int]bool{}
-	var data []byte
-	for partials(&data) {
-		p, err := decodePartialTopK(data)
-		if err != nil {
-			return err
+	for {
+		p := new(partialTopK)
+		if !partials(p) {
+			break
 		}
 		if seenGroups[p.Group] {
 			continue // a retried bundle's duplicate: the same group's answer again
 		}
 		seenGroups[p.Group] = true
+		lists, err := p.tops()
+		if err != nil {
+			return fmt.Errorf("query block %d, bank group %d: %w", block, p.Group, err)
+		}
 		if merged == nil {
-			merged = p
+			merged, top = p, lists
 			continue
 		}
-		if p.Offset != merged.Offset || len(p.Top) != len(merged.Top) {
+		if p.Offset != merged.Offset || len(lists) != len(top) {
 			return fmt.Errorf("query block %d: partial results for different queries", block)
 		}
-		for q := range merged.Top {
-			merged.Top[q] = analysis.MergeTopK(merged.Top[q], p.Top[q], f.K)
+		for q := range top {
+			top[q] = analysis.MergeTopK(top[q], lists[q], f.K)
 		}
 		merged.Seen += p.Seen
 	}
@@ -469,7 +459,7 @@ func (f *mergeVoteFn) ProcessElement(ctx context.Context, block int, partials fu
 		return fmt.Errorf("query block %d was searched against %d training rows, the training set has %d", block, merged.Seen, f.NTrain)
 	}
 	t := analysis.NewTally(f.NumClasses)
-	for q, top := range merged.Top {
+	for q, top := range top {
 		scores, err := analysis.Vote(top, f.NumClasses, f.Temperature)
 		if err != nil {
 			return err
@@ -479,28 +469,8 @@ func (f *mergeVoteFn) ProcessElement(ctx context.Context, block int, partials fu
 		}
 	}
 	knnBlocksDone.Inc(ctx, 1)
-	emit(encodeTally(t))
+	emit(*t)
 	return nil
-}
-
-func encodeTally(t *analysis.Tally) []byte {
-	var e encoder
-	e.int(t.N)
-	e.int(t.Top1)
-	e.int(t.Top5)
-	e.int64s(t.ClassN)
-	e.int64s(t.ClassTop1)
-	e.int64s(t.ClassTop5)
-	return e.b
-}
-
-func decodeTally(b []byte) (*analysis.Tally, error) {
-	d := decoder{b: b}
-	t := &analysis.Tally{N: d.int(), Top1: d.int(), Top5: d.int(), ClassN: d.int64s(), ClassTop1: d.int64s(), ClassTop5: d.int64s()}
-	if err := d.done("a tally"); err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // writeKNNResultFn adds up the blocks' tallies and writes the result.
@@ -515,13 +485,12 @@ type writeKNNResultFn struct {
 	PerClass    bool
 }
 
-func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies func(*[]byte) bool) error {
+func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies func(*analysis.Tally) bool) error {
 	total := analysis.NewTally(f.NumClasses)
-	var data []byte
-	for tallies(&data) {
-		t, err := decodeTally(data)
-		if err != nil {
-			return err
+	for {
+		t := new(analysis.Tally)
+		if !tallies(t) {
+			break
 		}
 		if err := total.Merge(t); err != nil {
 			return err

@@ -2,11 +2,11 @@ package pipelines
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,11 +142,20 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 	return &NPCJob{Opts: o, Pairs: set.Rows, Dim: set.Dim / 2, LeftOut: leftOut}, nil
 }
 
+// The elements between the steps are Go structs that Beam encodes with schema row coders.
 func init() {
-	register.DoFn3x1[context.Context, []byte, func([]byte), error](&drawBatchesFn{})
-	register.DoFn3x1[context.Context, []byte, func(int, []byte), error](&multipliersFn{})
-	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&summariseFn{})
-	register.DoFn3x1[context.Context, []byte, func(*[]byte) bool, error](&writeNPCReportFn{})
+	beam.RegisterType(reflect.TypeOf(npcBatch{}))
+	beam.RegisterType(reflect.TypeOf(npcMultipliers{}))
+	beam.RegisterType(reflect.TypeOf(analysis.NPCStats{}))
+	register.DoFn3x1[context.Context, []byte, func(npcBatch), error](&drawBatchesFn{})
+	register.DoFn3x1[context.Context, npcBatch, func(int, npcMultipliers), error](&multipliersFn{})
+	register.DoFn4x1[context.Context, int, func(*npcMultipliers) bool, func(analysis.NPCStats), error](&summariseFn{})
+	register.DoFn3x1[context.Context, []byte, func(*analysis.NPCStats) bool, error](&writeNPCReportFn{})
+	register.Emitter1[npcBatch]()
+	register.Emitter2[int, npcMultipliers]()
+	register.Emitter1[analysis.NPCStats]()
+	register.Iter1[npcMultipliers]()
+	register.Iter1[analysis.NPCStats]()
 }
 
 var npcBatches = beam.NewCounter(EvalMetricsNamespace, "npc_batches")
@@ -172,26 +181,18 @@ type npcBatch struct {
 	Z1, Z2           []float32
 }
 
-func (b *npcBatch) encode() []byte {
-	var e encoder
-	e.int(int64(b.Size))
-	e.int(int64(b.Index))
-	e.int(int64(b.Dim))
-	e.float32s(b.Z1)
-	e.float32s(b.Z2)
-	return e.b
+// validate checks a batch's sizes agree.
+func (b *npcBatch) validate() error {
+	if b.Dim <= 0 || len(b.Z1) != b.Size*b.Dim || len(b.Z2) != len(b.Z1) {
+		return fmt.Errorf("NPC batch %d of size %d: %d and %d values for %d pairs of dimension %d", b.Index, b.Size, len(b.Z1), len(b.Z2), b.Size, b.Dim)
+	}
+	return nil
 }
 
-func decodeNPCBatch(data []byte) (*npcBatch, error) {
-	d := decoder{b: data}
-	b := &npcBatch{Size: int(d.int()), Index: int(d.int()), Dim: int(d.int()), Z1: d.float32s(), Z2: d.float32s()}
-	if err := d.done("an NPC batch"); err != nil {
-		return nil, err
-	}
-	if b.Dim <= 0 || len(b.Z1) != b.Size*b.Dim || len(b.Z2) != len(b.Z1) {
-		return nil, fmt.Errorf("decoding an NPC batch: %d and %d values for %d pairs of dimension %d", len(b.Z1), len(b.Z2), b.Size, b.Dim)
-	}
-	return b, nil
+// npcMultipliers are the NPC multipliers of one batch (of the size it is keyed by).
+type npcMultipliers struct {
+	Index int
+	Q     []float64
 }
 
 // loadPairs reads view pairs stored as concatenated rows into two blocks of vectors.
@@ -236,7 +237,7 @@ type drawBatchesFn struct {
 	MaxBatches int
 }
 
-func (f *drawBatchesFn) ProcessElement(ctx context.Context, _ []byte, emit func([]byte)) error {
+func (f *drawBatchesFn) ProcessElement(ctx context.Context, _ []byte, emit func(npcBatch)) error {
 	z1, z2, err := loadPairs(ctx, f.Embeddings)
 	if err != nil {
 		return err
@@ -252,7 +253,7 @@ func (f *drawBatchesFn) ProcessElement(ctx context.Context, _ []byte, emit func(
 				b.Z1 = append(b.Z1, z1.Row(row)...)
 				b.Z2 = append(b.Z2, z2.Row(row)...)
 			}
-			emit(b.encode())
+			emit(b)
 		}
 	}
 	return nil
@@ -268,9 +269,8 @@ type multipliersFn struct {
 
 func (f *multipliersFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
-func (f *multipliersFn) ProcessElement(ctx context.Context, data []byte, emit func(int, []byte)) error {
-	b, err := decodeNPCBatch(data)
-	if err != nil {
+func (f *multipliersFn) ProcessElement(ctx context.Context, b npcBatch, emit func(int, npcMultipliers)) error {
+	if err := b.validate(); err != nil {
 		return err
 	}
 	idx := make([]int, b.Size)
@@ -278,50 +278,32 @@ func (f *multipliersFn) ProcessElement(ctx context.Context, data []byte, emit fu
 		idx[i] = i
 	}
 	q := analysis.NPCBatch(analysis.Vectors{Dim: b.Dim, Data: b.Z1}, analysis.Vectors{Dim: b.Dim, Data: b.Z2}, idx, f.Temperature)
-	var e encoder
-	e.int(int64(b.Index))
-	e.int(int64(len(q)))
-	for _, v := range q {
-		e.float64(v)
-	}
 	npcBatches.Inc(ctx, 1)
 	f.progress.addDone(1)
-	emit(b.Size, e.b)
+	emit(b.Size, npcMultipliers{Index: b.Index, Q: q})
 	return nil
 }
 
-// summariseFn turns one batch size's multipliers into its statistics (JSON).
+// summariseFn turns one batch size's multipliers into its statistics.
 type summariseFn struct {
 	Bins int
 }
 
-func (f *summariseFn) ProcessElement(ctx context.Context, size int, batches func(*[]byte) bool, emit func([]byte)) error {
+func (f *summariseFn) ProcessElement(ctx context.Context, size int, batches func(*npcMultipliers) bool, emit func(analysis.NPCStats)) error {
 	var acc analysis.QAccumulator
-	seen := map[int64]bool{}
-	var data []byte
-	for batches(&data) {
-		d := decoder{b: data}
-		index := d.int()
-		n := d.count(8)
-		q := make([]float64, n)
-		for i := range q {
-			q[i] = d.float64()
+	seen := map[int]bool{}
+	for {
+		var m npcMultipliers
+		if !batches(&m) {
+			break
 		}
-		if err := d.done("NPC multipliers"); err != nil {
-			return err
-		}
-		if seen[index] {
+		if seen[m.Index] {
 			continue // a retried bundle's duplicate
 		}
-		seen[index] = true
-		acc.Add(q...)
+		seen[m.Index] = true
+		acc.Add(m.Q...)
 	}
-	st := acc.Stats(size, len(seen), f.Bins)
-	out, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	emit(out)
+	emit(acc.Stats(size, len(seen), f.Bins))
 	return nil
 }
 
@@ -337,13 +319,12 @@ type writeNPCReportFn struct {
 	BatchSizes  []int
 }
 
-func (f *writeNPCReportFn) ProcessElement(ctx context.Context, _ []byte, stats func(*[]byte) bool) error {
+func (f *writeNPCReportFn) ProcessElement(ctx context.Context, _ []byte, stats func(*analysis.NPCStats) bool) error {
 	bySize := map[int]analysis.NPCStats{}
-	var data []byte
-	for stats(&data) {
+	for {
 		var st analysis.NPCStats
-		if err := json.Unmarshal(data, &st); err != nil {
-			return fmt.Errorf("decoding NPC statistics: %w", err)
+		if !stats(&st) {
+			break
 		}
 		bySize[st.BatchSize] = st
 	}

@@ -302,10 +302,7 @@ func limitPlan(p datasets.Plan, n int64) (datasets.Plan, error) {
 			break
 		}
 		if u.Records > left {
-			u.Records = left
-			if u.Kind == datasets.KindFiles {
-				u.Files, u.Labels = u.Files[:left], u.Labels[:left]
-			}
+			u = u.Head(left)
 		}
 		left -= u.Records
 		units = append(units, u)
@@ -409,14 +406,12 @@ func unitSources(units []datasets.Unit, sources []shards.Source) []int {
 	return out
 }
 
-// fetchUnits is what WriteParts needs of the units to re-read records: the plan's units
-// without the file lists of flat ImageNet validation units (records of those are re-read
-// by path, which the references carry), so that the DoFn's serialised form stays small.
+// fetchUnits is what WriteParts needs of the units to re-read records (Unit.ForFetch), so
+// that the DoFn's serialised form stays small.
 func fetchUnits(units []datasets.Unit) []datasets.Unit {
 	out := make([]datasets.Unit, len(units))
 	for i, u := range units {
-		u.Files, u.Labels = nil, nil
-		out[i] = u
+		out[i] = u.ForFetch()
 	}
 	return out
 }

@@ -253,12 +253,12 @@ func BenchmarkImageNetStages(b *testing.B) {
 		}
 		perImage(b)
 	})
-	f := &writePartFn{Units: []datasets.Unit{unit}}
+	f := &writePartFn{Units: []datasets.Unit{unit}, fetcher: datasets.NewFetcher([]datasets.Unit{unit})}
+	part := &partWriter{fn: f, ctx: ctx}
 	b.Run("WriteParts-refetch", func(b *testing.B) {
 		for b.Loop() {
 			for _, r := range recs {
-				rf := ref{Unit: 0, Source: r.Source, Key: r.Key, Length: int64(len(r.Encoded)), CRC: recordCRC(&r)}
-				if _, err := f.fetchEncoded(ctx, &f.Units[0], rf); err != nil {
+				if _, err := part.fetch([]ref{{Unit: 0, Index: r.Index, Ref: r.Ref, CRC: recordCRC(&r)}}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -12,9 +12,7 @@ import (
 	"hash/crc32"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
-	"strconv"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -51,20 +49,18 @@ type unitStats struct {
 }
 
 // ref is how a record travels through the GroupByKey: where to find it again and where it
-// goes, never its pixels. Records of fixed-size formats (CIFAR, STL-10, IDX) are found by
-// their unit and index, and their key and label are read again with them; records of
-// image files and tars carry their key, label, file and byte range.
+// goes, never its pixels. Its unit's kind finds it again (datasets.Fetcher) by the unit, the
+// index and the reference the kind's reader gave it, which the pipeline does not look into.
 type ref struct {
 	Order uint64 // the row's place in its shard (shards.Place)
 	Unit  int32  // the plan unit it was read from
 	Index int64  // datasets.Record.Index
 	CRC   uint32 // CRC-32C of the record's bytes (and label), to notice a source that changed
+	Ref   string // datasets.Record.Ref
+}
 
-	Key    string // image files and tars only
-	Label  int32  // image files and tars only
-	Source string // image files and tars only: the file, or the tar
-	Offset int64  // tars only: the member's data offset in Source
-	Length int64  // image files and tars only: the encoded image's size
+func (r ref) fetchRef() datasets.Ref {
+	return datasets.Ref{Unit: int(r.Unit), Index: r.Index, Ref: r.Ref}
 }
 
 // refBatch is what goes through the GroupByKey to a shard: from ReadUnits, the references
@@ -87,20 +83,12 @@ func appendRef(b []byte, r ref) []byte {
 	b = binary.AppendVarint(b, int64(r.Unit))
 	b = binary.AppendVarint(b, r.Index)
 	b = binary.AppendUvarint(b, uint64(r.CRC))
-	b = binary.AppendUvarint(b, uint64(len(r.Key)))
-	b = append(b, r.Key...)
-	b = binary.AppendVarint(b, int64(r.Label))
-	b = binary.AppendUvarint(b, uint64(len(r.Source)))
-	b = append(b, r.Source...)
-	b = binary.AppendVarint(b, r.Offset)
-	return binary.AppendVarint(b, r.Length)
+	b = binary.AppendUvarint(b, uint64(len(r.Ref)))
+	return append(b, r.Ref...)
 }
 
 func (d *refDecoder) ref() ref {
-	return ref{
-		Order: d.uvarint(), Unit: int32(d.varint()), Index: d.varint(), CRC: uint32(d.uvarint()),
-		Key: d.str(), Label: int32(d.varint()), Source: d.str(), Offset: d.varint(), Length: d.varint(),
-	}
+	return ref{Order: d.uvarint(), Unit: int32(d.varint()), Index: d.varint(), CRC: uint32(d.uvarint()), Ref: d.str()}
 }
 
 func encodeRefBatch(rb refBatch) []byte {
@@ -241,19 +229,12 @@ func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(i
 		return fmt.Errorf("decoding a unit of work: %w", err)
 	}
 	u := t.Unit
-	encoded := u.Kind == datasets.KindClassFolder || u.Kind == datasets.KindFiles || u.Kind == datasets.KindTar
 	digest := sha256.New()
 	batches := map[int][]ref{}
 	var read int64
 	st, err := datasets.Read(ctx, u, func(r datasets.Record) error {
 		recordDigest(digest, &r)
-		rf := ref{Unit: int32(t.Seq), Index: r.Index, CRC: recordCRC(&r)}
-		if encoded {
-			rf.Key, rf.Label, rf.Source, rf.Length = r.Key, int32(r.Label), r.Source, int64(len(r.Encoded))
-			if u.Kind == datasets.KindTar {
-				rf.Offset = r.Offset
-			}
-		}
+		rf := ref{Unit: int32(t.Seq), Index: r.Index, CRC: recordCRC(&r), Ref: r.Ref}
 		part, order := shards.Place(f.Seed, r.Key, f.Parts)
 		rf.Order = order
 		for pass := range f.Passes {
@@ -271,7 +252,7 @@ func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(i
 		f.progress.addRead(1)
 		return nil
 	}, func(b datasets.BadRecord) error {
-		fmt.Fprintf(digest, "bad %q %q %q %q\n", b.Source, b.Position, b.Key, b.Reason)
+		fmt.Fprintf(digest, "bad %q %q %q %q\n", b.Source, b.Position.String(), b.Key, b.Reason)
 		js, err := json.Marshal(deadLetterOf(b))
 		if err != nil {
 			return err
@@ -298,21 +279,12 @@ func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(i
 	return nil
 }
 
-var (
-	lastNumber   = regexp.MustCompile(`(\d+)\)?$`)
-	bytePosition = regexp.MustCompile(`^byte \d+$`)
-)
-
-// deadLetterOf turns a reader's bad record into a dead letter. The reader says where the
-// record lies in words ("byte 3073", "member n01/x.JPEG (data at byte 1536)"): the number
-// becomes the position, and a tar member's name goes into the reason.
+// deadLetterOf turns a reader's bad record into a dead letter: the offset becomes the
+// position, and a tar member's place goes into the reason.
 func deadLetterOf(b datasets.BadRecord) shards.DeadLetter {
-	d := shards.DeadLetter{Source: b.Source, Key: b.Key, Reason: b.Reason}
-	if m := lastNumber.FindStringSubmatch(b.Position); m != nil {
-		d.Position, _ = strconv.ParseInt(m[1], 10, 64)
-	}
-	if b.Position != "" && !bytePosition.MatchString(b.Position) {
-		d.Reason = b.Position + ": " + b.Reason
+	d := shards.DeadLetter{Source: b.Source, Position: b.Position.Offset, Key: b.Key, Reason: b.Reason}
+	if b.Position.Member != "" {
+		d.Reason = b.Position.String() + ": " + b.Reason
 	}
 	return d
 }

@@ -15,8 +15,7 @@ func TestRefBatchCoderRoundTrips(t *testing.T) {
 	refs := []ref{
 		{},
 		{Order: 1<<64 - 1, Unit: 12, Index: 49999, CRC: 0xdeadbeef},
-		{Order: 42, Unit: 3, Index: -1, CRC: 7, Key: "train/n01440764/n01440764_10026.JPEG", Label: 999,
-			Source: "gs://bucket/train/n01440764.tar", Offset: 1 << 40, Length: 110_000},
+		{Order: 42, Unit: 3, Index: -1, CRC: 7, Ref: "1099511627776 110000 n01440764_10026.JPEG"},
 	}
 	for n := range len(refs) + 1 {
 		give := refBatch{Refs: refs[:n]}
@@ -67,11 +66,11 @@ func TestDeadLetterOfKeepsWhereTheRecordWas(t *testing.T) {
 		give datasets.BadRecord
 		want shards.DeadLetter
 	}{
-		{datasets.BadRecord{Source: "d/data_batch_1.bin", Position: "byte 3073", Key: "train/000001", Reason: "label 12 outside 0..9"},
+		{datasets.BadRecord{Source: "d/data_batch_1.bin", Position: datasets.Position{Offset: 3073}, Key: "train/000001", Reason: "label 12 outside 0..9"},
 			shards.DeadLetter{Source: "d/data_batch_1.bin", Position: 3073, Key: "train/000001", Reason: "label 12 outside 0..9"}},
-		{datasets.BadRecord{Source: "n01.tar", Position: "member n01/x.JPEG (data at byte 1536)", Key: "train/n01/x.JPEG", Reason: "bad header"},
+		{datasets.BadRecord{Source: "n01.tar", Position: datasets.Position{Offset: 1536, Member: "n01/x.JPEG"}, Key: "train/n01/x.JPEG", Reason: "bad header"},
 			shards.DeadLetter{Source: "n01.tar", Position: 1536, Key: "train/n01/x.JPEG", Reason: "member n01/x.JPEG (data at byte 1536): bad header"}},
-		{datasets.BadRecord{Source: "cat/1.jpg", Key: "train/cat/1.jpg", Reason: "empty file"},
+		{datasets.BadRecord{Source: "cat/1.jpg", Position: datasets.Position{File: true}, Key: "train/cat/1.jpg", Reason: "empty file"},
 			shards.DeadLetter{Source: "cat/1.jpg", Key: "train/cat/1.jpg", Reason: "empty file"}},
 	}
 	for _, tt := range tests {

@@ -3,22 +3,17 @@ package pipelines
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -39,21 +34,19 @@ var (
 	shardsWritten  = beam.NewCounter(MetricsNamespace, MetricShardsWritten)
 )
 
-// Re-reading records of fixed-size formats: the references of a window of rows (in row
-// order) are sorted by their place in the source, close ones are read in one sequential
-// range, and the window's records are held until its rows are written.
+// Re-reading records that lie side by side in large files (datasets.Unit.RecordBytes): the
+// references of a window of rows (in row order) are fetched together, which their kind does
+// by ranges of the files, and the window's records are held until its rows are written.
+// Other records (image files, tar members) are fetched one by one as their rows are made.
 const (
 	// fetchWindowBytes bounds the source bytes held for one window. Every window reads
 	// the ranges of the files its records lie in, so larger windows read less twice: a
 	// CIFAR-10 shard of 25,000 records fits in one.
 	fetchWindowBytes = 128 << 20
-	// coalesceBytes is the largest gap between two wanted records that is read through
-	// rather than started again (a new range costs an open and a 1 MiB buffer).
-	coalesceBytes = 256 << 10
 	// batchRows is how many rows are made in parallel, then written in order.
 	batchRows = 256
-	// maxOpenTars bounds the tars a bundle keeps open for ranged reads.
-	maxOpenTars = 64
+	// maxOpenFiles bounds the files (tars) a shard's fetcher keeps open for ranged reads.
+	maxOpenFiles = 64
 )
 
 // writePartFn writes one shard per element: the references grouped under the shard's key,
@@ -72,13 +65,13 @@ type writePartFn struct {
 	FailAfterRows int
 
 	progress *Progress
-	tars     *openFiles
+	fetcher  *datasets.Fetcher
 	makers   []*rowMaker
 }
 
 func (f *writePartFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
-func (f *writePartFn) Teardown() error { return f.tars.closeAll() }
+func (f *writePartFn) Teardown() error { return f.fetcher.Close() }
 
 func (f *writePartFn) ProcessElement(ctx context.Context, shard int, batches func(*refBatch) bool,
 	emitInfo func(string), emitDead func(string)) error {
@@ -112,9 +105,9 @@ func (f *writePartFn) ProcessElement(ctx context.Context, shard int, batches fun
 	if err := f.ensureMakers(&cfg, aug); err != nil {
 		return err
 	}
-	// The tars this shard reads members of stay open while it is written.
-	f.tars = &openFiles{}
-	defer f.tars.closeAll()
+	// The files (tars) this shard reads records of stay open while it is written.
+	f.fetcher = datasets.NewFetcher(f.Units)
+	defer f.fetcher.Close()
 	w, err := shards.NewWriter(ctx, f.Output, id, cfg, shards.WriterOptions{})
 	if err != nil {
 		return err
@@ -180,25 +173,10 @@ func (f *writePartFn) ensureMakers(cfg *shards.Config, aug augment.Config) error
 
 // window is how many rows, starting with r, are fetched together.
 func (f *writePartFn) window(r ref) int {
-	u := &f.Units[r.Unit]
-	if n := fixedRecordBytes(u.Kind); n > 0 {
-		return max(batchRows, fetchWindowBytes/n)
+	if n := f.Units[r.Unit].RecordBytes; n > 0 {
+		return max(batchRows, int(fetchWindowBytes/n))
 	}
 	return batchRows
-}
-
-// fixedRecordBytes is the size of one record of a fixed-size unit kind, 0 for the others.
-// IDX records are taken to be MNIST's 28×28: the format's only use.
-func fixedRecordBytes(kind string) int {
-	switch kind {
-	case datasets.KindCIFAR10, datasets.KindCIFAR100:
-		return 3074
-	case datasets.KindSTL10:
-		return 96 * 96 * 3
-	case datasets.KindIDX:
-		return 28 * 28
-	}
-	return 0
 }
 
 // source is a record ready to augment: decoded pixels, or an image file's bytes.
@@ -222,17 +200,17 @@ type partWriter struct {
 	written  int
 }
 
-// fetchWindows bounds the fixed-size-format windows held at once in this process. Runners
-// run many shards' bundles at once (prism one per shard: eight at once were seen on two
-// cores), and each window holds up to fetchWindowBytes of pixels; this keeps a process's
-// memory bounded whatever the runner does, while enough windows are in flight to keep
-// every core busy. It is process state on purpose, like a connection pool.
+// fetchWindows bounds the windows of records fetched together that this process holds at
+// once. Runners run many shards' bundles at once (prism one per shard: eight at once were
+// seen on two cores), and each window holds up to fetchWindowBytes of pixels; this keeps a
+// process's memory bounded whatever the runner does, while enough windows are in flight to
+// keep every core busy. It is process state on purpose, like a connection pool.
 var fetchWindows = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/4))
 
 // writeWindow fetches a window of references and writes their rows, batch by batch.
 func (p *partWriter) writeWindow(refs []ref) error {
-	var fixed map[int64]datasets.Record
-	if fixedRecordBytes(p.fn.Units[refs[0].Unit].Kind) > 0 {
+	var fetched []datasets.Record
+	if p.fn.Units[refs[0].Unit].RecordBytes > 0 {
 		select {
 		case fetchWindows <- struct{}{}:
 		case <-p.ctx.Done():
@@ -240,28 +218,55 @@ func (p *partWriter) writeWindow(refs []ref) error {
 		}
 		defer func() { <-fetchWindows }()
 		var err error
-		if fixed, err = fetchFixed(p.ctx, p.fn.Units, refs); err != nil {
+		if fetched, err = p.fetch(refs); err != nil {
 			return err
 		}
-		recordsFetched.Inc(p.ctx, int64(len(fixed)))
+		recordsFetched.Inc(p.ctx, int64(len(fetched)))
 	}
 	for start := 0; start < len(refs); start += batchRows {
-		batch := refs[start:min(start+batchRows, len(refs))]
-		if err := p.writeBatch(batch, fixed); err != nil {
+		end := min(start+batchRows, len(refs))
+		var batch []datasets.Record
+		if fetched != nil {
+			batch = fetched[start:end]
+		}
+		if err := p.writeBatch(refs[start:end], batch); err != nil {
 			return err
 		}
-		if fixed != nil {
-			for _, r := range batch {
-				delete(fixed, r.Index) // let the pixels go
-			}
-		}
-		if len(p.fn.tars.files) > maxOpenTars {
-			if err := p.fn.tars.closeAll(); err != nil {
+		clear(batch) // let the pixels go
+		if p.fn.fetcher.OpenFiles() > maxOpenFiles {
+			if err := p.fn.fetcher.Close(); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// fetch reads the records of refs again, in their order, and checks that each is the one
+// ReadUnits read.
+func (p *partWriter) fetch(refs []ref) ([]datasets.Record, error) {
+	frefs := make([]datasets.Ref, len(refs))
+	for i, r := range refs {
+		frefs[i] = r.fetchRef()
+	}
+	out := make([]datasets.Record, len(refs))
+	found := make([]bool, len(refs))
+	err := p.fn.fetcher.Fetch(p.ctx, frefs, func(i int, rec datasets.Record) error {
+		if recordCRC(&rec) != refs[i].CRC {
+			return changedError(rec.Source, rec.Key)
+		}
+		out[i], found[i] = rec, true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, ok := range found {
+		if !ok {
+			return nil, fmt.Errorf("record with index %d: readable when the pipeline first read it, not now: the input changed during the run", refs[i].Index)
+		}
+	}
+	return out, nil
 }
 
 // made is one row, or the dead letter of a record that gave none.
@@ -272,8 +277,8 @@ type made struct {
 }
 
 // writeBatch makes a batch's rows in parallel, one rowMaker per goroutine, and writes them
-// in order.
-func (p *partWriter) writeBatch(refs []ref, fixed map[int64]datasets.Record) error {
+// in order. fetched holds the batch's records when its window fetched them, else nil.
+func (p *partWriter) writeBatch(refs []ref, fetched []datasets.Record) error {
 	out := make([]made, len(refs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -284,7 +289,11 @@ func (p *partWriter) writeBatch(refs []ref, fixed map[int64]datasets.Record) err
 				if i >= len(refs) || p.ctx.Err() != nil {
 					return
 				}
-				out[i] = p.make(m, refs[i], fixed)
+				var rec *datasets.Record
+				if fetched != nil {
+					rec = &fetched[i]
+				}
+				out[i] = p.make(m, refs[i], rec)
 				if out[i].err != nil {
 					next.Store(int64(len(refs))) // stop the others early
 					return
@@ -301,7 +310,7 @@ func (p *partWriter) writeBatch(refs []ref, fixed map[int64]datasets.Record) err
 			return out[i].err
 		}
 	}
-	if fixed == nil {
+	if fetched == nil {
 		// Beam's counters may be updated only from the DoFn's own goroutine.
 		recordsFetched.Inc(p.ctx, int64(len(refs)))
 	}
@@ -335,27 +344,21 @@ func (p *partWriter) writeBatch(refs []ref, fixed map[int64]datasets.Record) err
 	return nil
 }
 
-// make fetches (for image files and tars), decodes and augments one record.
-func (p *partWriter) make(m *rowMaker, r ref, fixed map[int64]datasets.Record) made {
-	var src source
-	if fixed != nil {
-		rec, ok := fixed[r.Index]
-		if !ok {
-			return made{err: fmt.Errorf("record with index %d was not fetched", r.Index)}
-		}
-		src = source{key: rec.Key, index: rec.Index, label: rec.Label, img: rec.Pixels}
-	} else {
-		u := &p.fn.Units[r.Unit]
-		data, err := p.fn.fetchEncoded(p.ctx, u, r)
+// make fetches (unless its window did), decodes and augments one record.
+func (p *partWriter) make(m *rowMaker, r ref, rec *datasets.Record) made {
+	if rec == nil {
+		fetched, err := p.fetch([]ref{r})
 		if err != nil {
 			return made{err: err}
 		}
-		src = source{key: r.Key, index: r.Index, label: int(r.Label), encoded: data, limits: u.Limits}
+		rec = &fetched[0]
 	}
+	u := &p.fn.Units[r.Unit]
+	src := source{key: rec.Key, index: rec.Index, label: rec.Label, img: rec.Pixels, encoded: rec.Encoded, limits: u.Limits}
 	row, err := m.row(p.cfg, p.pass, src)
 	var bad *badImage
 	if errors.As(err, &bad) {
-		return made{dead: &shards.DeadLetter{Source: r.Source, Position: r.Offset, Key: r.Key, Reason: bad.err.Error()}}
+		return made{dead: &shards.DeadLetter{Source: rec.Source, Position: rec.Offset, Key: rec.Key, Reason: bad.err.Error()}}
 	}
 	if err != nil {
 		return made{err: err}
@@ -451,145 +454,8 @@ func (m *rowMaker) row(cfg *shards.Config, pass int, src source) (shards.Row, er
 	return row, nil
 }
 
-// fetchEncoded reads an image file, or a tar member by its byte range, and checks that it
-// is the one ReadUnits read.
-func (f *writePartFn) fetchEncoded(ctx context.Context, u *datasets.Unit, r ref) ([]byte, error) {
-	var data []byte
-	if u.Kind == datasets.KindTar {
-		file, err := f.tars.open(ctx, r.Source)
-		if err != nil {
-			return nil, err
-		}
-		data = make([]byte, r.Length)
-		if _, err := file.ReadAt(data, r.Offset); err != nil {
-			return nil, fmt.Errorf("reading %s (%d bytes at byte %d, record %s): %w", r.Source, r.Length, r.Offset, r.Key, err)
-		}
-	} else {
-		rc, err := storage.Open(ctx, r.Source)
-		if err != nil {
-			return nil, err
-		}
-		data, err = io.ReadAll(io.LimitReader(rc, r.Length+1))
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", r.Source, err)
-		}
-	}
-	if int64(len(data)) != r.Length || crcOf(data, r.Label) != r.CRC {
-		return nil, changedError(r.Source, r.Key)
-	}
-	return data, nil
-}
-
-func crcOf(data []byte, label int32) uint32 {
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], uint32(label))
-	return crc32.Update(crc32.Checksum(data, castagnoli), castagnoli, b[:])
-}
-
 func changedError(source, key string) error {
 	return fmt.Errorf("%s: record %s is not what the pipeline read from it a moment ago: the input changed during the run; run again on an input that does not change", source, key)
-}
-
-// fetchFixed re-reads the records of fixed-size units that refs name, by ranges of their
-// files (datasets.Read on a unit that covers just the range), and returns them by index.
-func fetchFixed(ctx context.Context, units []datasets.Unit, refs []ref) (map[int64]datasets.Record, error) {
-	type file struct {
-		tmpl datasets.Unit // a unit of the file: Index and KeyBase are First plus a constant
-		pos  []int64       // positions of the wanted records in the file
-	}
-	files := map[string]*file{}
-	var paths []string
-	want := make(map[int64]uint32, len(refs))
-	for _, r := range refs {
-		u := units[r.Unit]
-		fl := files[u.Path]
-		if fl == nil {
-			fl = &file{tmpl: u}
-			files[u.Path] = fl
-			paths = append(paths, u.Path)
-		}
-		fl.pos = append(fl.pos, u.First+(r.Index-u.Index))
-		want[r.Index] = r.CRC
-	}
-	out := make(map[int64]datasets.Record, len(refs))
-	for _, p := range paths {
-		fl := files[p]
-		slices.Sort(fl.pos)
-		gap := int64(max(1, coalesceBytes/fixedRecordBytes(fl.tmpl.Kind)))
-		if strings.HasSuffix(p, ".gz") {
-			gap = 1 << 62 // a gzipped file is decompressed from its start for every range: one range
-		}
-		for i := 0; i < len(fl.pos); {
-			j := i
-			for j+1 < len(fl.pos) && fl.pos[j+1]-fl.pos[j] <= gap {
-				j++
-			}
-			lo, hi := fl.pos[i], fl.pos[j]
-			ru := fl.tmpl
-			ru.First, ru.Records, ru.Exact = lo, hi-lo+1, true
-			ru.Index = fl.tmpl.Index + (lo - fl.tmpl.First)
-			ru.KeyBase = fl.tmpl.KeyBase + (lo - fl.tmpl.First)
-			_, err := datasets.Read(ctx, ru, func(rec datasets.Record) error {
-				if crc, ok := want[rec.Index]; ok {
-					if recordCRC(&rec) != crc {
-						return changedError(rec.Source, rec.Key)
-					}
-					out[rec.Index] = rec
-				}
-				return nil
-			}, func(datasets.BadRecord) error { return nil }) // a wanted record gone bad is missed below
-			if err != nil {
-				return nil, fmt.Errorf("re-reading %s: %w", ru, err)
-			}
-			i = j + 1
-		}
-	}
-	for idx := range want {
-		if _, ok := out[idx]; !ok {
-			return nil, fmt.Errorf("record with index %d: readable when the pipeline first read it, not now: the input changed during the run", idx)
-		}
-	}
-	return out, nil
-}
-
-// openFiles keeps the tars of a bundle open for ranged reads.
-type openFiles struct {
-	mu    sync.Mutex
-	files map[string]storage.File
-}
-
-func (o *openFiles) open(ctx context.Context, p string) (storage.File, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if f, ok := o.files[p]; ok {
-		return f, nil
-	}
-	f, err := storage.OpenFile(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if o.files == nil {
-		o.files = map[string]storage.File{}
-	}
-	o.files[p] = f
-	return f, nil
-}
-
-func (o *openFiles) closeAll() error {
-	if o == nil {
-		return nil
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var errs []error
-	for p, f := range o.files {
-		if err := f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing %s: %w", p, err))
-		}
-	}
-	o.files = nil
-	return errors.Join(errs...)
 }
 
 // toChannels converts an image to c channels (transforms.ToChannels).

@@ -19,7 +19,7 @@ const DeadLettersName = "dead-letters.jsonl"
 // DeadLetter is one source record that produced no rows, and why.
 type DeadLetter struct {
 	Source   string `json:"source"`        // the input file (or archive) it came from
-	Position int64  `json:"position"`      // its index or byte offset there
+	Position int64  `json:"position"`      // its byte offset there (datasets.Position.Offset: a tar member's data; 0 for a whole file)
 	Key      string `json:"key,omitempty"` // its example key, when it got that far
 	Reason   string `json:"reason"`
 }

@@ -24,24 +24,31 @@
 //
 // # The dataset registry
 //
-// Every dataset is one Descriptor (registry.go): its name, splits, class names, published
-// record counts, default view size, channels, per-channel mean and standard deviation and
-// augmentation preset, and the function that plans its units. Preprocessing, the trainer's
-// input normalisation, reproduce's config checks and the command line's help read it; a
-// name missing from it is an error everywhere. Adding a dataset is one file:
+// Every dataset is one Descriptor (registry.go): its name, what its input may be, splits,
+// class names, published record counts, default view size, channels, per-channel mean and
+// standard deviation and augmentation preset, and the function that plans its units.
+// Preprocessing, the trainer's input normalisation, reproduce's config checks and the command
+// line's help read it; a name missing from it is an error everywhere. Adding a dataset is one
+// file:
 //
 //	func init() {
 //		datasets.Register(datasets.Descriptor{
-//			Name: "svhn", Summary: "SVHN cropped digits (.mat)", Splits: []string{"train", "test"},
-//			Classes: ..., Published: map[string]int64{"train": 73257, "test": 26032},
+//			Name: "svhn", Summary: "SVHN cropped digits (.mat)", Input: "the folder of {train,test}_32x32.mat",
+//			Splits: []string{"train", "test"}, Classes: ..., Published: map[string]int64{"train": 73257, "test": 26032},
 //			ViewSize: 32, Channels: 3, Mean: ..., Std: ..., Augment: "simclr-cifar",
-//			Plan: planSVHN, // units of an existing Kind, or of a kind of its own:
+//			Plan: planSVHN, // units of an existing kind, or of a kind of its own:
 //		})
-//		datasets.RegisterKind("svhn-mat", readSVHNUnit) // … which Read then streams
+//		datasets.RegisterKind("svhn-mat", datasets.Kind{Read: readSVHN, Fetch: fetchSVHN})
 //	}
 //
+// A unit Kind reads its units' records and fetches a record again by the reference
+// (Record.Ref) its reader gave it: a byte range, a tar member, a file's path, whatever the
+// format needs. A pipeline carries references, not pixels, from where it reads records to
+// where it writes them, and never looks into them (see Fetcher); pipelines/
+// preprocess_toy_test.go adds such a dataset in one file and preprocesses it.
+//
 // Nothing is dropped silently: every record a unit holds is emitted or reported as a
-// BadRecord (with its file, position and reason), so records in = records out + bad
+// BadRecord (with its file, Position and reason), so records in = records out + bad
 // records. Input that cannot be read as a whole (a missing or truncated file, files that
 // disagree, an archive entry that escapes its folder) is an error naming the file.
 //

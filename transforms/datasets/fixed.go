@@ -13,13 +13,17 @@ import (
 
 func init() {
 	for _, kind := range []string{KindCIFAR10, KindCIFAR100, KindSTL10} {
-		RegisterKind(kind, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
-			return 0, readFixed(ctx, u, emit, bad)
-		})
+		RegisterKind(kind, Kind{Read: readFixedUnit, Fetch: func(ctx context.Context, f *Fetcher, refs []Ref, got func(int, Record) error) error {
+			return fetchInRanges(ctx, f, refs, got, readFixedUnit, nil)
+		}})
 	}
 	cifarSplits := []string{"train", "test"}
+	cifarInput := func(folder string) string {
+		return "the folder holding the .bin files (" + folder + ") or its parent, or a glob of .bin files (then they are the split)"
+	}
 	Register(Descriptor{
 		Name: CIFAR10, Summary: "CIFAR-10 binary version (cifar-10-batches-bin)",
+		Input:  cifarInput("cifar-10-batches-bin"),
 		Splits: cifarSplits, Classes: fixedClasses(cifar10Classes),
 		Published: map[string]int64{"train": 50000, "test": 10000},
 		ViewSize:  32, Channels: 3,
@@ -28,6 +32,7 @@ func init() {
 	})
 	Register(Descriptor{
 		Name: CIFAR100, Summary: "CIFAR-100 binary version (cifar-100-binary)",
+		Input:  cifarInput("cifar-100-binary"),
 		Splits: cifarSplits,
 		Classes: func(coarse bool) []string {
 			if coarse {
@@ -42,6 +47,7 @@ func init() {
 	})
 	Register(Descriptor{
 		Name: STL10, Summary: "STL-10 binary version (stl10_binary)",
+		Input:  "the folder holding the .bin files (stl10_binary) or its parent",
 		Splits: []string{"train", "test", "unlabeled", "train+unlabeled"}, Classes: fixedClasses(stl10Classes),
 		Published: map[string]int64{"train": 5000, "test": 8000, "unlabeled": 100000, "train+unlabeled": 105000},
 		ViewSize:  96, Channels: 3,
@@ -196,6 +202,16 @@ func findFiles(ctx context.Context, what, dir, sub string, names []string) ([]st
 	return paths, nil
 }
 
+// publishedPerFile is the records of each of the files of a split in the published dataset:
+// the descriptor's count of the split, shared evenly by its files (CIFAR-10's five batches).
+func publishedPerFile(s Spec, files int) (int64, error) {
+	d, err := Lookup(s.Dataset)
+	if err != nil {
+		return 0, err
+	}
+	return d.Published[s.Split] / int64(files), nil
+}
+
 // countRecords returns the records of a fixed-size file, refusing one whose size is not a
 // whole number of records.
 func countRecords(ctx context.Context, what, p string, size int64) (int64, error) {
@@ -213,6 +229,23 @@ func countRecords(ctx context.Context, what, p string, size int64) (int64, error
 	return n / size, nil
 }
 
+// cutCopyShare is the share of a published file's records that a copy of it may lack and
+// still be taken for a cut copy rather than a sample: a headerless file (CIFAR, STL-10) cut at
+// a record boundary is a whole number of records, so only its count against the published
+// file's gives it away.
+const cutCopyShare = 100 // 1%
+
+// checkPublishedFile refuses a file that holds fewer records than the published file (want,
+// 0 when unknown) but no fewer than all of them less 1%: a cut copy. Smaller files are
+// samples (tests, trials), which MakePlan reads with a warning.
+func checkPublishedFile(what, p string, n, want int64) error {
+	if want <= 0 || n >= want || n < want-want/cutCopyShare {
+		return nil
+	}
+	return fmt.Errorf("%s: %s holds %d records, %d fewer than the published file's %d: the copy is cut short, so none of it is read "+
+		"(a sample must hold under 99%% of the published records)", what, p, n, want-n, want)
+}
+
 func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
 	what := s.Dataset + " " + s.Split
 	kind, numClasses := KindCIFAR10, 10
@@ -227,6 +260,7 @@ func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
 		return Plan{}, err
 	}
 	var paths []string
+	var perFile int64 // the published file's records; unknown for a glob
 	if hasGlob(s.Input) {
 		if paths, err = listGlob(ctx, s.Input); err != nil {
 			return Plan{}, fmt.Errorf("%s: %w", what, err)
@@ -234,6 +268,9 @@ func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
 	} else {
 		names, sub := cifarFiles(s.Dataset, s.Split)
 		if paths, err = findFiles(ctx, what, s.Input, sub, names); err != nil {
+			return Plan{}, err
+		}
+		if perFile, err = publishedPerFile(s, len(names)); err != nil {
 			return Plan{}, err
 		}
 	}
@@ -244,9 +281,12 @@ func planCIFAR(ctx context.Context, s Spec) (Plan, error) {
 		if err != nil {
 			return Plan{}, err
 		}
+		if err := checkPublishedFile(what, path, n, perFile); err != nil {
+			return Plan{}, err
+		}
 		chunks(n, int64(s.UnitRecords), func(first, count int64) {
 			p.Units = append(p.Units, Unit{
-				Kind: kind, Split: s.Split, Path: path, First: first, Records: count, Exact: true,
+				Kind: kind, Split: s.Split, Path: path, First: first, Records: count, Exact: true, RecordBytes: recordSize(kind),
 				Index: index + first, KeyBase: index + first, NumClasses: numClasses, CoarseLabels: s.CoarseLabels,
 			})
 		})
@@ -276,6 +316,13 @@ func planSTL10(ctx context.Context, s Spec) (Plan, error) {
 		if err != nil {
 			return Plan{}, err
 		}
+		want, err := publishedPerFile(Spec{Dataset: s.Dataset, Split: part}, 1)
+		if err != nil {
+			return Plan{}, err
+		}
+		if err := checkPublishedFile(what, paths[0], n, want); err != nil {
+			return Plan{}, err
+		}
 		labels := ""
 		if len(paths) == 2 {
 			labels = paths[1]
@@ -290,12 +337,16 @@ func planSTL10(ctx context.Context, s Spec) (Plan, error) {
 		chunks(n, int64(s.UnitRecords), func(first, count int64) {
 			p.Units = append(p.Units, Unit{
 				Kind: KindSTL10, Split: part, Path: paths[0], LabelsPath: labels, First: first, Records: count,
-				Exact: true, Index: index + first, KeyBase: first, NumClasses: stl10NumClasses,
+				Exact: true, RecordBytes: stl10Record, Index: index + first, KeyBase: first, NumClasses: stl10NumClasses,
 			})
 		})
 		index += n
 	}
 	return p, nil
+}
+
+func readFixedUnit(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+	return 0, readFixed(ctx, u, emit, bad)
 }
 
 // readFixed reads a range of records of a CIFAR or STL-10 file.
@@ -353,7 +404,7 @@ func readFixed(ctx context.Context, u Unit, emit func(Record) error, bad func(Ba
 				source = u.LabelsPath // the label is what is wrong
 				offset = u.First + i
 			}
-			if err := bad(BadRecord{Source: source, Position: fmt.Sprintf("byte %d", offset), Key: key, Reason: err.Error()}); err != nil {
+			if err := bad(BadRecord{Source: source, Position: Position{Offset: offset}, Key: key, Reason: err.Error()}); err != nil {
 				return err
 			}
 			continue

@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,6 +144,15 @@ func TestFixedSizeBadInput(t *testing.T) {
 			testfiles.WriteFile(t, filepath.Join(dir, "data_batch_4.bin"), data[:len(data)-100])
 			return Spec{Dataset: CIFAR10, Input: dir}
 		}, planErr: []string{"data_batch_4.bin", "9119 bytes", "3073-byte records", "truncated"}},
+		{name: "CIFAR-10 test batch one record short", setup: func(t *testing.T, dir string) Spec {
+			sparseFile(t, filepath.Join(dir, "test_batch.bin"), 9999*cifar10Record)
+			return Spec{Dataset: CIFAR10, Input: dir, Split: "test"}
+		}, planErr: []string{"test_batch.bin holds 9999 records, 1 fewer than the published file's 10000", "cut short"}},
+		{name: "CIFAR-10 batch one record short beside samples", setup: func(t *testing.T, dir string) Spec {
+			writeCIFAR10(t, dir, 3)
+			sparseFile(t, filepath.Join(dir, "data_batch_3.bin"), 9999*cifar10Record)
+			return Spec{Dataset: CIFAR10, Input: dir}
+		}, planErr: []string{"data_batch_3.bin holds 9999 records", "published file's 10000"}},
 		{name: "CIFAR-100 file of CIFAR-10 records", setup: func(t *testing.T, dir string) Spec {
 			testfiles.WriteFile(t, filepath.Join(dir, "test.bin"), cifarBytes(0, repeatLabels(2, 10), nil))
 			return Spec{Dataset: CIFAR100, Input: dir, Split: "test"}
@@ -225,6 +235,29 @@ func TestFixedSizeBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sparseFile makes a file of size zero bytes without writing them: planning reads sizes only.
+func sparseFile(t *testing.T, p string, size int64) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(f.Truncate(size), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSampleOfAPublishedFileIsReadWithAWarning: a file more than 1% short of the published
+// one is a sample (a test's, a trial's), not a cut copy: planned, with the count warning.
+func TestSampleOfAPublishedFileIsReadWithAWarning(t *testing.T) {
+	dir := t.TempDir()
+	sparseFile(t, filepath.Join(dir, "test_batch.bin"), 9899*cifar10Record)
+	p := mustPlan(t, Spec{Dataset: CIFAR10, Input: dir, Split: "test"})
+	if p.Records != 9899 || len(p.Warnings) != 1 || !contains(p.Warnings[0], "the published dataset has 10000") {
+		t.Errorf("plan of %d records, warnings %q", p.Records, p.Warnings)
 	}
 }
 

@@ -6,18 +6,26 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 func init() {
-	RegisterKind(KindClassFolder, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
-		return 0, readClassFolder(ctx, u, emit, bad)
+	RegisterKind(KindClassFolder, Kind{
+		Read: func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+			return 0, readClassFolder(ctx, u, emit, bad)
+		},
+		Fetch: fetchClassFolder,
 	})
-	RegisterKind(KindFiles, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
-		return 0, readFiles(ctx, u, u.Files, u.Labels, emit, bad)
+	RegisterKind(KindFiles, Kind{
+		Read: func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+			return 0, readFiles(ctx, u, u.Files, u.Labels, emit, bad)
+		},
+		Fetch: fetchFiles,
 	})
 	Register(Descriptor{
 		Name: Folder, Summary: "a folder of class subfolders of JPEG and PNG files (labels: sorted folder names)",
+		Input:    "the dataset root holding train/, val/ or test/, or one split's folder of class subfolders",
 		ViewSize: 224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
 		Augment: "simclr-imagenet", SplitPlaces: func(split string) []string { return []string{split} }, Plan: planFolder,
 	})
@@ -124,20 +132,70 @@ func readClassFolder(ctx context.Context, u Unit, emit func(Record) error, bad f
 		return fmt.Errorf("%s: unit reads files %d to %d of %d", dir, u.First, u.First+u.Records-1, len(files))
 	}
 	rels := files[u.First : u.First+u.Records]
-	return readImageFiles(ctx, u, dir, u.Dir+"/", rels, func(int) int { return u.Label }, emit, bad)
+	return readImageFiles(ctx, u, dir, u.Dir+"/", rels, func(int) int { return u.Label }, func(_ int, rel string) string { return rel }, emit, bad)
+}
+
+// fetchClassFolder fetches image files of class folders again: a reference is the file's
+// path in its class folder.
+func fetchClassFolder(ctx context.Context, f *Fetcher, refs []Ref, got func(int, Record) error) error {
+	for i, r := range refs {
+		u := f.Unit(r)
+		rec, err := fetchImageFile(ctx, u, joinPath(u.Path, u.Dir), u.Dir+"/", r.Ref, u.Label, r.Index)
+		if err != nil {
+			return err
+		}
+		rec.Ref = r.Ref
+		if err := got(i, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetchFiles fetches image files of files units again: a reference is the file's label and
+// its path in the unit's folder, "LABEL:PATH" (the unit's lists do not travel, see ForFetch).
+func fetchFiles(ctx context.Context, f *Fetcher, refs []Ref, got func(int, Record) error) error {
+	for i, r := range refs {
+		u := f.Unit(r)
+		l, rel, ok := strings.Cut(r.Ref, ":")
+		label, err := strconv.Atoi(l)
+		if !ok || err != nil {
+			return fmt.Errorf("%s: reference %q is not LABEL:PATH", u, r.Ref)
+		}
+		rec, err := fetchImageFile(ctx, u, u.Path, "", rel, label, r.Index)
+		if err != nil {
+			return err
+		}
+		rec.Ref = r.Ref
+		if err := got(i, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetchImageFile reads an image file again as readImageFiles read it.
+func fetchImageFile(ctx context.Context, u *Unit, root, keyDir, rel string, label int, index int64) (Record, error) {
+	p := joinPath(root, rel)
+	data, err := readSmall(ctx, p, u.maxFileBytes())
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{Key: u.Split + "/" + keyDir + rel, Index: index, Label: label, Source: p, Encoded: data}, nil
 }
 
 func readFiles(ctx context.Context, u Unit, files []string, labels []int, emit func(Record) error, bad func(BadRecord) error) error {
 	if len(files) != len(labels) {
 		return fmt.Errorf("%s: unit has %d files and %d labels", u, len(files), len(labels))
 	}
-	return readImageFiles(ctx, u, u.Path, "", files, func(i int) int { return labels[i] }, emit, bad)
+	return readImageFiles(ctx, u, u.Path, "", files, func(i int) int { return labels[i] },
+		func(i int, rel string) string { return strconv.Itoa(labels[i]) + ":" + rel }, emit, bad)
 }
 
 // readImageFiles reads image files under root, checking each header. keyDir prefixes the
-// relative paths in keys (the class folder when root is one).
+// relative paths in keys (the class folder when root is one); ref makes the references.
 func readImageFiles(ctx context.Context, u Unit, root, keyDir string, rels []string, label func(int) int,
-	emit func(Record) error, bad func(BadRecord) error) error {
+	ref func(i int, rel string) string, emit func(Record) error, bad func(BadRecord) error) error {
 	for i, rel := range rels {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -145,7 +203,7 @@ func readImageFiles(ctx context.Context, u Unit, root, keyDir string, rels []str
 		p := joinPath(root, rel)
 		key := u.Split + "/" + keyDir + rel
 		report := func(reason string) error {
-			return bad(BadRecord{Source: p, Key: key, Reason: reason})
+			return bad(BadRecord{Source: p, Position: Position{File: true}, Key: key, Reason: reason})
 		}
 		if label(i) == NoLabel {
 			if err := report(fmt.Sprintf("the labels file %s has no label for %s", u.LabelsPath, path.Base(rel))); err != nil {
@@ -170,7 +228,7 @@ func readImageFiles(ctx context.Context, u Unit, root, keyDir string, rels []str
 			}
 			continue
 		}
-		rec := Record{Key: key, Index: u.Index + int64(i), Label: label(i), Source: p,
+		rec := Record{Key: key, Index: u.Index + int64(i), Label: label(i), Source: p, Ref: ref(i, rel),
 			Encoded: data, Format: h.Format, Width: h.Width, Height: h.Height}
 		if err := emit(rec); err != nil {
 			return err

@@ -8,18 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
 func init() {
-	RegisterKind(KindIDX, func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
-		return 0, readIDX(ctx, u, emit, bad)
-	})
+	RegisterKind(KindIDX, Kind{Read: readIDXUnit, Fetch: func(ctx context.Context, f *Fetcher, refs []Ref, got func(int, Record) error) error {
+		// A gzipped file is decompressed from its start for every range: one range.
+		return fetchInRanges(ctx, f, refs, got, readIDXUnit, func(p string) bool { return strings.HasSuffix(p, ".gz") })
+	}})
 	idxSplits := []string{"train", "test"}
+	const idxInput = "the folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"
 	Register(Descriptor{
 		Name: IDX, Summary: "MNIST-style IDX files with numeric class names (0 to the largest label)",
+		Input:  idxInput,
 		Splits: idxSplits, ViewSize: 28, Channels: 1,
 		// Unknown grey images: mid-grey with a typical spread.
 		Mean: []float64{0.5}, Std: []float64{0.25},
@@ -27,6 +31,7 @@ func init() {
 	})
 	Register(Descriptor{
 		Name: MNIST, Summary: "MNIST's IDX files",
+		Input:  idxInput,
 		Splits: idxSplits, Classes: func(bool) []string { return numberedClasses(10) },
 		Published: map[string]int64{"train": 60000, "test": 10000},
 		ViewSize:  28, Channels: 1, Mean: []float64{0.1307}, Std: []float64{0.3081},
@@ -34,6 +39,7 @@ func init() {
 	})
 	Register(Descriptor{
 		Name: FashionMNIST, Summary: "Fashion-MNIST's IDX files",
+		Input:  idxInput,
 		Splits: idxSplits, Classes: fixedClasses(fashionMNISTClasses),
 		Published: map[string]int64{"train": 60000, "test": 10000},
 		ViewSize:  28, Channels: 1, Mean: []float64{0.2860}, Std: []float64{0.3530},
@@ -307,7 +313,7 @@ func planIDX(ctx context.Context, s Spec) (Plan, error) {
 	chunks(is.header.Count, int64(s.UnitRecords), func(first, count int64) {
 		p.Units = append(p.Units, Unit{
 			Kind: KindIDX, Split: s.Split, Path: images, LabelsPath: labels, First: first, Records: count,
-			Exact: true, Index: first, KeyBase: first, NumClasses: len(classes),
+			Exact: true, RecordBytes: is.header.recordBytes(), Index: first, KeyBase: first, NumClasses: len(classes),
 		})
 	})
 	return p, nil
@@ -324,6 +330,10 @@ func parseIDXRecord(pix []byte, rows, cols int, label byte, numClasses int) (tra
 	m := transforms.Image{Pix: make([]uint8, len(pix)), H: rows, W: cols, C: 1}
 	copy(m.Pix, pix)
 	return m, nil
+}
+
+func readIDXUnit(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (int64, error) {
+	return 0, readIDX(ctx, u, emit, bad)
 }
 
 func readIDX(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) error {
@@ -358,7 +368,7 @@ func readIDX(ctx context.Context, u Unit, emit func(Record) error, bad func(BadR
 		key := fmt.Sprintf("%s/%06d", u.Split, u.KeyBase+i)
 		img, err := parseIDXRecord(buf, h.Rows, h.Cols, y[0], u.NumClasses)
 		if err != nil {
-			b := BadRecord{Source: u.LabelsPath, Position: fmt.Sprintf("byte %d", ls.header.Len+n), Key: key, Reason: err.Error()}
+			b := BadRecord{Source: u.LabelsPath, Position: Position{Offset: ls.header.Len + n}, Key: key, Reason: err.Error()}
 			if err := bad(b); err != nil {
 				return err
 			}

@@ -16,10 +16,14 @@ import (
 )
 
 func init() {
-	RegisterKind(KindTar, readTarUnit)
+	RegisterKind(KindTar, Kind{Read: readTarUnit, Fetch: fetchTar})
 	splits := []string{"train", "val"}
+	const input = "the dataset root (holding train/ or " + trainTar + ", and val/; or Kaggle's ILSVRC/Data/CLS-LOC/{train,val}), " +
+		"or one split's own input: the train folder (synset subfolders), a folder of per-class n*.tar files, a glob of them, " +
+		"or the outer " + trainTar + "; the val folder (synset subfolders, or a flat folder of images with a labels file, Spec.LabelsFile)"
 	Register(Descriptor{
 		Name: ImageNet, Summary: "ILSVRC-2012 (its root, or the train folder or tars, the val folder with its labels file)",
+		Input:  input,
 		Splits: splits, Classes: func(bool) []string { return ImageNetSynsets() },
 		Published: map[string]int64{"train": 1281167, "val": 50000},
 		ViewSize:  224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
@@ -27,6 +31,7 @@ func init() {
 	})
 	Register(Descriptor{
 		Name: ImageNet100, Summary: "the 100-class ImageNet subset of CMC (Tian et al. 2019), read from ILSVRC-2012",
+		Input:  input,
 		Splits: splits, Classes: func(bool) []string { return ImageNet100Synsets() },
 		Published: map[string]int64{"val": 5000},
 		ViewSize:  224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,

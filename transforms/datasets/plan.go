@@ -32,18 +32,8 @@ const DefaultUnitRecords = 5000
 // Spec says what to read.
 type Spec struct {
 	Dataset string // one of Names()
-	// Input is where the dataset lies, local or gs://:
-	//   cifar10, cifar100: the folder holding the .bin files (cifar-10-batches-bin,
-	//     cifar-100-binary) or its parent, or a glob of .bin files (then they are the split);
-	//   stl10: the folder holding the .bin files (stl10_binary) or its parent;
-	//   imagenet, imagenet100: the dataset root (holding train/ or ILSVRC2012_img_train.tar,
-	//     and val/; or Kaggle's ILSVRC/Data/CLS-LOC/{train,val}), or one split's own input:
-	//     the train folder (synset subfolders), a folder of per-class n*.tar files, a glob of
-	//     them, or the outer ILSVRC2012_img_train.tar; the val folder (synset subfolders, or
-	//     a flat folder of images with LabelsFile);
-	//   folder: the dataset root holding train/, val/ or test/, or one split's folder of
-	//     class subfolders;
-	//   idx, mnist, fashion-mnist: the folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
+	// Input is where the dataset lies, local or gs://: what it may be is each dataset's own
+	// (Descriptor.Input).
 	Input string
 	// Split is one of the dataset's Descriptor.Splits; "" means "train". For Folder it is any
 	// name: the subfolder of a dataset root, and the prefix of the keys.
@@ -111,6 +101,11 @@ type Unit struct {
 	First, Records int64
 	// Exact is false when Records is an estimate (tar units: members are known when read).
 	Exact bool
+	// RecordBytes is the size of one record in Path for units whose records lie side by
+	// side in one large file, placed by their index (CIFAR, STL-10, IDX): a pipeline fetches
+	// many of those again at once, in ranges, and sizes what it holds by it. 0 for records
+	// that are files or tar members of their own, fetched one by one.
+	RecordBytes int64
 	// Index is the split-wide index of the unit's first record (see Record.Index).
 	Index int64
 	// KeyBase is the number in the key of the unit's first record ("train/%06d") for the
@@ -153,6 +148,16 @@ func (u Unit) maxFileBytes() int64 {
 		return DefaultMaxFileBytes
 	}
 	return u.MaxFileBytes
+}
+
+// Head returns the unit cut to its first n records (n at most Records), as when a run is
+// limited to the first records of a split.
+func (u Unit) Head(n int64) Unit {
+	u.Records = min(u.Records, n)
+	if u.Files != nil {
+		u.Files, u.Labels = u.Files[:u.Records], u.Labels[:u.Records]
+	}
+	return u
 }
 
 // NoLabel marks, in Unit.Labels, a file the labels file does not mention.

@@ -32,6 +32,10 @@ type Record struct {
 	// formats (in the uncompressed stream for gzipped IDX files), the member's data for tars,
 	// 0 for image files.
 	Offset int64
+	// Ref is what the unit's kind needs, beyond the unit and Index, to fetch the record again
+	// (Fetcher): an image file's path in its folder, a tar member's byte range and name;
+	// "" where the index places the record (the fixed-size formats). Only the kind reads it.
+	Ref string
 
 	// Pixels is the decoded image of the fixed-size formats (CIFAR, STL-10, IDX). It is the
 	// zero Image for encoded sources.
@@ -59,15 +63,8 @@ func (r Record) Image(l Limits) (transforms.Image, error) {
 }
 
 // Position says where the record is inside Source, for messages and dead letters.
-func (r Record) Position() string {
-	switch {
-	case r.Member != "":
-		return fmt.Sprintf("member %s (data at byte %d)", r.Member, r.Offset)
-	case r.Encoded != nil:
-		return ""
-	default:
-		return fmt.Sprintf("byte %d", r.Offset)
-	}
+func (r Record) Position() Position {
+	return Position{Offset: r.Offset, Member: r.Member, File: r.Encoded != nil && r.Member == ""}
 }
 
 // Bad returns the dead letter for this record, for a failure found after Read emitted it
@@ -76,20 +73,45 @@ func (r Record) Bad(reason error) BadRecord {
 	return BadRecord{Source: r.Source, Position: r.Position(), Key: r.Key, Reason: reason.Error()}
 }
 
+// Position is where a record lies in its source, as values: a reader states it, and
+// messages and dead letters take what they need from it without parsing words back.
+type Position struct {
+	// Offset is the record's first byte in the source: the record of a fixed-size format
+	// (in the uncompressed stream of a gzipped file), a tar member's data; 0 for a whole file.
+	Offset int64
+	// Member is the tar member holding the record, "INNER.tar/MEMBER" for a tar inside
+	// another; "" for other sources.
+	Member string
+	// File is true when the record is the whole source file (an image file).
+	File bool
+}
+
+// String says where in words: "byte N", "member NAME (data at byte N)", or "" for a whole file.
+func (p Position) String() string {
+	switch {
+	case p.Member != "":
+		return fmt.Sprintf("member %s (data at byte %d)", p.Member, p.Offset)
+	case p.File:
+		return ""
+	default:
+		return fmt.Sprintf("byte %d", p.Offset)
+	}
+}
+
 // BadRecord is an input record that could not be used: the pipeline writes it to its
 // dead-letter output. Every record a unit holds is either emitted or reported as a
 // BadRecord, so records in = records out + bad records.
 type BadRecord struct {
-	Source   string `json:"source"`   // the file (or tar) it was read from
-	Position string `json:"position"` // where in Source: "byte N" or "member NAME (data at byte N)"; "" for a whole file
-	Key      string `json:"key"`      // the key the record would have had, "" when unknown
-	Reason   string `json:"reason"`   // what is wrong, in words
+	Source   string   // the file (or tar) it was read from
+	Position Position // where in Source
+	Key      string   // the key the record would have had, "" when unknown
+	Reason   string   // what is wrong, in words
 }
 
 func (b BadRecord) String() string {
 	where := b.Source
-	if b.Position != "" {
-		where += ", " + b.Position
+	if p := b.Position.String(); p != "" {
+		where += ", " + p
 	}
 	return fmt.Sprintf("%s (%s): %s", b.Key, where, b.Reason)
 }
@@ -116,12 +138,12 @@ func Read(ctx context.Context, u Unit, emit func(Record) error, bad func(BadReco
 	var st Stats
 	counted := func(r Record) error { st.Records++; return emit(r) }
 	reported := func(b BadRecord) error { st.Bad++; return bad(b) }
-	read, ok := unitReader(u.Kind)
+	k, ok := kindOf(u.Kind)
 	if !ok {
 		return st, fmt.Errorf("unit of unknown kind %q", u.Kind)
 	}
 	var err error
-	st.Ignored, err = read(ctx, u, counted, reported)
+	st.Ignored, err = k.Read(ctx, u, counted, reported)
 	if err != nil {
 		return st, err
 	}

@@ -15,12 +15,15 @@ import (
 // never a silent default.
 //
 // Adding a dataset is one file: its reader (a Plan function returning units of an existing
-// Kind, or a new Kind with its Read case) and one Register call.
+// kind, or of a Kind of its own, registered with RegisterKind) and one Register call.
 type Descriptor struct {
 	// Name is what --dataset and a config's dataset.name take.
 	Name string
 	// Summary says in a few words what the input is, for help texts.
 	Summary string
+	// Input says what Spec.Input (--input, a config's dataset.input) may be for this
+	// dataset, local or gs://: the layouts its Plan accepts.
+	Input string
 	// Splits lists the split names; nil means any name (an image folder: the split only
 	// prefixes the keys). The first is the default.
 	Splits []string
@@ -54,29 +57,47 @@ type Descriptor struct {
 var registry = struct {
 	sync.RWMutex
 	byName map[string]Descriptor
-	kinds  map[string]UnitReader
-}{byName: map[string]Descriptor{}, kinds: map[string]UnitReader{}}
+	kinds  map[string]Kind
+}{byName: map[string]Descriptor{}, kinds: map[string]Kind{}}
 
 // UnitReader streams the records of one unit of its kind (see Read for the contract); it
 // returns how many entries of the unit were not records (a tar's non-image members).
 type UnitReader func(ctx context.Context, u Unit, emit func(Record) error, bad func(BadRecord) error) (ignored int64, err error)
 
-// RegisterKind adds the reader of a unit kind, so that a dataset whose Plan makes units of a
-// format of its own is still one file. It panics when the kind is taken.
-func RegisterKind(kind string, read UnitReader) {
-	registry.Lock()
-	defer registry.Unlock()
-	if _, taken := registry.kinds[kind]; taken || kind == "" || read == nil {
-		panic(fmt.Sprintf("datasets.RegisterKind: kind %q taken, empty or without a reader", kind))
-	}
-	registry.kinds[kind] = read
+// Kind is a unit format, named by Unit.Kind: how a unit's records are read, and how a record
+// is found again by the reference its reader gave it. A pipeline reads every unit once,
+// carries each record's reference (never its pixels) to where the record is written, and
+// fetches it there: the kind alone knows what the reference holds.
+type Kind struct {
+	// Read streams the records of a unit, each with the Record.Ref that Fetch finds it
+	// again by.
+	Read UnitReader
+	// Fetch reads again the records that refs name, all of units of this kind, and passes
+	// each to got with its place in refs. It calls got from the calling goroutine, in any
+	// order, at most once per reference; a record it cannot find again (a record that has
+	// gone bad) is left out, for the caller to report. It returns an error when the input
+	// cannot be read. Its records carry what Read gave (key, index, label, source,
+	// position, pixels or encoded bytes) except an encoded image's Format, Width and Height:
+	// the step that decodes reads the header again.
+	Fetch func(ctx context.Context, f *Fetcher, refs []Ref, got func(i int, r Record) error) error
 }
 
-func unitReader(kind string) (UnitReader, bool) {
+// RegisterKind adds a unit kind, so that a dataset whose Plan makes units of a format of its
+// own is still one file. It panics when the name is taken or the kind incomplete.
+func RegisterKind(name string, k Kind) {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, taken := registry.kinds[name]; taken || name == "" || k.Read == nil || k.Fetch == nil {
+		panic(fmt.Sprintf("datasets.RegisterKind: kind %q taken, empty, or without a reader or a fetcher", name))
+	}
+	registry.kinds[name] = k
+}
+
+func kindOf(name string) (Kind, bool) {
 	registry.RLock()
 	defer registry.RUnlock()
-	r, ok := registry.kinds[kind]
-	return r, ok
+	k, ok := registry.kinds[name]
+	return k, ok
 }
 
 // Register adds a dataset. It panics on a descriptor that is incomplete or whose name is
@@ -99,6 +120,8 @@ func (d Descriptor) validate() error {
 		return fmt.Errorf("dataset name %q: want a lower-case name without spaces or commas", d.Name)
 	case d.Plan == nil:
 		return fmt.Errorf("dataset %q has no Plan function", d.Name)
+	case d.Input == "":
+		return fmt.Errorf("dataset %q does not say what its input is", d.Name)
 	case d.ViewSize < 1:
 		return fmt.Errorf("dataset %q: view size %d", d.Name, d.ViewSize)
 	case d.Channels != 1 && d.Channels != 3:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -107,7 +108,7 @@ func TestNormalizationOfConvertedViews(t *testing.T) {
 }
 
 func TestRegisterRefusesBadDescriptors(t *testing.T) {
-	good := Descriptor{Name: "toy-refused", ViewSize: 8, Channels: 1, Mean: []float64{0.5}, Std: []float64{0.25},
+	good := Descriptor{Name: "toy-refused", Input: "a folder", ViewSize: 8, Channels: 1, Mean: []float64{0.5}, Std: []float64{0.25},
 		Augment: "simclr-cifar", Plan: func(context.Context, Spec) (Plan, error) { return Plan{}, nil }}
 	tests := []struct {
 		name   string
@@ -116,6 +117,7 @@ func TestRegisterRefusesBadDescriptors(t *testing.T) {
 		{"taken name", func(d *Descriptor) { d.Name = CIFAR10 }},
 		{"upper-case name", func(d *Descriptor) { d.Name = "Toy" }},
 		{"no plan", func(d *Descriptor) { d.Plan = nil }},
+		{"no input", func(d *Descriptor) { d.Input = "" }},
 		{"two channels", func(d *Descriptor) { d.Channels = 2 }},
 		{"missing std", func(d *Descriptor) { d.Std = nil }},
 		{"zero std", func(d *Descriptor) { d.Std = []float64{0} }},
@@ -146,7 +148,7 @@ func TestToyDatasetIsOneRegistration(t *testing.T) {
 		t.Skip("registered by an earlier run of this test (-count)")
 	}
 	Register(Descriptor{
-		Name: "toy-squares", Summary: "test squares", Splits: []string{"train"},
+		Name: "toy-squares", Summary: "test squares", Input: "any folder", Splits: []string{"train"},
 		Classes: fixedClasses([]string{"small", "large"}), Published: map[string]int64{"train": 5},
 		ViewSize: 8, Channels: 1, Mean: []float64{0.5}, Std: []float64{0.25}, Augment: "simclr-cifar",
 		Plan: func(_ context.Context, s Spec) (Plan, error) {
@@ -172,14 +174,24 @@ func TestToyDatasetIsOneRegistration(t *testing.T) {
 // its reader, and Read streams its units with the usual count check.
 func TestToyKindIsReadThroughItsRegistration(t *testing.T) {
 	const kind = "toy-kind"
-	if _, ok := unitReader(kind); !ok {
-		RegisterKind(kind, func(_ context.Context, u Unit, emit func(Record) error, _ func(BadRecord) error) (int64, error) {
-			for i := range u.Records {
-				if err := emit(Record{Index: u.Index + i}); err != nil {
-					return 0, err
+	if _, ok := kindOf(kind); !ok {
+		RegisterKind(kind, Kind{
+			Read: func(_ context.Context, u Unit, emit func(Record) error, _ func(BadRecord) error) (int64, error) {
+				for i := range u.Records {
+					if err := emit(Record{Index: u.Index + i, Ref: strconv.FormatInt(i, 10)}); err != nil {
+						return 0, err
+					}
 				}
-			}
-			return 0, nil
+				return 0, nil
+			},
+			Fetch: func(_ context.Context, f *Fetcher, refs []Ref, got func(int, Record) error) error {
+				for i, r := range refs {
+					if err := got(i, Record{Index: r.Index, Ref: r.Ref, Label: int(f.Unit(r).Records)}); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
 		})
 	}
 	st, err := Read(context.Background(), Unit{Kind: kind, Records: 3, Exact: true}, func(Record) error { return nil }, func(BadRecord) error { return nil })
@@ -188,5 +200,24 @@ func TestToyKindIsReadThroughItsRegistration(t *testing.T) {
 	}
 	if _, err := Read(context.Background(), Unit{Kind: "no-such-kind"}, nil, nil); err == nil {
 		t.Error("a unit of an unregistered kind was read")
+	}
+	f := NewFetcher([]Unit{{Kind: kind, Records: 3}})
+	var got []Record
+	if err := f.Fetch(context.Background(), []Ref{{Unit: 0, Index: 2, Ref: "2"}}, func(_ int, r Record) error { got = append(got, r); return nil }); err != nil ||
+		len(got) != 1 || got[0].Index != 2 || got[0].Ref != "2" || got[0].Label != 3 {
+		t.Errorf("Fetch = %+v, %v", got, err)
+	}
+	if err := f.Fetch(context.Background(), []Ref{{Unit: 1}}, func(int, Record) error { return nil }); err == nil {
+		t.Error("a reference to a unit the fetcher does not hold was fetched")
+	}
+	for _, k := range []Kind{{}, {Read: func(context.Context, Unit, func(Record) error, func(BadRecord) error) (int64, error) { return 0, nil }}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RegisterKind accepted an incomplete kind %+v", k)
+				}
+			}()
+			RegisterKind("toy-incomplete", k)
+		}()
 	}
 }

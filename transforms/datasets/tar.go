@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -96,17 +97,15 @@ func readTar(ctx context.Context, r io.Reader, u Unit, emit func(Record) error, 
 		if hdr.Typeflag == tar.TypeDir {
 			continue
 		}
-		clean := path.Clean(strings.ReplaceAll(hdr.Name, "\\", "/"))
+		clean := cleanMemberName(hdr.Name)
 		if !isImageName(clean) {
 			ignored++
 			continue
 		}
 		offset := u.Offset + cr.n
-		key := u.Split + "/" + clean
-		if u.KeyDir != "" {
-			key = u.Split + "/" + u.KeyDir + "/" + clean
-		}
-		rec := Record{Key: key, Index: u.Index + ordinal, Label: u.Label, Source: u.Path, Member: memberPrefix + hdr.Name, Offset: offset}
+		key := tarKey(&u, clean)
+		rec := Record{Key: key, Index: u.Index + ordinal, Label: u.Label, Source: u.Path, Member: memberPrefix + hdr.Name, Offset: offset,
+			Ref: tarRef(offset, hdr.Size, hdr.Name)}
 		ordinal++
 		reason := ""
 		switch {
@@ -141,6 +140,72 @@ func readTar(ctx context.Context, r io.Reader, u Unit, emit func(Record) error, 
 			return ignored, err
 		}
 	}
+}
+
+// cleanMemberName is a member's name as keys use it: slash-separated and cleaned.
+func cleanMemberName(name string) string { return path.Clean(strings.ReplaceAll(name, "\\", "/")) }
+
+// tarKey is the key of the member of u named clean: the synset folder's key when the tar is
+// a class's (KeyDir), so that a tar's records get the same keys as the extracted folder's.
+func tarKey(u *Unit, clean string) string {
+	if u.KeyDir != "" {
+		return u.Split + "/" + u.KeyDir + "/" + clean
+	}
+	return u.Split + "/" + clean
+}
+
+// tarRef is the reference of a member: its data's byte range in the unit's file and its
+// name, "OFFSET LENGTH NAME".
+func tarRef(offset, length int64, name string) string {
+	b := strconv.AppendInt(nil, offset, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, length, 10)
+	b = append(b, ' ')
+	return string(append(b, name...))
+}
+
+func parseTarRef(ref string) (offset, length int64, name string, err error) {
+	o, rest, ok1 := strings.Cut(ref, " ")
+	l, name, ok2 := strings.Cut(rest, " ")
+	offset, err1 := strconv.ParseInt(o, 10, 64)
+	length, err2 := strconv.ParseInt(l, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || offset < 0 || length < 0 {
+		return 0, 0, "", fmt.Errorf("reference %q is not OFFSET LENGTH NAME", ref)
+	}
+	return offset, length, name, nil
+}
+
+// fetchTar fetches tar members again by their byte ranges, from files the Fetcher keeps
+// open: a shard reads members of many tars, each many times.
+func fetchTar(ctx context.Context, f *Fetcher, refs []Ref, got func(int, Record) error) error {
+	for i, r := range refs {
+		u := f.Unit(r)
+		offset, length, name, err := parseTarRef(r.Ref)
+		if err != nil {
+			return fmt.Errorf("%s: %w", u, err)
+		}
+		if length > u.maxFileBytes() {
+			return fmt.Errorf("%s: reference to %d bytes, more than the limit of %d", u, length, u.maxFileBytes())
+		}
+		file, err := f.Open(ctx, u.Path)
+		if err != nil {
+			return err
+		}
+		key := tarKey(u, cleanMemberName(name))
+		data := make([]byte, length)
+		if _, err := file.ReadAt(data, offset); err != nil {
+			return fmt.Errorf("reading %s (%d bytes at byte %d, record %s): %w", u.Path, length, offset, key, err)
+		}
+		member := name
+		if u.Member != "" {
+			member = u.Member + "/" + name
+		}
+		rec := Record{Key: key, Index: r.Index, Label: u.Label, Source: u.Path, Member: member, Offset: offset, Ref: r.Ref, Encoded: data}
+		if err := got(i, rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tarMember is a member of an outer tar: a tar in a tar.
