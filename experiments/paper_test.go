@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/experiments"
 	"github.com/dcl-beam/dcl-beam/reproduce"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 )
 
@@ -219,7 +220,7 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 		}
 		figures := func(r reproduce.RunConfig) published {
 			row := map[string]string{"infonce": "MoCo-v2 Baseline (ResNet-50)", "dcl": "MoCo-v2 w/DCL (ResNet-50)"}[r.Loss]
-			c := tab.cell(t, row, map[string]string{"Dataset": block, "Queue Size": strconv.Itoa(r.QueueSize)})
+			c := tab.cell(t, row, map[string]string{"Dataset": block, "Queue Size": strconv.Itoa(r.Params.Int(trainstep.SettingQueueSize))})
 			return published{linear: figure(t, c, -1), source: p.source(t, tab.label)}
 		}
 		return recipe, figures
@@ -439,8 +440,8 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			if want.batches != nil && !slices.Contains(want.batches, r.BatchSize) {
 				differ("batch_size", "run %s: batch %d, the paper's %v", r.Name, r.BatchSize, want.batches)
 			}
-			if want.queues != nil && !slices.Contains(want.queues, r.QueueSize) {
-				differ("queue_size", "run %s: queue %d, the paper's %v", r.Name, r.QueueSize, want.queues)
+			if want.queues != nil && !slices.Contains(want.queues, r.Params.Int(trainstep.SettingQueueSize)) {
+				differ("queue_size", "run %s: queue %d, the paper's %v", r.Name, r.Params.Int(trainstep.SettingQueueSize), want.queues)
 			}
 			if want.knn && c.Evaluate.KNN == nil {
 				differ("evaluation", "no kNN evaluation, which the paper reports")

@@ -89,7 +89,7 @@ func trainTinyEncoder(t testing.TB, data string) string {
 	}
 	cfg := trainstep.StepConfig{
 		Model:     trainstep.ModelConfig{Name: trainstep.MLP, BaseWidth: 4, ProjectionDim: 8, Channels: 1},
-		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2, Sigma: 0.5, Reduction: trainstep.Mean},
+		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2, Reduction: trainstep.Mean},
 		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
 		InitSeed:  1,
 	}

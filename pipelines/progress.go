@@ -120,15 +120,17 @@ func workersHere() bool {
 	if submitOnly() {
 		return false
 	}
-	switch name := RunnerName(); name {
-	case "direct":
-		return true
-	case "prism":
-		return !usesJobServer(name) || jobopts.IsLoopback()
-	case "dataflow":
+	name := RunnerName()
+	spec, ok := runnerRegistry.Lookup(name)
+	switch {
+	case !ok:
+		return jobopts.IsLoopback()
+	case spec.remoteWorkers:
 		return false
 	}
-	return jobopts.IsLoopback()
+	// In this process unless a job server runs the job, whose workers are here only as
+	// LOOPBACK ones.
+	return !usesJobServer(name) || jobopts.IsLoopback()
 }
 
 // watch shows on display, while a pipeline runs, the units of work (Progress.Done) that its

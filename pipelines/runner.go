@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,20 +18,54 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
+// runnerSpec is what the pipelines know of a Beam runner beyond its name.
+type runnerSpec struct {
+	// aliases are the other names Beam registers it under, accepted as Beam spells them.
+	aliases []string
+	// jobServer says the runner submits to a job server at --endpoint (nil: never).
+	jobServer func() bool
+	// needsEndpoint says it has no job server of its own: --endpoint must name one.
+	needsEndpoint bool
+	// remoteWorkers says its workers run on the service's machines, from --worker_binary
+	// (unless it only translates the job: --dry_run).
+	remoteWorkers bool
+}
+
+// runnerRegistry holds the runners the pipelines run on (README, section Runners).
+var runnerRegistry = func() *registry.Registry[runnerSpec] {
+	r := registry.New[runnerSpec]("runner")
+	always := func() bool { return true }
+	portable := func(aliases ...string) runnerSpec {
+		return runnerSpec{aliases: aliases, jobServer: always, needsEndpoint: true}
+	}
+	for _, e := range []struct {
+		name string
+		spec runnerSpec
+	}{
+		// prism runs in this process unless it is given a job server (one it started for an
+		// earlier run in this process counts as its own).
+		{"prism", runnerSpec{aliases: []string{"PrismRunner"}, jobServer: func() bool { return *jobopts.Endpoint != "" && !inProcessPrism() }}},
+		{"direct", runnerSpec{aliases: []string{"DirectRunner"}}},
+		{"dataflow", runnerSpec{aliases: []string{"DataflowRunner"}, remoteWorkers: true}},
+		{"flink", portable("FlinkRunner")},
+		{"spark", portable("SparkRunner")},
+		{"universal", portable("portable", "PortableRunner")},
+	} {
+		r.Register(e.name, e.spec, e.spec.aliases...)
+	}
+	return r
+}()
+
 // Runners are the --runner values the pipelines run on (README, section Runners). Beam also
 // registers aliases (DirectRunner, PortableRunner, …), accepted as Beam spells them.
-var Runners = []string{"prism", "direct", "dataflow", "flink", "spark", "universal"}
+var Runners = runnerRegistry.Names()
 
 // DefaultRunner is the runner of a command line without --runner: prism, in this process.
 const DefaultRunner = "prism"
-
-var runnerAliases = map[string]string{
-	"PrismRunner": "prism", "DirectRunner": "direct", "DataflowRunner": "dataflow",
-	"FlinkRunner": "flink", "SparkRunner": "spark", "portable": "universal", "PortableRunner": "universal",
-}
 
 // JobServerWait bounds how long a run waits for a portable job server's port to accept a
 // connection before it says the endpoint does not answer (Beam itself waits two minutes,
@@ -45,22 +78,18 @@ func RunnerName() string {
 	if name == "" {
 		return DefaultRunner
 	}
-	if slices.Contains(Runners, name) {
-		return name
+	canonical, _, err := runnerRegistry.Resolve(name)
+	if err != nil {
+		return ""
 	}
-	return runnerAliases[name]
+	return canonical
 }
 
 // usesJobServer reports a runner that submits to a job server at --endpoint: the portable
 // ones, and prism when it is given one (without, prism runs in this process).
 func usesJobServer(name string) bool {
-	switch name {
-	case "flink", "spark", "universal":
-		return true
-	case "prism":
-		return *jobopts.Endpoint != "" && !inProcessPrism()
-	}
-	return false
+	spec, ok := runnerRegistry.Lookup(name)
+	return ok && spec.jobServer != nil && spec.jobServer()
 }
 
 // inProcessPrism reports that the endpoint is the job server prism started in this process
@@ -84,15 +113,16 @@ func CheckRunner() error {
 	if name == "" {
 		return usage.Errorf("--runner=%q: unknown runner; want one of %s", *runners.Runner, strings.Join(Runners, ", "))
 	}
-	if (name == "flink" || name == "spark" || name == "universal") && *jobopts.Endpoint == "" {
+	spec, _ := runnerRegistry.Lookup(name)
+	if spec.needsEndpoint && *jobopts.Endpoint == "" {
 		return usage.Errorf("--runner=%s needs --endpoint=HOST:PORT, the job server's address", *runners.Runner)
 	}
 	// Without a binary Beam cross-compiles the program's sources, which only exist on the
 	// machine that built dcl: say what to give instead.
-	needsBinary := (usesJobServer(name) && !jobopts.IsLoopback()) || (name == "dataflow" && !dryRun())
+	needsBinary := (usesJobServer(name) && !jobopts.IsLoopback()) || (spec.remoteWorkers && !dryRun())
 	if needsBinary && *jobopts.WorkerBinary == "" {
-		if name == "dataflow" {
-			return usage.Errorf("--runner=dataflow needs --worker_binary=PATH, the program its workers run (make worker builds bin/dcl-worker-linux-amd64)")
+		if spec.remoteWorkers {
+			return usage.Errorf("--runner=%s needs --worker_binary=PATH, the program its workers run (make worker builds bin/dcl-worker-linux-amd64)", name)
 		}
 		return usage.Errorf("--runner=%s starts workers from a binary: give --environment_type=LOOPBACK (workers in this process) or --worker_binary=PATH (make worker builds bin/dcl-worker-linux-amd64)", *runners.Runner)
 	}

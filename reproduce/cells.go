@@ -2,6 +2,7 @@ package reproduce
 
 import (
 	"cmp"
+	"maps"
 	"reflect"
 	"slices"
 
@@ -83,7 +84,13 @@ func summarise(res *Results) {
 func sameSetting(a, b RunConfig) bool {
 	strip := func(r RunConfig) RunConfig {
 		r.Name, r.Cell, r.Loss, r.Seed, r.Seeds, r.Paper = "", "", "", 0, nil, PaperFigures{}
-		r.Sigma, r.Delta, r.AlignAlpha, r.UniformT = 0, 0, 0, 0
+		r.Params = maps.Clone(r.Params)
+		for _, p := range trainstep.LossParams() {
+			delete(r.Params, p.Name)
+		}
+		if len(r.Params) == 0 {
+			r.Params = nil
+		}
 		return r
 	}
 	return reflect.DeepEqual(strip(a), strip(b))

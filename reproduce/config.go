@@ -28,6 +28,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
@@ -142,18 +143,13 @@ type RunConfig struct {
 	BatchSize   int     `yaml:"batch_size" json:"batch_size,omitempty"`
 	Epochs      int     `yaml:"epochs" json:"epochs,omitempty"`
 	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
-	Sigma       float64 `yaml:"sigma" json:"sigma,omitempty"` // DCLW weighting temperature
-	Delta       float64 `yaml:"delta" json:"delta,omitempty"` // dclw-exp's δ
-	// AlignAlpha and UniformT are the hypersphere loss's α and t.
-	AlignAlpha float64 `yaml:"align_alpha" json:"align_alpha,omitempty"`
-	UniformT   float64 `yaml:"uniform_t" json:"uniform_t,omitempty"`
-	// The method's settings (0: the method's default): MoCo's queue, key-encoder momentum,
-	// symmetric loss and batch-norm groups; NNCLR's support set and prediction head.
-	QueueSize       int     `yaml:"queue_size" json:"queue_size,omitempty"`
-	MomentumEMA     float64 `yaml:"momentum_ema" json:"momentum_ema,omitempty"`
-	Symmetric       bool    `yaml:"symmetric" json:"symmetric,omitempty"`
-	BNSplits        int     `yaml:"bn_splits" json:"bn_splits,omitempty"`
-	PredictorHidden int     `yaml:"predictor_hidden" json:"predictor_hidden,omitempty"`
+	// Params are the loss's and the method's parameters (sigma, queue_size, …), by the names
+	// the losses and methods declare (trainstep.LossSpec.Params, MethodSpec.Params): a run's
+	// keys beyond its fields. One left out takes the loss's or method's default; the
+	// declaration's check runs on the step configuration (stepConfig).
+	Params registry.Values `yaml:"-" json:"-"`
+	// ParamKeys holds those keys as the YAML gives them, until Parse reads them into Params.
+	ParamKeys map[string]paramText `yaml:",inline" json:"-"`
 	// LR is the base learning rate; the trainer scales it by batch/256.
 	LR           float64  `yaml:"lr" json:"lr,omitempty"`
 	Momentum     *float64 `yaml:"momentum" json:"momentum,omitempty"`
@@ -264,6 +260,9 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	var c Config
 	if err := decodeStrict(data, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := c.Train.Defaults.readParams(); err != nil {
+		return nil, fmt.Errorf("%s: train.defaults: %w", name, err)
 	}
 	if err := c.expand(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -406,6 +405,9 @@ func (c *Config) expand() error {
 		if err := decodeStrict(raw, &run); err != nil {
 			return fmt.Errorf("train.runs[%d] (line %d): %w", i, node.Line, err)
 		}
+		if err := run.readParams(); err != nil {
+			return fmt.Errorf("train.runs[%d] (line %d): %w", i, node.Line, err)
+		}
 		if run.Name == "" {
 			run.Name = runName(run, true, true, false, false, false, false)
 		}
@@ -419,7 +421,13 @@ func (c *Config) expand() error {
 		points = sweepOver(points, sw.BatchSize, func(r *RunConfig, v int) { r.BatchSize = v })
 		points = sweepOver(points, sw.Temperature, func(r *RunConfig, v float64) { r.Temperature = v })
 		points = sweepOver(points, sw.Epochs, func(r *RunConfig, v int) { r.Epochs = v })
-		points = sweepOver(points, sw.QueueSize, func(r *RunConfig, v int) { r.QueueSize = v })
+		points = sweepOver(points, sw.QueueSize, func(r *RunConfig, v int) {
+			r.Params = maps.Clone(r.Params)
+			if r.Params == nil {
+				r.Params = registry.Values{}
+			}
+			r.Params[trainstep.SettingQueueSize] = float64(v)
+		})
 		for _, run := range points {
 			run.Name = runName(run, true, len(sw.BatchSize) > 0, len(sw.Temperature) > 0, len(sw.Model) > 0, len(sw.Epochs) > 0, len(sw.QueueSize) > 0)
 			if fig, ok := c.Train.Paper[run.Name]; ok {
@@ -501,7 +509,7 @@ func runName(r RunConfig, loss, batch, temp, model, epochs, queue bool) string {
 		parts = append(parts, "e"+strconv.Itoa(r.Epochs))
 	}
 	if queue {
-		parts = append(parts, "q"+strconv.Itoa(r.QueueSize))
+		parts = append(parts, "q"+strconv.Itoa(r.Params.Int(trainstep.SettingQueueSize)))
 	}
 	return strings.Join(parts, "-")
 }
@@ -589,15 +597,8 @@ func (c *Config) validate() error {
 		for _, v := range []struct {
 			key string
 			v   int
-		}{{"width", r.Width}, {"warmup_epochs", r.WarmupEpochs}, {"queue_size", r.QueueSize}, {"bn_splits", r.BNSplits},
-			{"predictor_hidden", r.PredictorHidden}, {"checkpoint_every", r.CheckpointEvery}} {
+		}{{"width", r.Width}, {"warmup_epochs", r.WarmupEpochs}, {"checkpoint_every", r.CheckpointEvery}} {
 			check(v.v >= 0, "%s: %s %d: must not be negative (0: the default)", where, v.key, v.v)
-		}
-		for _, v := range []struct {
-			key string
-			v   float64
-		}{{"sigma", r.Sigma}, {"delta", r.Delta}, {"align_alpha", r.AlignAlpha}, {"uniform_t", r.UniformT}, {"momentum_ema", r.MomentumEMA}} {
-			check(v.v >= 0, "%s: %s %g: must not be negative (0: the default)", where, v.key, v.v)
 		}
 		check(r.WarmupEpochs < r.Epochs || r.WarmupEpochs == 0, "%s: warmup_epochs %d: must be fewer than the %d epochs", where, r.WarmupEpochs, r.Epochs)
 	}

@@ -38,7 +38,7 @@ func TestParseExpandsRunsFromDefaults(t *testing.T) {
 		t.Fatalf("runs = %v, want %v", names, want)
 	}
 	dclw := c.Runs[0]
-	if dclw.Model != "small-cnn" || dclw.Epochs != 2 || dclw.BatchSize != 32 || dclw.Sigma != 0.5 || dclw.Loss != "dclw" {
+	if dclw.Model != "small-cnn" || dclw.Epochs != 2 || dclw.BatchSize != 32 || dclw.Params.Float("sigma") != 0.5 || dclw.Loss != "dclw" {
 		t.Errorf("explicit run did not start from the defaults: %+v", dclw)
 	}
 	if got := c.Runs[4]; got.Paper.KNNTop1 != 84.4 || got.BatchSize != 32 || got.Loss != "dcl" {
@@ -62,8 +62,8 @@ func TestParseSweepsQueueSizes(t *testing.T) {
 	var names []string
 	for _, r := range c.Runs[1:] {
 		names = append(names, r.Name)
-		if r.Method != "moco" || r.MomentumEMA != 0.99 {
-			t.Errorf("run %s: method %q, momentum %v; want the defaults' moco and 0.99", r.Name, r.Method, r.MomentumEMA)
+		if r.Method != "moco" || r.Params.Float("momentum_ema") != 0.99 {
+			t.Errorf("run %s: method %q, momentum %v; want the defaults' moco and 0.99", r.Name, r.Method, r.Params.Float("momentum_ema"))
 		}
 	}
 	if want := []string{"infonce-q32", "infonce-q8192", "dcl-q32", "dcl-q8192"}; !slices.Equal(names, want) {

@@ -78,7 +78,7 @@ func seriesNames(runs []RunConfig) map[string]string {
 			{"τ=", func(c RunConfig) string { return strconv.FormatFloat(c.Temperature, 'g', -1, 64) }},
 			{"", func(c RunConfig) string { return c.Model }},
 			{"epochs", func(c RunConfig) string { return strconv.Itoa(c.Epochs) }},
-			{"queue", func(c RunConfig) string { return strconv.Itoa(c.QueueSize) }},
+			{"queue", func(c RunConfig) string { return strconv.Itoa(c.Params.Int(trainstep.SettingQueueSize)) }},
 			{"seed", func(c RunConfig) string { return strconv.FormatUint(cmp.Or(c.Seed, 1), 10) }},
 		}
 		parts := make(map[string][]string, len(group))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/analysis/figures"
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // Plots name runs by their method, with the settings that tell apart runs of one method.
@@ -36,7 +37,7 @@ func TestSeriesNames(t *testing.T) {
 			give: []RunConfig{{Name: "dcl-s1", Loss: "dcl", Seed: 1}, {Name: "dcl-s2", Loss: "dcl", Seed: 2}},
 			want: map[string]string{"dcl-s1": "DCL, seed 1", "dcl-s2": "DCL, seed 2"}},
 		{name: "no setting differs: the run names do",
-			give: []RunConfig{{Name: "a", Loss: "dcl", Sigma: 0.5}, {Name: "b", Loss: "dcl", Sigma: 0.7}},
+			give: []RunConfig{{Name: "a", Loss: "dcl", Params: registry.Values{"sigma": 0.5}}, {Name: "b", Loss: "dcl", Params: registry.Values{"sigma": 0.7}}},
 			want: map[string]string{"a": "DCL (a)", "b": "DCL (b)"}},
 	}
 	for _, tt := range tests {

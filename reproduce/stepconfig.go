@@ -2,6 +2,8 @@ package reproduce
 
 import (
 	"cmp"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -11,18 +13,31 @@ import (
 func stepConfig(run RunConfig, channels int, dataset string) trainstep.StepConfig {
 	paper := trainstep.PaperDefaults()
 	return trainstep.StepConfig{
-		Model:  trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: channels, Dataset: cmp.Or(run.Normalization, dataset)},
-		Method: run.Method,
-		MethodConfig: trainstep.MethodConfig{QueueSize: run.QueueSize, MomentumEMA: run.MomentumEMA, Symmetric: run.Symmetric,
-			BNSplits: run.BNSplits, PredictorHidden: run.PredictorHidden},
+		Model:        trainstep.ModelConfig{Name: run.Model, BaseWidth: run.Width, Channels: channels, Dataset: cmp.Or(run.Normalization, dataset)},
+		Method:       run.Method,
+		MethodConfig: methodSettings(run.Params),
 		Loss: trainstep.LossConfig{Kind: trainstep.LossKind(run.Loss), Temperature: run.Temperature,
-			Sigma: cmp.Or(run.Sigma, paper.Sigma), Delta: cmp.Or(run.Delta, paper.Delta),
-			Alpha: cmp.Or(run.AlignAlpha, paper.Alpha), UniformT: cmp.Or(run.UniformT, paper.UniformT), Reduction: trainstep.Mean},
+			Params: run.Params, Reduction: trainstep.Mean},
 		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(cmp.Or(run.Optimizer, string(paper.Optimizer))),
 			Momentum: deref(run.Momentum, paper.Momentum), WeightDecay: deref(run.WeightDecay, paper.WeightDecay)},
 		InitSeed:  cmp.Or(run.Seed, 1),
 		Precision: trainstep.Precision(run.Precision),
 	}
+}
+
+// methodSettings are the values of params that a method declares: the run's other
+// parameters are its loss's, which the loss configuration takes.
+func methodSettings(params registry.Values) trainstep.MethodConfig {
+	var out trainstep.MethodConfig
+	for _, p := range trainstep.MethodParams() {
+		if v, ok := params[p.Name]; ok {
+			if out == nil {
+				out = trainstep.MethodConfig{}
+			}
+			out[p.Name] = v
+		}
+	}
+	return out
 }
 
 // runLabel is how the report names a run's training: the loss as the paper's tables name it,

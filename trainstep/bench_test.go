@@ -84,7 +84,7 @@ func BenchmarkStepResNet18Methods(b *testing.B) {
 			if testing.Short() {
 				cfg.Model.BaseWidth, batch = 8, 8
 				if method != SimCLRMethod {
-					cfg.MethodConfig.QueueSize = 256
+					cfg.MethodConfig = MethodConfig{SettingQueueSize: 256}
 				}
 			}
 			benchmarkStep(b, cfg, batch, 32)

@@ -2,20 +2,15 @@ package trainstep
 
 // Hyperparameters are the settings of a pretraining run that the paper fixes (Section 4.1,
 // CIFAR and STL-10: SGD with momentum 0.9, weight decay 5e-4, learning rate 0.03 per 256
-// pairs with cosine annealing, batch 256, 200 epochs, τ = 0.07; DCLW's σ = 0.5). The
+// pairs with cosine annealing, batch 256, 200 epochs, τ = 0.07; DCLW's σ = 0.5 is its
+// declared default, as every loss parameter's is: LossSpec.Params). The
 // command line's flags and reproduce's runs both start from PaperDefaults, so the two cannot
 // drift apart.
 type Hyperparameters struct {
 	Loss        LossKind
 	Temperature float64
-	Sigma       float64
-	// Delta is the appendix's exponential DCLW weight's δ.
-	Delta float64
-	// Alpha and UniformT are the hypersphere loss's (Wang & Isola's CIFAR and STL-10
-	// settings, which the paper's appendix keeps).
-	Alpha, UniformT float64
-	BatchSize       int
-	Epochs          int
+	BatchSize   int
+	Epochs      int
 	// BaseLR is the learning rate per 256 view pairs: the peak is BaseLR·batch/256.
 	BaseLR      float64
 	Optimizer   OptimizerKind
@@ -28,15 +23,15 @@ type Hyperparameters struct {
 // PaperDefaults returns the paper's CIFAR and STL-10 pretraining settings.
 func PaperDefaults() Hyperparameters {
 	return Hyperparameters{
-		Loss: DCL, Temperature: 0.07, Sigma: 0.5, Delta: 3, Alpha: 2, UniformT: 2, BatchSize: 256, Epochs: 200, BaseLR: 0.03,
+		Loss: DCL, Temperature: 0.07, BatchSize: 256, Epochs: 200, BaseLR: 0.03,
 		Optimizer: SGDMomentum, Momentum: 0.9, WeightDecay: 5e-4, CheckpointEvery: 500,
 	}
 }
 
-// LossConfig is the loss of these settings (mean reduction).
+// LossConfig is the loss of these settings (mean reduction, the loss's declared parameter
+// defaults).
 func (h Hyperparameters) LossConfig() LossConfig {
-	return LossConfig{Kind: h.Loss, Temperature: h.Temperature, Sigma: h.Sigma, Delta: h.Delta,
-		Alpha: h.Alpha, UniformT: h.UniformT, Reduction: Mean}
+	return LossConfig{Kind: h.Loss, Temperature: h.Temperature, Reduction: Mean}
 }
 
 // OptimizerConfig is the optimiser of these settings.

@@ -30,20 +30,24 @@
 // # Adding a loss or a training method
 //
 // A loss is one LossSpec and one RegisterLoss call (losses.go): its name and aliases, its
-// display name, the parameters it reads (Params), and the function that builds each
+// display name, the parameters it declares (Params: each a registry.Param with its name,
+// default, doc and check, whose values reach the loss in LossConfig.Params), and the
+// function that builds each
 // anchor's loss from the terms every loss shares (AnchorTerms: the positive's logit and the
 // log-sum of the negatives'). The same function serves the in-batch form (StackedLossGraph:
 // 2N anchors), MoCo's queue form (QueueLossGraph) and NNCLR's pair form (PairLossGraph); a
 // loss that needs the whole in-batch cosine matrix says InBatchOnly. ParseLossKind,
-// LossConfig.Validate, the graph builders, `dcl loss`, the command line's help and
-// reproduce's checks and report read the registry.
+// LossConfig.Validate, the graph builders, `dcl loss`, the command line's flags and help,
+// reproduce's keys, checks and report, and the checkpoint's JSON read the registry: a loss
+// with a new parameter touches no other file (cmd/dcl's TestToyLossAndMethodAreOneRegistrationEach).
 //
 // A training method is one type implementing Method and one MethodSpec registered with
 // RegisterMethod (method.go; method_moco.go and method_nnclr.go are examples): the settings
-// it reads and their defaults (MethodConfig), the variables it keeps between steps (created
+// it declares (Params, as a loss's; their values in MethodConfig), the variables it keeps between steps (created
 // in CreateVariables, so checkpoints save them and resume restores them bit for bit), the
 // loss of a batch (TrainGraph, which Gradients also evaluates) and what it does after each
-// optimiser update (AfterUpdate). The loop, the checkpoints and resume do not change;
+// optimiser update (AfterUpdate). The loop, the checkpoints and resume do not change (a
+// resumed run takes the settings it is not given from its checkpoint and refuses others);
 // StepConfig.Method selects it ("simclr" by default).
 //
 // # Conventions

@@ -46,10 +46,10 @@ func TestMethodsOnFashionMNIST(t *testing.T) {
 	}{
 		{SimCLRMethod, MethodConfig{}, 4, 0.5, 50},
 		// A queue of two batches (a third of an epoch) and four batch-norm groups of 16.
-		{MoCoMethod, MethodConfig{QueueSize: 128, MomentumEMA: 0.9, BNSplits: 4}, 20, 1, 0},
+		{MoCoMethod, MethodConfig{SettingQueueSize: 128, SettingMomentumEMA: 0.9, SettingBNSplits: 4}, 20, 1, 0},
 		// NNCLR learns from its neighbours only once the encoder finds good ones: at a
 		// higher learning rate or fewer epochs its kNN accuracy here falls first.
-		{NNCLRMethod, MethodConfig{QueueSize: 384, PredictorHidden: 64}, 30, 0.1, 0},
+		{NNCLRMethod, MethodConfig{SettingQueueSize: 384, SettingPredictorHidden: 64}, 30, 0.1, 0},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			if testing.Short() && tc.method != SimCLRMethod {

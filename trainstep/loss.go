@@ -3,6 +3,7 @@ package trainstep
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph"
 
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
@@ -41,40 +43,86 @@ const (
 	Sum Reduction = "sum"
 )
 
-// LossConfig selects and parameterises a contrastive loss. Checkpoints store it (JSON).
+// LossConfig selects and parameterises a contrastive loss. Checkpoints store it (JSON: the
+// kind, τ, then the loss's parameters under their JSON keys, the reduction and weight_grad).
 type LossConfig struct {
-	Kind LossKind `json:"kind"`
+	Kind LossKind
 	// Temperature is τ > 0 (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet).
-	Temperature float64 `json:"temperature"`
-	// Sigma is DCLW's σ > 0 (paper: 0.5); ignored by the losses that do not use it.
-	Sigma float64 `json:"sigma"`
-	// Delta is the exponential DCLW weight's δ (paper's appendix: 3).
-	Delta float64 `json:"delta,omitempty"`
-	// Alpha and UniformT are the hypersphere loss's alignment exponent α and uniformity
-	// scale t (Wang & Isola: 2 and 2).
-	Alpha    float64 `json:"alpha,omitempty"`
-	UniformT float64 `json:"uniform_t,omitempty"`
+	Temperature float64
+	// Params holds the loss's parameters by name (LossSpec.Params); one left out takes its
+	// declared default, one the loss does not declare is ignored.
+	Params registry.Values
 	// Reduction defaults to Mean when empty.
-	Reduction Reduction `json:"reduction"`
+	Reduction Reduction
 	// WeightGrad lets the gradient flow through DCLW's weights w_i; by default they are
 	// treated as constants in the backward pass.
-	WeightGrad bool `json:"weight_grad"`
+	WeightGrad bool
 }
 
-// UnmarshalJSON reads a LossConfig, also as checkpoints from before the JSON names spelt it
-// (Go field names: only "WeightGrad" differs beyond letter case).
-func (c *LossConfig) UnmarshalJSON(data []byte) error {
-	type plain LossConfig
-	var v struct {
-		plain
-		LegacyWeightGrad *bool `json:"WeightGrad"`
+// MarshalJSON writes the configuration as checkpoints have always held it: "sigma" is
+// always present (0 where the loss reads no σ), the other parameters where set.
+func (c LossConfig) MarshalJSON() ([]byte, error) {
+	head, err := json.Marshal(struct {
+		Kind        LossKind `json:"kind"`
+		Temperature float64  `json:"temperature"`
+		Sigma       float64  `json:"sigma"`
+	}{c.Kind, c.Temperature, c.Params.Float(ParamSigma)})
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(data, &v); err != nil {
+	others := slices.DeleteFunc(LossParams(), func(p registry.Param) bool { return p.Name == ParamSigma })
+	buf, err := registry.AppendJSON(head[:len(head)-1], others, c.Params, false)
+	if err != nil {
+		return nil, fmt.Errorf("loss %s: %w", c.Kind, err)
+	}
+	tail, err := json.Marshal(struct {
+		Reduction  Reduction `json:"reduction"`
+		WeightGrad bool      `json:"weight_grad"`
+	}{c.Reduction, c.WeightGrad})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(buf, ','), tail[1:]...), nil
+}
+
+// UnmarshalJSON reads a LossConfig: every key a registered loss declares is a parameter, any
+// other key is an error. Keys match in any letter case, as checkpoints from before the JSON
+// names spelt them as Go field names ("WeightGrad"); a σ of 0 is one the loss did not read.
+func (c *LossConfig) UnmarshalJSON(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
 		return err
 	}
-	*c = LossConfig(v.plain)
-	if v.LegacyWeightGrad != nil {
-		c.WeightGrad = *v.LegacyWeightGrad
+	*c = LossConfig{}
+	params := LossParams()
+	for _, key := range slices.Sorted(maps.Keys(fields)) {
+		raw := fields[key]
+		var err error
+		switch strings.ToLower(key) {
+		case "kind":
+			err = json.Unmarshal(raw, &c.Kind)
+		case "temperature":
+			err = json.Unmarshal(raw, &c.Temperature)
+		case "reduction":
+			err = json.Unmarshal(raw, &c.Reduction)
+		case "weight_grad", "weightgrad":
+			err = json.Unmarshal(raw, &c.WeightGrad)
+		default:
+			p, ok := registry.ByJSONName(params, key)
+			if !ok {
+				return fmt.Errorf("loss: unknown key %q (no registered loss declares it)", key)
+			}
+			var v float64
+			if v, err = p.DecodeJSON(raw); err == nil && !(p.Name == ParamSigma && v == 0) {
+				if c.Params == nil {
+					c.Params = registry.Values{}
+				}
+				c.Params[p.Name] = v
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("loss: %s: %w", key, err)
+		}
 	}
 	return nil
 }
@@ -84,16 +132,15 @@ func DefaultLossConfig() LossConfig { return PaperDefaults().LossConfig() }
 
 // ParseLossKind accepts a loss's name or one of its aliases (LossSpec), in any case.
 func ParseLossKind(s string) (LossKind, error) {
-	key := strings.ToLower(strings.TrimSpace(s))
-	for _, spec := range Losses() {
-		if string(spec.Kind) == key || slices.Contains(spec.Aliases, key) {
-			return spec.Kind, nil
-		}
+	name, _, err := lossRegistry.Resolve(strings.ToLower(strings.TrimSpace(s)))
+	if err != nil {
+		return "", fmt.Errorf("unknown loss %q: want %s", s, lossNameList())
 	}
-	return "", fmt.Errorf("unknown loss %q: want %s", s, lossNameList())
+	return LossKind(name), nil
 }
 
-// Validate reports a configuration that cannot be computed.
+// Validate reports a configuration that cannot be computed: an unknown loss, τ, a parameter
+// outside its declared range (each check runs here once), or an unknown reduction.
 func (c LossConfig) Validate() error {
 	spec, ok := LookupLoss(c.Kind)
 	if !ok {
@@ -102,10 +149,8 @@ func (c LossConfig) Validate() error {
 	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
 		return usage.Value("temperature", c.Temperature, "must be a positive number")
 	}
-	for _, p := range spec.Params {
-		if v := p.value(c); !(v > 0) || math.IsInf(v, 0) {
-			return usage.Value(fmt.Sprint(p), v, "%s needs a positive number", spec.Display)
-		}
+	if _, err := registry.Resolve(spec.Display, spec.Params, c.Params, false); err != nil {
+		return err
 	}
 	switch c.Reduction {
 	case "", Mean, Sum:
@@ -115,18 +160,17 @@ func (c LossConfig) Validate() error {
 	return nil
 }
 
-// withUsedParams returns c with the parameters its loss does not read set to zero, so that
-// checkpoints hold only what the loss used and two settings of one loss compare equal.
+// withUsedParams returns c with exactly the parameters its loss declares, defaults filled
+// in, so that checkpoints hold what the loss used and two settings of one loss compare
+// equal.
 func (c LossConfig) withUsedParams() LossConfig {
 	spec, ok := LookupLoss(c.Kind)
 	if !ok {
 		return c
 	}
-	used := LossConfig{Kind: c.Kind, Temperature: c.Temperature, Reduction: c.Reduction, WeightGrad: c.WeightGrad && spec.HasWeights}
-	for _, p := range spec.Params {
-		*p.field(&used) = p.value(c)
-	}
-	return used
+	c.Params = registry.Fill(spec.Params, c.Params)
+	c.WeightGrad = c.WeightGrad && spec.HasWeights
+	return c
 }
 
 // LossNodes are the graph values of one contrastive loss evaluation.
@@ -236,6 +280,7 @@ func anchorLoss(t AnchorTerms, cfg LossConfig) LossNodes {
 	if spec.InBatchOnly && t.Cos == nil {
 		panic(fmt.Sprintf("loss graph: %s needs the in-batch cosines; it has no queue form", spec.Display))
 	}
+	cfg.Params = registry.Fill(spec.Params, cfg.Params)
 	perAnchor, weights := spec.PerAnchor(t, cfg)
 
 	// q = 1 - exp(s)/(exp(s)+U) = sigmoid(log U - s).

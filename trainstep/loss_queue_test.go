@@ -9,6 +9,8 @@ import (
 
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 func unit(v []float64) []float64 {
@@ -55,14 +57,14 @@ func refWeights(cfg LossConfig, cos []float64) []float64 {
 	w := make([]float64, len(cos))
 	var sum float64
 	for _, c := range cos {
-		sum += math.Exp(c / cfg.Sigma)
+		sum += math.Exp(c / cfg.Params.Float("sigma"))
 	}
 	for i, c := range cos {
 		switch cfg.Kind {
 		case DCLW:
-			w[i] = 2 - float64(len(cos))*math.Exp(c/cfg.Sigma)/sum
+			w[i] = 2 - float64(len(cos))*math.Exp(c/cfg.Params.Float("sigma"))/sum
 		case DCLWExp:
-			w[i] = cfg.Delta * math.Exp(-cfg.Sigma*c)
+			w[i] = cfg.Params.Float("delta") * math.Exp(-cfg.Params.Float("sigma")*c)
 		}
 	}
 	return w
@@ -159,7 +161,7 @@ func TestQueueLossMatchesLoopReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, kind := range []LossKind{InfoNCE, DCL, DCLW, DCLWExp} {
 		for _, tc := range queueFormCases {
-			cfg := LossConfig{Kind: kind, Temperature: tc.tau, Sigma: 0.5, Delta: 3, Reduction: tc.red}
+			cfg := LossConfig{Kind: kind, Temperature: tc.tau, Reduction: tc.red, Params: registry.Values{"sigma": 0.5, "delta": 3}}
 			t.Run(fmt.Sprintf("%s/N%d/K%d/D%d/tau%g/%s", kind, tc.n, tc.k, tc.d, tc.tau, tc.red), func(t *testing.T) {
 				q, k := alignedEmbeddings(r, tc.n, tc.d)
 				queue := randomEmbeddings(r, tc.k, tc.d, 1)
@@ -206,7 +208,7 @@ func TestPairLossMatchesLoopReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, kind := range []LossKind{InfoNCE, DCL, DCLW} {
 		for _, tc := range queueFormCases {
-			cfg := LossConfig{Kind: kind, Temperature: tc.tau, Sigma: 0.5, Reduction: tc.red}
+			cfg := LossConfig{Kind: kind, Temperature: tc.tau, Reduction: tc.red, Params: registry.Values{"sigma": 0.5}}
 			t.Run(fmt.Sprintf("%s/N%d/D%d/tau%g/%s", kind, tc.n, tc.d, tc.tau, tc.red), func(t *testing.T) {
 				a, tg := alignedEmbeddings(r, tc.n, tc.d)
 				exec, err := NewExec(backend, func(a, tg *Node) []*Node {
@@ -261,7 +263,7 @@ func TestQueueFormRejects(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
-	h, err := NewLossEvaluator(backend, LossConfig{Kind: Hypersphere, Temperature: 0.1, Alpha: 2, UniformT: 2})
+	h, err := NewLossEvaluator(backend, LossConfig{Kind: Hypersphere, Temperature: 0.1, Params: registry.Values{"align_alpha": 2, "uniform_t": 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

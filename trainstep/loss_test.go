@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // refLoss is the loss written directly from the paper's formulas with loops, in float64: the
@@ -24,7 +26,7 @@ func refLoss(z1, z2 [][]float64, cfg LossConfig, fixedW []float64) (loss float64
 		if w == nil {
 			w = make([]float64, n)
 			for i := range w {
-				w[i] = cfg.Delta * math.Exp(-cfg.Sigma*dot(views[0][i], views[1][i]))
+				w[i] = cfg.Params.Float("delta") * math.Exp(-cfg.Params.Float("sigma")*dot(views[0][i], views[1][i]))
 			}
 		}
 	case DCLW:
@@ -33,7 +35,7 @@ func refLoss(z1, z2 [][]float64, cfg LossConfig, fixedW []float64) (loss float64
 			var sum float64
 			e := make([]float64, n)
 			for i := range e {
-				e[i] = math.Exp(dot(views[0][i], views[1][i]) / cfg.Sigma)
+				e[i] = math.Exp(dot(views[0][i], views[1][i]) / cfg.Params.Float("sigma"))
 				sum += e[i]
 			}
 			w = make([]float64, n)
@@ -62,7 +64,7 @@ func refLoss(z1, z2 [][]float64, cfg LossConfig, fixedW []float64) (loss float64
 			case DCLW, DCLWExp:
 				li = -w[i]*s + math.Log(u)
 			case Hypersphere:
-				li = math.Pow(sqDist(views[0][i], views[1][i]), cfg.Alpha/2) + refUniformity(views[k], cfg.UniformT)
+				li = math.Pow(sqDist(views[0][i], views[1][i]), cfg.Params.Float("align_alpha")/2) + refUniformity(views[k], cfg.Params.Float("uniform_t"))
 			}
 			perAnchor = append(perAnchor, li)
 			q = append(q, 1-math.Exp(s)/(math.Exp(s)+u))
@@ -150,7 +152,7 @@ func lossCases() []lossCase {
 			{8, 16, 1.0, Sum, false},
 			{13, 4, 0.2, Mean, false},
 		} {
-			cfg := LossConfig{Kind: kind, Temperature: tc.tau, Sigma: 0.5, Delta: 3, Alpha: 2, UniformT: 2, Reduction: tc.red}
+			cfg := LossConfig{Kind: kind, Temperature: tc.tau, Reduction: tc.red, Params: registry.Values{"sigma": 0.5, "delta": 3, "align_alpha": 2, "uniform_t": 2}}
 			cases = append(cases, lossCase{
 				name: fmt.Sprintf("%s/N%d/D%d/tau%g/%s/aligned=%v", kind, tc.n, tc.d, tc.tau, tc.red, tc.aligned),
 				n:    tc.n, d: tc.d, cfg: cfg, aligned: tc.aligned,
@@ -211,10 +213,10 @@ func TestLossGradientMatchesFiniteDifferences(t *testing.T) {
 	cases := lossCases()
 	// The DCLW weight gradient, when let through, is checked too.
 	cases = append(cases,
-		lossCase{name: "dclw-weightgrad/N5/D4", n: 5, d: 4, cfg: LossConfig{Kind: DCLW, Temperature: 0.1, Sigma: 0.5, WeightGrad: true}},
-		lossCase{name: "dclw-weightgrad/N8/D16/aligned", n: 8, d: 16, aligned: true, cfg: LossConfig{Kind: DCLW, Temperature: 0.07, Sigma: 0.5, WeightGrad: true, Reduction: Sum}},
-		lossCase{name: "dclw-exp-weightgrad/N5/D4", n: 5, d: 4, cfg: LossConfig{Kind: DCLWExp, Temperature: 0.1, Sigma: 0.5, Delta: 3, WeightGrad: true}},
-		lossCase{name: "hypersphere-alpha3-t1/N6/D5", n: 6, d: 5, cfg: LossConfig{Kind: Hypersphere, Temperature: 0.1, Alpha: 3, UniformT: 1}},
+		lossCase{name: "dclw-weightgrad/N5/D4", n: 5, d: 4, cfg: LossConfig{Kind: DCLW, Temperature: 0.1, WeightGrad: true, Params: registry.Values{"sigma": 0.5}}},
+		lossCase{name: "dclw-weightgrad/N8/D16/aligned", n: 8, d: 16, aligned: true, cfg: LossConfig{Kind: DCLW, Temperature: 0.07, WeightGrad: true, Reduction: Sum, Params: registry.Values{"sigma": 0.5}}},
+		lossCase{name: "dclw-exp-weightgrad/N5/D4", n: 5, d: 4, cfg: LossConfig{Kind: DCLWExp, Temperature: 0.1, WeightGrad: true, Params: registry.Values{"sigma": 0.5, "delta": 3}}},
+		lossCase{name: "hypersphere-alpha3-t1/N6/D5", n: 6, d: 5, cfg: LossConfig{Kind: Hypersphere, Temperature: 0.1, Params: registry.Values{"align_alpha": 3, "uniform_t": 1}}},
 	)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,7 +283,7 @@ func TestLossIdentities(t *testing.T) {
 		}
 	}
 	// DCLW's weights have mean 1, and DCLW tends to DCL as σ grows (paper, Section 3).
-	w := eval(LossConfig{Kind: DCLW, Temperature: 0.1, Sigma: 0.5})
+	w := eval(LossConfig{Kind: DCLW, Temperature: 0.1, Params: registry.Values{"sigma": 0.5}})
 	var mean float64
 	for _, v := range w.Weights {
 		mean += v
@@ -289,7 +291,7 @@ func TestLossIdentities(t *testing.T) {
 	if mean /= float64(len(w.Weights)); !closeTo(mean, 1, 1e-12) {
 		t.Errorf("mean DCLW weight = %g, want 1", mean)
 	}
-	wide := eval(LossConfig{Kind: DCLW, Temperature: 0.1, Sigma: 1e9})
+	wide := eval(LossConfig{Kind: DCLW, Temperature: 0.1, Params: registry.Values{"sigma": 1e9}})
 	if !closeTo(wide.Loss, dcl.Loss, 1e-8) {
 		t.Errorf("DCLW with σ=1e9 = %g, DCL = %g: want equal", wide.Loss, dcl.Loss)
 	}
@@ -319,7 +321,7 @@ func TestLossLowTemperatureIsFinite(t *testing.T) {
 	}
 	for _, kind := range []LossKind{InfoNCE, DCL, DCLW, DCLWExp} {
 		for _, tau := range []float64{0.005, 0.001} {
-			cfg := LossConfig{Kind: kind, Temperature: tau, Sigma: 0.5, Delta: 3}
+			cfg := LossConfig{Kind: kind, Temperature: tau, Params: registry.Values{"sigma": 0.5, "delta": 3}}
 			res, err := LossAndGrad(backend, z1, z2, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -357,7 +359,7 @@ func TestLossRejectsBadInput(t *testing.T) {
 		{"tiny row", good, [][]float64{{1, 0}, {1e-200, 0}}, DefaultLossConfig(), "z2 row 1: its squared length underflows to 0"},
 		{"zero temperature", good, good, LossConfig{Kind: DCL, Temperature: 0}, "temperature 0"},
 		{"negative temperature", good, good, LossConfig{Kind: DCL, Temperature: -1}, "temperature -1"},
-		{"DCLW zero sigma", good, good, LossConfig{Kind: DCLW, Temperature: 0.1}, "sigma 0"},
+		{"DCLW zero sigma", good, good, LossConfig{Kind: DCLW, Temperature: 0.1, Params: registry.Values{ParamSigma: 0}}, "sigma 0"},
 		{"unknown loss", good, good, LossConfig{Kind: "nce", Temperature: 0.1}, `unknown loss "nce"`},
 		{"unknown reduction", good, good, LossConfig{Kind: DCL, Temperature: 0.1, Reduction: "max"}, `unknown reduction "max"`},
 	} {

@@ -3,20 +3,20 @@ package trainstep
 import (
 	"fmt"
 	"math"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // LossSpec is everything the toolkit knows about one contrastive loss of the in-batch form
 // (every view an anchor, its other view the positive, both views of the other images the
 // negatives): the names the command line and configs accept, its parameters and how the loss
-// of each anchor is built from the shared terms. The command line, `dcl loss`, reproduce's
-// config checks and its report read this registry; adding a loss is one RegisterLoss call.
+// of each anchor is built from the shared terms. The command line (its flags and `dcl
+// loss`), reproduce's config keys and checks, checkpoints and the report read this registry;
+// adding a loss, parameters included, is one RegisterLoss call.
 type LossSpec struct {
 	// Kind is the loss's name (--loss, a config's loss, checkpoints).
 	Kind LossKind
@@ -24,52 +24,33 @@ type LossSpec struct {
 	Aliases []string
 	// Display is the name reports print, e.g. "SimCLR (InfoNCE)".
 	Display string
-	// Params are the LossConfig parameters the loss reads beyond τ; each must then be a
-	// positive number.
-	Params []LossParam
+	// Params are the parameters the loss reads beyond τ (LossConfig.Params): each becomes a
+	// flag of `dcl train` and `dcl loss`, a key of a reproduce run and of the checkpoint's
+	// loss, and its check runs where LossConfig.Validate resolves the values.
+	Params []registry.Param
 	// HasWeights says PerAnchor returns per-image weights (reported as LossResult.Weights).
 	HasWeights bool
 	// InBatchOnly says PerAnchor reads AnchorTerms.Cos, which only the in-batch form has:
 	// methods whose negatives come from a queue (MoCo, NNCLR) refuse the loss.
 	InBatchOnly bool
 	// PerAnchor builds the anchor losses from the terms every loss of this form shares, and
-	// the N per-image weights when HasWeights (else nil). The NPC multiplier
-	// q = sigmoid(log U - s) is defined for every loss of this form, so the step reports it
-	// whatever the loss.
+	// the N per-image weights when HasWeights (else nil); cfg.Params holds every parameter
+	// the loss declares (defaults filled in). The NPC multiplier q = sigmoid(log U - s) is
+	// defined for every loss of this form, so the step reports it whatever the loss.
 	PerAnchor func(t AnchorTerms, cfg LossConfig) (perAnchor, weights *Node)
 }
 
-// LossParam names a parameter of LossConfig that some losses read.
-type LossParam string
-
+// The parameters of the built-in losses, by their names (config keys; flags with '-').
 const (
-	// ParamSigma is LossConfig.Sigma (DCLW's σ).
-	ParamSigma LossParam = "sigma"
-	// ParamDelta is LossConfig.Delta (the appendix's exponential DCLW weight's δ).
-	ParamDelta LossParam = "delta"
-	// ParamAlpha is LossConfig.Alpha (the hypersphere loss's alignment exponent α).
-	ParamAlpha LossParam = "alpha"
-	// ParamUniformT is LossConfig.UniformT (the hypersphere loss's uniformity t).
-	ParamUniformT LossParam = "uniform_t"
+	// ParamSigma is DCLW's σ (and the σ of the exponential weight).
+	ParamSigma = "sigma"
+	// ParamDelta is the appendix's exponential DCLW weight's δ.
+	ParamDelta = "delta"
+	// ParamAlpha is the hypersphere loss's alignment exponent α (checkpoints: "alpha").
+	ParamAlpha = "align_alpha"
+	// ParamUniformT is the hypersphere loss's uniformity scale t.
+	ParamUniformT = "uniform_t"
 )
-
-// value is the parameter's value in c.
-func (p LossParam) value(c LossConfig) float64 { return *p.field(&c) }
-
-// field is the parameter's field in c.
-func (p LossParam) field(c *LossConfig) *float64 {
-	switch p {
-	case ParamSigma:
-		return &c.Sigma
-	case ParamDelta:
-		return &c.Delta
-	case ParamAlpha:
-		return &c.Alpha
-	case ParamUniformT:
-		return &c.UniformT
-	}
-	panic(fmt.Sprintf("unknown loss parameter %q", string(p)))
-}
 
 // AnchorTerms are the graph values of one batch every loss of the registry is built from;
 // entries are per anchor. In the in-batch form there are 2N anchors (the view-1 anchors, then
@@ -89,62 +70,49 @@ type AnchorTerms struct {
 // anchors is the number of anchors the terms hold.
 func (t AnchorTerms) anchors() int { return t.Pos.Shape().Dim(0) }
 
-var lossRegistry = struct {
-	sync.RWMutex
-	specs []LossSpec
-}{}
+var lossRegistry = registry.New[LossSpec]("loss")
 
 // RegisterLoss adds a loss; it panics on a spec without a kind, a builder or with a name or
 // alias already taken (programming errors, found when the binary starts).
 func RegisterLoss(spec LossSpec) {
-	lossRegistry.Lock()
-	defer lossRegistry.Unlock()
 	if spec.Kind == "" || spec.PerAnchor == nil || spec.Display == "" {
 		panic(fmt.Sprintf("trainstep.RegisterLoss: %q needs a kind, a display name and PerAnchor", spec.Kind))
 	}
-	names := append([]string{string(spec.Kind)}, spec.Aliases...)
-	for _, other := range lossRegistry.specs {
-		for _, name := range names {
-			if name == string(other.Kind) || slices.Contains(other.Aliases, name) {
-				panic(fmt.Sprintf("trainstep.RegisterLoss: name %q of loss %q is taken by %q", name, spec.Kind, other.Kind))
-			}
-		}
-	}
-	lossRegistry.specs = append(lossRegistry.specs, spec)
+	lossRegistry.Register(string(spec.Kind), spec, spec.Aliases...)
+	// Every loss's parameters share one flag and one key per name: a clash is found here.
+	registry.Merge(LossVariants())
 }
+
+// UnregisterLoss removes a loss: for tests that register one for their own duration.
+func UnregisterLoss(kind LossKind) { lossRegistry.Unregister(string(kind)) }
 
 // Losses returns the registered losses, in registration order.
-func Losses() []LossSpec {
-	lossRegistry.RLock()
-	defer lossRegistry.RUnlock()
-	return slices.Clone(lossRegistry.specs)
-}
+func Losses() []LossSpec { return lossRegistry.Values() }
 
 // LossNames returns the registered loss names, in registration order.
-func LossNames() []string {
-	var names []string
-	for _, spec := range Losses() {
-		names = append(names, string(spec.Kind))
-	}
-	return names
-}
+func LossNames() []string { return lossRegistry.Names() }
 
 // LookupLoss returns the spec of a loss by its name (not an alias: configurations hold names).
-func LookupLoss(kind LossKind) (LossSpec, bool) {
-	for _, spec := range Losses() {
-		if spec.Kind == kind {
-			return spec, true
-		}
+func LookupLoss(kind LossKind) (LossSpec, bool) { return lossRegistry.Lookup(string(kind)) }
+
+// LossVariants are the losses' names and declared parameters, which the command line's flags
+// and reproduce's keys are derived from.
+func LossVariants() []registry.Variant {
+	var out []registry.Variant
+	for _, s := range Losses() {
+		out = append(out, registry.Variant{Name: string(s.Kind), Params: s.Params})
 	}
-	return LossSpec{}, false
+	return out
 }
 
-func lossNameList() string {
-	names := LossNames()
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+// LossParams are the parameters any loss declares, one per name, in order of declaration.
+func LossParams() []registry.Param { return registry.Merge(LossVariants()) }
+
+func lossNameList() string { return lossRegistry.List() }
+
+// positive declares a loss parameter that must be a positive number.
+func positive(name string, def float64, doc string) registry.Param {
+	return registry.Param{Name: name, Default: def, Doc: doc, Check: registry.Positive}
 }
 
 func init() {
@@ -161,7 +129,8 @@ func init() {
 		},
 	})
 	RegisterLoss(LossSpec{
-		Kind: DCLW, Display: "DCLW", Params: []LossParam{ParamSigma}, HasWeights: true,
+		Kind: DCLW, Display: "DCLW", HasWeights: true,
+		Params: []registry.Param{positive(ParamSigma, 0.5, "σ of the weight w = 2 - N·softmax(<z1,z2>/σ) (paper: 0.5)")},
 		PerAnchor: func(t AnchorTerms, cfg LossConfig) (*Node, *Node) {
 			// w_i = 2 - N·softmax_i(<z1_i, z2_i>/σ): mean 1, larger for harder (less similar)
 			// positives. In the in-batch form each image's similarity appears twice in
@@ -169,21 +138,29 @@ func init() {
 			// N·softmax_N = 2N·softmax_2N: A·softmax_A over the A anchors is right in every
 			// form.
 			a := t.anchors()
-			w := AddScalar(MulScalar(Softmax(MulScalar(t.PosCos, 1/cfg.Sigma), 0), -float64(a)), 2)
+			w := AddScalar(MulScalar(Softmax(MulScalar(t.PosCos, 1/cfg.Params.Float(ParamSigma)), 0), -float64(a)), 2)
 			return weightedPositive(t, w, cfg)
 		},
 	})
 	RegisterLoss(LossSpec{
-		Kind: DCLWExp, Display: "DCLW (exp. weight)", Params: []LossParam{ParamSigma, ParamDelta}, HasWeights: true,
+		Kind: DCLWExp, Display: "DCLW (exp. weight)", HasWeights: true,
+		Params: []registry.Param{
+			positive(ParamSigma, 0.5, "σ of the weight δ·exp(-σ·<z1,z2>)"),
+			positive(ParamDelta, 3, "δ of the weight δ·exp(-σ·<z1,z2>) (paper's appendix: 3)"),
+		},
 		PerAnchor: func(t AnchorTerms, cfg LossConfig) (*Node, *Node) {
 			// The appendix's alternative weight w_i = δ·exp(-σ·<z1_i, z2_i>): larger for
 			// harder positives too, but not normalised to mean 1.
-			return weightedPositive(t, MulScalar(Exp(MulScalar(t.PosCos, -cfg.Sigma)), cfg.Delta), cfg)
+			return weightedPositive(t, MulScalar(Exp(MulScalar(t.PosCos, -cfg.Params.Float(ParamSigma))), cfg.Params.Float(ParamDelta)), cfg)
 		},
 	})
 	RegisterLoss(LossSpec{
 		Kind: Hypersphere, Aliases: []string{"align-uniform"}, Display: "Hypersphere (align + uniform)",
-		Params: []LossParam{ParamAlpha, ParamUniformT}, InBatchOnly: true,
+		Params: []registry.Param{
+			// Checkpoints have stored α as "alpha" since the loss came.
+			{Name: ParamAlpha, JSON: "alpha", Default: 2, Doc: "alignment exponent α (Wang & Isola: 2)", Check: registry.Positive},
+			positive(ParamUniformT, 2, "uniformity scale t (Wang & Isola: 2)"),
+		}, InBatchOnly: true,
 		PerAnchor: hypersphere,
 	})
 }
@@ -212,15 +189,15 @@ func hypersphere(t AnchorTerms, cfg LossConfig) (*Node, *Node) {
 	dtype := t.Pos.DType()
 	sqDist := MaxScalar(AddScalar(MulScalar(t.PosCos, -2), 2), 0)
 	align := sqDist
-	if cfg.Alpha != 2 {
-		align = Pow(sqDist, Scalar(g, dtype, cfg.Alpha/2))
+	if alpha := cfg.Params.Float(ParamAlpha); alpha != 2 {
+		align = Pow(sqDist, Scalar(g, dtype, alpha/2))
 	}
 	// log mean over the N(N-1) ordered pairs of distinct images of one view, per view.
 	row := Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 0)
 	col := Iota(g, shapes.Make(dtypes.Int32, 2*n, 2*n), 1)
 	nInt := Scalar(g, dtypes.Int32, n)
 	sameView := And(Equal(Div(row, nInt), Div(col, nInt)), NotEqual(row, col))
-	logits := MulScalar(AddScalar(t.Cos, -1), 2*cfg.UniformT)
+	logits := MulScalar(AddScalar(t.Cos, -1), 2*cfg.Params.Float(ParamUniformT))
 	perRow := maskedLogSumExp(logits, sameView, 1)                                         // [2N]
 	perView := AddScalar(logSumExp(Reshape(perRow, 2, n), 1), -math.Log(float64(n*(n-1)))) // [2]
 	uniform := Reshape(BroadcastToDims(Reshape(perView, 2, 1), 2, n), 2*n)

@@ -3,11 +3,14 @@ package trainstep
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	. "github.com/gomlx/gomlx/core/graph"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 func TestLossRegistry(t *testing.T) {
@@ -25,8 +28,11 @@ func TestLossRegistry(t *testing.T) {
 	if _, err := ParseLossKind("triplet"); err == nil || !strings.Contains(err.Error(), "infonce, dcl") {
 		t.Errorf("ParseLossKind(triplet) = %v, want an error listing the losses", err)
 	}
-	if err := (LossConfig{Kind: DCLW, Temperature: 0.1}).Validate(); err == nil {
-		t.Error("DCLW without σ validated")
+	if err := (LossConfig{Kind: DCLW, Temperature: 0.1, Params: registry.Values{"sigma": 0}}).Validate(); err == nil || !strings.Contains(err.Error(), "sigma 0: DCLW: must be a positive number") {
+		t.Errorf("DCLW with σ 0: %v, want it refused naming sigma", err)
+	}
+	if err := (LossConfig{Kind: DCLW, Temperature: 0.1}).Validate(); err != nil {
+		t.Errorf("DCLW without σ (its declared default): %v", err)
 	}
 	if err := (LossConfig{Kind: DCL, Temperature: 0.1}).Validate(); err != nil {
 		t.Errorf("DCL without σ: %v", err)
@@ -43,7 +49,7 @@ func TestLossRegistry(t *testing.T) {
 // TestLossConfigJSON: checkpoints store the loss with explicit JSON names, and those written
 // before the names existed (Go field names) still read.
 func TestLossConfigJSON(t *testing.T) {
-	cfg := LossConfig{Kind: DCLW, Temperature: 0.07, Sigma: 0.5, Reduction: Sum, WeightGrad: true}
+	cfg := LossConfig{Kind: DCLW, Temperature: 0.07, Reduction: Sum, WeightGrad: true, Params: registry.Values{"sigma": 0.5}}
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +60,7 @@ func TestLossConfigJSON(t *testing.T) {
 	for _, give := range []string{string(data),
 		`{"Kind":"dclw","Temperature":0.07,"Sigma":0.5,"Reduction":"sum","WeightGrad":true}`} {
 		var got LossConfig
-		if err := json.Unmarshal([]byte(give), &got); err != nil || got != cfg {
+		if err := json.Unmarshal([]byte(give), &got); err != nil || !reflect.DeepEqual(got, cfg) {
 			t.Errorf("decoding %s = %+v, %v; want %+v", give, got, err, cfg)
 		}
 	}

@@ -23,13 +23,13 @@ func checkMemory(m *Model, cfg StepConfig, batch int, mem int64) error {
 			m.cfg.BaseWidth, m.cfg.Name, human(need), f, f, human(float64(mem)), maxWidth)
 	}
 	c, err := cfg.withMethodDefaults()
-	if err != nil || c.MethodConfig.QueueSize == 0 {
+	if err != nil || c.MethodConfig.Int(SettingQueueSize) == 0 {
 		return nil
 	}
 	row := 4 * float64(m.cfg.ProjectionDim+batch)
-	if need := float64(c.MethodConfig.QueueSize) * row; need > float64(mem) {
+	if need := float64(c.MethodConfig.Int(SettingQueueSize)) * row; need > float64(mem) {
 		return fmt.Errorf("--queue-size=%d: a queue this long needs more than %s (%d rows of %d projections and similarities, 4 bytes each); this machine has %s, which fits at most %d rows",
-			c.MethodConfig.QueueSize, human(need), c.MethodConfig.QueueSize, m.cfg.ProjectionDim+batch, human(float64(mem)), int64(float64(mem)/row))
+			c.MethodConfig.Int(SettingQueueSize), human(need), c.MethodConfig.Int(SettingQueueSize), m.cfg.ProjectionDim+batch, human(float64(mem)), int64(float64(mem)/row))
 	}
 	return nil
 }

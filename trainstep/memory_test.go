@@ -17,7 +17,7 @@ func TestAbsurdSettingsAreRefusedByMemory(t *testing.T) {
 		}
 		return m
 	}
-	moco := StepConfig{Method: "moco", MethodConfig: MethodConfig{QueueSize: 2_000_000_000}}
+	moco := StepConfig{Method: "moco", MethodConfig: MethodConfig{SettingQueueSize: 2_000_000_000}}
 	tests := []struct {
 		name  string
 		m     *Model
@@ -27,7 +27,7 @@ func TestAbsurdSettingsAreRefusedByMemory(t *testing.T) {
 		want  string
 	}{
 		{"paper's ResNet-18", model(ResNet18CIFAR, 0), StepConfig{}, 512, 4 * gib, ""},
-		{"paper's ResNet-50 with MoCo's 65536 keys", model(ResNet50, 0), StepConfig{Method: "moco", MethodConfig: MethodConfig{QueueSize: 65536}}, 256, 4 * gib, ""},
+		{"paper's ResNet-50 with MoCo's 65536 keys", model(ResNet50, 0), StepConfig{Method: "moco", MethodConfig: MethodConfig{SettingQueueSize: 65536}}, 256, 4 * gib, ""},
 		{"width 100000", model(ResNet18CIFAR, 100000), StepConfig{}, 256, 24 * gib, "--width=100000: resnet18-cifar at this width needs more than 7.0 TiB"},
 		{"width 100000 names the largest", model(ResNet18CIFAR, 100000), StepConfig{}, 256, 24 * gib, "fits a width of at most 5792"},
 		{"queue 2e9", model(ResNet18CIFAR, 0), moco, 256, 24 * gib, "--queue-size=2000000000: a queue this long needs more than 2.8 TiB"},

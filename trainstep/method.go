@@ -1,13 +1,16 @@
 package trainstep
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/model"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // Method is a training method: what one training step needs beyond the encoder, its
@@ -85,119 +88,118 @@ func (simCLR) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
 }
 
 // MethodSpec is everything the toolkit knows about one training method: its name, what
-// reports call it, the settings it reads and their defaults, and its constructor. The
-// command line, reproduce's configs and the docs read this registry.
+// reports call it, the settings it declares and its constructor. The command line (one flag
+// per setting), reproduce's config keys, checkpoints and the docs read this registry, so a
+// method with settings of its own is one RegisterMethod call.
 type MethodSpec struct {
 	// Name is the method's name (StepConfig.Method, --method).
 	Name string
 	// Display is the name reports print, e.g. "MoCo-v2".
 	Display string
-	// Settings are the MethodConfig fields the method reads, by their JSON names; a
-	// configuration that sets another is refused.
-	Settings []string
-	// Defaults are the values of Settings where a configuration leaves them zero.
-	Defaults MethodConfig
-	// New checks the step's configuration (with the defaults filled in) and returns the
-	// method.
+	// Params are the settings the method reads (MethodConfig), each with its default and
+	// check; a configuration that sets another is refused.
+	Params []registry.Param
+	// New returns the method of the step's configuration, whose MethodConfig holds every
+	// declared setting, checked, defaults filled in.
 	New func(StepConfig) (Method, error)
 }
 
-// MethodConfig holds the settings of the methods that keep state between steps; zero
-// values take the method's defaults (MethodSpec.Defaults). Checkpoints store it, and a run
-// resumes only with the same settings.
-type MethodConfig struct {
-	// QueueSize is MoCo's queue of negative keys K, or NNCLR's support set.
-	QueueSize int `json:"queue_size,omitempty"`
-	// MomentumEMA is MoCo's key-encoder momentum m: key ← m·key + (1-m)·query after each
-	// step.
-	MomentumEMA float64 `json:"momentum_ema,omitempty"`
-	// Symmetric makes MoCo use both views as queries (each against the other's key), and
-	// enqueue both keys.
-	Symmetric bool `json:"symmetric,omitempty"`
-	// BNSplits is the number of groups MoCo's batch norm takes its statistics over, keys
-	// regrouped so each key's group mixes every query group (single-device shuffle BN).
-	BNSplits int `json:"bn_splits,omitempty"`
-	// PredictorHidden is the hidden width of NNCLR's prediction head.
-	PredictorHidden int `json:"predictor_hidden,omitempty"`
+// MethodConfig holds the settings of the methods that keep state between steps, by name
+// (MethodSpec.Params); one left out takes the method's default. Checkpoints store it, and a
+// run resumes only with the same settings.
+type MethodConfig map[string]float64
+
+// IsZero says no setting is given (a checkpoint then leaves method_config out).
+func (c MethodConfig) IsZero() bool { return len(c) == 0 }
+
+// Int is a whole-number setting's value.
+func (c MethodConfig) Int(name string) int { return registry.Values(c).Int(name) }
+
+// Float is a setting's value.
+func (c MethodConfig) Float(name string) float64 { return registry.Values(c).Float(name) }
+
+// Bool is a true/false setting's value.
+func (c MethodConfig) Bool(name string) bool { return registry.Values(c).Bool(name) }
+
+// MarshalJSON writes the settings in the order the methods declare them, under their JSON
+// keys, whole numbers and bools as such.
+func (c MethodConfig) MarshalJSON() ([]byte, error) {
+	buf, err := registry.AppendJSON([]byte("{"), MethodParams(), registry.Values(c), false)
+	if err != nil {
+		return nil, err
+	}
+	if len(buf) > 1 {
+		buf = slices.Delete(buf, 1, 2) // the first entry's comma
+	}
+	return append(buf, '}'), nil
 }
 
-// methodSettings lists MethodConfig's fields by JSON name, with whether c sets each and a
-// pointer to fill a default in.
-func (c *MethodConfig) settings() []struct {
-	name  string
-	isSet bool
-	fill  func(MethodConfig)
-} {
-	type setting = struct {
-		name  string
-		isSet bool
-		fill  func(MethodConfig)
+// UnmarshalJSON reads settings that registered methods declare; another key is an error.
+func (c *MethodConfig) UnmarshalJSON(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
 	}
-	return []setting{
-		{"queue_size", c.QueueSize != 0, func(d MethodConfig) { c.QueueSize = d.QueueSize }},
-		{"momentum_ema", c.MomentumEMA != 0, func(d MethodConfig) { c.MomentumEMA = d.MomentumEMA }},
-		{"symmetric", c.Symmetric, func(d MethodConfig) { c.Symmetric = d.Symmetric }},
-		{"bn_splits", c.BNSplits != 0, func(d MethodConfig) { c.BNSplits = d.BNSplits }},
-		{"predictor_hidden", c.PredictorHidden != 0, func(d MethodConfig) { c.PredictorHidden = d.PredictorHidden }},
-	}
-}
-
-// withDefaults returns c with the method's defaults where c leaves a setting zero, or an
-// error naming a setting the method does not read.
-func (c MethodConfig) withDefaults(spec MethodSpec) (MethodConfig, error) {
-	for _, s := range c.settings() {
-		uses := slices.Contains(spec.Settings, s.name)
-		switch {
-		case s.isSet && !uses:
-			return c, fmt.Errorf("method %s has no setting %s (it reads %s)", spec.Name, s.name, settingList(spec.Settings))
-		case !s.isSet && uses:
-			s.fill(spec.Defaults)
+	*c = MethodConfig{}
+	params := MethodParams()
+	for _, key := range slices.Sorted(maps.Keys(fields)) {
+		p, ok := registry.ByJSONName(params, key)
+		if !ok {
+			return fmt.Errorf("method_config: unknown setting %q (no registered method declares it)", key)
 		}
+		v, err := p.DecodeJSON(fields[key])
+		if err != nil {
+			return fmt.Errorf("method_config: %w", err)
+		}
+		(*c)[p.Name] = v
 	}
-	return c, nil
+	return nil
 }
 
-func settingList(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
+// withDefaults returns c with every setting the method declares, checked, the method's
+// default where c leaves one out, or an error naming a setting the method does not read or
+// a value out of its range.
+func (c MethodConfig) withDefaults(spec MethodSpec) (MethodConfig, error) {
+	v, err := registry.Resolve("method "+spec.Name, spec.Params, registry.Values(c), true)
+	return MethodConfig(v), err
 }
 
-var methodRegistry = struct {
-	sync.RWMutex
-	byName map[string]MethodSpec
-}{byName: map[string]MethodSpec{}}
+var methodRegistry = registry.New[MethodSpec]("training method")
 
 // RegisterMethod adds a training method. It panics when the name is taken or the spec is
 // incomplete (programming errors, found when the binary starts).
 func RegisterMethod(spec MethodSpec) {
-	methodRegistry.Lock()
-	defer methodRegistry.Unlock()
-	if _, taken := methodRegistry.byName[spec.Name]; taken || spec.Name == "" || spec.Display == "" || spec.New == nil {
-		panic(fmt.Sprintf("trainstep.RegisterMethod: %q is taken, or has no display name or constructor", spec.Name))
+	if spec.Display == "" || spec.New == nil {
+		panic(fmt.Sprintf("trainstep.RegisterMethod: %q has no display name or constructor", spec.Name))
 	}
-	methodRegistry.byName[spec.Name] = spec
+	methodRegistry.Register(spec.Name, spec)
+	registry.Merge(MethodVariants())
 }
 
+// UnregisterMethod removes a method: for tests that register one for their own duration.
+func UnregisterMethod(name string) { methodRegistry.Unregister(name) }
+
 // MethodNames returns the registered training methods, sorted.
-func MethodNames() []string {
-	methodRegistry.RLock()
-	defer methodRegistry.RUnlock()
-	names := make([]string, 0, len(methodRegistry.byName))
-	for n := range methodRegistry.byName {
-		names = append(names, n)
+func MethodNames() []string { return slices.Sorted(slices.Values(methodRegistry.Names())) }
+
+// MethodVariants are the methods' names and declared settings (sorted by name), which the
+// command line's flags and reproduce's keys are derived from.
+func MethodVariants() []registry.Variant {
+	var out []registry.Variant
+	for _, name := range MethodNames() {
+		spec, _ := methodRegistry.Lookup(name)
+		out = append(out, registry.Variant{Name: spec.Name, Params: spec.Params})
 	}
-	slices.Sort(names)
-	return names
+	return out
 }
+
+// MethodParams are the settings any method declares, one per name.
+func MethodParams() []registry.Param { return registry.Merge(MethodVariants()) }
 
 // LookupMethod returns the spec of a method by name ("" is SimCLRMethod).
 func LookupMethod(name string) (MethodSpec, error) {
 	name = methodName(name)
-	methodRegistry.RLock()
-	spec, ok := methodRegistry.byName[name]
-	methodRegistry.RUnlock()
+	spec, ok := methodRegistry.Lookup(name)
 	if !ok {
 		return MethodSpec{}, fmt.Errorf("unknown training method %q: want one of %s", name, strings.Join(MethodNames(), ", "))
 	}

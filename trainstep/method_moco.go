@@ -9,6 +9,8 @@ import (
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/model"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // MoCoMethod is MoCo-v2 (He et al. 2020, Chen et al. 2020): the queries are the projections
@@ -27,14 +29,36 @@ import (
 // images share a batch, and a fixed one keeps resume exact without a random state.
 const MoCoMethod = "moco"
 
-// MoCo-v2's defaults (Chen et al. 2020, ImageNet): a queue of 65536 keys and momentum 0.999.
-// Eight batch-norm groups are eight GPUs' worth, as MoCo's own single-GPU CIFAR demo uses.
-var mocoDefaults = MethodConfig{QueueSize: 65536, MomentumEMA: 0.999, BNSplits: 8}
+// MoCo's settings. The defaults are MoCo-v2's (Chen et al. 2020, ImageNet): a queue of 65536
+// keys and momentum 0.999. Eight batch-norm groups are eight GPUs' worth, as MoCo's own
+// single-GPU CIFAR demo uses.
+const (
+	// SettingQueueSize is MoCo's queue of negative keys K, or NNCLR's support set.
+	SettingQueueSize = "queue_size"
+	// SettingMomentumEMA is MoCo's key-encoder momentum m: key ← m·key + (1-m)·query after
+	// each step.
+	SettingMomentumEMA = "momentum_ema"
+	// SettingSymmetric makes MoCo use both views as queries (each against the other's key),
+	// and enqueue both keys.
+	SettingSymmetric = "symmetric"
+	// SettingBNSplits is the number of groups MoCo's batch norm takes its statistics over,
+	// keys regrouped so each key's group mixes every query group (single-device shuffle BN).
+	SettingBNSplits = "bn_splits"
+)
+
+var mocoParams = []registry.Param{
+	{Name: SettingQueueSize, Type: registry.Int, Default: 65536, Doc: "negative keys in the queue", Check: registry.AtLeast(1)},
+	{Name: SettingMomentumEMA, Default: 0.999, Doc: "key-encoder momentum m, key ← m·key + (1-m)·query after each step", Check: registry.InRange(0, 1)},
+	{Name: SettingSymmetric, Type: registry.Bool, Doc: "both views as queries, each against the other's key"},
+	{Name: SettingBNSplits, Type: registry.Int, Default: 8, Doc: "groups batch norm takes its statistics over, keys regrouped across them (one-device shuffle BN)", Check: registry.AtLeast(1)},
+}
 
 const mocoScope = "moco"
 
 type moco struct {
-	cfg MethodConfig
+	queueSize, bnSplits int
+	momentum            float64
+	symmetric           bool
 }
 
 func newMoCo(cfg StepConfig) (Method, error) {
@@ -42,15 +66,8 @@ func newMoCo(cfg StepConfig) (Method, error) {
 		return nil, err
 	}
 	mc := cfg.MethodConfig
-	switch {
-	case mc.QueueSize < 1:
-		return nil, fmt.Errorf("moco: queue size %d must be positive", mc.QueueSize)
-	case !(mc.MomentumEMA >= 0 && mc.MomentumEMA < 1):
-		return nil, fmt.Errorf("moco: key-encoder momentum %v must be in [0, 1)", mc.MomentumEMA)
-	case mc.BNSplits < 1:
-		return nil, fmt.Errorf("moco: %d batch-norm groups: want at least 1", mc.BNSplits)
-	}
-	return moco{cfg: mc}, nil
+	return moco{queueSize: mc.Int(SettingQueueSize), momentum: mc.Float(SettingMomentumEMA),
+		symmetric: mc.Bool(SettingSymmetric), bnSplits: mc.Int(SettingBNSplits)}, nil
 }
 
 // checkQueueLoss refuses a loss that has no queue form (see LossSpec.InBatchOnly).
@@ -79,7 +96,7 @@ func keyRoot(root *model.Scope) *model.Scope { return root.At("method").At(mocoS
 // encoder) and creates the queue: random unit vectors, as MoCo starts it.
 func (m moco) CreateVariables(g *MethodGraph) {
 	copyModelVariables(g.Scope, keyRoot(g.Scope))
-	createQueue(g, g.Scope.At("method").At(mocoScope), "queue", m.cfg.QueueSize)
+	createQueue(g, g.Scope.At("method").At(mocoScope), "queue", m.queueSize)
 }
 
 // copyModelVariables creates, under root, a variable with the path and a copy of the value
@@ -163,7 +180,7 @@ func regroup(x *Node, s int) *Node {
 // loss against the queue as it was before this step.
 func (m moco) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
 	n := view1.Shape().Dim(0)
-	splits := bnGroups(n, m.cfg.BNSplits)
+	splits := bnGroups(n, m.bnSplits)
 	queryNet := *g.net
 	queryNet.bnSplits = splits
 	keyNet := queryNet
@@ -179,7 +196,7 @@ func (m moco) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
 
 	k2 := key(view2)
 	nodes := QueueLossGraph(encode(&queryNet, g.Scope, view1), k2, queue, g.Loss)
-	if !m.cfg.Symmetric {
+	if !m.symmetric {
 		return TrainNodes{Loss: nodes.Loss, Q: nodes.Q, Kept: map[string]*Node{"keys": k2}}
 	}
 	k1 := key(view1)
@@ -195,7 +212,7 @@ func (m moco) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
 // step's keys: they become the newest rows, and the oldest fall out.
 func (m moco) AfterUpdate(g *MethodGraph, nodes TrainNodes) {
 	gr := nodes.Loss.Graph()
-	ema(g.Scope, keyRoot(g.Scope), gr, m.cfg.MomentumEMA)
+	ema(g.Scope, keyRoot(g.Scope), gr, m.momentum)
 	enqueue(g.Scope.At("method").At(mocoScope).GetVariable("queue"), nodes.Kept["keys"])
 }
 
@@ -226,7 +243,6 @@ func enqueue(queue *model.Variable, rows *Node) {
 func init() {
 	RegisterMethod(MethodSpec{
 		Name: MoCoMethod, Display: "MoCo-v2",
-		Settings: []string{"queue_size", "momentum_ema", "symmetric", "bn_splits"},
-		Defaults: mocoDefaults, New: newMoCo,
+		Params: mocoParams, New: newMoCo,
 	})
 }

@@ -1,12 +1,12 @@
 package trainstep
 
 import (
-	"fmt"
-
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/model"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // NNCLRMethod is NNCLR (Dwibedi et al. 2021): both views are encoded as one batch as in
@@ -20,8 +20,15 @@ import (
 // paper's NNCLR + DCL).
 const NNCLRMethod = "nnclr"
 
-// NNCLR's defaults: a support set of 98304 projections and a prediction head 4096 wide.
-var nnclrDefaults = MethodConfig{QueueSize: 98304, PredictorHidden: 4096}
+// SettingPredictorHidden is the hidden width of NNCLR's prediction head.
+const SettingPredictorHidden = "predictor_hidden"
+
+// NNCLR's settings; the defaults are a support set of 98304 projections and a prediction head
+// 4096 wide.
+var nnclrParams = []registry.Param{
+	{Name: SettingQueueSize, Type: registry.Int, Default: 98304, Doc: "projections in the support set", Check: registry.AtLeast(1)},
+	{Name: SettingPredictorHidden, Type: registry.Int, Default: 4096, Doc: "hidden width of the prediction head", Check: registry.AtLeast(1)},
+}
 
 const (
 	nnclrScope     = "nnclr"
@@ -29,7 +36,7 @@ const (
 )
 
 type nnclr struct {
-	cfg MethodConfig
+	queueSize, hidden int
 }
 
 func newNNCLR(cfg StepConfig) (Method, error) {
@@ -37,13 +44,7 @@ func newNNCLR(cfg StepConfig) (Method, error) {
 		return nil, err
 	}
 	mc := cfg.MethodConfig
-	switch {
-	case mc.QueueSize < 1:
-		return nil, fmt.Errorf("nnclr: support set size %d must be positive", mc.QueueSize)
-	case mc.PredictorHidden < 1:
-		return nil, fmt.Errorf("nnclr: prediction head width %d must be positive", mc.PredictorHidden)
-	}
-	return nnclr{cfg: mc}, nil
+	return nnclr{queueSize: mc.Int(SettingQueueSize), hidden: mc.Int(SettingPredictorHidden)}, nil
 }
 
 func (nnclr) Name() string { return NNCLRMethod }
@@ -54,14 +55,14 @@ func nnclrRoot(root *model.Scope) *model.Scope { return root.At("method").At(nnc
 // support set.
 func (m nnclr) CreateVariables(g *MethodGraph) {
 	m.predict(g.net, g.Scope, Zeros(g.Graph, shapes.Make(dtypes.Float32, 2, g.Model.Config().ProjectionDim)))
-	createQueue(g, nnclrRoot(g.Scope), "support", m.cfg.QueueSize)
+	createQueue(g, nnclrRoot(g.Scope), "support", m.queueSize)
 }
 
 // predict is the prediction head, shaped as the projector: Linear (no bias) → BN → ReLU →
 // Linear, hidden width PredictorHidden; float32 out.
 func (m nnclr) predict(n *net, root *model.Scope, z *Node) *Node {
 	scope := nnclrRoot(root).At(predictorScope)
-	h := n.dense(scope.In("fc1"), z, m.cfg.PredictorHidden, false)
+	h := n.dense(scope.In("fc1"), z, m.hidden, false)
 	h = relu(n.batchNorm(scope.In("bn1"), h))
 	return toFloat32(n.dense(scope.In("fc2"), h, z.Shape().Dim(-1), true))
 }
@@ -100,7 +101,6 @@ func (nnclr) AfterUpdate(g *MethodGraph, nodes TrainNodes) {
 func init() {
 	RegisterMethod(MethodSpec{
 		Name: NNCLRMethod, Display: "NNCLR",
-		Settings: []string{"queue_size", "predictor_hidden"},
-		Defaults: nnclrDefaults, New: newNNCLR,
+		Params: nnclrParams, New: newNNCLR,
 	})
 }

@@ -3,6 +3,7 @@ package trainstep
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +12,8 @@ import (
 
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // queueMethodConfig is a small-CNN step of a queue method with a queue small enough that a
@@ -45,7 +48,7 @@ func TestMoCoQueueAndMomentumEncoder(t *testing.T) {
 	const n, k, d = 4, 10, 8
 	for _, symmetric := range []bool{false, true} {
 		t.Run(map[bool]string{false: "asymmetric", true: "symmetric"}[symmetric], func(t *testing.T) {
-			cfg := queueMethodConfig(MoCoMethod, MethodConfig{QueueSize: k, MomentumEMA: 0.9, BNSplits: 2, Symmetric: symmetric})
+			cfg := queueMethodConfig(MoCoMethod, MethodConfig{SettingQueueSize: k, SettingMomentumEMA: 0.9, SettingBNSplits: 2, SettingSymmetric: map[bool]float64{false: 0, true: 1}[symmetric]})
 			cfg.Model.ProjectionDim = d
 			s, err := NewStep(newTestBackend(t), cfg, 8, 8)
 			if err != nil {
@@ -121,7 +124,7 @@ func TestMoCoQueueAndMomentumEncoder(t *testing.T) {
 // normalised, first in first out; the prediction head is trained with the encoder.
 func TestNNCLRSupportSetAndPredictor(t *testing.T) {
 	const n, k, d = 4, 6, 8
-	cfg := queueMethodConfig(NNCLRMethod, MethodConfig{QueueSize: k, PredictorHidden: 16})
+	cfg := queueMethodConfig(NNCLRMethod, MethodConfig{SettingQueueSize: k, SettingPredictorHidden: 16})
 	cfg.Model.ProjectionDim = d
 	s, err := NewStep(newTestBackend(t), cfg, 8, 8)
 	if err != nil {
@@ -166,9 +169,9 @@ func TestQueueMethodsResumeExactly(t *testing.T) {
 		mc     MethodConfig
 		other  MethodConfig
 	}{
-		{"moco", MoCoMethod, MethodConfig{QueueSize: 12, MomentumEMA: 0.99, BNSplits: 2}, MethodConfig{QueueSize: 16}},
-		{"moco-symmetric", MoCoMethod, MethodConfig{QueueSize: 12, MomentumEMA: 0.99, BNSplits: 2, Symmetric: true}, MethodConfig{QueueSize: 12, MomentumEMA: 0.99, BNSplits: 2}},
-		{"nnclr", NNCLRMethod, MethodConfig{QueueSize: 10, PredictorHidden: 16}, MethodConfig{QueueSize: 10, PredictorHidden: 32}},
+		{"moco", MoCoMethod, MethodConfig{SettingQueueSize: 12, SettingMomentumEMA: 0.99, SettingBNSplits: 2}, MethodConfig{SettingQueueSize: 16}},
+		{"moco-symmetric", MoCoMethod, MethodConfig{SettingQueueSize: 12, SettingMomentumEMA: 0.99, SettingBNSplits: 2, SettingSymmetric: 1}, MethodConfig{SettingQueueSize: 12, SettingMomentumEMA: 0.99, SettingBNSplits: 2, SettingSymmetric: 0}},
+		{"nnclr", NNCLRMethod, MethodConfig{SettingQueueSize: 10, SettingPredictorHidden: 16}, MethodConfig{SettingQueueSize: 10, SettingPredictorHidden: 32}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := queueMethodConfig(tc.method, tc.mc)
@@ -206,13 +209,13 @@ func TestMethodSettingsAreChecked(t *testing.T) {
 		cfg  StepConfig
 		want string
 	}{
-		{"simclr has no queue", queueMethodConfig(SimCLRMethod, MethodConfig{QueueSize: 8}), "has no setting queue_size"},
-		{"nnclr has no momentum", queueMethodConfig(NNCLRMethod, MethodConfig{MomentumEMA: 0.9}), "has no setting momentum_ema"},
-		{"moco momentum 1", queueMethodConfig(MoCoMethod, MethodConfig{MomentumEMA: 1}), "must be in [0, 1)"},
-		{"moco negative queue", queueMethodConfig(MoCoMethod, MethodConfig{QueueSize: -1}), "queue size -1"},
+		{"simclr has no queue", queueMethodConfig(SimCLRMethod, MethodConfig{SettingQueueSize: 8}), "has no setting queue_size"},
+		{"nnclr has no momentum", queueMethodConfig(NNCLRMethod, MethodConfig{SettingMomentumEMA: 0.9}), "has no setting momentum_ema"},
+		{"moco momentum 1", queueMethodConfig(MoCoMethod, MethodConfig{SettingMomentumEMA: 1}), "must be in [0, 1)"},
+		{"moco negative queue", queueMethodConfig(MoCoMethod, MethodConfig{SettingQueueSize: -1}), "queue-size -1: method moco: must be at least 1"},
 		{"hypersphere has no queue form", func() StepConfig {
 			c := queueMethodConfig(MoCoMethod, MethodConfig{})
-			c.Loss = LossConfig{Kind: Hypersphere, Temperature: 0.1, Alpha: 2, UniformT: 2}
+			c.Loss = LossConfig{Kind: Hypersphere, Temperature: 0.1, Params: registry.Values{"align_alpha": 2, "uniform_t": 2}}
 			return c
 		}(), "has no queue form"},
 	} {
@@ -222,12 +225,13 @@ func TestMethodSettingsAreChecked(t *testing.T) {
 			}
 		})
 	}
-	s, err := NewStep(newTestBackend(t), queueMethodConfig(MoCoMethod, MethodConfig{QueueSize: 8}), 8, 8)
+	s, err := NewStep(newTestBackend(t), queueMethodConfig(MoCoMethod, MethodConfig{SettingQueueSize: 8}), 8, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Finalize()
-	if got := s.Config().MethodConfig; got.MomentumEMA != mocoDefaults.MomentumEMA || got.BNSplits != mocoDefaults.BNSplits || got.QueueSize != 8 {
+	want := MethodConfig{SettingQueueSize: 8, SettingMomentumEMA: 0.999, SettingSymmetric: 0, SettingBNSplits: 8}
+	if got := s.Config().MethodConfig; !maps.Equal(got, want) {
 		t.Errorf("MoCo settings with defaults = %+v", got)
 	}
 }

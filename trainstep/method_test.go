@@ -2,7 +2,10 @@ package trainstep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +13,8 @@ import (
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/model"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // toyMethod is a method as the package doc says one is added: it encodes the two views as two
@@ -129,4 +134,57 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestSettingsJSON: checkpoints hold the method's settings and the loss's parameters in the
+// order and under the keys they always had (MoCo's in field order, whole numbers as such,
+// the hypersphere's α as "alpha"); checkpoints of earlier versions, which left default
+// settings out, read; a key no method or loss declares is refused.
+func TestSettingsJSON(t *testing.T) {
+	mc := MethodConfig{SettingBNSplits: 2, SettingQueueSize: 12, SettingSymmetric: 1, SettingMomentumEMA: 0.99}
+	data, err := json.Marshal(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"queue_size":12,"momentum_ema":0.99,"symmetric":true,"bn_splits":2}`; string(data) != want {
+		t.Errorf("MethodConfig JSON = %s, want %s", data, want)
+	}
+	var back MethodConfig
+	if err := json.Unmarshal(data, &back); err != nil || !maps.Equal(back, mc) {
+		t.Errorf("read back %v, %v; want %v", back, err, mc)
+	}
+	var legacy MethodConfig
+	if err := json.Unmarshal([]byte(`{"queue_size":16}`), &legacy); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := legacy.withDefaults(mustLookupMethod(t, MoCoMethod)); err != nil || got.Float(SettingMomentumEMA) != 0.999 || got.Int(SettingQueueSize) != 16 {
+		t.Errorf("an old checkpoint's settings with MoCo's defaults = %v, %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(`{"queue_sise":16}`), &legacy); err == nil || !strings.Contains(err.Error(), `"queue_sise"`) {
+		t.Errorf("an unknown setting: %v", err)
+	}
+
+	loss := LossConfig{Kind: Hypersphere, Temperature: 0.1, Reduction: Mean, Params: registry.Values{ParamAlpha: 3, ParamUniformT: 1}}
+	if data, err = json.Marshal(loss); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"kind":"hypersphere","temperature":0.1,"sigma":0,"alpha":3,"uniform_t":1,"reduction":"mean","weight_grad":false}`; string(data) != want {
+		t.Errorf("LossConfig JSON = %s, want %s", data, want)
+	}
+	var lc LossConfig
+	if err := json.Unmarshal(data, &lc); err != nil || !reflect.DeepEqual(lc, loss) {
+		t.Errorf("read back %+v, %v; want %+v", lc, err, loss)
+	}
+	if err := json.Unmarshal([]byte(`{"kind":"dcl","temperature":0.1,"margin":1}`), &lc); err == nil || !strings.Contains(err.Error(), `"margin"`) {
+		t.Errorf("an unknown loss key: %v", err)
+	}
+}
+
+func mustLookupMethod(t *testing.T, name string) MethodSpec {
+	t.Helper()
+	spec, err := LookupMethod(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
 }

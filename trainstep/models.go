@@ -9,6 +9,7 @@ import (
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/model"
 
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
@@ -65,22 +66,23 @@ type architecture struct {
 	backbone         func(n *net, scope *model.Scope, x *Node, width int) *Node
 }
 
-var architectures = []architecture{
-	{SmallCNN, 32, 8, 128, func(w int) int { return 4 * w }, smallCNN},
-	{ResNet18CIFAR, 64, 32, 96, func(w int) int { return 8 * w }, resnet18CIFAR},
-	{ResNet50, 64, 64, 512, func(w int) int { return 32 * w }, resnet50},
-	{ResNet50CIFAR, 64, 32, 96, func(w int) int { return 32 * w }, resnet50CIFAR},
-	{MLP, 32, 1, 64, func(w int) int { return 4 * w }, mlp},
+// models is the model registry: an encoder is one architecture registered here.
+var models = registry.New[architecture]("model")
+
+func init() {
+	for _, a := range []architecture{
+		{SmallCNN, 32, 8, 128, func(w int) int { return 4 * w }, smallCNN},
+		{ResNet18CIFAR, 64, 32, 96, func(w int) int { return 8 * w }, resnet18CIFAR},
+		{ResNet50, 64, 64, 512, func(w int) int { return 32 * w }, resnet50},
+		{ResNet50CIFAR, 64, 32, 96, func(w int) int { return 32 * w }, resnet50CIFAR},
+		{MLP, 32, 1, 64, func(w int) int { return 4 * w }, mlp},
+	} {
+		models.Register(a.name, a)
+	}
 }
 
-// ModelNames lists the models NewModel accepts.
-func ModelNames() []string {
-	var names []string
-	for _, a := range architectures {
-		names = append(names, a.name)
-	}
-	return names
-}
+// ModelNames lists the models NewModel accepts, in registration order.
+func ModelNames() []string { return models.Names() }
 
 // Model is an encoder (backbone and projector) that builds GoMLX graphs. It holds no weights:
 // they live in a GoMLX model.Store, under the scope "model".
@@ -91,11 +93,10 @@ type Model struct {
 
 // NewModel checks cfg, fills in its defaults and returns the model.
 func NewModel(cfg ModelConfig) (*Model, error) {
-	i := slices.IndexFunc(architectures, func(a architecture) bool { return a.name == cfg.Name })
-	if i < 0 {
+	arch, ok := models.Lookup(cfg.Name)
+	if !ok {
 		return nil, fmt.Errorf("unknown model %q: want one of %s", cfg.Name, strings.Join(ModelNames(), ", "))
 	}
-	arch := architectures[i]
 	if cfg.BaseWidth == 0 {
 		cfg.BaseWidth = arch.defaultWidth
 	}

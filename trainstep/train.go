@@ -233,6 +233,8 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	if err := checkResume(p.checkpoint, h, model, run, p.fresh); err != nil {
 		return nil, setupErr(err)
 	}
+	cfg = cfg.withTrainedParams(h.Step)
+	p.cfg.Loss, p.cfg.MethodConfig = cfg.Loss, cfg.MethodConfig
 	if trained, asked := methodName(h.Step.Method), methodName(cfg.Method); trained != asked {
 		return nil, setupErr(fmt.Errorf("checkpoint %s was trained with method %s, not %s: its variables are another method's", p.checkpoint, trained, asked))
 	}
@@ -259,6 +261,32 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 		return nil, setupErr(fmt.Errorf("checkpoint %s was trained at precision %s, not %s: resume it at %s", p.checkpoint, trained, cfg.Precision, trained))
 	}
 	return p, nil
+}
+
+// withTrainedParams returns c with the parameters of its loss and the settings of its method
+// that it leaves out taken from trained, the checkpoint's configuration, where the loss or
+// method is the same: a resumed run continues with them. Those c gives stay, and must then
+// equal the checkpoint's (sameRunSettings, sameMethodSettings).
+func (c StepConfig) withTrainedParams(trained StepConfig) StepConfig {
+	fill := func(given, was map[string]float64) map[string]float64 {
+		out := maps.Clone(given)
+		for k, v := range was {
+			if _, ok := out[k]; !ok {
+				if out == nil {
+					out = map[string]float64{}
+				}
+				out[k] = v
+			}
+		}
+		return out
+	}
+	if c.Loss.Kind == trained.Loss.Kind {
+		c.Loss.Params = fill(c.Loss.Params, trained.Loss.Params)
+	}
+	if methodName(c.Method) == methodName(trained.Method) {
+		c.MethodConfig = fill(c.MethodConfig, trained.MethodConfig)
+	}
+	return c
 }
 
 // RunPrecision is the precision a run of cfg will train at: cfg's, or, resuming without one,
@@ -294,7 +322,7 @@ func sameMethodSettings(path string, trained, asked StepConfig) error {
 	if err != nil {
 		return err
 	}
-	if t.MethodConfig != a.MethodConfig {
+	if !maps.Equal(t.MethodConfig, a.MethodConfig) {
 		tj, _ := json.Marshal(t.MethodConfig)
 		aj, _ := json.Marshal(a.MethodConfig)
 		return fmt.Errorf("checkpoint %s was trained with %s settings %s, not %s: resume it with the same", path, t.Method, tj, aj)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
@@ -40,16 +41,13 @@ type lossOutput struct {
 }
 
 // registerLossFlags registers the loss flags dcl train and dcl loss share, with the paper's
-// defaults; the returned function reads them into a LossConfig (an unknown loss is a usage
-// error; call Validate for the rest).
+// defaults, and one flag per parameter the registered losses declare; the returned function
+// reads them into a LossConfig (an unknown loss is a usage error; call Validate for the rest).
 func registerLossFlags(fs *flag.FlagSet) func() (trainstep.LossConfig, error) {
 	def := trainstep.DefaultLossConfig()
 	loss := fs.String("loss", string(def.Kind), "loss: "+strings.Join(trainstep.LossNames(), ", "))
 	temperature := fs.Float64("temperature", def.Temperature, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
-	sigma := fs.Float64("sigma", def.Sigma, "DCLW's σ (and the σ of dclw-exp's weight δ·exp(-σ·<z1,z2>))")
-	delta := fs.Float64("delta", def.Delta, "dclw-exp's δ (paper's appendix: 3)")
-	alpha := fs.Float64("align-alpha", def.Alpha, "hypersphere: alignment exponent α (Wang & Isola: 2)")
-	uniformT := fs.Float64("uniform-t", def.UniformT, "hypersphere: uniformity scale t (Wang & Isola: 2)")
+	params := registry.AddFlags(fs, "loss", trainstep.LossVariants())
 	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
 	weightGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (otherwise they are constants in the backward pass)")
 	return func() (trainstep.LossConfig, error) {
@@ -57,8 +55,8 @@ func registerLossFlags(fs *flag.FlagSet) func() (trainstep.LossConfig, error) {
 		if err != nil {
 			return trainstep.LossConfig{}, usagef("--loss: %v", err)
 		}
-		return trainstep.LossConfig{Kind: kind, Temperature: *temperature, Sigma: *sigma, Delta: *delta,
-			Alpha: *alpha, UniformT: *uniformT, Reduction: trainstep.Reduction(*reduction), WeightGrad: *weightGrad}, nil
+		return trainstep.LossConfig{Kind: kind, Temperature: *temperature, Params: params(),
+			Reduction: trainstep.Reduction(*reduction), WeightGrad: *weightGrad}, nil
 	}
 }
 

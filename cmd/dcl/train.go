@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -24,32 +24,11 @@ func trainCommand() *command {
 	}
 }
 
-// registerMethodFlags registers the settings of the training methods that keep state
-// between steps; 0 (false) takes the method's default, which the help shows from the method
-// registry.
+// registerMethodFlags registers one flag per setting the training methods declare; one the
+// command line leaves out takes the method's default, which the help shows.
 func registerMethodFlags(fs *flag.FlagSet) func() trainstep.MethodConfig {
-	defaults := func(setting string, value func(trainstep.MethodConfig) any) string {
-		var parts []string
-		for _, name := range trainstep.MethodNames() {
-			spec, _ := trainstep.LookupMethod(name)
-			if slices.Contains(spec.Settings, setting) {
-				parts = append(parts, fmt.Sprintf("%s %v", name, value(spec.Defaults)))
-			}
-		}
-		return " (0: the method's default: " + strings.Join(parts, ", ") + ")"
-	}
-	queue := fs.Int("queue-size", 0, "moco: negative keys in the queue; nnclr: projections in the support set"+
-		defaults("queue_size", func(c trainstep.MethodConfig) any { return c.QueueSize }))
-	ema := fs.Float64("momentum-ema", 0, "moco: key-encoder momentum m, key ← m·key + (1-m)·query after each step"+
-		defaults("momentum_ema", func(c trainstep.MethodConfig) any { return c.MomentumEMA }))
-	symmetric := fs.Bool("symmetric", false, "moco: both views as queries, each against the other's key")
-	splits := fs.Int("bn-splits", 0, "moco: groups batch norm takes its statistics over, keys regrouped across them (one-device shuffle BN)"+
-		defaults("bn_splits", func(c trainstep.MethodConfig) any { return c.BNSplits }))
-	hidden := fs.Int("predictor-hidden", 0, "nnclr: hidden width of the prediction head"+
-		defaults("predictor_hidden", func(c trainstep.MethodConfig) any { return c.PredictorHidden }))
-	return func() trainstep.MethodConfig {
-		return trainstep.MethodConfig{QueueSize: *queue, MomentumEMA: *ema, Symmetric: *symmetric, BNSplits: *splits, PredictorHidden: *hidden}
-	}
+	values := registry.AddFlags(fs, "method", trainstep.MethodVariants())
+	return func() trainstep.MethodConfig { return trainstep.MethodConfig(values()) }
 }
 
 // resumeFlag is --resume: bare, it resumes from the newest checkpoint in --output; with a value,

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
@@ -91,11 +92,47 @@ type Config struct {
 	SolarizeThreshold int `json:"solarize_threshold"`
 }
 
-// Presets lists the preset names Preset accepts.
-func Presets() []string { return []string{SimCLRCIFAR, SimCLRImageNet, DCLPaper, BYOL, None} }
+// presets is the preset registry: what each preset sets on top of the settings every preset
+// starts from (Preset).
+var presets = registry.New[func(*Config)]("augmentation preset")
+
+// registerPreset adds a preset: set fills in what it changes from the common start (crop
+// scale 0.08–1, ratio 3/4–4/3, blur σ 0.1–2, solarize threshold 128, everything else off).
+// It panics on a name already taken.
+func registerPreset(name string, set func(*Config)) { presets.Register(name, set) }
+
+func init() {
+	simclr := func(strength, saturation, hue float64) func(*Config) {
+		return func(c *Config) {
+			c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
+			c.Brightness, c.Contrast, c.Saturation, c.Hue = strength, strength, saturation, hue
+		}
+	}
+	registerPreset(SimCLRCIFAR, simclr(0.4, 0.4, 0.1))
+	imagenet := func(c *Config) {
+		// The appendix leaves the blur's probability and kernel unstated: SimCLR's.
+		simclr(0.8, 0.8, 0.2)(c)
+		c.BlurP = PerView{0.5, 0.5}
+	}
+	registerPreset(SimCLRImageNet, imagenet)
+	registerPreset(DCLPaper, imagenet)
+	registerPreset(BYOL, func(c *Config) {
+		simclr(0.4, 0.2, 0.1)(c)
+		c.BlurP = PerView{1.0, 0.1}
+		c.SolarizeP = PerView{0, 0.2}
+	})
+	registerPreset(None, func(c *Config) { c.Eval = true })
+}
+
+// Presets lists the preset names Preset accepts, in registration order.
+func Presets() []string { return presets.Names() }
 
 // Preset returns a named preset (see the package documentation) producing size×size views.
 func Preset(name string, size int) (Config, error) {
+	set, ok := presets.Lookup(name)
+	if !ok {
+		return Config{}, fmt.Errorf("unknown augmentation preset %q (want one of %s)", name, strings.Join(Presets(), ", "))
+	}
 	c := Config{
 		Preset:            name,
 		Size:              size,
@@ -104,25 +141,7 @@ func Preset(name string, size int) (Config, error) {
 		BlurSigma:         [2]float64{0.1, 2.0},
 		SolarizeThreshold: 128,
 	}
-	switch name {
-	case SimCLRCIFAR:
-		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
-		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.4, 0.4, 0.4, 0.1
-	case SimCLRImageNet, DCLPaper:
-		// The appendix leaves the blur's probability and kernel unstated: SimCLR's.
-		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
-		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.8, 0.8, 0.8, 0.2
-		c.BlurP = PerView{0.5, 0.5}
-	case BYOL:
-		c.FlipP, c.JitterP, c.GrayP = 0.5, 0.8, 0.2
-		c.Brightness, c.Contrast, c.Saturation, c.Hue = 0.4, 0.4, 0.2, 0.1
-		c.BlurP = PerView{1.0, 0.1}
-		c.SolarizeP = PerView{0, 0.2}
-	case None:
-		c.Eval = true
-	default:
-		return Config{}, fmt.Errorf("unknown augmentation preset %q (want one of %s)", name, strings.Join(Presets(), ", "))
-	}
+	set(&c)
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("preset %s: %w", name, err)
 	}
