@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // Descriptor is everything the toolkit knows about one dataset, in one place: the file that
@@ -54,11 +55,11 @@ type Descriptor struct {
 	Plan func(ctx context.Context, spec Spec) (Plan, error)
 }
 
-var registry = struct {
-	sync.RWMutex
-	byName map[string]Descriptor
-	kinds  map[string]Kind
-}{byName: map[string]Descriptor{}, kinds: map[string]Kind{}}
+// The registries of datasets and of unit kinds: the toolkit's one registry shape.
+var (
+	datasetRegistry = registry.New[Descriptor]("dataset")
+	kindRegistry    = registry.New[Kind]("dataset unit kind")
+)
 
 // UnitReader streams the records of one unit of its kind (see Read for the contract); it
 // returns how many entries of the unit were not records (a tar's non-image members).
@@ -85,20 +86,13 @@ type Kind struct {
 // RegisterKind adds a unit kind, so that a dataset whose Plan makes units of a format of its
 // own is still one file. It panics when the name is taken or the kind incomplete.
 func RegisterKind(name string, k Kind) {
-	registry.Lock()
-	defer registry.Unlock()
-	if _, taken := registry.kinds[name]; taken || name == "" || k.Read == nil || k.Fetch == nil {
-		panic(fmt.Sprintf("datasets.RegisterKind: kind %q taken, empty, or without a reader or a fetcher", name))
+	if k.Read == nil || k.Fetch == nil {
+		panic(fmt.Sprintf("datasets.RegisterKind: kind %q without a reader or a fetcher", name))
 	}
-	registry.kinds[name] = k
+	kindRegistry.Register(name, k)
 }
 
-func kindOf(name string) (Kind, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	k, ok := registry.kinds[name]
-	return k, ok
-}
+func kindOf(name string) (Kind, bool) { return kindRegistry.Lookup(name) }
 
 // Register adds a dataset. It panics on a descriptor that is incomplete or whose name is
 // taken: both are programming errors, found when the binary starts.
@@ -106,12 +100,7 @@ func Register(d Descriptor) {
 	if err := d.validate(); err != nil {
 		panic(fmt.Sprintf("datasets.Register: %v", err))
 	}
-	registry.Lock()
-	defer registry.Unlock()
-	if _, taken := registry.byName[d.Name]; taken {
-		panic(fmt.Sprintf("datasets.Register: dataset %q registered twice", d.Name))
-	}
-	registry.byName[d.Name] = d
+	datasetRegistry.Register(d.Name, d)
 }
 
 func (d Descriptor) validate() error {
@@ -146,9 +135,7 @@ func (d Descriptor) validate() error {
 
 // Lookup returns the descriptor of a dataset, or an error listing the known names.
 func Lookup(name string) (Descriptor, error) {
-	registry.RLock()
-	d, ok := registry.byName[name]
-	registry.RUnlock()
+	d, ok := datasetRegistry.Lookup(name)
 	if !ok {
 		return Descriptor{}, fmt.Errorf("unknown dataset %q: want one of %s", name, strings.Join(Names(), ", "))
 	}
@@ -157,12 +144,7 @@ func Lookup(name string) (Descriptor, error) {
 
 // Names returns the registered dataset names, sorted.
 func Names() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	names := make([]string, 0, len(registry.byName))
-	for n := range registry.byName {
-		names = append(names, n)
-	}
+	names := datasetRegistry.Names() // in the order of the files' init functions
 	slices.Sort(names)
 	return names
 }
