@@ -1,9 +1,8 @@
 // Package registry is the one shape the toolkit's variants are registered in (losses,
 // training methods, models, augmentation presets, runners, datasets and their unit kinds): a
-// name, aliases, a value, and
-// the parameters each variant declares (Param). Command-line flags, configuration keys,
-// checkpoint JSON and help text are derived from those declarations, so a variant with a new
-// parameter is one registration.
+// name, aliases, a value, and the parameters each variant declares (Param). Command-line
+// flags, configuration keys, checkpoint JSON and help text are derived from those
+// declarations, so a variant with a new parameter is one registration.
 package registry
 
 import (
