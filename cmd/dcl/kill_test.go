@@ -102,7 +102,10 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 		}
 		want := outputDigests(t, ref(job.name))
 		// Rounds killed at any time, then (for a job with a phase) rounds killed in the phase.
-		phaseRounds := map[bool]int{false: 0, true: rounds}[job.phase != ""]
+		phaseRounds := 0
+		if job.phase != "" {
+			phaseRounds = rounds
+		}
 		for round := range rounds + phaseRounds {
 			dir := filepath.Join(root, fmt.Sprintf("%s-%d", job.name, round))
 			delay, marker := time.Duration(rng.Int64N(int64(took))), ""

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testfiles"
 )
 
@@ -19,7 +19,7 @@ const (
 )
 
 // killHuntSection is the kill hunt's table: the sum of the hunts kept under root.
-func killHuntSection(root string) (string, error) {
+func killHuntSection(ctx context.Context, root string) (string, error) {
 	files, err := filepath.Glob(filepath.Join(root, killHuntDocs, "kill-seed-*.json"))
 	if err != nil {
 		return "", err
@@ -32,15 +32,9 @@ func killHuntSection(root string) (string, error) {
 	var sum testfiles.KillHunt
 	var seeds, machines, commands []string
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return "", err
-		}
 		var h testfiles.KillHunt
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&h); err != nil {
-			return "", fmt.Errorf("%s: %w", f, err)
+		if err := storage.LoadJSON(ctx, f, &h); err != nil {
+			return "", err
 		}
 		if sum.Jobs != nil && !slices.Equal(sum.Jobs, h.Jobs) {
 			return "", fmt.Errorf("%s killed %s, %s killed %s: keep hunts of one version of the test",

@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	kills, err := killHuntSection(*root)
+	kills, err := killHuntSection(ctx, *root)
 	if err != nil {
 		return fmt.Errorf("section %s: %w", killHuntName, err)
 	}
