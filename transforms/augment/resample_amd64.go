@@ -1,0 +1,37 @@
+//go:build amd64 && !purego
+
+package augment
+
+import (
+	"unsafe"
+
+	"os"
+
+	"golang.org/x/sys/cpu"
+)
+
+// The resampler's two passes have AVX2 loops, written by hand for speed: the reader makes
+// ImageNet views on the fly, and these passes were its largest cost. They compute exactly
+// the integers the Go loops do (same products, same sums, the same clamp by saturating
+// packs), so every view is byte-identical with or without them. DCL_KERNEL=go turns them
+// off, as it does the GEMM kernels.
+var hasResampleVec = cpu.X86.HasAVX2 && os.Getenv("DCL_KERNEL") != "go"
+
+// vrowAVX2 writes n outputs (a positive multiple of 16) of one vertical-pass row: dst[i] =
+// clip8(half + Σ_t src[t·stride + i]·k[t]) for taps taps.
+//
+//go:noescape
+func vrowAVX2(dst, src *uint8, stride, n int, k *int32, taps int)
+
+// hrow3AVX2 writes pairs pairs of RGB outputs of one horizontal-pass row, reading kx, the
+// weights expanded per pair (coeffs.pairWeights). Each tap reads four bytes of a source
+// pixel: the caller makes sure the byte after the last pixel read is inside src.
+//
+//go:noescape
+func hrow3AVX2(dst, src *uint8, start *int32, kx *int32, pairs, taps int)
+
+// sumTapsAVX2 is sumTaps for the first n (a positive multiple of 4) elements, with r ≥ 1 and
+// the rows' starts in ptrs (tap t at ptrs[r+t]).
+//
+//go:noescape
+func sumTapsAVX2(acc *uint64, n int, ptrs *unsafe.Pointer, q *uint64, r int, round uint64)

@@ -1,0 +1,19 @@
+//go:build !amd64 || purego
+
+package augment
+
+import "unsafe"
+
+var hasResampleVec = false
+
+func vrowAVX2(dst, src *uint8, stride, n int, k *int32, taps int) {
+	panic("augment: no vector resampler in this build")
+}
+
+func hrow3AVX2(dst, src *uint8, start *int32, kx *int32, pairs, taps int) {
+	panic("augment: no vector resampler in this build")
+}
+
+func sumTapsAVX2(acc *uint64, n int, ptrs *unsafe.Pointer, q *uint64, r int, round uint64) {
+	panic("augment: no vector blur in this build")
+}
