@@ -138,7 +138,7 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 // on 32-bit lanes, 8 at a time.
 func (a *Augmenter) sumTaps(acc []uint64, q []uint64, c func(t int) []uint64, round uint64) {
 	r, done := len(q)-1, 0
-	if hasResampleVec && r >= 1 && len(acc) >= 4 {
+	if hasVectorLoops && r >= 1 && len(acc) >= 4 {
 		done = len(acc) &^ 3
 		a.blurPtrs = grow(a.blurPtrs, 2*r+1)
 		for t := -r; t <= r; t++ {

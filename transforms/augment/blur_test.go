@@ -188,7 +188,7 @@ func TestBlurImpulseAndConstant(t *testing.T) {
 // The AVX2 loop of the blur's sums computes the Go loop's integers: random images, sizes down
 // to one pixel, both channel counts, every kernel the presets use, with and without it.
 func TestVectorBlurEqualsGoLoops(t *testing.T) {
-	if !hasResampleVec {
+	if !hasVectorLoops {
 		t.Skip("this build or CPU has no AVX2 loops")
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -202,9 +202,9 @@ func TestVectorBlurEqualsGoLoops(t *testing.T) {
 		got, want := bytes.Clone(src), bytes.Clone(src)
 		a := &Augmenter{}
 		a.blur(got, h, w, ch, a.blurKernel(size, sigma))
-		hasResampleVec = false
+		hasVectorLoops = false
 		a.blur(want, h, w, ch, a.blurKernel(size, sigma))
-		hasResampleVec = true
+		hasVectorLoops = true
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%dx%dx%d, kernel %d, sigma %g: the AVX2 blur differs from the Go loops", h, w, ch, size, sigma)
 		}

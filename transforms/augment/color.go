@@ -125,7 +125,12 @@ func hue(pix []uint8, ch int, h float64) {
 	if d == 0 {
 		return
 	}
-	for i := 0; i+2 < len(pix); i += 3 {
+	done := 0
+	if n := max(0, len(pix)/3-2) &^ 7; hasVectorLoops && n > 0 {
+		hueAVX2(&pix[0], n, d)
+		done = 3 * n
+	}
+	for i := done; i+2 < len(pix); i += 3 {
 		p := pix[i : i+3 : i+3]
 		r, g, b := int32(p[0]), int32(p[1]), int32(p[2])
 		hi, lo := max(r, g, b), min(r, g, b)

@@ -245,3 +245,34 @@ func TestReciprocalDivision(t *testing.T) {
 		}
 	}
 }
+
+// The AVX2 hue gives the Go loop's bytes: every shift sign and size, random pixels with gray
+// ones and ties between channels, lengths around its 8-pixel blocks.
+func TestVectorHueEqualsGoLoop(t *testing.T) {
+	if !hasVectorLoops {
+		t.Skip("this build or CPU has no AVX2 loops")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for n := 1; n <= 300; n++ {
+		pix := make([]uint8, 3*n)
+		for i := range pix {
+			pix[i] = uint8(rng.Uint32())
+			if rng.IntN(8) == 0 && i >= 1 {
+				pix[i] = pix[i-1] // ties: gray pixels and two equal channels
+			}
+		}
+		h := rng.Float64() - 0.5
+		got, want := slices.Clone(pix), slices.Clone(pix)
+		hue(got, 3, h)
+		hasVectorLoops = false
+		hue(want, 3, h)
+		hasVectorLoops = true
+		if !slices.Equal(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%d pixels, shift %g: pixel %d %v is %v, the Go loop gives %v", n, h, i/3, pix[i/3*3:i/3*3+3], got[i/3*3:i/3*3+3], want[i/3*3:i/3*3+3])
+				}
+			}
+		}
+	}
+}

@@ -211,7 +211,7 @@ func hpass(dst []uint8, dstStride int, src []uint8, srcStride, off, rows, outW, 
 	// The vector loop reads one byte past a row's last source pixel; rows without that byte
 	// (the last of src, when the box reaches its end) take the Go loop.
 	readEnd := 0
-	if ch == 3 && hasResampleVec && outW >= 2 {
+	if ch == 3 && hasVectorLoops && outW >= 2 {
 		kx = c.pairWeights(outW)
 		readEnd = (int(max(start[0], start[outW-1]))+c.taps)*3 + 1
 	}
@@ -311,7 +311,7 @@ func hrow3(d, src []uint8, start, k []int32, taps int) {
 func vpass(dst []uint8, rowLen, outH int, src []uint8, base, stride int, c *coeffs, acc []int32) {
 	n := c.taps
 	vec := 0
-	if hasResampleVec {
+	if hasVectorLoops {
 		vec = rowLen &^ 15
 	}
 	acc = acc[:rowLen-vec]

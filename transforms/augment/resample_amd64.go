@@ -10,12 +10,12 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The resampler's two passes have AVX2 loops, written by hand for speed: the reader makes
-// ImageNet views on the fly, and these passes were its largest cost. They compute exactly
-// the integers the Go loops do (same products, same sums, the same clamp by saturating
-// packs), so every view is byte-identical with or without them. DCL_KERNEL=go turns them
-// off, as it does the GEMM kernels.
-var hasResampleVec = cpu.X86.HasAVX2 && os.Getenv("DCL_KERNEL") != "go"
+// The resampler's two passes, the blur's sums and the hue rotation have AVX2 loops, written
+// by hand for speed: the reader makes ImageNet views on the fly, and these were its largest
+// costs. They compute exactly the integers the Go loops do (same products, same sums, the
+// same clamps by saturating packs), so every view is byte-identical with or without them.
+// DCL_KERNEL=go turns them off, as it does the GEMM kernels.
+var hasVectorLoops = cpu.X86.HasAVX2 && os.Getenv("DCL_KERNEL") != "go"
 
 // vrowAVX2 writes n outputs (a positive multiple of 16) of one vertical-pass row: dst[i] =
 // clip8(half + Σ_t src[t·stride + i]·k[t]) for taps taps.
@@ -35,3 +35,9 @@ func hrow3AVX2(dst, src *uint8, start *int32, kx *int32, pairs, taps int)
 //
 //go:noescape
 func sumTapsAVX2(acc *uint64, n int, ptrs *unsafe.Pointer, q *uint64, r int, round uint64)
+
+// hueAVX2 is hue's loop over n pixels (a positive multiple of 8) for the shift d (16.16
+// sextants). It reads four bytes past the n pixels, which must be inside pix.
+//
+//go:noescape
+func hueAVX2(pix *uint8, n int, d int32)

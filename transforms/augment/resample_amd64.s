@@ -153,3 +153,158 @@ btap:
 	JNZ bloop
 	VZEROUPPER
 	RET
+
+// func hueAVX2(pix *uint8, n int, d int32)
+// hue on n pixels (a positive multiple of 8), eight per iteration in 32-bit lanes: the same
+// sextant positions and rounding; the division by C is float32's, which is exact here (a
+// quotient of integers below 1530 and 256 is never within float32's error of an integer it
+// is not). A gray pixel (C = 0) comes out as it went in whatever sextant it gets: its four
+// candidate values are all equal. Loads read four bytes past the 24 of a block; stores
+// write exactly those 24.
+TEXT ·hueAVX2(SB), NOSPLIT, $0-20
+	MOVQ pix+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL d+16(FP), AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+
+hueloop:
+	VMOVDQU (SI), X0
+	VMOVDQU 12(SI), X1
+	VINSERTI128 $1, X1, Y0, Y0
+	VPSHUFB hueR<>(SB), Y0, Y1
+	VPSHUFB hueG<>(SB), Y0, Y2
+	VPSHUFB hueB<>(SB), Y0, Y3
+	VPMAXSD Y2, Y1, Y4
+	VPMAXSD Y3, Y4, Y4 // hi
+	VPMINSD Y2, Y1, Y5
+	VPMINSD Y3, Y5, Y5 // lo
+	VPSUBD Y5, Y4, Y6  // C
+	VPSLLD $1, Y6, Y7  // 2C
+	VPSLLD $1, Y7, Y8  // 4C
+
+	// The position within [0, 6C): from the channel that is the maximum (r before g before b).
+	VPSUBD Y3, Y2, Y9 // g − b, + 6C when negative
+	VPSRAD $31, Y9, Y10
+	VPADDD Y7, Y8, Y11
+	VPAND Y11, Y10, Y10
+	VPADDD Y10, Y9, Y9
+	VPSUBD Y1, Y3, Y10 // 2C + b − r
+	VPADDD Y7, Y10, Y10
+	VPSUBD Y2, Y1, Y11 // 4C + r − g
+	VPADDD Y8, Y11, Y11
+	VPCMPEQD Y2, Y4, Y13
+	VPBLENDVB Y13, Y10, Y11, Y11
+	VPCMPEQD Y1, Y4, Y12
+	VPBLENDVB Y12, Y9, Y11, Y11
+
+	// x = pos·2¹⁶ + d·C, brought into [0, 6C·2¹⁶).
+	VPSLLD $16, Y11, Y11
+	VPMULLD Y15, Y6, Y9
+	VPADDD Y9, Y11, Y11
+	VPADDD Y7, Y8, Y9
+	VPSLLD $16, Y9, Y9 // the period
+	VPSRAD $31, Y11, Y10
+	VPAND Y9, Y10, Y10
+	VPADDD Y10, Y11, Y11
+	VPCMPGTD Y11, Y9, Y10
+	VPANDN Y9, Y10, Y10
+	VPSUBD Y10, Y11, Y11
+
+	// sextant = ⌊(x >> 16) / C⌋, frac = x − sextant·C·2¹⁶.
+	VPSRAD $16, Y11, Y10
+	VCVTDQ2PS Y10, Y10
+	VCVTDQ2PS Y6, Y9
+	VDIVPS Y9, Y10, Y10
+	VCVTTPS2DQ Y10, Y10
+	VPSLLD $16, Y6, Y9
+	VPMULLD Y10, Y9, Y9
+	VPSUBD Y9, Y11, Y11
+	VPSRAD $16, Y11, Y9 // rising = lo + frac >> 16
+	VPADDD Y5, Y9, Y9
+	VPBROADCASTD hueConst<>+24(SB), Y8
+	VPADDD Y8, Y11, Y11
+	VPSRAD $16, Y11, Y11
+	VPSUBD Y11, Y4, Y11 // falling = hi − ⌈frac / 2¹⁶⌉
+
+	// The sextants' masks, then each channel from hueSextants' column.
+	VPXOR Y6, Y6, Y6
+	VPCMPEQD Y6, Y10, Y6 // 0
+	VPBROADCASTD hueConst<>+4(SB), Y0
+	VPCMPEQD Y0, Y10, Y0 // 1
+	VPBROADCASTD hueConst<>+8(SB), Y1
+	VPCMPEQD Y1, Y10, Y1 // 2
+	VPBROADCASTD hueConst<>+12(SB), Y2
+	VPCMPEQD Y2, Y10, Y2 // 3
+	VPBROADCASTD hueConst<>+16(SB), Y3
+	VPCMPEQD Y3, Y10, Y3 // 4
+	VPBROADCASTD hueConst<>+20(SB), Y7
+	VPCMPEQD Y7, Y10, Y7 // 5
+
+	VMOVDQU Y4, Y8 // r: hi, falling, lo, lo, rising, hi
+	VPBLENDVB Y0, Y11, Y8, Y8
+	VPOR Y1, Y2, Y10
+	VPBLENDVB Y10, Y5, Y8, Y8
+	VPBLENDVB Y3, Y9, Y8, Y8
+	VMOVDQU Y4, Y12 // g: rising, hi, hi, falling, lo, lo
+	VPBLENDVB Y6, Y9, Y12, Y12
+	VPBLENDVB Y2, Y11, Y12, Y12
+	VPOR Y3, Y7, Y10
+	VPBLENDVB Y10, Y5, Y12, Y12
+	VMOVDQU Y4, Y13 // b: lo, lo, rising, hi, hi, falling
+	VPOR Y6, Y0, Y10
+	VPBLENDVB Y10, Y5, Y13, Y13
+	VPBLENDVB Y1, Y9, Y13, Y13
+	VPBLENDVB Y7, Y11, Y13, Y13
+
+	VPACKUSDW Y12, Y8, Y8
+	VPACKUSDW Y13, Y13, Y13
+	VPACKUSWB Y13, Y8, Y8
+	VPSHUFB hueRGB<>(SB), Y8, Y8
+	VEXTRACTI128 $1, Y8, X9
+	VMOVQ X8, (SI)
+	VPEXTRD $2, X8, AX
+	MOVL AX, 8(SI)
+	VMOVQ X9, 12(SI)
+	VPEXTRD $2, X9, AX
+	MOVL AX, 20(SI)
+	ADDQ $24, SI
+	SUBQ $8, CX
+	JNZ hueloop
+	VZEROUPPER
+	RET
+
+// hueConst: the sextants 0–5, then 2¹⁶ − 1.
+DATA hueConst<>+0(SB)/4, $0
+DATA hueConst<>+4(SB)/4, $1
+DATA hueConst<>+8(SB)/4, $2
+DATA hueConst<>+12(SB)/4, $3
+DATA hueConst<>+16(SB)/4, $4
+DATA hueConst<>+20(SB)/4, $5
+DATA hueConst<>+24(SB)/4, $0xffff
+DATA hueConst<>+28(SB)/4, $0
+GLOBL hueConst<>(SB), RODATA|NOPTR, $32
+
+// hueR, hueG, hueB take a lane's four pixels' r, g or b into 32-bit lanes.
+DATA hueR<>+0(SB)/8, $0x8080800380808000
+DATA hueR<>+8(SB)/8, $0x8080800980808006
+DATA hueR<>+16(SB)/8, $0x8080800380808000
+DATA hueR<>+24(SB)/8, $0x8080800980808006
+GLOBL hueR<>(SB), RODATA|NOPTR, $32
+DATA hueG<>+0(SB)/8, $0x8080800480808001
+DATA hueG<>+8(SB)/8, $0x8080800a80808007
+DATA hueG<>+16(SB)/8, $0x8080800480808001
+DATA hueG<>+24(SB)/8, $0x8080800a80808007
+GLOBL hueG<>(SB), RODATA|NOPTR, $32
+DATA hueB<>+0(SB)/8, $0x8080800580808002
+DATA hueB<>+8(SB)/8, $0x8080800b80808008
+DATA hueB<>+16(SB)/8, $0x8080800580808002
+DATA hueB<>+24(SB)/8, $0x8080800b80808008
+GLOBL hueB<>(SB), RODATA|NOPTR, $32
+
+// hueRGB interleaves a lane's R0–3 G0–3 B0–3 into R0 G0 B0 R1 … B3.
+DATA hueRGB<>+0(SB)/8, $0x0602090501080400
+DATA hueRGB<>+8(SB)/8, $0x808080800b07030a
+DATA hueRGB<>+16(SB)/8, $0x0602090501080400
+DATA hueRGB<>+24(SB)/8, $0x808080800b07030a
+GLOBL hueRGB<>(SB), RODATA|NOPTR, $32

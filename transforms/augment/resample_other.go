@@ -4,7 +4,7 @@ package augment
 
 import "unsafe"
 
-var hasResampleVec = false
+var hasVectorLoops = false
 
 func vrowAVX2(dst, src *uint8, stride, n int, k *int32, taps int) {
 	panic("augment: no vector resampler in this build")
@@ -16,4 +16,8 @@ func hrow3AVX2(dst, src *uint8, start *int32, kx *int32, pairs, taps int) {
 
 func sumTapsAVX2(acc *uint64, n int, ptrs *unsafe.Pointer, q *uint64, r int, round uint64) {
 	panic("augment: no vector blur in this build")
+}
+
+func hueAVX2(pix *uint8, n int, d int32) {
+	panic("augment: no vector hue in this build")
 }

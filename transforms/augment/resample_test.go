@@ -122,7 +122,7 @@ func TestLumaMatchesPillow(t *testing.T) {
 // and three channels, odd widths and boxes that end at the buffer's last byte, resampled
 // with and without them, byte for byte.
 func TestVectorResampleEqualsGoLoops(t *testing.T) {
-	if !hasResampleVec {
+	if !hasVectorLoops {
 		t.Skip("this build or CPU has no AVX2 resampler")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -143,9 +143,9 @@ func TestVectorResampleEqualsGoLoops(t *testing.T) {
 		j.outH, j.outW = j.fullH, j.fullW
 		got, want := make([]uint8, j.outH*j.outW*ch), make([]uint8, j.outH*j.outW*ch)
 		(&Augmenter{}).resample(got, src, w, ch, j)
-		hasResampleVec = false
+		hasVectorLoops = false
 		(&Augmenter{}).resample(want, src, w, ch, j)
-		hasResampleVec = true
+		hasVectorLoops = true
 		if string(got) != string(want) {
 			t.Fatalf("%dx%dx%d, %+v: the AVX2 passes differ from the Go loops", h, w, ch, j)
 		}
