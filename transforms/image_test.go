@@ -3,10 +3,10 @@ package transforms
 import (
 	"bytes"
 	"image"
-	"math/rand/v2"
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math/rand/v2"
 	"testing"
 )
 
