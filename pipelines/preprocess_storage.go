@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
@@ -13,32 +14,40 @@ import (
 const rowOverhead = 64
 
 // storageSamples is how many records (the first of as many units) StorageEstimate reads to
-// learn the size of base images.
+// learn the size of a row.
 const storageSamples = 8
 
-// StorageEstimate is about how many bytes the job will write: the stored views of every
-// pass (raw exactly; JPEG and PNG as DefaultParts estimates them), or for base shards
-// (Online) the images as they will be stored, measured on the first record of up to
-// storageSamples units: the published file's size where it is kept, else the raw or
-// estimated encoded size of the (shrunk) pixels. It reads those few records and nothing
-// else.
+// StorageEstimate is about how many bytes the job will write: the records times the passes
+// (one for base shards) times the mean size of a row, measured on the first record of up to
+// storageSamples units, spread over the plan, each made into its row by the code that
+// writes it: the stored views of a pass (the sample's pass cycling through the passes), or
+// the base image (the published file where it is kept, else the raw or encoded, perhaps
+// shrunk, pixels). Measured rather than assumed because the size of a JPEG or PNG view
+// depends on the augmentation as much as on the pixels: blurred, cropped and upscaled views
+// of photographs take about half of what a fixed share of their raw size says. It reads
+// those few records and nothing else, and the estimate is linear in the plan's record
+// count.
 func (j *PreprocessJob) StorageEstimate(ctx context.Context) (int64, error) {
 	cfg := &j.Config
-	if !cfg.Online {
-		view := float64(cfg.Height * cfg.Width * cfg.Channels)
-		switch cfg.Encoding {
-		case shards.JPEG:
-			view /= 5
-		case shards.PNG:
-			view /= 2
-		}
-		return int64(float64(j.Plan.Records*int64(cfg.Passes)) * (view*float64(cfg.Views) + rowOverhead)), nil
+	aug, err := cfg.AugmentConfig()
+	if err != nil {
+		return 0, err
 	}
+	a, err := augment.New(aug)
+	if err != nil {
+		return 0, err
+	}
+	base, err := shards.NewBaseMaker(cfg)
+	if err != nil {
+		return 0, err
+	}
+	m := &rowMaker{aug: a, base: base}
 	var sum, n int64
 	units := j.Plan.Units
 	step := max(1, len(units)/storageSamples)
 	for i := 0; i < len(units) && n < storageSamples; i += step {
-		size, ok, err := firstBaseSize(ctx, cfg, units[i])
+		pass := int(n) % cfg.Passes
+		size, ok, err := sampleRowSize(ctx, cfg, m, units[i], pass)
 		if err != nil {
 			return 0, err
 		}
@@ -50,36 +59,32 @@ func (j *PreprocessJob) StorageEstimate(ctx context.Context) (int64, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	return j.Plan.Records * (sum/n + rowOverhead), nil
+	passes := int64(cfg.Passes)
+	if cfg.Online {
+		passes = 1
+	}
+	return int64(float64(j.Plan.Records*passes) * (float64(sum)/float64(n) + rowOverhead)), nil
 }
 
 var errEnough = errors.New("enough records")
 
-// firstBaseSize is the stored size of the base image of a unit's first record.
-func firstBaseSize(ctx context.Context, cfg *shards.Config, u datasets.Unit) (int64, bool, error) {
+// sampleRowSize is the image bytes of the row (of pass) that the first good record of a unit
+// makes; a record whose image does not decode would be a dead letter, and the next is
+// taken.
+func sampleRowSize(ctx context.Context, cfg *shards.Config, m *rowMaker, u datasets.Unit, pass int) (int64, bool, error) {
 	var size int64
 	found := false
 	_, err := datasets.Read(ctx, u, func(r datasets.Record) error {
-		h, w, c := r.Pixels.H, r.Pixels.W, cfg.Channels
-		format := ""
-		if r.Encoded != nil {
-			h, w, format = r.Height, r.Width, r.Format
+		src := source{key: r.Key, index: r.Index, label: r.Label, img: r.Pixels, encoded: r.Encoded, limits: u.Limits}
+		row, err := m.row(cfg, pass, src)
+		var bad *badImage
+		if errors.As(err, &bad) {
+			return nil
 		}
-		switch bh, bw := cfg.BaseSize(h, w); {
-		case cfg.KeepsFile(format, h, w):
-			size = int64(len(r.Encoded))
-		case bh == h && bw == w:
-			size = int64(h * w * c) // unshrunk pixels are stored raw
-		default:
-			size = int64(bh * bw * c)
-			switch cfg.Encoding {
-			case shards.JPEG:
-				size /= 5
-			case shards.PNG:
-				size /= 2
-			}
+		if err != nil {
+			return err
 		}
-		found = true
+		size, found = int64(len(row.View1)+len(row.View2)), true
 		return errEnough
 	}, func(datasets.BadRecord) error { return nil })
 	if err != nil && !errors.Is(err, errEnough) {
