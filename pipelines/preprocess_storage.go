@@ -13,13 +13,17 @@ import (
 // rowOverhead is what a row costs beyond its image bytes: key, indices, label, sizes.
 const rowOverhead = 64
 
-// storageSamples is how many records (the first of as many units) StorageEstimate reads to
-// learn the size of a row.
-const storageSamples = 8
+// storageSamples is how many records StorageEstimate reads to learn the size of a row, and
+// storagePasses in how many passes each makes its views: a view's size varies with its crop
+// far more than an image's with the image.
+const (
+	storageSamples = 8
+	storagePasses  = 4
+)
 
 // StorageEstimate is about how many bytes the job will write: the records times the passes
-// (one for base shards) times the mean size of a row, measured on the first record of up to
-// storageSamples units, spread over the plan, each made into its row by the code that
+// (one for base shards) times the mean size of a row, measured on storageSamples records
+// from units spread over the plan (sampleUnits), each made into its row by the code that
 // writes it: the stored views of a pass (the sample's pass cycling through the passes), or
 // the base image (the published file where it is kept, else the raw or encoded, perhaps
 // shrunk, pixels). Measured rather than assumed because the size of a JPEG or PNG view
@@ -43,15 +47,20 @@ func (j *PreprocessJob) StorageEstimate(ctx context.Context) (int64, error) {
 	}
 	m := &rowMaker{aug: a, base: base}
 	var sum, n int64
-	units := j.Plan.Units
-	step := max(1, len(units)/storageSamples)
-	for i := 0; i < len(units) && n < storageSamples; i += step {
-		pass := int(n) % cfg.Passes
-		size, ok, err := sampleRowSize(ctx, cfg, m, units[i], pass)
+	units := sampleUnits(j.Plan.Units)
+	if len(units) == 0 {
+		return 0, nil
+	}
+	per := (storageSamples + len(units) - 1) / len(units)
+	for _, u := range units {
+		if n == storageSamples {
+			break
+		}
+		sizes, err := sampleRowSizes(ctx, cfg, m, u, int(n), int(min(int64(per), storageSamples-n)))
 		if err != nil {
 			return 0, err
 		}
-		if ok {
+		for _, size := range sizes {
 			sum += size
 			n++
 		}
@@ -66,29 +75,61 @@ func (j *PreprocessJob) StorageEstimate(ctx context.Context) (int64, error) {
 	return int64(float64(j.Plan.Records*passes) * (float64(sum)/float64(n) + rowOverhead)), nil
 }
 
+// sampleUnits picks up to storageSamples units to sample, spread over the plan, among those
+// that begin their file (First 0) where any does: reading a record in the middle of a
+// gzipped file (IDX) decompresses all that comes before it.
+func sampleUnits(all []datasets.Unit) []datasets.Unit {
+	var starts []datasets.Unit
+	for _, u := range all {
+		if u.First == 0 {
+			starts = append(starts, u)
+		}
+	}
+	if len(starts) == 0 {
+		starts = all
+	}
+	step := max(1, len(starts)/storageSamples)
+	var units []datasets.Unit
+	for i := 0; i < len(starts) && len(units) < storageSamples; i += step {
+		units = append(units, starts[i])
+	}
+	return units
+}
+
 var errEnough = errors.New("enough records")
 
-// sampleRowSize is the image bytes of the row (of pass) that the first good record of a unit
-// makes; a record whose image does not decode would be a dead letter, and the next is
-// taken.
-func sampleRowSize(ctx context.Context, cfg *shards.Config, m *rowMaker, u datasets.Unit, pass int) (int64, bool, error) {
-	var size int64
-	found := false
+// sampleRowSizes is the mean image bytes of the rows that each of the first want good
+// records of a unit makes in up to storagePasses of the passes (the k-th sample's from pass
+// k·storagePasses on); a record whose image does not decode would be a dead letter, and the
+// next is taken.
+func sampleRowSizes(ctx context.Context, cfg *shards.Config, m *rowMaker, u datasets.Unit, first, want int) ([]int64, error) {
+	var sizes []int64
 	_, err := datasets.Read(ctx, u, func(r datasets.Record) error {
 		src := source{key: r.Key, index: r.Index, label: r.Label, img: r.Pixels, encoded: r.Encoded, limits: u.Limits}
-		row, err := m.row(cfg, pass, src)
-		var bad *badImage
-		if errors.As(err, &bad) {
-			return nil
+		var size int64
+		k := first + len(sizes)
+		passes := min(storagePasses, cfg.Passes)
+		if cfg.Online {
+			passes = 1
 		}
-		if err != nil {
-			return err
+		for p := range passes {
+			row, err := m.row(cfg, (k*storagePasses+p)%cfg.Passes, src)
+			var bad *badImage
+			if errors.As(err, &bad) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			size += int64(len(row.View1) + len(row.View2))
 		}
-		size, found = int64(len(row.View1)+len(row.View2)), true
-		return errEnough
+		if sizes = append(sizes, size/int64(passes)); len(sizes) == want {
+			return errEnough
+		}
+		return nil
 	}, func(datasets.BadRecord) error { return nil })
 	if err != nil && !errors.Is(err, errEnough) {
-		return 0, false, fmt.Errorf("sampling %s for the storage estimate: %w", u, err)
+		return nil, fmt.Errorf("sampling %s for the storage estimate: %w", u, err)
 	}
-	return size, found, nil
+	return sizes, nil
 }

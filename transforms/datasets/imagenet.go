@@ -33,7 +33,7 @@ func init() {
 		Name: ImageNet100, Summary: "the 100-class ImageNet subset of CMC (Tian et al. 2019), read from ILSVRC-2012",
 		Input:  input,
 		Splits: splits, Classes: func(bool) []string { return ImageNet100Synsets() },
-		Published: map[string]int64{"val": 5000},
+		Published: map[string]int64{"train": 126689, "val": 5000}, // CMC's 100 classes of ILSVRC-2012
 		ViewSize:  224, Channels: 3, Mean: imagenetMean, Std: imagenetStd,
 		Augment: "simclr-imagenet", SplitPlaces: imagenetPlaces, Plan: planImageNet,
 	})
