@@ -165,7 +165,7 @@ demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on
 # (demo-out) and, with GPU_RUN=DIR, a GPU experiment's run directory (unpacked
 # experiment-state.tgz).
 GPU_RUN ?=
-readme: ## rewrite the README's demo, GPU and kill-hunt sections and docs/demo/, docs/gpu-experiment/ from demo-out (and GPU_RUN=DIR) and docs/reliability/
+readme: ## rewrite the README's demo, GPU, kill-hunt and storage sections and docs/demo/, docs/gpu-experiment/ from demo-out (and GPU_RUN=DIR), docs/reliability/ and docs/storage/
 	$(GO) run ./internal/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
 
 clean: ## remove build outputs and the GPU pack (not .gpu-work/, the GPU experiment's state)

@@ -9,7 +9,10 @@
 //     docs/gpu-experiment/ (docs/gpu/ holds the GPU check's figures); without either, a line
 //     saying that no GPU run exists yet and the command that makes one;
 //   - the reliability section's kill-hunt figures, from the hunts kept in docs/reliability/
-//     (kill-seed-N.json, written by cmd/dcl's kill test with DCL_KILL_RESULTS=docs/reliability).
+//     (kill-seed-N.json, written by cmd/dcl's kill test with DCL_KILL_RESULTS=docs/reliability);
+//   - the storage table of the built-in configs (stored views against base shards), from
+//     docs/storage/storage.json (experiments.StorageFile, written by experiments'
+//     TestStorageFigures with -update-storage).
 //
 // --check writes nothing and exits 1 when the README or a drawn figure is not what the results
 // give (checked against a run directory's fresh results, the machine, wall time and build the
@@ -100,6 +103,17 @@ func run(ctx context.Context, args []string) error {
 			stale = append(stale, err)
 		}
 	} else if updated, err = reproduce.SpliceReadme(updated, killHuntName, kills); err != nil {
+		return err
+	}
+	table, err := storageSection(ctx, *root)
+	if err != nil {
+		return fmt.Errorf("section %s: %w", storageName, err)
+	}
+	if *check {
+		if err := reproduce.CheckReadme(readme, storageName, table); err != nil {
+			stale = append(stale, err)
+		}
+	} else if updated, err = reproduce.SpliceReadme(updated, storageName, table); err != nil {
 		return err
 	}
 	if *check {
