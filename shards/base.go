@@ -90,7 +90,8 @@ func (m *BaseMaker) Encode(img transforms.Image, shrunk bool) (Encoding, []byte,
 // its own base) into an image with c channels. Raw bytes are used in place (the result
 // shares data); other encodings are decoded into dst, whose buffer is reused, and converted
 // to c channels as preprocessing converts them (transforms.ToChannels). The decoders are
-// the standard library's: what a pass of stored views decoded, so both agree byte for byte.
+// those a pass of stored views decoded (image/png; for JPEG the faster fork of image/jpeg in
+// third_party/jpeg, whose images are the standard library's), so both agree byte for byte.
 func DecodeBase(data []byte, e Encoding, h, w, c int, dst, scratch *transforms.Image) (transforms.Image, error) {
 	if h <= 0 || w <= 0 || (c != 1 && c != 3) {
 		return transforms.Image{}, fmt.Errorf("base image size %dx%dx%d is not a valid image size", h, w, c)
