@@ -148,6 +148,10 @@ func c(x uint64, bits int) int32 {
 	return int32((x + (1 << (59 - bits))) >> (60 - bits))
 }
 
+// idctShortcuts turns on the IDCT's shortcuts for rows and columns that are zero past their
+// first value (a change of this fork; tests compare with and without).
+var idctShortcuts = true
+
 // idct implements the inverse DCT.
 // Inputs are UQ8.0; outputs are Q10.3.
 func idct(b *block) {
@@ -161,6 +165,14 @@ func idct(b *block) {
 func idctRows(b *block) {
 	for i := range 8 {
 		x := b[8*i : 8*i+8 : 8*i+8]
+		// A row of zeros past its DC: every butterfly and rotation below then passes the
+		// DC through unchanged, so the row is DC<<17 eight times (most rows of a
+		// compressed block).
+		if idctShortcuts && x[1]|x[2]|x[3]|x[4]|x[5]|x[6]|x[7] == 0 {
+			v := x[0] << 17
+			x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7] = v, v, v, v, v, v, v, v
+			continue
+		}
 		x0 := x[0]
 		x7 := x[1]
 		x2 := x[2]
@@ -247,6 +259,14 @@ func idctRows(b *block) {
 // Outputs are Q10.3. That is, the result is the IDCT*8.
 func idctCols(b *block) {
 	for i := range 8 {
+		// Likewise a column of zeros past its first row: it becomes (x0 + ½)>>2>>18 eight
+		// times.
+		if idctShortcuts && b[1*8+i]|b[2*8+i]|b[3*8+i]|b[4*8+i]|b[5*8+i]|b[6*8+i]|b[7*8+i] == 0 {
+			v := (b[i] + 1<<19) >> 2 >> 18
+			b[0*8+i], b[1*8+i], b[2*8+i], b[3*8+i] = v, v, v, v
+			b[4*8+i], b[5*8+i], b[6*8+i], b[7*8+i] = v, v, v, v
+			continue
+		}
 		x0 := b[0*8+i]
 		x7 := b[1*8+i]
 		x2 := b[2*8+i]
