@@ -250,22 +250,39 @@ func (d *decoder) processSOS(n int) error {
 						} else {
 							// Decode the AC coefficients, as specified in section F.2.2.2.
 							huff := &d.huff[acTable][scan[i].ta]
+							// The fast path keeps the bit buffer in locals: it decodes a code
+							// of at most lutSize bits and its extra bits from the buffered
+							// bits, topped up with whole bytes (as fillFast does), and hands
+							// the buffer back to d.bits around every call of the slow path.
+							a, n := d.bits.a, d.bits.n
 							for ; zig <= zigEnd; zig++ {
-								// The fast path: a code of at most lutSize bits and its
-								// extra bits, from the bits already buffered (fillFast keeps
-								// up to 32), without a call; else decodeHuffman.
-								if d.bits.n < 16 {
-									d.fillFast()
+								if n < 16 {
+									j := d.bytes.i
+									for n <= 24 && j < d.bytes.j {
+										c := d.bytes.buf[j]
+										if c == 0xff {
+											break
+										}
+										a = a<<8 | uint32(c)
+										n += 8
+										j++
+									}
+									if j != d.bytes.i {
+										d.bytes.i = j
+										d.bytes.nUnreadable = 0
+									}
 								}
 								var value uint8
-								if v := huff.lut[(d.bits.a>>uint32(d.bits.n-lutSize))&0xff]; d.bits.n >= lutSize && v != 0 {
-									d.bits.n -= int32(v&0xff) - 1
+								if v := huff.lut[(a>>uint32(n-lutSize))&0xff]; n >= lutSize && v != 0 {
+									n -= int32(v&0xff) - 1
 									value = uint8(v >> 8)
 								} else {
+									d.bits.a, d.bits.n = a, n
 									var err error
 									if value, err = d.decodeHuffman(huff); err != nil {
 										return err
 									}
+									a, n = d.bits.a, d.bits.n
 								}
 								val0 := value >> 4
 								val1 := value & 0x0f
@@ -275,28 +292,32 @@ func (d *decoder) processSOS(n int) error {
 										break
 									}
 									var ac int32
-									if t := int32(val1); d.bits.n >= t {
-										d.bits.n -= t
+									if t := int32(val1); n >= t {
+										n -= t
 										s := int32(1) << t
-										ac = int32(d.bits.a>>uint32(d.bits.n)) & (s - 1)
+										ac = int32(a>>uint32(n)) & (s - 1)
 										if ac < s>>1 {
 											ac += ((-1) << t) + 1
 										}
 									} else {
+										d.bits.a, d.bits.n = a, n
 										var err error
 										if ac, err = d.receiveExtend(val1); err != nil {
 											return err
 										}
+										a, n = d.bits.a, d.bits.n
 									}
 									b[unzig[zig]] = ac << al
 								} else {
 									if val0 != 0x0f {
 										d.eobRun = uint16(1 << val0)
 										if val0 != 0 {
+											d.bits.a, d.bits.n = a, n
 											bits, err := d.decodeBits(int32(val0))
 											if err != nil {
 												return err
 											}
+											a, n = d.bits.a, d.bits.n
 											d.eobRun |= uint16(bits)
 										}
 										d.eobRun--
@@ -305,6 +326,7 @@ func (d *decoder) processSOS(n int) error {
 									zig += 0x0f
 								}
 							}
+							d.bits.a, d.bits.n = a, n
 						}
 					}
 
