@@ -147,3 +147,34 @@ func TestIDCTShortcutsAreExact(t *testing.T) {
 		}
 	}
 }
+
+// DecodeRegion gives Decode's pixels inside the region, for every file of the corpus that
+// decodes and random regions (empty, a pixel, edges, the whole image).
+func TestDecodeRegionIsDecodeInside(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for name, data := range corpus(t) {
+		want, err := Decode(bytes.NewReader(data))
+		if err != nil {
+			continue
+		}
+		bounds := want.Bounds()
+		for k := range 12 {
+			x0, y0 := rng.IntN(bounds.Dx()), rng.IntN(bounds.Dy())
+			region := image.Rect(x0, y0, x0+1+rng.IntN(bounds.Dx()-x0), y0+1+rng.IntN(bounds.Dy()-y0))
+			if k == 0 {
+				region = bounds
+			}
+			got, err := DecodeRegion(bytes.NewReader(data), region)
+			if err != nil {
+				t.Fatalf("%s, region %v: %v", name, region, err)
+			}
+			for y := region.Min.Y; y < region.Max.Y; y++ {
+				for x := region.Min.X; x < region.Max.X; x++ {
+					if got.At(x, y) != want.At(x, y) {
+						t.Fatalf("%s, region %v: pixel (%d, %d) is %v, Decode gives %v", name, region, x, y, got.At(x, y), want.At(x, y))
+					}
+				}
+			}
+		}
+	}
+}

@@ -149,6 +149,10 @@ type decoder struct {
 	huff       [maxTc + 1][maxTh + 1]huffman
 	quant      [maxTq + 1]block // Quantization tables, in zig-zag order.
 	tmp        [2 * blockSize]byte
+
+	// region, when hasRegion, is the part of the image DecodeRegion must decode exactly.
+	region    image.Rectangle
+	hasRegion bool
 }
 
 // fill fills up the d.bytes.buf buffer from the underlying io.Reader. It
@@ -644,6 +648,9 @@ func (d *decoder) decode(r io.Reader, configOnly bool) (image.Image, error) {
 				err = UnsupportedError("unknown marker")
 			}
 		}
+		if err == errRegionDecoded {
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -773,6 +780,18 @@ func (d *decoder) convertToRGB() (image.Image, error) {
 // Decode reads a JPEG image from r and returns it as an [image.Image].
 func Decode(r io.Reader) (image.Image, error) {
 	var d decoder
+	return d.decode(r, false)
+}
+
+// DecodeRegion is Decode for a caller that reads only the pixels inside region (of the
+// image's bounds): those are Decode's, byte for byte; the others are unspecified. It skips the
+// inverse DCT of blocks wholly outside region and, in a baseline image of one interleaved
+// scan, stops reading after the last row of blocks region needs (the entropy-coded data
+// before it must still be read). It reports errors as Decode does, except those in data it
+// does not read. dcl-beam's reader decodes only the union of two views' crops this way.
+func DecodeRegion(r io.Reader, region image.Rectangle) (image.Image, error) {
+	var d decoder
+	d.region, d.hasRegion = region, true
 	return d.decode(r, false)
 }
 

@@ -5,6 +5,7 @@
 package jpeg
 
 import (
+	"errors"
 	"image"
 )
 
@@ -342,6 +343,9 @@ func (d *decoder) processSOS(n int) error {
 						// SOS markers are processed.
 						continue
 					}
+					if d.hasRegion && d.outsideRegion(bx, by, int(compIndex)) {
+						continue
+					}
 					if err := d.reconstructBlock(&b, bx, by, int(compIndex)); err != nil {
 						return err
 					}
@@ -371,6 +375,11 @@ func (d *decoder) processSOS(n int) error {
 				d.eobRun = 0
 			}
 		} // for mx
+		// A region's last MCU row is decoded: a single interleaved sequential scan holds
+		// nothing more the region needs.
+		if d.hasRegion && !d.progressive && nComp == d.nComp && nComp > 1 && (my+1)*8*d.comp[0].v >= d.region.Max.Y {
+			return errRegionDecoded
+		}
 	} // for my
 
 	return nil
@@ -496,6 +505,9 @@ func (d *decoder) reconstructProgressiveImage() error {
 		stride := mxx * d.comp[i].h
 		for by := 0; by*v < d.height; by++ {
 			for bx := 0; bx*h < d.width; bx++ {
+				if d.hasRegion && d.outsideRegion(bx, by, i) {
+					continue
+				}
 				if err := d.reconstructBlock(&d.progCoeffs[i][by*stride+bx], bx, by, i); err != nil {
 					return err
 				}
@@ -503,6 +515,19 @@ func (d *decoder) reconstructProgressiveImage() error {
 		}
 	}
 	return nil
+}
+
+// errRegionDecoded ends a DecodeRegion's scan once the region's rows are decoded.
+var errRegionDecoded = errors.New("jpeg: region decoded")
+
+// outsideRegion reports whether block (bx, by) of component i covers no pixel of d.region: the
+// block's samples reach image pixels [bx·h, (bx+1)·h) × [by·v, (by+1)·v), h and v being 8 times
+// the component's subsampling, as reconstructProgressiveImage lays them out.
+func (d *decoder) outsideRegion(bx, by, i int) bool {
+	h := 8 * d.comp[0].h / d.comp[i].h
+	v := 8 * d.comp[0].v / d.comp[i].v
+	r := d.region
+	return bx*h >= r.Max.X || (bx+1)*h <= r.Min.X || by*v >= r.Max.Y || (by+1)*v <= r.Min.Y
 }
 
 // reconstructBlock dequantizes, performs the inverse DCT and stores the block
