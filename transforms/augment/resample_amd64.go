@@ -41,3 +41,21 @@ func sumTapsAVX2(acc *uint64, n int, ptrs *unsafe.Pointer, q *uint64, r int, rou
 //
 //go:noescape
 func hueAVX2(pix *uint8, n int, d int32)
+
+// saturationAVX2, grayscaleAVX2 and lumaSumAVX2 are the loops of saturation, grayscale and
+// contrast's luma sum over n pixels (a positive multiple of 8; at most 2²³ for the sum). They
+// read four bytes past the n pixels, which must be inside pix.
+//
+//go:noescape
+func saturationAVX2(pix *uint8, n int, f int32)
+
+//go:noescape
+func grayscaleAVX2(pix *uint8, n int)
+
+//go:noescape
+func lumaSumAVX2(pix *uint8, n int, lanes *[8]int32)
+
+// brightnessAVX2 is brightness's loop over n values (a positive multiple of 16).
+//
+//go:noescape
+func brightnessAVX2(pix *uint8, n int, f int32)

@@ -308,3 +308,155 @@ DATA hueRGB<>+8(SB)/8, $0x808080800b07030a
 DATA hueRGB<>+16(SB)/8, $0x0602090501080400
 DATA hueRGB<>+24(SB)/8, $0x808080800b07030a
 GLOBL hueRGB<>(SB), RODATA|NOPTR, $32
+
+// RGB8 takes eight pixels at SI (reading 28 bytes) into r, g, b (Y1, Y2, Y3) on 32-bit lanes,
+// pixels 0–3 in the low lane and 4–7 in the high one; LUMA8 puts their luma into Y4
+// (Y13, Y14: the luma weights; Y12: the rounding), as luma computes it.
+#define RGB8 \
+	VMOVDQU (SI), X0 \
+	VMOVDQU 12(SI), X1 \
+	VINSERTI128 $1, X1, Y0, Y0 \
+	VPSHUFB hueR<>(SB), Y0, Y1 \
+	VPSHUFB hueG<>(SB), Y0, Y2 \
+	VPSHUFB hueB<>(SB), Y0, Y3
+
+#define LUMA8 \
+	VPMULLD lumaWeights<>+0(SB), Y1, Y4 \
+	VPMULLD lumaWeights<>+32(SB), Y2, Y5 \
+	VPADDD Y5, Y4, Y4 \
+	VPMULLD lumaWeights<>+64(SB), Y3, Y5 \
+	VPADDD Y5, Y4, Y4 \
+	VPADDD lumaWeights<>+96(SB), Y4, Y4 \
+	VPSRLD $16, Y4, Y4
+
+// STORE8 packs r, g, b in Y8, Y12, Y13 (0…255 after the packs' clamp) back into 24 bytes at SI.
+#define STORE8 \
+	VPACKUSDW Y12, Y8, Y8 \
+	VPACKUSDW Y13, Y13, Y13 \
+	VPACKUSWB Y13, Y8, Y8 \
+	VPSHUFB hueRGB<>(SB), Y8, Y8 \
+	VEXTRACTI128 $1, Y8, X9 \
+	VMOVQ X8, (SI) \
+	VPEXTRD $2, X8, AX \
+	MOVL AX, 8(SI) \
+	VMOVQ X9, 12(SI) \
+	VPEXTRD $2, X9, AX \
+	MOVL AX, 20(SI)
+
+// func saturationAVX2(pix *uint8, n int, f int32)
+// out = (F·v + (2¹⁶ − F)·L) >> 16 clamped, n pixels (a positive multiple of 8); the caller
+// keeps F small enough for 32-bit lanes.
+TEXT ·saturationAVX2(SB), NOSPLIT, $0-20
+	MOVQ pix+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL f+16(FP), AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15 // F
+	NEGL AX
+	ADDL $0x10000, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14 // 2¹⁶ − F
+
+satloop:
+	RGB8
+	LUMA8
+	VPMULLD Y14, Y4, Y4
+	VPMULLD Y15, Y1, Y8
+	VPADDD Y4, Y8, Y8
+	VPSRAD $16, Y8, Y8
+	VPMULLD Y15, Y2, Y12
+	VPADDD Y4, Y12, Y12
+	VPSRAD $16, Y12, Y12
+	VPMULLD Y15, Y3, Y13
+	VPADDD Y4, Y13, Y13
+	VPSRAD $16, Y13, Y13
+	STORE8
+	ADDQ $24, SI
+	SUBQ $8, CX
+	JNZ satloop
+	VZEROUPPER
+	RET
+
+// func grayscaleAVX2(pix *uint8, n int)
+TEXT ·grayscaleAVX2(SB), NOSPLIT, $0-16
+	MOVQ pix+0(FP), SI
+	MOVQ n+8(FP), CX
+
+grayloop:
+	RGB8
+	LUMA8
+	VMOVDQU Y4, Y8
+	VMOVDQU Y4, Y12
+	VMOVDQU Y4, Y13
+	STORE8
+	ADDQ $24, SI
+	SUBQ $8, CX
+	JNZ grayloop
+	VZEROUPPER
+	RET
+
+// func lumaSumAVX2(pix *uint8, n int, lanes *[8]int32)
+// Adds the luma of n pixels (a positive multiple of 8, at most 2²³ so that no lane overflows)
+// into eight lanes.
+TEXT ·lumaSumAVX2(SB), NOSPLIT, $0-24
+	MOVQ pix+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ lanes+16(FP), DI
+	VPXOR Y10, Y10, Y10
+
+sumloop:
+	RGB8
+	LUMA8
+	VPADDD Y4, Y10, Y10
+	ADDQ $24, SI
+	SUBQ $8, CX
+	JNZ sumloop
+	VMOVDQU Y10, (DI)
+	VZEROUPPER
+	RET
+
+// lumaWeights: luma's 19595, 38470 and 7471, and the rounding 2¹⁵, each in eight lanes.
+DATA lumaWeights<>+0(SB)/8, $0x00004c8b00004c8b
+DATA lumaWeights<>+8(SB)/8, $0x00004c8b00004c8b
+DATA lumaWeights<>+16(SB)/8, $0x00004c8b00004c8b
+DATA lumaWeights<>+24(SB)/8, $0x00004c8b00004c8b
+DATA lumaWeights<>+32(SB)/8, $0x0000964600009646
+DATA lumaWeights<>+40(SB)/8, $0x0000964600009646
+DATA lumaWeights<>+48(SB)/8, $0x0000964600009646
+DATA lumaWeights<>+56(SB)/8, $0x0000964600009646
+DATA lumaWeights<>+64(SB)/8, $0x00001d2f00001d2f
+DATA lumaWeights<>+72(SB)/8, $0x00001d2f00001d2f
+DATA lumaWeights<>+80(SB)/8, $0x00001d2f00001d2f
+DATA lumaWeights<>+88(SB)/8, $0x00001d2f00001d2f
+DATA lumaWeights<>+96(SB)/8, $0x0000800000008000
+DATA lumaWeights<>+104(SB)/8, $0x0000800000008000
+DATA lumaWeights<>+112(SB)/8, $0x0000800000008000
+DATA lumaWeights<>+120(SB)/8, $0x0000800000008000
+GLOBL lumaWeights<>(SB), RODATA|NOPTR, $128
+
+// func brightnessAVX2(pix *uint8, n int, f int32)
+// pix[i] = min(255, F·pix[i] >> 16) for n values (a positive multiple of 16), F ≤ 2¹⁵·2¹⁶/255.
+TEXT ·brightnessAVX2(SB), NOSPLIT, $0-20
+	MOVQ pix+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL f+16(FP), AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+
+brightloop:
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VPMULLD Y15, Y0, Y0
+	VPMULLD Y15, Y1, Y1
+	VPSRLD $16, Y0, Y0
+	VPSRLD $16, Y1, Y1
+	VPACKUSDW Y1, Y0, Y0
+	VPERMQ $0xD8, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKUSWB X1, X0, X0
+	VMOVDQU X0, (SI)
+	ADDQ $16, SI
+	SUBQ $16, CX
+	JNZ brightloop
+	VZEROUPPER
+	RET

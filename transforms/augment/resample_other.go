@@ -21,3 +21,19 @@ func sumTapsAVX2(acc *uint64, n int, ptrs *unsafe.Pointer, q *uint64, r int, rou
 func hueAVX2(pix *uint8, n int, d int32) {
 	panic("augment: no vector hue in this build")
 }
+
+func saturationAVX2(pix *uint8, n int, f int32) {
+	panic("augment: no vector saturation in this build")
+}
+
+func grayscaleAVX2(pix *uint8, n int) {
+	panic("augment: no vector grayscale in this build")
+}
+
+func lumaSumAVX2(pix *uint8, n int, lanes *[8]int32) {
+	panic("augment: no vector luma in this build")
+}
+
+func brightnessAVX2(pix *uint8, n int, f int32) {
+	panic("augment: no vector brightness in this build")
+}
