@@ -67,7 +67,8 @@ func TestGeneratedSectionsAndTheirCheck(t *testing.T) {
 	root, demo := t.TempDir(), t.TempDir()
 	readme := "# x\n\n<!-- generated: demo (make readme); do not edit between these markers -->\nold\n<!-- end of generated: demo -->\n\n" +
 		"## GPU\n\n<!-- generated: gpu (make readme); do not edit between these markers -->\n<!-- end of generated: gpu -->\n" +
-		"## Reliability\n\n<!-- generated: kill-hunt (make readme); do not edit between these markers -->\n<!-- end of generated: kill-hunt -->\n"
+		"## Reliability\n\n<!-- generated: kill-hunt (make readme); do not edit between these markers -->\n<!-- end of generated: kill-hunt -->\n" +
+		"## Storage\n\n<!-- generated: storage (make readme); do not edit between these markers -->\n<!-- end of generated: storage -->\n"
 	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(readme), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,8 @@ func TestKillHuntSection(t *testing.T) {
 	root := t.TempDir()
 	readme := "# x\n\n<!-- generated: demo (make readme); do not edit between these markers -->\n<!-- end of generated: demo -->\n" +
 		"<!-- generated: gpu (make readme); do not edit between these markers -->\n<!-- end of generated: gpu -->\n" +
-		"<!-- generated: kill-hunt (make readme); do not edit between these markers -->\n<!-- end of generated: kill-hunt -->\n"
+		"<!-- generated: kill-hunt (make readme); do not edit between these markers -->\n<!-- end of generated: kill-hunt -->\n" +
+		"<!-- generated: storage (make readme); do not edit between these markers -->\n<!-- end of generated: storage -->\n"
 	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(readme), 0o644); err != nil {
 		t.Fatal(err)
 	}
