@@ -39,10 +39,25 @@ type Param struct {
 	// Check says what is wrong with a value ("" when it is fine); nil accepts any finite
 	// value. It runs once, where a configuration's values are resolved (Resolve).
 	Check func(v float64) string
+
+	// Value, where set, is the form of a parameter whose values are not one number (a word,
+	// a path, a seed, a list, a pair): it holds the default and checks what it reads, and
+	// Type, Default and Check are unused. Such a parameter is one of Settings, not Values.
+	Value Value
+	// FlagName is the command-line flag where it is not Name with '-' for '_' (a flag whose
+	// name is older than the configuration key, or the other way round).
+	FlagName string
+	// Surface says where the parameter is given: a flag and a configuration key (the
+	// default), or a flag only.
+	Surface Surface
+	// Required says a command line must give the flag.
+	Required bool
+	// Renamed is an older name of the flag that still sets it, with a notice.
+	Renamed string
 }
 
 // Flag is the parameter's command-line flag name.
-func (p Param) Flag() string { return strings.ReplaceAll(p.Name, "_", "-") }
+func (p Param) Flag() string { return cmpOr(p.FlagName, strings.ReplaceAll(p.Name, "_", "-")) }
 
 // JSONName is the key checkpoints store the parameter under.
 func (p Param) JSONName() string { return cmpOr(p.JSON, p.Name) }
@@ -100,21 +115,26 @@ func boolValue(b bool) float64 {
 // usage.ValueError named by the flag, so a command line reports it as the flag and a
 // config as the key of the same meaning.
 func (p Param) validate(owner string, v float64) error {
-	reason := ""
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		reason = "not a finite number"
-	case p.Type == Int && v != math.Trunc(v):
-		reason = "not a whole number"
-	case p.Type == Bool && v != 0 && v != 1:
-		reason = "want true or false"
-	case p.Check != nil:
-		reason = p.Check(v)
-	}
+	reason := p.reason(v)
 	if reason == "" {
 		return nil
 	}
 	return usage.Value(p.Flag(), p.Format(v), "%s: %s", owner, reason)
+}
+
+// reason says what is wrong with v ("" when it is fine).
+func (p Param) reason(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "not a finite number"
+	case p.Type == Int && v != math.Trunc(v):
+		return "not a whole number"
+	case p.Type == Bool && v != 0 && v != 1:
+		return "want true or false"
+	case p.Check != nil:
+		return p.Check(v)
+	}
+	return ""
 }
 
 // Positive is a Check: the value must be greater than 0.
