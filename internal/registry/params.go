@@ -54,6 +54,10 @@ type Param struct {
 	Required bool
 	// Renamed is an older name of the flag that still sets it, with a notice.
 	Renamed string
+	// CheckValue says what is wrong with a Value's value, as Check does of a number's; nil
+	// accepts what Value parses. It runs where Reason is asked (a whole configuration's
+	// check), not while parsing.
+	CheckValue func(v any) string
 }
 
 // Flag is the parameter's command-line flag name.
@@ -83,25 +87,57 @@ func (p Param) Format(v float64) string {
 // Parse reads a value written as text (a flag, a YAML scalar), refusing one that is not of
 // the parameter's type.
 func (p Param) Parse(s string) (float64, error) {
+	f, err := p.parseNumber(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return f, nil
+}
+
+// parseNumber is Parse without the parameter's name in the error.
+func (p Param) parseNumber(s string) (float64, error) {
 	switch p.Type {
 	case Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %s: want true or false", p.Name, s)
+			return 0, fmt.Errorf("%s: want true or false", s)
 		}
 		return boolValue(b), nil
 	case Int:
 		f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 		if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return 0, fmt.Errorf("%s: %s is not a whole number", p.Name, s)
+			return 0, fmt.Errorf("%s is not a whole number", s)
 		}
 		return f, nil
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%s: %s is not a finite number", p.Name, s)
+		return 0, fmt.Errorf("%s is not a finite number", s)
 	}
 	return f, nil
+}
+
+// ParseText reads a value of the parameter written as text, as its type reads it (a number
+// as float64, a Value's own), without its check (Reason): for a value that is checked only
+// with others (a whole configuration). The error does not name the parameter.
+func (p Param) ParseText(text string) (any, error) {
+	if p.Value != nil {
+		return p.Value.Parse(text)
+	}
+	return p.parseNumber(text)
+}
+
+// Reason says what is wrong with a value of the parameter ("" when it is fine): its type's
+// bounds and its Check, or CheckValue for a Value's.
+func (p Param) Reason(v any) string {
+	if p.Value != nil {
+		if p.CheckValue == nil {
+			return ""
+		}
+		return p.CheckValue(v)
+	}
+	f, _ := v.(float64)
+	return p.reason(f)
 }
 
 func boolValue(b bool) float64 {
