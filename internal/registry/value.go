@@ -221,9 +221,6 @@ func NewSettings(params []Param, given map[string]any) Settings {
 	return Settings{params: params, given: g}
 }
 
-// Params are the declared parameters.
-func (s Settings) Params() []Param { return s.params }
-
 // Given returns the value given for name, if one was.
 func (s Settings) Given(name string) (any, bool) {
 	v, ok := s.given[name]
@@ -324,23 +321,6 @@ func (p Param) FormatValue(v any) string {
 	}
 	f, _ := v.(float64)
 	return p.Format(f)
-}
-
-// ParseValue reads a value of the parameter written as text, refusing one of another type
-// or one its Value or Check refuses; the error is a usage.ValueError named by the flag.
-func (p Param) ParseValue(owner, text string) (any, error) {
-	if p.Value != nil {
-		v, err := p.Value.Parse(text)
-		if err != nil {
-			return nil, usage.Value(p.Flag(), text, "%s: %v", owner, err)
-		}
-		return v, nil
-	}
-	f, err := p.Parse(text)
-	if err != nil {
-		return nil, usage.Value(p.Flag(), text, "%s: %v", owner, err)
-	}
-	return f, p.validate(owner, f)
 }
 
 // Surface says where a parameter is given: a command line, a configuration, or both.
