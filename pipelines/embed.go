@@ -532,11 +532,7 @@ func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[st
 		return err
 	}
 	defer w.Abort()
-	for {
-		b, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for b, err := range r.Blocks() {
 		if err != nil {
 			return err
 		}
