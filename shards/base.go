@@ -1,9 +1,12 @@
 package shards
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"image"
 
+	jpegdec "github.com/dcl-beam/dcl-beam/third_party/jpeg"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 )
@@ -90,8 +93,17 @@ func (m *BaseMaker) Encode(img transforms.Image, shrunk bool) (Encoding, []byte,
 // its own base) into an image with c channels. Raw bytes are used in place (the result
 // shares data); other encodings are decoded into dst, whose buffer is reused, and converted
 // to c channels as preprocessing converts them (transforms.ToChannels). The decoders are
-// the standard library's: what a pass of stored views decoded, so both agree byte for byte.
+// those a pass of stored views decoded (image/png; for JPEG the faster fork of image/jpeg in
+// third_party/jpeg, whose images are the standard library's), so both agree byte for byte.
 func DecodeBase(data []byte, e Encoding, h, w, c int, dst, scratch *transforms.Image) (transforms.Image, error) {
+	return DecodeBaseRegion(data, e, h, w, c, image.Rect(0, 0, w, h), dst, scratch)
+}
+
+// DecodeBaseRegion is DecodeBase for a caller that reads only the pixels inside region: those
+// are DecodeBase's, byte for byte, and the others are unspecified. A JPEG is decoded with
+// third_party/jpeg's DecodeRegion, which skips the blocks outside region and stops after its
+// last row; other encodings are decoded whole.
+func DecodeBaseRegion(data []byte, e Encoding, h, w, c int, region image.Rectangle, dst, scratch *transforms.Image) (transforms.Image, error) {
 	if h <= 0 || w <= 0 || (c != 1 && c != 3) {
 		return transforms.Image{}, fmt.Errorf("base image size %dx%dx%d is not a valid image size", h, w, c)
 	}
@@ -102,7 +114,13 @@ func DecodeBase(data []byte, e Encoding, h, w, c int, dst, scratch *transforms.I
 		}
 		return transforms.Image{Pix: data, H: h, W: w, C: c}, nil
 	case PNG, JPEG:
-		img, err := decodeStd(data, e)
+		var img image.Image
+		var err error
+		if e == JPEG {
+			img, err = jpegdec.DecodeRegion(bytes.NewReader(data), region)
+		} else {
+			img, err = decodeStd(data, e)
+		}
 		if err != nil {
 			return transforms.Image{}, fmt.Errorf("decoding %s base image: %w", e, err)
 		}
@@ -133,17 +151,36 @@ type viewMaker struct {
 	aug          *augment.Augmenter
 	dst, scratch transforms.Image
 	view         transforms.Image
+	plans        []augment.Plan
 }
 
-// views writes the views of one base row for epoch into dsts (each exactly H·W·C bytes).
+// views writes the views of one base row for epoch into dsts (each exactly H·W·C bytes). The
+// views' plans come first: a view reads only its crop of the base image, so only the union
+// of the crops is decoded (DecodeBaseRegion).
 func (v *viewMaker) views(cfg *Config, row *Row, epoch int, dsts ...[]uint8) error {
-	src, err := DecodeBase(row.View1, Encoding(row.Encoding), int(row.Height), int(row.Width), cfg.Channels, &v.dst, &v.scratch)
+	h, w := int(row.Height), int(row.Width)
+	v.plans = v.plans[:0]
+	region := image.Rect(0, 0, w, h)
+	if !v.aug.Config().Eval && epoch >= 0 { // else ViewInto's whole-image path and its errors
+		region = image.Rectangle{}
+		for i := range dsts {
+			p := v.aug.Plan(h, w, cfg.Seed, row.Key, epoch, i)
+			v.plans = append(v.plans, p)
+			region = region.Union(image.Rect(p.CropLeft, p.CropTop, p.CropLeft+p.CropW, p.CropTop+p.CropH))
+		}
+	}
+	src, err := DecodeBaseRegion(row.View1, Encoding(row.Encoding), h, w, cfg.Channels, region, &v.dst, &v.scratch)
 	if err != nil {
 		return err
 	}
 	for i, d := range dsts {
 		v.view.Pix = d
-		if err := v.aug.ViewInto(&v.view, src, cfg.Seed, row.Key, epoch, i); err != nil {
+		if len(v.plans) == 0 {
+			err = v.aug.ViewInto(&v.view, src, cfg.Seed, row.Key, epoch, i)
+		} else if err = v.aug.Apply(&v.view, src, v.plans[i]); err != nil {
+			err = fmt.Errorf("augmenting %q: %w", row.Key, err)
+		}
+		if err != nil {
 			return err
 		}
 		if &v.view.Pix[0] != &d[0] || v.view.H != cfg.Height || v.view.W != cfg.Width || v.view.C != cfg.Channels {

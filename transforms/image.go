@@ -123,7 +123,13 @@ func fromYCbCrInto(m *Image, s *image.YCbCr) {
 		yrow := s.Y[s.YOffset(b.Min.X, b.Min.Y+y):][:w]
 		c0 := s.COffset(b.Min.X, b.Min.Y+y)
 		out := m.Pix[y*w*3:][:w*3]
-		for x, yv := range yrow {
+		done := 0
+		if n := max(0, w-2) &^ 7; hasYCbCrVec && odd == 0 && n > 0 {
+			ycbcrRowAVX2(&out[0], &yrow[0], &s.Cb[c0], &s.Cr[c0], n, shift)
+			done = n
+		}
+		for x := done; x < w; x++ {
+			yv := yrow[x]
 			ci := c0 + (x+odd)>>shift
 			yy := int32(yv) * 0x10101
 			cb := int32(s.Cb[ci]) - 128

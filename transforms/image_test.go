@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -106,4 +107,28 @@ func absDiff(a, b uint8) int {
 		return int(a - b)
 	}
 	return int(b - a)
+}
+
+// The AVX2 conversion gives the per-pixel reference's bytes: random planes (every clamp
+// reached), widths around its 8-pixel blocks, the three ratios it takes.
+func TestVectorYCbCrMatchesPerPixelConversion(t *testing.T) {
+	if !hasYCbCrVec {
+		t.Skip("this build or CPU has no AVX2 conversion")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	ratios := []image.YCbCrSubsampleRatio{image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio422, image.YCbCrSubsampleRatio420}
+	for w := 1; w <= 80; w++ {
+		for _, ratio := range ratios {
+			src := image.NewYCbCr(image.Rect(0, 0, w, 1+rng.IntN(9)), ratio)
+			for _, plane := range [][]uint8{src.Y, src.Cb, src.Cr} {
+				for i := range plane {
+					plane[i] = uint8(rng.Uint32())
+				}
+			}
+			want := fromYCbCrPerPixel(src)
+			if got := FromStd(src); !bytes.Equal(got.Pix, want.Pix) {
+				t.Fatalf("%v, %v: the AVX2 conversion differs from the per-pixel one", ratio, src.Bounds())
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package augment
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -26,6 +27,7 @@ type Augmenter struct {
 	blurMid    []uint64
 	blurAcc    []uint64
 	blurQ64    []uint64
+	blurPtrs   []unsafe.Pointer // the rows sumTapsAVX2 reads
 }
 
 // New returns an Augmenter for cfg, or cfg's validation error.

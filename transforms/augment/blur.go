@@ -1,5 +1,7 @@
 package augment
 
+import "unsafe"
+
 // Gaussian blur as torchvision's gaussian_blur: a separable kernel of odd side k with weights
 // exp(−x²/2σ²) for x = −k/2 … k/2, normalised to sum 1, and 'reflect' padding (mirror without
 // repeating the edge: −1 → 1). Here the weights are fixed to 14 fractional bits (the centre
@@ -109,7 +111,7 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 		for j := range packed {
 			packed[j] = uint64(pad[j]) | uint64(hi[j])<<32
 		}
-		sumTaps(acc, q64, func(t int) []uint64 { return packed[(r+t)*ch:] }, round1)
+		a.sumTaps(acc, q64, func(t int) []uint64 { return packed[(r+t)*ch:] }, round1)
 		out := mid[y*half : (y+1)*half]
 		out = out[:len(acc)]
 		for j, v := range acc {
@@ -118,7 +120,7 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 	}
 	// Vertical, over the rows of mid, mirrored beyond the top and bottom.
 	for y := range h {
-		sumTaps(acc, q64, func(t int) []uint64 { return mid[mirror(y+t, h)*half:] }, round2)
+		a.sumTaps(acc, q64, func(t int) []uint64 { return mid[mirror(y+t, h)*half:] }, round2)
 		out0 := pix[y*rowLen : y*rowLen+half]
 		out0 = out0[:len(acc)]
 		for j, v := range acc {
@@ -129,6 +131,23 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 		for j, v := range lane1 {
 			out1[j] = uint8(v >> (32 + shift2))
 		}
+	}
+}
+
+// sumTaps is the package's sumTaps, with the AVX2 loop taking what it can: the same integers
+// on 32-bit lanes, 8 at a time.
+func (a *Augmenter) sumTaps(acc []uint64, q []uint64, c func(t int) []uint64, round uint64) {
+	r, done := len(q)-1, 0
+	if hasVectorLoops && r >= 1 && len(acc) >= 4 {
+		done = len(acc) &^ 3
+		a.blurPtrs = grow(a.blurPtrs, 2*r+1)
+		for t := -r; t <= r; t++ {
+			a.blurPtrs[r+t] = unsafe.Pointer(&c(t)[0])
+		}
+		sumTapsAVX2(&acc[0], done, &a.blurPtrs[0], &q[0], r, round)
+	}
+	if done < len(acc) {
+		sumTaps(acc[done:], q, func(t int) []uint64 { return c(t)[done:] }, round)
 	}
 }
 

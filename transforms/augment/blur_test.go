@@ -1,6 +1,7 @@
 package augment
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -180,6 +181,32 @@ func TestBlurImpulseAndConstant(t *testing.T) {
 			if got != v {
 				t.Fatalf("blur of constant %d gave %d", v, got)
 			}
+		}
+	}
+}
+
+// The AVX2 loop of the blur's sums computes the Go loop's integers: random images, sizes down
+// to one pixel, both channel counts, every kernel the presets use, with and without it.
+func TestVectorBlurEqualsGoLoops(t *testing.T) {
+	if !hasVectorLoops {
+		t.Skip("this build or CPU has no AVX2 loops")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		h, w, ch := 1+rng.IntN(60), 1+rng.IntN(60), []int{1, 3}[rng.IntN(2)]
+		size, sigma := []int{3, 5, 9, 23}[rng.IntN(4)], 0.1+1.9*rng.Float64()
+		src := make([]uint8, h*w*ch)
+		for j := range src {
+			src[j] = uint8(rng.Uint32())
+		}
+		got, want := bytes.Clone(src), bytes.Clone(src)
+		a := &Augmenter{}
+		a.blur(got, h, w, ch, a.blurKernel(size, sigma))
+		hasVectorLoops = false
+		a.blur(want, h, w, ch, a.blurKernel(size, sigma))
+		hasVectorLoops = true
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%dx%dx%d, kernel %d, sigma %g: the AVX2 blur differs from the Go loops", h, w, ch, size, sigma)
 		}
 	}
 }

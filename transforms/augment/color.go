@@ -36,6 +36,10 @@ func applyLUT(pix []uint8, lut *[256]uint8) {
 // brightness multiplies every value by f: out = min(255, ⌊F·v / 2¹⁶⌋), F = round(f·2¹⁶).
 func brightness(pix []uint8, f float64, lut *[256]uint8) {
 	F := fixed(f)
+	if n := len(pix) &^ 15; hasVectorLoops && n > 0 && F <= 1<<31/256 {
+		brightnessAVX2(&pix[0], n, int32(F)) // F·255 fits 32-bit lanes
+		pix = pix[n:]
+	}
 	for v := range lut {
 		lut[v] = clampByte(F * int64(v) >> 16)
 	}
@@ -47,7 +51,20 @@ func brightness(pix []uint8, f float64, lut *[256]uint8) {
 func contrast(pix []uint8, ch int, f float64, lut *[256]uint8) {
 	var sum, n int64
 	if ch == 3 {
-		for i := 0; i+2 < len(pix); i += 3 {
+		done := 0
+		for hasVectorLoops && done < len(pix) {
+			m := min(vectorPixels(pix[done:]), 1<<23)
+			if m == 0 {
+				break
+			}
+			var lanes [8]int32
+			lumaSumAVX2(&pix[done], m, &lanes)
+			for _, l := range lanes {
+				sum += int64(l)
+			}
+			done += 3 * m
+		}
+		for i := done; i+2 < len(pix); i += 3 {
 			sum += int64(luma(pix[i], pix[i+1], pix[i+2]))
 		}
 		n = int64(len(pix) / 3)
@@ -81,6 +98,13 @@ func saturation(pix []uint8, ch int, f float64) {
 		return
 	}
 	F := fixed(f)
+	done := 0
+	if n := vectorPixels(pix); hasVectorLoops && n > 0 && F <= 8*one {
+		// 32-bit lanes hold F·v + (2¹⁶ − F)·L for F ≤ 8.
+		saturationAVX2(&pix[0], n, int32(F))
+		done = 3 * n
+	}
+	pix = pix[done:]
 	if F > 5*one/2 {
 		// Large factors: the general path (Validate allows factors up to 101).
 		for i := 0; i+2 < len(pix); i += 3 {
@@ -125,7 +149,12 @@ func hue(pix []uint8, ch int, h float64) {
 	if d == 0 {
 		return
 	}
-	for i := 0; i+2 < len(pix); i += 3 {
+	done := 0
+	if n := vectorPixels(pix); hasVectorLoops && n > 0 {
+		hueAVX2(&pix[0], n, d)
+		done = 3 * n
+	}
+	for i := done; i+2 < len(pix); i += 3 {
 		p := pix[i : i+3 : i+3]
 		r, g, b := int32(p[0]), int32(p[1]), int32(p[2])
 		hi, lo := max(r, g, b), min(r, g, b)
@@ -161,6 +190,10 @@ func hue(pix []uint8, ch int, h float64) {
 	}
 }
 
+// vectorPixels is how many of an RGB buffer's pixels the AVX2 colour loops take: blocks of 8,
+// leaving at least two pixels (the loops read four bytes past their last pixel).
+func vectorPixels(pix []uint8) int { return max(0, len(pix)/3-2) &^ 7 }
+
 // hueSextants (read-only) says which of (max, min, rising middle, falling middle) each channel takes in
 // each sextant: torchvision's _hsv2rgb table (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q).
 var hueSextants = [6][3]uint8{{0, 2, 1}, {3, 0, 1}, {1, 0, 2}, {1, 3, 0}, {2, 1, 0}, {0, 1, 3}}
@@ -180,7 +213,12 @@ func grayscale(pix []uint8, ch int) {
 	if ch != 3 {
 		return
 	}
-	for i := 0; i+2 < len(pix); i += 3 {
+	done := 0
+	if n := vectorPixels(pix); hasVectorLoops && n > 0 {
+		grayscaleAVX2(&pix[0], n)
+		done = 3 * n
+	}
+	for i := done; i+2 < len(pix); i += 3 {
 		p := pix[i : i+3 : i+3]
 		l := luma(p[0], p[1], p[2])
 		p[0], p[1], p[2] = l, l, l

@@ -245,3 +245,46 @@ func TestReciprocalDivision(t *testing.T) {
 		}
 	}
 }
+
+// The AVX2 colour loops give the Go loops' bytes: hue for every shift sign and size, saturation
+// on both of its Go paths and past the vector limit, grayscale, and contrast (whose luma sum
+// is vectorised), on random pixels with gray ones and ties between channels, at lengths
+// around the 8-pixel blocks.
+func TestVectorColourEqualsGoLoops(t *testing.T) {
+	if !hasVectorLoops {
+		t.Skip("this build or CPU has no AVX2 loops")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	var lut [256]uint8
+	ops := map[string]func(pix []uint8, f float64){
+		"hue":        func(pix []uint8, f float64) { hue(pix, 3, f-0.5) },
+		"saturation": func(pix []uint8, f float64) { saturation(pix, 3, 10*f) },
+		"grayscale":  func(pix []uint8, f float64) { grayscale(pix, 3) },
+		"brightness": func(pix []uint8, f float64) { brightness(pix, 5*f, &lut) },
+		"contrast":   func(pix []uint8, f float64) { contrast(pix, 3, 3*f, &lut) },
+	}
+	for name, op := range ops {
+		for n := 1; n <= 300; n++ {
+			pix := make([]uint8, 3*n)
+			for i := range pix {
+				pix[i] = uint8(rng.Uint32())
+				if rng.IntN(8) == 0 && i >= 1 {
+					pix[i] = pix[i-1] // ties: gray pixels and two equal channels
+				}
+			}
+			f := rng.Float64()
+			got, want := slices.Clone(pix), slices.Clone(pix)
+			op(got, f)
+			hasVectorLoops = false
+			op(want, f)
+			hasVectorLoops = true
+			if !slices.Equal(got, want) {
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("%s of %d pixels, f %g: pixel %d %v is %v, the Go loop gives %v", name, n, f, i/3, pix[i/3*3:i/3*3+3], got[i/3*3:i/3*3+3], want[i/3*3:i/3*3+3])
+					}
+				}
+			}
+		}
+	}
+}

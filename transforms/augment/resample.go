@@ -24,6 +24,7 @@ type coeffs struct {
 	ksize    int
 	taps     int
 	dbl      []float64
+	kx       []int32 // k expanded for hrow3AVX2 (pairWeights)
 }
 
 // compute fills c for resizing the inSize samples of [in0, in1) to outSize samples, keeping
@@ -185,17 +186,49 @@ func (a *Augmenter) resample(dst []uint8, src []uint8, srcW, ch int, j resizeJob
 	vpass(dst, rowLen, j.outH, vsrc, voff-rowFirst*vstride, vstride, &a.vc, a.acc)
 }
 
+// pairWeights returns the first outW outputs' weights as hrow3AVX2 reads them: for output
+// pair p and tap t, eight int32s at (p·taps + t)·8, the even output's weight four times, then
+// the odd one's.
+func (c *coeffs) pairWeights(outW int) []int32 {
+	pairs, taps := outW/2, c.taps
+	c.kx = grow(c.kx, pairs*taps*8)
+	for p := range pairs {
+		for t := range taps {
+			even, odd := c.k[2*p*taps+t], c.k[(2*p+1)*taps+t]
+			x := c.kx[(p*taps+t)*8:][:8]
+			x[0], x[1], x[2], x[3] = even, even, even, even
+			x[4], x[5], x[6], x[7] = odd, odd, odd, odd
+		}
+	}
+	return c.kx
+}
+
 // hpass resamples rows rows of src, starting at element off, into dst.
 func hpass(dst []uint8, dstStride int, src []uint8, srcStride, off, rows, outW, ch int, c *coeffs) {
 	start := c.start[:outW]
 	k := c.k[:outW*c.taps]
+	var kx []int32
+	// The vector loop reads one byte past a row's last source pixel; rows without that byte
+	// (the last of src, when the box reaches its end) take the Go loop.
+	readEnd := 0
+	if ch == 3 && hasVectorLoops && outW >= 2 {
+		kx = c.pairWeights(outW)
+		readEnd = (int(max(start[0], start[outW-1]))+c.taps)*3 + 1
+	}
 	for y := range rows {
 		srow := src[off+y*srcStride:]
 		drow := dst[y*dstStride : y*dstStride+outW*ch]
-		if ch == 3 {
-			hrow3(drow, srow, start, k, c.taps)
-		} else {
+		switch {
+		case ch != 3:
 			hrow(drow, srow, start, k, c.taps)
+		case kx != nil && readEnd <= len(srow):
+			pairs := outW / 2
+			hrow3AVX2(&drow[0], &srow[0], &start[0], &kx[0], pairs, c.taps)
+			if outW%2 == 1 {
+				hrow3(drow[2*pairs*3:], srow, start[2*pairs:], k[2*pairs*c.taps:], c.taps)
+			}
+		default:
+			hrow3(drow, srow, start, k, c.taps)
 		}
 	}
 }
@@ -276,13 +309,24 @@ func hrow3(d, src []uint8, start, k []int32, taps int) {
 // row r starts at element base + r*stride. Up to four rows are summed in one sweep; longer
 // filters accumulate in acc.
 func vpass(dst []uint8, rowLen, outH int, src []uint8, base, stride int, c *coeffs, acc []int32) {
-	acc = acc[:rowLen]
 	n := c.taps
+	vec := 0
+	if hasVectorLoops {
+		vec = rowLen &^ 15
+	}
+	acc = acc[:rowLen-vec]
 	for y := range outH {
 		k := c.k[y*n : (y+1)*n]
 		r0 := base + int(c.start[y])*stride
-		row := func(t int) []uint8 { return src[r0+t*stride : r0+t*stride+rowLen] }
 		d := dst[y*rowLen : (y+1)*rowLen]
+		if vec > 0 {
+			vrowAVX2(&d[0], &src[r0], stride, vec, &k[0], n)
+			if vec == rowLen {
+				continue
+			}
+			d, r0 = d[vec:], r0+vec
+		}
+		row := func(t int) []uint8 { return src[r0+t*stride : r0+t*stride+len(d)] }
 		switch n {
 		case 1:
 			a := row(0)[:len(d)]

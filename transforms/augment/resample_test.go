@@ -3,6 +3,7 @@ package augment
 import (
 	"encoding/hex"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"testing"
 
@@ -113,6 +114,40 @@ func TestLumaMatchesPillow(t *testing.T) {
 	for i := range want {
 		if got := luma(grid[3*i], grid[3*i+1], grid[3*i+2]); got != want[i] {
 			t.Errorf("luma%v = %d, Pillow says %d", grid[3*i:3*i+3], got, want[i])
+		}
+	}
+}
+
+// The AVX2 passes compute the Go loops' integers: random boxes, sizes up and down, flips, one
+// and three channels, odd widths and boxes that end at the buffer's last byte, resampled
+// with and without them, byte for byte.
+func TestVectorResampleEqualsGoLoops(t *testing.T) {
+	if !hasVectorLoops {
+		t.Skip("this build or CPU has no AVX2 resampler")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 400 {
+		h, w, ch := 1+rng.IntN(90), 1+rng.IntN(90), []int{1, 3}[rng.IntN(2)]
+		src := make([]uint8, h*w*ch)
+		for j := range src {
+			src[j] = uint8(rng.Uint32())
+		}
+		bh, bw := 1+rng.IntN(h), 1+rng.IntN(w)
+		if i%4 == 0 { // the box reaches the end of src
+			bh, bw = h-rng.IntN(h), w-rng.IntN(w)
+		}
+		j := resizeJob{top: h - bh, left: w - bw, bh: bh, bw: bw, fullH: 1 + rng.IntN(70), fullW: 1 + rng.IntN(70), flip: rng.IntN(2) == 0}
+		if i%4 != 0 {
+			j.top, j.left = rng.IntN(h-bh+1), rng.IntN(w-bw+1)
+		}
+		j.outH, j.outW = j.fullH, j.fullW
+		got, want := make([]uint8, j.outH*j.outW*ch), make([]uint8, j.outH*j.outW*ch)
+		(&Augmenter{}).resample(got, src, w, ch, j)
+		hasVectorLoops = false
+		(&Augmenter{}).resample(want, src, w, ch, j)
+		hasVectorLoops = true
+		if string(got) != string(want) {
+			t.Fatalf("%dx%dx%d, %+v: the AVX2 passes differ from the Go loops", h, w, ch, j)
 		}
 	}
 }

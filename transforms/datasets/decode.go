@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 
+	jpegdec "github.com/dcl-beam/dcl-beam/third_party/jpeg"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -290,7 +291,7 @@ func decodePixels(data []byte, h Header) (transforms.Image, error) {
 	var err error
 	var img image.Image
 	if h.Format == FormatJPEG {
-		img, err = jpeg.Decode(bytes.NewReader(data))
+		img, err = jpegdec.Decode(bytes.NewReader(data))
 	} else {
 		img, err = png.Decode(bytes.NewReader(data))
 	}

@@ -1,0 +1,180 @@
+package jpeg
+
+import (
+	"bytes"
+	"image"
+	stdjpeg "image/jpeg"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
+	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+)
+
+// corpus is every JPEG of the standard library's image tests (baseline and progressive, every
+// subsampling, restart markers, gray, CMYK, RGB, truncated) and encodings of photo-like
+// images at many sizes and qualities.
+func corpus(t testing.TB) map[string][]byte {
+	files := map[string][]byte{}
+	root, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(root)), "src", "image", "testdata")
+	names, _ := filepath.Glob(filepath.Join(dir, "*.jpeg"))
+	if len(names) < 20 {
+		t.Fatalf("%s: want the standard library's JPEG test files, found %d", dir, len(names))
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(n)] = b
+	}
+	for i, size := range [][2]int{{1, 1}, {7, 3}, {17, 33}, {64, 48}, {500, 375}, {333, 101}} {
+		for _, q := range []int{1, 10, 50, 75, 90, 95, 100} {
+			var buf bytes.Buffer
+			if err := stdjpeg.Encode(&buf, testfiles.Photo(size[0], size[1], i), &stdjpeg.Options{Quality: q}); err != nil {
+				t.Fatal(err)
+			}
+			files[strings.Join([]string{"photo", itoa(size[0]), itoa(size[1]), itoa(q)}, "-")] = buf.Bytes()
+		}
+	}
+	gray := image.NewGray(image.Rect(0, 0, 61, 40))
+	for i := range gray.Pix {
+		gray.Pix[i] = uint8(i * 7)
+	}
+	var buf bytes.Buffer
+	if err := stdjpeg.Encode(&buf, gray, &stdjpeg.Options{Quality: 80}); err != nil {
+		t.Fatal(err)
+	}
+	files["gray"] = buf.Bytes()
+	return files
+}
+
+func itoa(i int) string {
+	return string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
+}
+
+func decodeBoth(data []byte) (got, want image.Image, gotErr, wantErr error) {
+	got, gotErr = Decode(bytes.NewReader(data))
+	want, wantErr = stdjpeg.Decode(bytes.NewReader(data))
+	return
+}
+
+// The fork decodes every file of the corpus to the standard library's image, pixel for pixel,
+// and fails where it fails, also on every truncation and on single corrupted bytes.
+func TestDecodesAsTheStandardLibrary(t *testing.T) {
+	for name, data := range corpus(t) {
+		got, want, gotErr, wantErr := decodeBoth(data)
+		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+			t.Errorf("%s: error %v, the standard library's %v", name, gotErr, wantErr)
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the image differs from the standard library's", name)
+		}
+		step := max(1, len(data)/40)
+		if testing.Short() {
+			step = max(1, len(data)/8)
+		}
+		for cut := 0; cut < len(data); cut += step {
+			if got, want, gotErr, wantErr := decodeBoth(data[:cut]); (gotErr == nil) != (wantErr == nil) || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s cut at %d: %v, the standard library %v", name, cut, gotErr, wantErr)
+			}
+			bad := bytes.Clone(data)
+			bad[cut] ^= 0x5a
+			if got, want, gotErr, wantErr := decodeBoth(bad); (gotErr == nil) != (wantErr == nil) || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s with byte %d changed: %v, the standard library %v", name, cut, gotErr, wantErr)
+			}
+		}
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	data := testfiles.PhotoJPEG(b, 500, 375, 1)
+	for _, d := range []struct {
+		name string
+		f    func() error
+	}{
+		{"std", func() error { _, err := stdjpeg.Decode(bytes.NewReader(data)); return err }},
+		{"fork", func() error { _, err := Decode(bytes.NewReader(data)); return err }},
+	} {
+		b.Run(d.name, func(b *testing.B) {
+			cpu0 := cputime.Process()
+			for b.Loop() {
+				if err := d.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// The IDCT's shortcuts compute what the full butterflies compute: random blocks with zero
+// rows and columns, extreme values included (corrupt files give any int32 the dequantiser
+// makes).
+func TestIDCTShortcutsAreExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	values := []func() int32{
+		func() int32 { return int32(rng.IntN(4096)) - 2048 },
+		func() int32 { return int32(rng.IntN(1<<20)) - 1<<19 },
+		func() int32 { return int32(rng.Uint32()) },
+	}
+	for range 200000 {
+		var b block
+		value := values[rng.IntN(len(values))]
+		rows, cols := rng.Uint32(), rng.Uint32() // which rows and columns hold values past the DC
+		for i := range b {
+			if i == 0 || (rows>>(i/8)&1 == 1 && cols>>(i%8)&1 == 1 && rng.IntN(3) == 0) {
+				b[i] = value()
+			}
+		}
+		got, want := b, b
+		idct(&got)
+		idctShortcuts = false
+		idct(&want)
+		idctShortcuts = true
+		if got != want {
+			t.Fatalf("block %v: the shortcuts give %v, the butterflies %v", b, got, want)
+		}
+	}
+}
+
+// DecodeRegion gives Decode's pixels inside the region, for every file of the corpus that
+// decodes and random regions (empty, a pixel, edges, the whole image).
+func TestDecodeRegionIsDecodeInside(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for name, data := range corpus(t) {
+		want, err := Decode(bytes.NewReader(data))
+		if err != nil {
+			continue
+		}
+		bounds := want.Bounds()
+		for k := range 12 {
+			x0, y0 := rng.IntN(bounds.Dx()), rng.IntN(bounds.Dy())
+			region := image.Rect(x0, y0, x0+1+rng.IntN(bounds.Dx()-x0), y0+1+rng.IntN(bounds.Dy()-y0))
+			if k == 0 {
+				region = bounds
+			}
+			got, err := DecodeRegion(bytes.NewReader(data), region)
+			if err != nil {
+				t.Fatalf("%s, region %v: %v", name, region, err)
+			}
+			for y := region.Min.Y; y < region.Max.Y; y++ {
+				for x := region.Min.X; x < region.Max.X; x++ {
+					if got.At(x, y) != want.At(x, y) {
+						t.Fatalf("%s, region %v: pixel (%d, %d) is %v, Decode gives %v", name, region, x, y, got.At(x, y), want.At(x, y))
+					}
+				}
+			}
+		}
+	}
+}
