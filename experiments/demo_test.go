@@ -37,9 +37,9 @@ func TestDemoRunsScaledDownIntoTheReadme(t *testing.T) {
 	for i := range c.Runs {
 		c.Runs[i].Epochs, c.Runs[i].Width, c.Runs[i].BatchSize = 1, 4, 16
 	}
-	c.Evaluate.KNN.K = 10
-	c.Evaluate.Linear.Epochs = 2
-	c.Evaluate.NPC.BatchSizes = []int{8, 16}
+	c.Evaluate.Set("knn", "k", 10)
+	c.Evaluate.Set("linear", "epochs", 2)
+	c.Evaluate.Set("npc", "batch_sizes", []int{8, 16})
 	c.Evaluate.KNNEvery = 1
 	out := t.TempDir()
 	ctx := context.Background()

@@ -55,7 +55,7 @@ func TestFashionMNISTGPUConfig(t *testing.T) {
 			t.Errorf("cell %s has %d seeds, want at least %d (cells: %v)", cell, seeds[cell], want, seeds)
 		}
 	}
-	if c.Evaluate.KNN == nil || c.Evaluate.Linear == nil || c.Evaluate.KNNEvery != 1 {
+	if !c.Evaluate.Has("knn") || !c.Evaluate.Has("linear") || c.Evaluate.KNNEvery != 1 {
 		t.Errorf("evaluate %+v: want kNN and a linear probe, and the kNN monitor after every epoch", c.Evaluate)
 	}
 	if c.Preprocess.Views != "online" && c.Preprocess.Passes < c.Runs[0].Epochs {
@@ -84,8 +84,8 @@ func TestFashionMNISTGPUConfigRunsScaledDown(t *testing.T) {
 		c.Runs[i].Epochs, c.Runs[i].Width = 1, 4
 		c.Runs[i].BatchSize = map[int]int{32: 8, 256: 16}[c.Runs[i].BatchSize] // two sizes that fit 64 images
 	}
-	c.Evaluate.KNN.K = 10
-	c.Evaluate.Linear.Epochs = 2
+	c.Evaluate.Set("knn", "k", 10)
+	c.Evaluate.Set("linear", "epochs", 2)
 	c.Evaluate.KNNEvery = 0
 	out := t.TempDir()
 	res, err := reproduce.Run(context.Background(), c, reproduce.Options{Out: out, Input: data, Backend: "cpu",

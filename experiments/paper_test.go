@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -443,11 +444,11 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			if want.queues != nil && !slices.Contains(want.queues, r.Params.Int(trainstep.SettingQueueSize)) {
 				differ("queue_size", "run %s: queue %d, the paper's %v", r.Name, r.Params.Int(trainstep.SettingQueueSize), want.queues)
 			}
-			if want.knn && c.Evaluate.KNN == nil {
+			if want.knn && !c.Evaluate.Has("knn") {
 				differ("evaluation", "no kNN evaluation, which the paper reports")
 			}
-			if want.linear && !linearIsThePapers(c.Evaluate.Linear, f) {
-				differ("evaluation", "linear probe %+v, not the appendix's protocol", c.Evaluate.Linear)
+			if l, ok := c.Evaluate.Settings("linear"); want.linear && (!ok || !linearIsThePapers(l, f)) {
+				differ("evaluation", "linear probe %v, not the appendix's protocol", l.GivenNames())
 			}
 		}
 		for setting, why := range differs {
@@ -469,8 +470,13 @@ func sameAugmentation(got, paper augment.Config) bool {
 // linearIsThePapers reports whether a config's linear probe is the appendix's protocol (SGD,
 // lr 30, batch 256, 100 epochs; momentum, weight decay and the decay steps are the
 // analysis package's defaults for it).
-func linearIsThePapers(l *reproduce.LinearConfig, f facts) bool {
-	return l != nil && cmp.Or(l.Optimizer, "sgd") == "sgd" && l.LR == f.linearLR && l.BatchSize == f.linearBatch && l.Epochs == f.linearEpochs
+func linearIsThePapers(l registry.Settings, f facts) bool {
+	given := func(key string) float64 {
+		v, _ := l.Given(key)
+		n, _ := v.(float64)
+		return n
+	}
+	return l.String("optimizer") == "sgd" && given("lr") == f.linearLR && given("batch_size") == float64(f.linearBatch) && given("epochs") == float64(f.linearEpochs)
 }
 
 // The test reads what it checks: a figure typed wrong in an excerpt is caught.

@@ -4,4 +4,8 @@
 // shard format from shards and the math from analysis, and can be tested with ptest on prism.
 // No image bytes ever pass through a GroupByKey: shards are written inside the DoFns that
 // produce them and committed by a small metadata-only step.
+//
+// The evaluations (embed, knn, linear, npc, tsne) are registered (RegisterEvaluation,
+// evaluations.go): each declares its parameters once, and `dcl` builds its command from the
+// registration and a reproduction runs the ones its config asks for (evaluate.NAME).
 package pipelines

@@ -2,12 +2,12 @@ package pipelines
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -315,9 +315,17 @@ func checkImageSize(info trainstep.EncoderInfo, c shards.Config) error {
 	return model.CheckImageSize(c.Height, c.Width, c.Channels)
 }
 
+// The elements between the steps are Go structs that Beam encodes with schema row coders
+// (inferred from their exported fields when the types are registered).
 func init() {
-	register.DoFn3x1[context.Context, string, func(string), error](&embedRangeFn{})
-	register.DoFn4x1[context.Context, []byte, func(*string) bool, func(string), error](&commitEmbeddingsFn{})
+	beam.RegisterType(reflect.TypeOf(embedRange{}))
+	beam.RegisterType(reflect.TypeOf(embeddings.FileInfo{}))
+	beam.RegisterType(reflect.TypeOf(embeddings.Manifest{}))
+	register.DoFn3x1[context.Context, embedRange, func(embeddings.FileInfo), error](&embedRangeFn{})
+	register.DoFn4x1[context.Context, []byte, func(*embeddings.FileInfo) bool, func(embeddings.Manifest), error](&commitEmbeddingsFn{})
+	register.Emitter1[embeddings.FileInfo]()
+	register.Emitter1[embeddings.Manifest]()
+	register.Iter1[embeddings.FileInfo]()
 }
 
 var (
@@ -326,27 +334,18 @@ var (
 )
 
 // Embed adds the embedding pipeline of job to s. It writes job.Opts.Output and outputs one
-// element, the embeddings manifest as JSON.
-func Embed(s beam.Scope, job *EmbedJob) (beam.PCollection, error) {
+// element, the committed embeddings.Manifest.
+func Embed(s beam.Scope, job *EmbedJob) beam.PCollection {
 	s = s.Scope("Embed")
-	tasks := make([]string, len(job.Ranges))
-	for i, r := range job.Ranges {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return beam.PCollection{}, err
-		}
-		tasks[i] = string(b)
-	}
 	o := job.Opts
 	infos := beam.ParDo(s.Scope("EmbedRange"), &embedRangeFn{
 		Checkpoint: o.Checkpoint, Data: o.Data, PartsDir: partsDir(o.Output), Feature: string(o.Feature),
 		Views: o.Views, BatchSize: o.BatchSize, Dim: job.Dim, Meta: job.Meta, Threads: o.Threads, ProgressID: job.progress.id(),
 		Backend: string(o.Backend), Plugin: o.Plugin, TF32: job.tf32,
-	}, beam.Reshuffle(s, beam.CreateList(s, tasks)))
-	manifest := beam.ParDo(s.Scope("Commit"), &commitEmbeddingsFn{
+	}, beam.Reshuffle(s, beam.CreateList(s, job.Ranges)))
+	return beam.ParDo(s.Scope("Commit"), &commitEmbeddingsFn{
 		Output: o.Output, Dim: job.Dim, Meta: job.Meta, Parts: len(job.Ranges), Rows: job.Rows,
 	}, beam.Impulse(s), beam.SideInput{Input: infos})
-	return manifest, nil
 }
 
 // partsDir is where the part files go: the output directory itself, or a folder beside a
@@ -404,11 +403,7 @@ func (f *embedRangeFn) Teardown() {
 	}
 }
 
-func (f *embedRangeFn) ProcessElement(ctx context.Context, task string, emit func(string)) error {
-	var r embedRange
-	if err := json.Unmarshal([]byte(task), &r); err != nil {
-		return fmt.Errorf("decoding an embedding range: %w", err)
-	}
+func (f *embedRangeFn) ProcessElement(ctx context.Context, r embedRange, emit func(embeddings.FileInfo)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the reader's read-ahead
 	reader, err := shards.NewReader(ctx, f.Data, shards.ReaderOptions{
@@ -454,11 +449,7 @@ func (f *embedRangeFn) ProcessElement(ctx context.Context, task string, emit fun
 		return err
 	}
 	embedFiles.Inc(ctx, 1)
-	js, err := json.Marshal(info)
-	if err != nil {
-		return err
-	}
-	emit(string(js))
+	emit(info)
 	return nil
 }
 
@@ -495,14 +486,10 @@ type commitEmbeddingsFn struct {
 	Rows   int64
 }
 
-func (f *commitEmbeddingsFn) ProcessElement(ctx context.Context, _ []byte, infos func(*string) bool, emit func(string)) error {
+func (f *commitEmbeddingsFn) ProcessElement(ctx context.Context, _ []byte, infos func(*embeddings.FileInfo) bool, emit func(embeddings.Manifest)) error {
 	byPath := map[string]embeddings.FileInfo{}
-	var js string
-	for infos(&js) {
-		var info embeddings.FileInfo
-		if err := json.Unmarshal([]byte(js), &info); err != nil {
-			return fmt.Errorf("decoding an embedding file's info: %w", err)
-		}
+	var info embeddings.FileInfo
+	for infos(&info) {
 		byPath[info.Path] = info // a retried range reports the same file again
 	}
 	var files []embeddings.FileInfo
@@ -528,11 +515,7 @@ func (f *commitEmbeddingsFn) ProcessElement(ctx context.Context, _ []byte, infos
 			return err
 		}
 	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	emit(string(out))
+	emit(*m)
 	return nil
 }
 
@@ -549,11 +532,7 @@ func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[st
 		return err
 	}
 	defer w.Abort()
-	for {
-		b, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for b, err := range r.Blocks() {
 		if err != nil {
 			return err
 		}
@@ -612,10 +591,7 @@ func RunEmbeds(ctx context.Context, jobs ...*EmbedJob) ([]*EmbedResult, error) {
 	prog, end := watch(jobs[0].Display, "embed", rows, "rows")
 	for _, job := range jobs {
 		job.progress = prog
-		if _, err := Embed(s, job); err != nil {
-			end(false)
-			return nil, err
-		}
+		Embed(s, job)
 	}
 	_, err := runPipeline(ctx, "embed", p)
 	end(err == nil)

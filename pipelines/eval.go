@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -74,11 +73,7 @@ func LoadEmbeddings(ctx context.Context, path string) (analysis.LabeledVectors, 
 	out.Vectors.Data = make([]float32, 0, r.Rows()*int64(r.Dim()))
 	out.Labels = make([]int32, 0, r.Rows())
 	ids := make([]int64, 0, r.Rows())
-	for {
-		b, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for b, err := range r.Blocks() {
 		if err != nil {
 			return analysis.LabeledVectors{}, nil, err
 		}
@@ -119,35 +114,40 @@ func resolveNumClasses(ctx context.Context, given int, sets ...*embeddingSet) (i
 	}
 	n := 0
 	for _, s := range sets {
-		r, err := embeddings.Open(ctx, s.Path, 0)
+		top, err := labelCount(ctx, s.Path)
 		if err != nil {
 			return 0, err
 		}
-		var row int64
-		for {
-			b, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				r.Close()
-				return 0, err
-			}
-			for i, y := range b.Labels {
-				if y < 0 {
-					r.Close()
-					return 0, fmt.Errorf("%s: row %d: negative label %d (unlabelled examples cannot be evaluated)", s.Path, row+int64(i), y)
-				}
-				n = max(n, int(y)+1)
-			}
-			row += int64(b.Len())
-		}
-		r.Close()
+		n = max(n, top)
 	}
 	if n == 0 {
 		return 0, errors.New("the embeddings have no rows")
 	}
 	slog.Info("class count not given and no known dataset in the embeddings' metadata: using the largest label + 1", "classes", n)
+	return n, nil
+}
+
+// labelCount is the largest label of the set at path, plus one; a negative label is an error.
+func labelCount(ctx context.Context, path string) (int, error) {
+	r, err := embeddings.Open(ctx, path, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	n := 0
+	var row int64
+	for b, err := range r.Blocks() {
+		if err != nil {
+			return 0, err
+		}
+		for i, y := range b.Labels {
+			if y < 0 {
+				return 0, fmt.Errorf("%s: row %d: negative label %d (unlabelled examples cannot be evaluated)", path, row+int64(i), y)
+			}
+			n = max(n, int(y)+1)
+		}
+		row += int64(b.Len())
+	}
 	return n, nil
 }
 

@@ -350,22 +350,14 @@ func (r *PreprocessResult) Summary(dir string) string {
 
 // Preprocess adds the preprocessing pipeline of job to s. It writes job.Output and outputs
 // nothing: the committed manifest is the result.
-func Preprocess(s beam.Scope, job *PreprocessJob) error {
+func Preprocess(s beam.Scope, job *PreprocessJob) {
 	s = s.Scope("Preprocess")
 	cfg := job.Config
 	progressID := job.progress.id()
 
-	tasks := make([]string, len(job.Plan.Units))
+	tasks := make([]unitTask, len(job.Plan.Units))
 	for i, u := range job.Plan.Units {
-		b, err := json.Marshal(unitTask{Seq: i, Unit: u})
-		if err != nil {
-			return fmt.Errorf("encoding unit %s: %w", u, err)
-		}
-		tasks[i] = string(b)
-	}
-	baseCfg, err := json.Marshal(cfg)
-	if err != nil {
-		return fmt.Errorf("encoding the shards' config: %w", err)
+		tasks[i] = unitTask{Seq: i, Unit: u}
 	}
 
 	// Create emits the units in one bundle. Grouping them by their number spreads them over
@@ -377,7 +369,7 @@ func Preprocess(s beam.Scope, job *PreprocessJob) error {
 	}, units)
 
 	toShards, config := beam.ParDo2(s.Scope("PrepareOutput"), &prepareOutputFn{
-		Output: job.Output, Config: string(baseCfg), Overwrite: job.Overwrite, Units: len(tasks),
+		Output: job.Output, Config: cfg, Overwrite: job.Overwrite, Units: len(tasks),
 		UnitSources: unitSources(job.Plan.Units, cfg.Sources),
 	}, beam.Impulse(s), beam.SideInput{Input: stats})
 	byShard := beam.GroupByKey(s, beam.Flatten(s, refs, toShards))
@@ -390,7 +382,6 @@ func Preprocess(s beam.Scope, job *PreprocessJob) error {
 		Output: job.Output, MaxBadFraction: job.MaxBadFraction,
 	}, beam.Impulse(s), beam.SideInput{Input: config}, beam.SideInput{Input: infos},
 		beam.SideInput{Input: beam.Flatten(s, dead, writeDead)}, beam.SideInput{Input: stats})
-	return nil
 }
 
 // unitSources is, for each unit, the index of its source in the shards' Config.Sources.
@@ -430,10 +421,7 @@ func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, 
 	counts, end := watchPreprocess(job.Display, job)
 	job.progress = counts
 	p, s := beam.NewPipelineWithRoot()
-	if err := Preprocess(s, job); err != nil {
-		end(false)
-		return nil, err
-	}
+	Preprocess(s, job)
 	pr, err := runPipeline(ctx, "preprocess", p)
 	end(err == nil)
 	res := &PreprocessResult{Wall: time.Since(start), DryRun: dryRun()}

@@ -5,11 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash"
+	"reflect"
 	"slices"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -17,20 +18,22 @@ import (
 )
 
 func init() {
-	register.DoFn5x1[context.Context, []byte, func(*string) bool, func(int, refBatch), func(string), error](&prepareOutputFn{})
-	register.DoFn6x1[context.Context, []byte, func(*string) bool, func(*string) bool, func(*string) bool, func(*string) bool, error](&commitFn{})
+	beam.RegisterType(reflect.TypeOf(shards.Config{}))
+	register.DoFn5x1[context.Context, []byte, func(*unitStats) bool, func(int, refBatch), func(shards.Config), error](&prepareOutputFn{})
+	register.DoFn6x1[context.Context, []byte, func(*shards.Config) bool, func(*shards.ShardInfo) bool, func(*shards.DeadLetter) bool, func(*unitStats) bool, error](&commitFn{})
+	register.Emitter1[shards.Config]()
+	register.Iter1[unitStats]()
+	register.Iter1[shards.Config]()
+	register.Iter1[shards.ShardInfo]()
+	register.Iter1[shards.DeadLetter]()
 }
 
 // readStats collects the unit statistics side input, in plan order, and checks that every
 // unit reported exactly once.
-func readStats(stats func(*string) bool, units int) ([]unitStats, error) {
+func readStats(stats func(*unitStats) bool, units int) ([]unitStats, error) {
 	var all []unitStats
-	var js string
-	for stats(&js) {
-		var s unitStats
-		if err := json.Unmarshal([]byte(js), &s); err != nil {
-			return nil, fmt.Errorf("decoding unit statistics: %w", err)
-		}
+	var s unitStats
+	for stats(&s) {
 		all = append(all, s)
 	}
 	slices.SortFunc(all, func(a, b unitStats) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -84,42 +87,32 @@ func sourceDigests(sources []shards.Source, unitSource []int, stats []unitStats)
 // consumes a GroupByKey and has a side input run.
 type prepareOutputFn struct {
 	Output    string
-	Config    string // shards.Config as JSON, without SourceChecksum
+	Config    shards.Config // without SourceChecksum
 	Overwrite bool
 	Units     int
 	// UnitSources is the index in Config.Sources of each unit's source (see sourceDigests).
 	UnitSources []int
 }
 
-func (f *prepareOutputFn) ProcessElement(ctx context.Context, _ []byte, stats func(*string) bool, toShards func(int, refBatch), emit func(string)) error {
+func (f *prepareOutputFn) ProcessElement(ctx context.Context, _ []byte, stats func(*unitStats) bool, toShards func(int, refBatch), emit func(shards.Config)) error {
 	all, err := readStats(stats, f.Units)
 	if err != nil {
 		return err
 	}
-	var cfg shards.Config
-	if err := json.Unmarshal([]byte(f.Config), &cfg); err != nil {
-		return fmt.Errorf("decoding the shards' configuration: %w", err)
-	}
+	cfg := f.Config
+	cfg.Sources = slices.Clone(cfg.Sources) // the DoFn's own copy stays as planned on a retry
 	cfg.SourceChecksum = sourceChecksum(all)
 	sourceDigests(cfg.Sources, f.UnitSources, all)
 	if err := shards.Prepare(ctx, f.Output, cfg, f.Overwrite); err != nil {
 		return err
 	}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
 	// The sources go to the manifest only (see shards.Config.Diff).
 	footer := cfg
 	footer.Sources = nil
-	footerJS, err := json.Marshal(footer)
-	if err != nil {
-		return err
-	}
 	for shard := range cfg.Passes * cfg.Parts {
-		toShards(shard, refBatch{Config: string(footerJS)})
+		toShards(shard, refBatch{Config: &footer})
 	}
-	emit(string(js))
+	emit(cfg)
 	return nil
 }
 
@@ -132,37 +125,25 @@ type commitFn struct {
 	MaxBadFraction float64
 }
 
-func (f *commitFn) ProcessElement(ctx context.Context, _ []byte, configs, infos, dead, stats func(*string) bool) error {
-	var js string
-	if !configs(&js) {
+func (f *commitFn) ProcessElement(ctx context.Context, _ []byte, configs func(*shards.Config) bool,
+	infos func(*shards.ShardInfo) bool, dead func(*shards.DeadLetter) bool, stats func(*unitStats) bool) error {
+	var cfg shards.Config
+	if !configs(&cfg) {
 		return fmt.Errorf("the shards' configuration (side input) is missing")
 	}
-	var cfg shards.Config
-	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
-		return fmt.Errorf("decoding the shards' configuration: %w", err)
-	}
 	var shardInfos []shards.ShardInfo
-	for infos(&js) {
-		var info shards.ShardInfo
-		if err := json.Unmarshal([]byte(js), &info); err != nil {
-			return fmt.Errorf("decoding a shard's entry: %w", err)
-		}
+	var info shards.ShardInfo
+	for infos(&info) {
 		shardInfos = append(shardInfos, info)
 	}
 	var letters []shards.DeadLetter
-	for dead(&js) {
-		var l shards.DeadLetter
-		if err := json.Unmarshal([]byte(js), &l); err != nil {
-			return fmt.Errorf("decoding a dead letter: %w", err)
-		}
+	var l shards.DeadLetter
+	for dead(&l) {
 		letters = append(letters, l)
 	}
 	var records int64
-	for stats(&js) {
-		var s unitStats
-		if err := json.Unmarshal([]byte(js), &s); err != nil {
-			return fmt.Errorf("decoding unit statistics: %w", err)
-		}
+	var s unitStats
+	for stats(&s) {
 		records += s.Records + s.Bad
 	}
 	dl, err := shards.WriteDeadLetters(ctx, f.Output, letters)

@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -21,12 +19,20 @@ import (
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
+// The elements between the steps are Go structs that Beam encodes with schema row coders
+// (inferred from their exported fields when the types are registered).
 func init() {
-	beam.RegisterCoder(reflect.TypeOf(refBatch{}), encodeRefBatch, decodeRefBatch)
-	register.DoFn6x1[context.Context, int, func(*string) bool, func(int, refBatch), func(string), func(string), error](&readUnitsFn{})
+	beam.RegisterType(reflect.TypeOf(unitTask{}))
+	beam.RegisterType(reflect.TypeOf(unitStats{}))
+	beam.RegisterType(reflect.TypeOf(refBatch{}))
+	beam.RegisterType(reflect.TypeOf(shards.DeadLetter{}))
+	register.DoFn6x1[context.Context, int, func(*unitTask) bool, func(int, refBatch), func(shards.DeadLetter), func(unitStats), error](&readUnitsFn{})
 	register.Function1x2(keyByUnit)
+	register.Emitter2[int, unitTask]()
 	register.Emitter2[int, refBatch]()
-	register.Emitter1[string]()
+	register.Emitter1[shards.DeadLetter]()
+	register.Emitter1[unitStats]()
+	register.Iter1[unitTask]()
 }
 
 var (
@@ -36,16 +42,16 @@ var (
 
 // unitTask is one element of ReadUnits: a unit of the plan and its place in it.
 type unitTask struct {
-	Seq  int           `json:"seq"`
-	Unit datasets.Unit `json:"unit"`
+	Seq  int
+	Unit datasets.Unit
 }
 
 // unitStats is what ReadUnits reports about a unit once it has read it whole.
 type unitStats struct {
-	Seq     int    `json:"seq"`
-	Records int64  `json:"records"` // records emitted as references
-	Bad     int64  `json:"bad"`     // records reported as dead letters
-	Digest  string `json:"digest"`  // sha256 of the unit's records (see recordDigest)
+	Seq     int
+	Records int64  // records emitted as references
+	Bad     int64  // records reported as dead letters
+	Digest  string // sha256 of the unit's records (see recordDigest)
 }
 
 // ref is how a record travels through the GroupByKey: where to find it again and where it
@@ -68,93 +74,47 @@ func (r ref) fetchRef() datasets.Ref {
 // element: a reference per element made the GroupByKey cost more than reading CIFAR); from
 // PrepareOutput, one batch per shard with no references and the shards' configuration, so
 // that every shard is written, even one no record falls into, and only after the output
-// is prepared.
+// is prepared. The references are stored flat, a column per field of ref (reference i is
+// Order[i], Unit[i]...): Beam's row coder encodes a slice of numbers several times faster
+// than a slice of structs.
 type refBatch struct {
-	Refs   []ref
-	Config string // shards.Config as JSON, in PrepareOutput's batch only
+	Order []uint64
+	Unit  []int32
+	Index []int64
+	CRC   []uint32
+	Ref   []string
+	// Config is the shards' configuration, in PrepareOutput's batch only.
+	Config *shards.Config
+}
+
+// add appends a reference to the batch.
+func (b *refBatch) add(r ref) {
+	b.Order = append(b.Order, r.Order)
+	b.Unit = append(b.Unit, r.Unit)
+	b.Index = append(b.Index, r.Index)
+	b.CRC = append(b.CRC, r.CRC)
+	b.Ref = append(b.Ref, r.Ref)
+}
+
+// len is the number of references in the batch.
+func (b *refBatch) len() int { return len(b.Order) }
+
+// appendRefs appends the batch's references to refs, and reports columns of unequal length.
+func (b *refBatch) appendRefs(refs []ref) ([]ref, error) {
+	n := len(b.Order)
+	if len(b.Unit) != n || len(b.Index) != n || len(b.CRC) != n || len(b.Ref) != n {
+		return refs, fmt.Errorf("a batch of record references with columns of %d, %d, %d, %d and %d values",
+			n, len(b.Unit), len(b.Index), len(b.CRC), len(b.Ref))
+	}
+	for i := range n {
+		refs = append(refs, ref{Order: b.Order[i], Unit: b.Unit[i], Index: b.Index[i], CRC: b.CRC[i], Ref: b.Ref[i]})
+	}
+	return refs, nil
 }
 
 // maxBatchRefs bounds a batch, so that a unit of many passes does not hold all its
 // references in memory before emitting them.
 const maxBatchRefs = 4096
-
-func appendRef(b []byte, r ref) []byte {
-	b = binary.AppendUvarint(b, r.Order)
-	b = binary.AppendVarint(b, int64(r.Unit))
-	b = binary.AppendVarint(b, r.Index)
-	b = binary.AppendUvarint(b, uint64(r.CRC))
-	b = binary.AppendUvarint(b, uint64(len(r.Ref)))
-	return append(b, r.Ref...)
-}
-
-func (d *refDecoder) ref() ref {
-	return ref{Order: d.uvarint(), Unit: int32(d.varint()), Index: d.varint(), CRC: uint32(d.uvarint()), Ref: d.str()}
-}
-
-func encodeRefBatch(rb refBatch) []byte {
-	b := binary.AppendUvarint(make([]byte, 0, 8+24*len(rb.Refs)+len(rb.Config)), uint64(len(rb.Refs)))
-	for _, r := range rb.Refs {
-		b = appendRef(b, r)
-	}
-	b = binary.AppendUvarint(b, uint64(len(rb.Config)))
-	return append(b, rb.Config...)
-}
-
-func decodeRefBatch(b []byte) (refBatch, error) {
-	d := refDecoder{b: b}
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(b)) { // every reference takes a byte at least
-		d.err = fmt.Errorf("claims %d references in %d bytes", n, len(b))
-	}
-	var rb refBatch
-	if d.err == nil && n > 0 {
-		rb.Refs = make([]ref, 0, n)
-	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		rb.Refs = append(rb.Refs, d.ref())
-	}
-	rb.Config = d.str()
-	if d.err != nil || len(d.b) != 0 {
-		return refBatch{}, fmt.Errorf("decoding a batch of record references: %v (%d bytes left)", d.err, len(d.b))
-	}
-	return rb, nil
-}
-
-type refDecoder struct {
-	b   []byte
-	err error
-}
-
-func (d *refDecoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errors.New("truncated")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *refDecoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errors.New("truncated")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *refDecoder) str() string {
-	n := d.uvarint()
-	if d.err != nil || n > uint64(len(d.b)) {
-		d.err = errors.New("truncated")
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -190,9 +150,9 @@ func recordDigest(h hash.Hash, r *datasets.Record) {
 }
 
 // readUnitsFn reads units and emits, for every record and pass, a reference keyed by the
-// shard (pass × Parts + part) that will hold the record in that pass; dead letters as JSON
-// shards.DeadLetter; and one unitStats per unit. It writes nothing, so a retried bundle
-// does no harm, and its output is a pure function of the input's bytes.
+// shard (pass × Parts + part) that will hold the record in that pass; dead letters; and one
+// unitStats per unit. It writes nothing, so a retried bundle does no harm, and its output
+// is a pure function of the input's bytes.
 type readUnitsFn struct {
 	Seed       uint64
 	Passes     int
@@ -205,16 +165,11 @@ type readUnitsFn struct {
 func (f *readUnitsFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
 // keyByUnit keys a unit of work by its number.
-func keyByUnit(task string) (int, string) {
-	var t struct {
-		Seq int `json:"seq"`
-	}
-	_ = json.Unmarshal([]byte(task), &t) // ReadUnits reports a task that does not decode
-	return t.Seq, task
-}
+func keyByUnit(task unitTask) (int, unitTask) { return task.Seq, task }
 
-func (f *readUnitsFn) ProcessElement(ctx context.Context, _ int, tasks func(*string) bool, emitRefs func(int, refBatch), emitDead func(string), emitStats func(string)) error {
-	var task string
+func (f *readUnitsFn) ProcessElement(ctx context.Context, _ int, tasks func(*unitTask) bool, emitRefs func(int, refBatch),
+	emitDead func(shards.DeadLetter), emitStats func(unitStats)) error {
+	var task unitTask
 	for tasks(&task) {
 		if err := f.readUnit(ctx, task, emitRefs, emitDead, emitStats); err != nil {
 			return err
@@ -223,14 +178,11 @@ func (f *readUnitsFn) ProcessElement(ctx context.Context, _ int, tasks func(*str
 	return nil
 }
 
-func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(int, refBatch), emitDead func(string), emitStats func(string)) error {
-	var t unitTask
-	if err := json.Unmarshal([]byte(task), &t); err != nil {
-		return fmt.Errorf("decoding a unit of work: %w", err)
-	}
+func (f *readUnitsFn) readUnit(ctx context.Context, t unitTask, emitRefs func(int, refBatch),
+	emitDead func(shards.DeadLetter), emitStats func(unitStats)) error {
 	u := t.Unit
 	digest := sha256.New()
-	batches := map[int][]ref{}
+	batches := map[int]*refBatch{}
 	var read int64
 	st, err := datasets.Read(ctx, u, func(r datasets.Record) error {
 		recordDigest(digest, &r)
@@ -239,10 +191,14 @@ func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(i
 		rf.Order = order
 		for pass := range f.Passes {
 			shard := pass*f.Parts + part
-			batches[shard] = append(batches[shard], rf)
-			if len(batches[shard]) == maxBatchRefs {
-				emitRefs(shard, refBatch{Refs: batches[shard]})
-				batches[shard] = nil
+			b := batches[shard]
+			if b == nil {
+				b = &refBatch{}
+				batches[shard] = b
+			}
+			if b.add(rf); b.len() == maxBatchRefs {
+				emitRefs(shard, *b)
+				*b = refBatch{}
 			}
 		}
 		read++
@@ -253,11 +209,7 @@ func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(i
 		return nil
 	}, func(b datasets.BadRecord) error {
 		fmt.Fprintf(digest, "bad %q %q %q %q\n", b.Source, b.Position.String(), b.Key, b.Reason)
-		js, err := json.Marshal(deadLetterOf(b))
-		if err != nil {
-			return err
-		}
-		emitDead(string(js))
+		emitDead(deadLetterOf(b))
 		deadLetters.Inc(ctx, 1)
 		f.progress.addRead(1)
 		return nil
@@ -267,15 +219,11 @@ func (f *readUnitsFn) readUnit(ctx context.Context, task string, emitRefs func(i
 		return fmt.Errorf("reading %s: %w", u, err)
 	}
 	for _, shard := range slices.Sorted(maps.Keys(batches)) {
-		if refs := batches[shard]; len(refs) > 0 {
-			emitRefs(shard, refBatch{Refs: refs})
+		if b := batches[shard]; b.len() > 0 {
+			emitRefs(shard, *b)
 		}
 	}
-	js, err := json.Marshal(unitStats{Seq: t.Seq, Records: st.Records, Bad: st.Bad, Digest: hex.EncodeToString(digest.Sum(nil))})
-	if err != nil {
-		return err
-	}
-	emitStats(string(js))
+	emitStats(unitStats{Seq: t.Seq, Records: st.Records, Bad: st.Bad, Digest: hex.EncodeToString(digest.Sum(nil))})
 	return nil
 }
 

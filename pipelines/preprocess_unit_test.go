@@ -1,47 +1,72 @@
 package pipelines
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
-func TestRefBatchCoderRoundTrips(t *testing.T) {
-	refs := []ref{
+// The preprocess pipeline's elements go through the coders Beam infers for them (schema row
+// coders) and come back equal, with empty slices and maps still empty rather than nil: the
+// shard entries and dead letters reach manifest.json and dead-letters.jsonl, whose bytes
+// must not change.
+func TestPreprocessElementsRoundTripThroughTheirCoders(t *testing.T) {
+	cfg := shards.Config{Dataset: "cifar10", Split: "train", Preset: "simclr-cifar", Augment: json.RawMessage(`{"size":32}`),
+		Seed: 1, Passes: 2, Parts: 3, Views: 2, Encoding: shards.Raw, Height: 32, Width: 32, Channels: 3,
+		Sources: []shards.Source{{Name: "data_batch_1.bin", SHA256: "ab"}}, Classes: []string{"airplane"}}
+	var batch refBatch
+	for _, r := range []ref{
 		{},
 		{Order: 1<<64 - 1, Unit: 12, Index: 49999, CRC: 0xdeadbeef},
 		{Order: 42, Unit: 3, Index: -1, CRC: 7, Ref: "1099511627776 110000 n01440764_10026.JPEG"},
+	} {
+		batch.add(r)
 	}
-	for n := range len(refs) + 1 {
-		give := refBatch{Refs: refs[:n]}
-		if n == 1 {
-			give.Config = `{"dataset":"cifar10"}`
+	for _, give := range []any{
+		batch,
+		refBatch{Config: &cfg},
+		cfg,
+		unitTask{Seq: 3, Unit: datasets.Unit{Kind: datasets.KindFiles, Path: "in", Records: 2, Exact: true,
+			Files: []string{"a.jpg", "b.jpg"}, Labels: []int{0, datasets.NoLabel}, Limits: datasets.Limits{MaxPixels: 9}}},
+		unitStats{Seq: 2, Records: 10, Bad: 1, Digest: "cd"},
+		shards.ShardInfo{Path: "pass-000/part-00000-of-00001.parquet", Rows: 0, Labels: map[int32]int64{}, RowGroups: []int64{}},
+		shards.ShardInfo{Path: "p", Rows: 3, Labels: map[int32]int64{0: 2, -1: 1}, RowGroups: []int64{3}},
+		shards.DeadLetter{Source: "x.tar", Position: 1536, Key: "train/x", Reason: "bad header"},
+	} {
+		rt := reflect.TypeOf(give)
+		if c := beam.NewCoder(typex.New(rt)); !strings.HasPrefix(c.String(), "R[") {
+			t.Errorf("%v is coded by %v, want a schema row coder", rt, c)
 		}
-		got, err := decodeRefBatch(encodeRefBatch(give))
-		if err != nil || !slices.Equal(got.Refs, give.Refs) || got.Config != give.Config {
-			t.Errorf("decode(encode(%+v)) = %+v, %v", give, got, err)
+		var buf bytes.Buffer
+		if err := beam.NewElementEncoder(rt).Encode(give, &buf); err != nil {
+			t.Fatalf("encoding %+v: %v", give, err)
+		}
+		got, err := beam.NewElementDecoder(rt).Decode(&buf)
+		if err != nil {
+			t.Fatalf("decoding %+v: %v", give, err)
+		}
+		if !reflect.DeepEqual(got, give) {
+			t.Errorf("decode(encode(%+v)) = %+v", give, got)
 		}
 	}
-	b := encodeRefBatch(refBatch{Refs: refs, Config: "{}"})
-	for n := range len(b) {
-		if _, err := decodeRefBatch(b[:n]); err == nil {
-			t.Errorf("a batch cut to %d of %d bytes decoded", n, len(b))
-		}
+	bad := batch
+	bad.CRC = bad.CRC[:1]
+	if _, err := bad.appendRefs(nil); err == nil {
+		t.Error("a batch whose columns differ in length gave references")
 	}
-	if _, err := decodeRefBatch(append(b, 0)); err == nil {
-		t.Error("a batch with a trailing byte decoded")
-	}
-	if _, err := decodeRefBatch([]byte{0xff, 0xff, 0xff, 0x7f}); err == nil {
-		t.Error("a batch claiming 268 million references in 4 bytes decoded")
-	}
-	// A CIFAR reference is small: the GroupByKey holds E of them per record.
-	if n := len(appendRef(nil, ref{Order: 1<<64 - 1, Unit: 9, Index: 49999, CRC: 1<<32 - 1})); n > 24 {
-		t.Errorf("a fixed-size format's reference takes %d bytes", n)
+	if refs, err := batch.appendRefs(nil); err != nil || len(refs) != 3 || refs[2].Ref == "" || refs[1].Order != 1<<64-1 {
+		t.Errorf("the batch's references: %+v, %v", refs, err)
 	}
 }
 

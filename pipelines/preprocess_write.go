@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -21,9 +22,10 @@ import (
 )
 
 func init() {
-	register.DoFn5x1[context.Context, int, func(*refBatch) bool, func(string), func(string), error](&writePartFn{})
+	beam.RegisterType(reflect.TypeOf(shards.ShardInfo{}))
+	register.DoFn5x1[context.Context, int, func(*refBatch) bool, func(shards.ShardInfo), func(shards.DeadLetter), error](&writePartFn{})
+	register.Emitter1[shards.ShardInfo]()
 	register.Iter1[refBatch]()
-	register.Iter1[string]()
 }
 
 var (
@@ -52,8 +54,7 @@ const (
 // writePartFn writes one shard per element: the references grouped under the shard's key,
 // sorted into row order, each record read again from the source, decoded, augmented and
 // encoded, and the rows written with shards.NewWriter, which commits the file atomically on
-// Close. It emits the shard's ShardInfo (JSON) and, in pass 0, a dead letter (JSON) for each
-// record that does not decode; later passes skip those records too, so every pass has the
+// Close. It emits the shard's ShardInfo and, in pass 0, a dead letter for each record that does not decode; later passes skip those records too, so every pass has the
 // same rows. Its output is a pure function of its input, so a retried bundle rewrites the
 // same bytes.
 type writePartFn struct {
@@ -74,27 +75,31 @@ func (f *writePartFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 func (f *writePartFn) Teardown() error { return f.fetcher.Close() }
 
 func (f *writePartFn) ProcessElement(ctx context.Context, shard int, batches func(*refBatch) bool,
-	emitInfo func(string), emitDead func(string)) error {
+	emitInfo func(shards.ShardInfo), emitDead func(shards.DeadLetter)) error {
 	var refs []ref
-	var configs []string
+	var configs []*shards.Config
 	var b refBatch
 	for batches(&b) {
-		for _, r := range b.Refs {
-			if r.Unit < 0 || int(r.Unit) >= len(f.Units) {
-				return fmt.Errorf("shard number %d: a reference to unit %d, the plan has %d", shard, r.Unit, len(f.Units))
+		for _, u := range b.Unit {
+			if u < 0 || int(u) >= len(f.Units) {
+				return fmt.Errorf("shard number %d: a reference to unit %d, the plan has %d", shard, u, len(f.Units))
 			}
 		}
-		refs = append(refs, b.Refs...)
-		if b.Config != "" {
+		var err error
+		if refs, err = b.appendRefs(refs); err != nil {
+			return fmt.Errorf("shard number %d: %w", shard, err)
+		}
+		if b.Config != nil {
 			configs = append(configs, b.Config)
 		}
 	}
 	if len(configs) != 1 {
 		return fmt.Errorf("shard number %d: got the shards' configuration %d times, want once", shard, len(configs))
 	}
-	cfg, aug, err := decodeConfig(configs[0])
-	if err != nil {
-		return err
+	cfg := *configs[0]
+	var aug augment.Config
+	if err := json.Unmarshal(cfg.Augment, &aug); err != nil {
+		return fmt.Errorf("decoding the augmentation configuration: %w", err)
 	}
 	if shard < 0 || shard >= cfg.Passes*cfg.Parts {
 		return fmt.Errorf("shard number %d outside 0..%d", shard, cfg.Passes*cfg.Parts-1)
@@ -128,24 +133,8 @@ func (f *writePartFn) ProcessElement(ctx context.Context, shard int, batches fun
 	}
 	bytesWritten.Inc(ctx, info.Bytes)
 	shardsWritten.Inc(ctx, 1)
-	js, err := json.Marshal(info)
-	if err != nil {
-		return err
-	}
-	emitInfo(string(js))
+	emitInfo(info)
 	return nil
-}
-
-func decodeConfig(js string) (shards.Config, augment.Config, error) {
-	var cfg shards.Config
-	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
-		return cfg, augment.Config{}, fmt.Errorf("decoding the shards' configuration: %w", err)
-	}
-	var aug augment.Config
-	if err := json.Unmarshal(cfg.Augment, &aug); err != nil {
-		return cfg, aug, fmt.Errorf("decoding the augmentation configuration: %w", err)
-	}
-	return cfg, aug, nil
 }
 
 // ensureMakers gives the DoFn one rowMaker per core for the shard's configuration.
@@ -196,7 +185,7 @@ type partWriter struct {
 	cfg      *shards.Config
 	pass     int
 	w        *shards.Writer
-	emitDead func(string)
+	emitDead func(shards.DeadLetter)
 	written  int
 }
 
@@ -321,11 +310,7 @@ func (p *partWriter) writeBatch(refs []ref, fetched []datasets.Record) error {
 		case o.dead != nil:
 			dead++
 			if p.pass == 0 {
-				js, err := json.Marshal(o.dead)
-				if err != nil {
-					return err
-				}
-				p.emitDead(string(js))
+				p.emitDead(*o.dead)
 				deadLetters.Inc(p.ctx, 1)
 			}
 		default:

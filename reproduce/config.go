@@ -195,10 +195,14 @@ type KNNMonitorConfig struct {
 
 // EvaluateConfig lists the evaluations; a missing section is skipped.
 type EvaluateConfig struct {
-	Feature string        `yaml:"feature" json:"feature,omitempty"` // backbone (default) or projection
-	KNN     *KNNConfig    `yaml:"knn" json:"knn,omitempty"`
-	Linear  *LinearConfig `yaml:"linear" json:"linear,omitempty"`
-	NPC     *NPCConfig    `yaml:"npc" json:"npc,omitempty"`
+	Feature string `yaml:"feature" json:"feature,omitempty"` // backbone (default) or projection
+	// Evaluations are the evaluations of each encoder the config asks for (evaluate.NAME: an
+	// evaluation registered in package pipelines that evaluates an encoder, such as knn,
+	// linear or npc), by name, with the settings their sections give (the keys its
+	// parameters declare). The reproduction runs them in registration order.
+	Evaluations map[string]registry.Settings `yaml:"-" json:"-"`
+	// Sections holds those sections as the YAML gives them, until Parse reads them.
+	Sections map[string]evaluationSection `yaml:",inline" json:"-"`
 	// KNNEvery runs the trainer's kNN monitor every N epochs (0: off).
 	KNNEvery int `yaml:"knn_every" json:"knn_every,omitempty"`
 	// KNNMonitor chooses the monitor's images: a fixed sample by default
@@ -208,20 +212,6 @@ type EvaluateConfig struct {
 	Baselines []string `yaml:"baselines" json:"baselines,omitempty"`
 }
 
-// KNNConfig is the weighted-kNN protocol.
-type KNNConfig struct {
-	K           int     `yaml:"k" json:"k,omitempty"`
-	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
-}
-
-// LinearConfig is the linear-probe protocol.
-type LinearConfig struct {
-	Epochs    int     `yaml:"epochs" json:"epochs,omitempty"`
-	LR        float64 `yaml:"lr" json:"lr,omitempty"`
-	BatchSize int     `yaml:"batch_size" json:"batch_size,omitempty"`
-	Optimizer string  `yaml:"optimizer" json:"optimizer,omitempty"` // sgd (OpenSelfSup) or lars
-}
-
 // Gate is the largest drop of one metric allowed for every run, in the metric's unit
 // (percentage points for accuracies; a rise for the loss): against the previous reproduction
 // in the same run directory, and against the paper's figure where the run has one. A nil
@@ -229,13 +219,6 @@ type LinearConfig struct {
 type Gate struct {
 	MaxDropVsPrevious *float64 `yaml:"max_drop_vs_previous" json:"max_drop_vs_previous,omitempty"`
 	MaxDropVsPaper    *float64 `yaml:"max_drop_vs_paper" json:"max_drop_vs_paper,omitempty"`
-}
-
-// NPCConfig is the NPC-statistics job (the paper's Fig. 1).
-type NPCConfig struct {
-	BatchSizes []int `yaml:"batch_sizes" json:"batch_sizes,omitempty"`
-	// Samples is the number of batches drawn per batch size.
-	Samples int `yaml:"samples" json:"samples,omitempty"`
 }
 
 var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
@@ -259,6 +242,9 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	}
 	var c Config
 	if err := decodeStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := c.Evaluate.readSections(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := c.Train.Defaults.readParams(); err != nil {
@@ -602,25 +588,8 @@ func (c *Config) validate() error {
 		}
 		check(r.WarmupEpochs < r.Epochs || r.WarmupEpochs == 0, "%s: warmup_epochs %d: must be fewer than the %d epochs", where, r.WarmupEpochs, r.Epochs)
 	}
-	if k := c.Evaluate.KNN; k != nil {
-		check(k.K >= 1, "evaluate.knn.k %d: must be at least 1", k.K)
-		check(k.Temperature > 0, "evaluate.knn.temperature %g: must be positive", k.Temperature)
-	}
 	if m := c.Evaluate.KNNMonitor; m != nil {
 		check(m.Bank >= 0 && m.Queries >= 0, "evaluate.knn_monitor: bank %d and queries %d must not be negative", m.Bank, m.Queries)
-	}
-	if l := c.Evaluate.Linear; l != nil {
-		check(l.Epochs >= 0, "evaluate.linear.epochs %d: must not be negative (0: the protocol's 100)", l.Epochs)
-		check(l.LR >= 0, "evaluate.linear.lr %g: must not be negative (0: the protocol's)", l.LR)
-		check(l.BatchSize >= 0, "evaluate.linear.batch_size %d: must not be negative (0: the protocol's 256)", l.BatchSize)
-		check(slices.Contains([]string{"", "sgd", "lars"}, l.Optimizer), "evaluate.linear.optimizer %q: want sgd or lars", l.Optimizer)
-	}
-	if n := c.Evaluate.NPC; n != nil {
-		check(n.Samples >= 0, "evaluate.npc.samples %d: must not be negative (0: the default)", n.Samples)
-		check(len(n.BatchSizes) > 0, "evaluate.npc.batch_sizes: give at least one")
-		for _, b := range n.BatchSizes {
-			check(b >= 2, "evaluate.npc.batch_sizes: %d is below 2", b)
-		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Train.Paper)) {
 		check(cells[name], "train.paper names run %q, which the sweep does not produce (runs: %s)", name, strings.Join(c.cellNames(), ", "))

@@ -3,6 +3,8 @@ package reproduce
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"slices"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
@@ -14,7 +16,8 @@ import (
 
 // The evaluations of one encoder (a training run's, or a baseline's): one embedding stage
 // that computes, in one pipeline with one encoder, every embedding the evaluations read,
-// then kNN, the linear probe and the NPC statistics, which read them and embed nothing.
+// then the evaluations the config asks for (kNN, the linear probe, the NPC statistics, any
+// other registered in package pipelines), which read them and embed nothing.
 
 // The embedding sets of an encoder (embeddingsDir): the evaluation splits' images and the
 // pretraining pairs' first pass, both views (NPC's input).
@@ -35,16 +38,17 @@ type embedding struct {
 // baseline's random encoder) read, on run's backend and in its precision where the Beam
 // workers run here, and runs the
 // evaluations the config asks for. The embedding stage writes the evaluation shards' train
-// and test splits (the config's feature) and, where npc asks for the NPC statistics, the
+// and test splits (the config's feature) and, where npc allows an evaluation of the pairs
+// (EncoderEvaluation.Pairs: the NPC statistics) and the config asks for one, the
 // projections of both views of the pretraining pairs' first pass: computed once, read by
-// kNN, the linear probe, NPC and the report's t-SNE.
+// the evaluations and the report's t-SNE.
 func (r *runner) evaluate(ctx context.Context, dir, name string, run RunConfig, up gen, npc bool, ev *Evaluation) error {
 	feature := trainstep.Feature(cmp.Or(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
 	sets := []embedding{
 		{r.evalTrainDir(), embeddingsDir(dir, trainSplit), feature, 1},
 		{r.evalTestDir(), embeddingsDir(dir, testSplit), feature, 1},
 	}
-	npc = npc && r.cfg.Evaluate.NPC != nil
+	npc = npc && r.pairsEvaluated()
 	if npc {
 		sets = append(sets, embedding{r.pretrainDir(), embeddingsDir(dir, pairsSplit), trainstep.Projection, 2})
 	}
@@ -76,27 +80,36 @@ func (r *runner) evaluate(ctx context.Context, dir, name string, run RunConfig, 
 // embeddings lacks its output or is asked for again (--rerun): embeddings removed after
 // their evaluations need not be made again.
 func (r *runner) evaluationsNeeded(ctx context.Context, dir string, npc bool) (bool, error) {
-	var outputs []string
-	if r.cfg.Evaluate.KNN != nil {
-		outputs = append(outputs, storage.Join(dir, "knn.json"))
-	}
-	if r.cfg.Evaluate.Linear != nil {
-		outputs = append(outputs, storage.Join(dir, "linear.json"))
-	}
-	if r.cfg.Evaluate.NPC != nil && npc {
-		outputs = append(outputs, storage.Join(npcDir(dir), pipelines.NPCReportName))
-	}
-	for _, k := range []StageKind{StageKNN, StageLinear, StageNPC} {
-		if r.rerun[k] {
+	evs := r.evaluations(npc)
+	for _, ev := range evs {
+		if r.rerun[StageKind(ev.Name)] {
 			return true, nil
 		}
 	}
-	for _, p := range outputs {
-		if ok, err := storage.Exists(ctx, p); err != nil || !ok {
+	for _, ev := range evs {
+		if ok, err := storage.Exists(ctx, storage.Join(dir, ev.Encoder.Result)); err != nil || !ok {
 			return true, err
 		}
 	}
 	return false, nil
+}
+
+// evaluations are the evaluations of an encoder the config asks for, in registration
+// order; those of the pretraining pairs only where pairs (a trained encoder's first run of
+// its cell).
+func (r *runner) evaluations(pairs bool) []pipelines.Evaluation {
+	var out []pipelines.Evaluation
+	for _, ev := range pipelines.EncoderEvaluations() {
+		if r.cfg.Evaluate.Has(ev.Name) && (pairs || !ev.Encoder.Pairs) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// pairsEvaluated reports whether the config asks for an evaluation of the pretraining pairs.
+func (r *runner) pairsEvaluated() bool {
+	return slices.ContainsFunc(r.evaluations(true), func(ev pipelines.Evaluation) bool { return ev.Encoder.Pairs })
 }
 
 // allEmbedded is complete when every set has its manifest.
@@ -158,88 +171,54 @@ func (r *runner) backendOf(run RunConfig) string {
 	return cmp.Or(r.opts.Backend, run.Backend, string(gpu.Auto))
 }
 
-// evaluateEmbeddings runs kNN, the linear probe and (for trained encoders) the NPC
-// statistics on embeddings that exist.
+// evaluateEmbeddings runs the evaluations the config asks for (those of the pretraining
+// pairs only for trained encoders: npc) on embeddings that exist, each as a stage of its
+// own, and keeps their results in ev.
 func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, embTest string, up gen, temperature float64, npc bool, ev *Evaluation) error {
-	if k := r.cfg.Evaluate.KNN; k != nil {
-		out := storage.Join(dir, "knn.json")
-		ev.KNN = new(analysis.KNNResult)
-		_, err := r.stage(ctx, stageSpec{kind: StageKNN, name: "knn " + name, up: up,
-			done:   func() (outcome, error) { return loadIfExists(ctx, out, ev.KNN) },
-			images: func() int64 { return int64(ev.KNN.NTest) },
+	for _, e := range r.evaluations(npc) {
+		enc, settings := e.Encoder, r.cfg.Evaluate.Evaluations[e.Name]
+		result := storage.Join(dir, enc.Result)
+		res := enc.New()
+		spec := stageSpec{kind: StageKind(e.Name), name: e.Name + " " + name, up: up,
+			done: func() (outcome, error) { return loadIfExists(ctx, result, res) },
 			do: func() error {
-				job, err := pipelines.PlanKNN(ctx, pipelines.KNNOptions{Train: embTrain, Test: embTest, K: k.K,
-					Temperature: k.Temperature, NumClasses: r.numClasses, Output: out, PerClass: true})
-				if err != nil {
-					return err
-				}
-				job.Display = r.opts.Progress
-				res, err := pipelines.RunKNN(ctx, job)
-				if err == nil && res != nil {
-					*ev.KNN = *res
+				got, err := enc.Run(ctx, pipelines.Encoder{Train: embTrain, Test: embTest, Pairs: embeddingsDir(dir, pairsSplit),
+					Output: storage.Join(dir, enc.Output), NumClasses: r.numClasses, Temperature: temperature,
+					Seed: r.cfg.Preprocess.Seed, Series: r.seriesName(name), Progress: r.opts.Progress}, settings)
+				if err == nil && got != nil {
+					res = got
 				}
 				return err
-			}})
-		if err != nil {
-			return err
+			}}
+		if enc.Images != nil {
+			spec.images = func() int64 { return enc.Images(res) }
 		}
-	}
-	if l := r.cfg.Evaluate.Linear; l != nil {
-		out := storage.Join(dir, "linear.json")
-		ev.Linear = new(analysis.LinearResult)
-		_, err := r.stage(ctx, stageSpec{kind: StageLinear, name: "linear " + name, up: up,
-			done: func() (outcome, error) { return loadIfExists(ctx, out, ev.Linear) },
-			do: func() error {
-				cfg := analysis.DefaultLinearConfig()
-				if l.Optimizer == string(analysis.LARS) {
-					cfg = analysis.LARSLinearConfig()
-				}
-				if l.Epochs > 0 {
-					cfg = cfg.WithEpochs(l.Epochs)
-				}
-				if l.LR > 0 {
-					cfg.LR = l.LR
-				}
-				if l.BatchSize > 0 {
-					cfg.BatchSize = l.BatchSize
-				}
-				cfg.NumClasses = r.numClasses
-				job, err := pipelines.PlanLinear(ctx, pipelines.LinearOptions{Train: embTrain, Test: embTest, Config: cfg, Output: out, PerClass: true})
-				if err != nil {
-					return err
-				}
-				job.Display = r.opts.Progress
-				res, err := pipelines.RunLinear(ctx, job)
-				if err == nil && res != nil {
-					*ev.Linear = *res
-				}
-				return err
-			}})
-		if err != nil {
-			return err
-		}
-	}
-	if n := r.cfg.Evaluate.NPC; n != nil && npc {
-		pairs, out := embeddingsDir(dir, pairsSplit), npcDir(dir)
-		ev.NPC = new(analysis.NPCReport)
-		_, err := r.stage(ctx, stageSpec{kind: StageNPC, name: "npc " + name, up: up,
-			done: func() (outcome, error) { return loadIfExists(ctx, storage.Join(out, pipelines.NPCReportName), ev.NPC) },
-			do: func() error {
-				job, err := pipelines.PlanNPC(ctx, pipelines.NPCOptions{Embeddings: pairs, BatchSizes: n.BatchSizes,
-					Temperature: temperature, Seed: r.cfg.Preprocess.Seed, MaxBatches: n.Samples, Name: r.seriesName(name), Output: out})
-				if err != nil {
-					return err
-				}
-				job.Display = r.opts.Progress
-				res, err := pipelines.RunNPC(ctx, job)
-				if err == nil && res != nil {
-					*ev.NPC = *res
-				}
-				return err
-			}})
+		_, err := r.stage(ctx, spec)
+		ev.keep(e.Name, res)
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// keep holds an evaluation's result: in the field the report reads it from, or in Others.
+func (ev *Evaluation) keep(name string, res any) {
+	switch v := res.(type) {
+	case *analysis.KNNResult:
+		ev.KNN = v
+	case *analysis.LinearResult:
+		ev.Linear = v
+	case *analysis.NPCReport:
+		ev.NPC = v
+	default:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			raw, _ = json.Marshal(err.Error())
+		}
+		if ev.Others == nil {
+			ev.Others = map[string]json.RawMessage{}
+		}
+		ev.Others[name] = raw
+	}
 }

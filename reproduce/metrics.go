@@ -22,13 +22,7 @@ type Metric struct {
 
 // measured reports whether a config's evaluations measure the metric.
 func (m Metric) measured(e EvaluateConfig) bool {
-	switch m.evaluation {
-	case "knn":
-		return e.KNN != nil
-	case "linear":
-		return e.Linear != nil
-	}
-	return true
+	return m.evaluation == "" || e.Has(m.evaluation)
 }
 
 var metrics = []Metric{

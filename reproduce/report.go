@@ -337,7 +337,7 @@ func baselineReferences(res *Results) []figures.Reference {
 // classes, as the paper's CIFAR-10: 1,000 points a panel, seconds, for any dataset. ok is false
 // when the config has no kNN or linear evaluation (no test embeddings) or none is there.
 func tsneOptions(ctx context.Context, out string, res *Results, names runSeries) (o figures.TSNEOptions, ok bool, err error) {
-	if res.Evaluate.KNN == nil && res.Evaluate.Linear == nil {
+	if !res.Evaluate.Has(pipelines.EvalKNN) && !res.Evaluate.Has(pipelines.EvalLinear) {
 		return o, false, nil
 	}
 	seen := map[string]bool{}
@@ -492,10 +492,10 @@ func markdown(res *Results, made []figure) string {
 	}
 	fmt.Fprintf(&b, "; tested on %s). Augmentation %s, %s, seed %d.\n\n",
 		cmp.Or(d.TestSplit, "test"), res.Preprocess.Augment, views, res.Preprocess.Seed)
-	if k := res.Evaluate.KNN; k != nil {
-		fmt.Fprintf(&b, "kNN: k = %d, T = %g, cosine similarity on %s features. ", k.K, k.Temperature, cmp.Or(res.Evaluate.Feature, "backbone"))
+	if k, ok := res.Evaluate.Settings(pipelines.EvalKNN); ok {
+		fmt.Fprintf(&b, "kNN: k = %d, T = %g, cosine similarity on %s features. ", k.Int("k"), k.Float("temperature"), cmp.Or(res.Evaluate.Feature, "backbone"))
 	}
-	if res.Evaluate.Linear != nil {
+	if res.Evaluate.Has(pipelines.EvalLinear) {
 		b.WriteString("Linear probe: frozen features, SGD (OpenSelfSup protocol). ")
 	}
 	b.WriteString("Accuracies are top-1 in percent; the paper's figure follows ours where it has one.")

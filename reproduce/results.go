@@ -70,6 +70,9 @@ type Evaluation struct {
 	KNN    *analysis.KNNResult    `json:"knn,omitempty"`
 	Linear *analysis.LinearResult `json:"linear,omitempty"`
 	NPC    *analysis.NPCReport    `json:"npc,omitempty"`
+	// Others are the results of the other evaluations the config asks for (registered in
+	// package pipelines), by name: the report reads the three above.
+	Others map[string]json.RawMessage `json:"others,omitempty"`
 }
 
 // RunResult is one training run: its settings, the paper's figures for it, the training

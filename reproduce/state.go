@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -83,7 +84,7 @@ func SaveState(ctx context.Context, cfg *Config, out string, w io.Writer) error 
 		if err := add(path.Join(rel, trainstep.SummaryName), path.Join(rel, trainstep.LogName), path.Join(rel, "knn.json"), path.Join(rel, "linear.json")); err != nil {
 			return err
 		}
-		if cfg.Evaluate.NPC != nil && npc {
+		if cfg.Evaluate.Has(pipelines.EvalNPC) && npc {
 			if err := glob(path.Join(rel, "npc"), "*"); err != nil {
 				return err
 			}

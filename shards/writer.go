@@ -58,8 +58,7 @@ type Writer struct {
 	id   ShardID
 	cfg  Config
 	opts WriterOptions
-	file *storage.Writer
-	pw   *parquet.GenericWriter[Row]
+	out  *ParquetFile[Row] // holds the sticky error: the first failure aborts the shard
 
 	batch      []Row
 	batchBytes int
@@ -69,7 +68,6 @@ type Writer struct {
 	rows      int64
 	labels    map[int32]int64
 	rowGroups []int64
-	err       error // sticky: the first failure aborts the shard
 }
 
 // NewWriter starts shard id of the dataset in dir (local path or gs://). cfg is the run's
@@ -93,7 +91,6 @@ func NewWriter(ctx context.Context, dir string, id ShardID, cfg Config, opts Wri
 	}
 	// Shards are written under the staging folder; Commit moves them into place.
 	p := storage.Join(dir, StagedPath(id.Path()))
-	f := storage.NewWriter(ctx, p)
 	options := []parquet.WriterOption{
 		// A fixed CreatedBy: the default embeds the build's module hash, which would make
 		// the bytes depend on how the binary was built rather than on the data.
@@ -106,8 +103,8 @@ func NewWriter(ctx context.Context, dir string, id ShardID, cfg Config, opts Wri
 		options = append(options, parquet.KeyValueMetadata(kv[0], kv[1]))
 	}
 	return &Writer{
-		ctx: ctx, id: id, cfg: cfg, opts: opts, file: f,
-		pw:     parquet.NewGenericWriter[Row](f, options...),
+		ctx: ctx, id: id, cfg: cfg, opts: opts,
+		out:    NewParquetFile[Row](ctx, p, id.Path(), "shard "+id.Path(), options...),
 		labels: map[int32]int64{},
 	}, nil
 }
@@ -146,21 +143,21 @@ func (w *Writer) Path() string { return w.id.Path() }
 // WriteViews encodes the views in the dataset's encoding and writes one row. view2 is
 // ignored for single-view (evaluation) datasets.
 func (w *Writer) WriteViews(key string, index int64, label int32, view1, view2 transforms.Image) error {
-	if w.err != nil {
-		return w.err
+	if err := w.out.Err(); err != nil {
+		return err
 	}
 	r := Row{Key: key, Index: index, Label: label, Pass: int32(w.id.Pass),
 		Height: int32(view1.H), Width: int32(view1.W), Channels: int32(view1.C), Encoding: string(w.cfg.Encoding)}
 	var err error
 	if r.View1, err = EncodeView(view1, w.cfg.Encoding); err != nil {
-		return w.fail(fmt.Errorf("row %q view 1: %w", key, err))
+		return w.out.Fail(fmt.Errorf("row %q view 1: %w", key, err))
 	}
 	if w.cfg.Views == 2 {
 		if view2.H != view1.H || view2.W != view1.W || view2.C != view1.C {
-			return w.fail(fmt.Errorf("row %q: views differ in size (%dx%dx%d, %dx%dx%d)", key, view1.H, view1.W, view1.C, view2.H, view2.W, view2.C))
+			return w.out.Fail(fmt.Errorf("row %q: views differ in size (%dx%dx%d, %dx%dx%d)", key, view1.H, view1.W, view1.C, view2.H, view2.W, view2.C))
 		}
 		if r.View2, err = EncodeView(view2, w.cfg.Encoding); err != nil {
-			return w.fail(fmt.Errorf("row %q view 2: %w", key, err))
+			return w.out.Fail(fmt.Errorf("row %q view 2: %w", key, err))
 		}
 	}
 	return w.Write(r)
@@ -169,14 +166,14 @@ func (w *Writer) WriteViews(key string, index int64, label int32, view1, view2 t
 // Write adds a row whose views are already encoded. The Writer keeps r's byte slices until
 // it has written them: do not change them after the call.
 func (w *Writer) Write(r Row) error {
-	if w.err != nil {
-		return w.err
+	if err := w.out.Err(); err != nil {
+		return err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return w.fail(err)
+		return w.out.Fail(err)
 	}
 	if err := w.check(&r); err != nil {
-		return w.fail(err)
+		return w.out.Fail(err)
 	}
 	w.batch = append(w.batch, r)
 	w.batchBytes += len(r.View1) + len(r.View2)
@@ -239,8 +236,8 @@ func (w *Writer) flushBatch() error {
 	if len(w.batch) == 0 {
 		return nil
 	}
-	if _, err := w.pw.Write(w.batch); err != nil {
-		return w.fail(fmt.Errorf("writing %s: %w", w.id.Path(), err))
+	if err := w.out.Write(w.batch); err != nil {
+		return err
 	}
 	w.groupRows += int64(len(w.batch))
 	w.groupBytes += w.batchBytes
@@ -251,8 +248,8 @@ func (w *Writer) flushBatch() error {
 		full = w.groupRows >= int64(n)
 	}
 	if full {
-		if err := w.pw.Flush(); err != nil {
-			return w.fail(fmt.Errorf("writing %s: %w", w.id.Path(), err))
+		if err := w.out.Flush(); err != nil {
+			return err
 		}
 		w.rowGroups = append(w.rowGroups, w.groupRows)
 		w.groupRows, w.groupBytes = 0, 0
@@ -260,38 +257,22 @@ func (w *Writer) flushBatch() error {
 	return nil
 }
 
-func (w *Writer) fail(err error) error {
-	if w.err == nil {
-		w.err = err
-		w.file.Abort()
-	}
-	return w.err
-}
-
 // Close writes the footer and commits the shard under its final name, returning its
 // manifest entry. After an error nothing is committed.
 func (w *Writer) Close() (ShardInfo, error) {
-	if w.err != nil {
-		return ShardInfo{}, w.err
+	if err := w.out.Err(); err != nil {
+		return ShardInfo{}, err
 	}
 	if err := w.flushBatch(); err != nil {
 		return ShardInfo{}, err
 	}
-	if err := w.ctx.Err(); err != nil {
-		return ShardInfo{}, w.fail(err)
-	}
-	if err := w.pw.Close(); err != nil {
-		return ShardInfo{}, w.fail(fmt.Errorf("writing %s: %w", w.id.Path(), err))
-	}
 	if w.groupRows > 0 {
 		w.rowGroups = append(w.rowGroups, w.groupRows)
 	}
-	size, sum, err := w.file.Commit()
+	size, sum, err := w.out.Commit()
 	if err != nil {
-		w.err = err
 		return ShardInfo{}, err
 	}
-	w.err = fmt.Errorf("shard %s already closed", w.id.Path())
 	return ShardInfo{
 		Path: w.id.Path(), Pass: w.id.Pass, Part: w.id.Part,
 		Rows: w.rows, Bytes: size, SHA256: sum, Labels: w.labels,
@@ -300,9 +281,4 @@ func (w *Writer) Close() (ShardInfo, error) {
 }
 
 // Abort discards the shard. It is safe after Close and more than once; call it in a defer.
-func (w *Writer) Abort() {
-	if w.err == nil {
-		w.err = fmt.Errorf("shard %s aborted", w.id.Path())
-	}
-	w.file.Abort()
-}
+func (w *Writer) Abort() { w.out.Abort() }

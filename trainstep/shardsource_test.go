@@ -16,7 +16,6 @@ import (
 // evaluation shards) and commits it.
 func writeShards(t testing.TB, dir string, views int, passes ...[]Pair) {
 	t.Helper()
-	ctx := context.Background()
 	ref := passes[0][0].View1
 	cfg := shards.Config{
 		Dataset: datasets.IDX, Split: "train", Preset: "test", Augment: json.RawMessage(`{}`), Seed: 1,
@@ -26,18 +25,29 @@ func writeShards(t testing.TB, dir string, views int, passes ...[]Pair) {
 	if views == 1 {
 		cfg.Preset = "none"
 	}
+	writeDataset(t, dir, cfg, shards.WriterOptions{RowGroupBytes: 2048}, len(passes[0]), func(w *shards.Writer, pass, i int) error {
+		p := passes[pass][i]
+		return w.WriteViews(fmt.Sprintf("synthetic/%05d", i), int64(i), p.Label, p.View1, p.View2)
+	})
+}
+
+// writeDataset prepares dir for cfg, writes rows 0 to n-1 of every pass (write writes one,
+// each into part i mod Parts) and commits the dataset.
+func writeDataset(t testing.TB, dir string, cfg shards.Config, opts shards.WriterOptions, n int, write func(w *shards.Writer, pass, i int) error) {
+	t.Helper()
+	ctx := context.Background()
 	if err := shards.Prepare(ctx, dir, cfg, false); err != nil {
 		t.Fatal(err)
 	}
 	var infos []shards.ShardInfo
-	for pass, pairs := range passes {
+	for pass := range cfg.Passes {
 		for part := range cfg.Parts {
-			w, err := shards.NewWriter(ctx, dir, shards.ShardID{Pass: pass, Part: part, Parts: cfg.Parts}, cfg, shards.WriterOptions{RowGroupBytes: 2048})
+			w, err := shards.NewWriter(ctx, dir, shards.ShardID{Pass: pass, Part: part, Parts: cfg.Parts}, cfg, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := part; i < len(pairs); i += cfg.Parts {
-				if err := w.WriteViews(fmt.Sprintf("synthetic/%05d", i), int64(i), pairs[i].Label, pairs[i].View1, pairs[i].View2); err != nil {
+			for i := part; i < n; i += cfg.Parts {
+				if err := write(w, pass, i); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -48,7 +58,7 @@ func writeShards(t testing.TB, dir string, views int, passes ...[]Pair) {
 			infos = append(infos, info)
 		}
 	}
-	if _, err := shards.Commit(ctx, dir, cfg, infos, int64(len(passes[0])), shards.DeadLetters{}); err != nil {
+	if _, err := shards.Commit(ctx, dir, cfg, infos, int64(n), shards.DeadLetters{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -164,7 +174,6 @@ func TestResumeRefusesOtherData(t *testing.T) {
 // image per row, from which the reader makes simclr-cifar views of size×size.
 func writeBaseShards(t testing.TB, dir string, size int, pairs []Pair) {
 	t.Helper()
-	ctx := context.Background()
 	aug, err := augment.Preset(augment.SimCLRCIFAR, size)
 	if err != nil {
 		t.Fatal(err)
@@ -173,37 +182,16 @@ func writeBaseShards(t testing.TB, dir string, size int, pairs []Pair) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := pairs[0].View1
 	cfg := shards.Config{
 		Dataset: datasets.IDX, Split: "train", Preset: aug.Preset, Augment: augJSON, Seed: 1,
 		Passes: 1, Parts: 2, Views: 2, Encoding: shards.Raw, Online: true, GroupRows: 5,
-		Height: size, Width: size, Channels: ref.C, CodeVersion: "test", SourceChecksum: "sha256:00",
+		Height: size, Width: size, Channels: pairs[0].View1.C, CodeVersion: "test", SourceChecksum: "sha256:00",
 	}
-	if err := shards.Prepare(ctx, dir, cfg, false); err != nil {
-		t.Fatal(err)
-	}
-	var infos []shards.ShardInfo
-	for part := range cfg.Parts {
-		w, err := shards.NewWriter(ctx, dir, shards.ShardID{Pass: 0, Part: part, Parts: cfg.Parts}, cfg, shards.WriterOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := part; i < len(pairs); i += cfg.Parts {
-			img := pairs[i].View1
-			if err := w.Write(shards.Row{Key: fmt.Sprintf("synthetic/%05d", i), Index: int64(i), Label: pairs[i].Label,
-				View1: img.Pix, Height: int32(img.H), Width: int32(img.W), Channels: int32(img.C), Encoding: string(shards.Raw)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		info, err := w.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos = append(infos, info)
-	}
-	if _, err := shards.Commit(ctx, dir, cfg, infos, int64(len(pairs)), shards.DeadLetters{}); err != nil {
-		t.Fatal(err)
-	}
+	writeDataset(t, dir, cfg, shards.WriterOptions{}, len(pairs), func(w *shards.Writer, _, i int) error {
+		img := pairs[i].View1
+		return w.Write(shards.Row{Key: fmt.Sprintf("synthetic/%05d", i), Index: int64(i), Label: pairs[i].Label,
+			View1: img.Pix, Height: int32(img.H), Width: int32(img.W), Channels: int32(img.C), Encoding: string(shards.Raw)})
+	})
 }
 
 // TestBaseShardsTrainFreshViewsAndResumeExactly: on base shards every epoch has views of its

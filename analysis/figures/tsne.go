@@ -2,9 +2,7 @@ package figures
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
@@ -142,11 +140,7 @@ func sampleEmbeddings(ctx context.Context, path string, perClass, classes int, s
 	set, meta = embeddings.ClassList{Path: path, Classes: r.Classes()}, r.Meta()
 	reservoir := analysis.NewClassSample(perClass, seed)
 	var row int64
-	for {
-		b, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for b, err := range r.Blocks() {
 		if err != nil {
 			return sample, set, nil, panel, err
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // TestEvaluationCommands runs the evaluation end to end on tiny shards: train an encoder,
@@ -79,7 +81,7 @@ func TestEvaluationCommands(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("dcl npc = %d\n%s\n%s", code, stdout, stderr)
 	}
-	var npc npcSummary
+	var npc pipelines.NPCSummary
 	if err := json.Unmarshal([]byte(stdout), &npc); err != nil || npc.Temperature != 0.2 || len(npc.Stats) != 2 || npc.Stats[1].Anchors != 32 {
 		t.Errorf("dcl npc printed %s (%v)", stdout, err)
 	}

@@ -59,8 +59,8 @@ func flagPaths(fs *flag.FlagSet, names []string) []guard.Path {
 			continue
 		}
 		values := []string{f.Value.String()}
-		if l, ok := f.Value.(*listFlag); ok {
-			values = l.values
+		if l, ok := f.Value.(interface{ Strings() []string }); ok {
+			values = l.Strings()
 		}
 		for _, v := range values {
 			if v != "" {

@@ -453,6 +453,9 @@ func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
 // not shown as a default of "".
 func printFlag(w io.Writer, f *flag.Flag) {
 	typeName, usage := flag.UnquoteUsage(f)
+	if v, ok := f.Value.(interface{ TypeName() string }); ok && !strings.Contains(f.Usage, "`") {
+		typeName = v.TypeName() // a declared parameter's (registry.Value), which flag calls "value"
+	}
 	if fwd, ok := f.Value.(*forwardedFlag); ok {
 		typeName, _ = flag.UnquoteUsage(fwd.global)
 	}

@@ -39,10 +39,29 @@ type Param struct {
 	// Check says what is wrong with a value ("" when it is fine); nil accepts any finite
 	// value. It runs once, where a configuration's values are resolved (Resolve).
 	Check func(v float64) string
+
+	// Value, where set, is the form of a parameter whose values are not one number (a word,
+	// a path, a seed, a list, a pair): it holds the default and checks what it reads, and
+	// Type, Default and Check are unused. Such a parameter is one of Settings, not Values.
+	Value Value
+	// FlagName is the command-line flag where it is not Name with '-' for '_' (a flag whose
+	// name is older than the configuration key, or the other way round).
+	FlagName string
+	// Surface says where the parameter is given: a flag and a configuration key (the
+	// default), or a flag only.
+	Surface Surface
+	// Required says a command line must give the flag.
+	Required bool
+	// Renamed is an older name of the flag that still sets it, with a notice.
+	Renamed string
+	// CheckValue says what is wrong with a Value's value, as Check does of a number's; nil
+	// accepts what Value parses. It runs where Reason is asked (a whole configuration's
+	// check), not while parsing.
+	CheckValue func(v any) string
 }
 
 // Flag is the parameter's command-line flag name.
-func (p Param) Flag() string { return strings.ReplaceAll(p.Name, "_", "-") }
+func (p Param) Flag() string { return cmpOr(p.FlagName, strings.ReplaceAll(p.Name, "_", "-")) }
 
 // JSONName is the key checkpoints store the parameter under.
 func (p Param) JSONName() string { return cmpOr(p.JSON, p.Name) }
@@ -68,25 +87,57 @@ func (p Param) Format(v float64) string {
 // Parse reads a value written as text (a flag, a YAML scalar), refusing one that is not of
 // the parameter's type.
 func (p Param) Parse(s string) (float64, error) {
+	f, err := p.parseNumber(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return f, nil
+}
+
+// parseNumber is Parse without the parameter's name in the error.
+func (p Param) parseNumber(s string) (float64, error) {
 	switch p.Type {
 	case Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %s: want true or false", p.Name, s)
+			return 0, fmt.Errorf("%s: want true or false", s)
 		}
 		return boolValue(b), nil
 	case Int:
 		f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 		if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return 0, fmt.Errorf("%s: %s is not a whole number", p.Name, s)
+			return 0, fmt.Errorf("%s is not a whole number", s)
 		}
 		return f, nil
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%s: %s is not a finite number", p.Name, s)
+		return 0, fmt.Errorf("%s is not a finite number", s)
 	}
 	return f, nil
+}
+
+// ParseText reads a value of the parameter written as text, as its type reads it (a number
+// as float64, a Value's own), without its check (Reason): for a value that is checked only
+// with others (a whole configuration). The error does not name the parameter.
+func (p Param) ParseText(text string) (any, error) {
+	if p.Value != nil {
+		return p.Value.Parse(text)
+	}
+	return p.parseNumber(text)
+}
+
+// Reason says what is wrong with a value of the parameter ("" when it is fine): its type's
+// bounds and its Check, or CheckValue for a Value's.
+func (p Param) Reason(v any) string {
+	if p.Value != nil {
+		if p.CheckValue == nil {
+			return ""
+		}
+		return p.CheckValue(v)
+	}
+	f, _ := v.(float64)
+	return p.reason(f)
 }
 
 func boolValue(b bool) float64 {
@@ -100,21 +151,26 @@ func boolValue(b bool) float64 {
 // usage.ValueError named by the flag, so a command line reports it as the flag and a
 // config as the key of the same meaning.
 func (p Param) validate(owner string, v float64) error {
-	reason := ""
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		reason = "not a finite number"
-	case p.Type == Int && v != math.Trunc(v):
-		reason = "not a whole number"
-	case p.Type == Bool && v != 0 && v != 1:
-		reason = "want true or false"
-	case p.Check != nil:
-		reason = p.Check(v)
-	}
+	reason := p.reason(v)
 	if reason == "" {
 		return nil
 	}
 	return usage.Value(p.Flag(), p.Format(v), "%s: %s", owner, reason)
+}
+
+// reason says what is wrong with v ("" when it is fine).
+func (p Param) reason(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "not a finite number"
+	case p.Type == Int && v != math.Trunc(v):
+		return "not a whole number"
+	case p.Type == Bool && v != 0 && v != 1:
+		return "want true or false"
+	case p.Check != nil:
+		return p.Check(v)
+	}
+	return ""
 }
 
 // Positive is a Check: the value must be greater than 0.

@@ -1,8 +1,10 @@
 // Package registry is the one shape the toolkit's variants are registered in (losses,
-// training methods, models, augmentation presets, runners, datasets and their unit kinds): a
-// name, aliases, a value, and the parameters each variant declares (Param). Command-line
-// flags, configuration keys, checkpoint JSON and help text are derived from those
-// declarations, so a variant with a new parameter is one registration.
+// training methods, models, augmentation presets, runners, datasets and their unit kinds,
+// evaluations): a name, aliases, a value, and the parameters each variant declares (Param).
+// Command-line flags, configuration keys, checkpoint JSON and help text are derived from
+// those declarations, so a variant with a new parameter is one registration. A parameter's
+// values are one number (Values), or of a Value of its own (a word, a path, a seed, a list,
+// a pair: Settings).
 package registry
 
 import (

@@ -96,14 +96,12 @@ type Writer struct {
 	path      string
 	ctx       context.Context
 	dim       int
-	file      *storage.Writer
-	pw        *parquet.GenericWriter[Row]
+	out       *shards.ParquetFile[Row] // holds the sticky error
 	batch     []Row
 	floats    []float32 // backing store of the batch's vectors
 	groupRows int
 	maxGroup  int
 	rows      int64
-	err       error
 }
 
 // NewWriter starts the embedding file p (local or gs://) of dim-dimensional
@@ -124,24 +122,23 @@ func NewWriter(ctx context.Context, p string, dim int, meta map[string]string) (
 		}
 		options = append(options, parquet.KeyValueMetadata(k, v))
 	}
-	f := storage.NewWriter(ctx, p)
 	return &Writer{
-		path: p, ctx: ctx, dim: dim, file: f,
-		pw:       parquet.NewGenericWriter[Row](f, options...),
+		path: p, ctx: ctx, dim: dim,
+		out:      shards.NewParquetFile[Row](ctx, p, p, "embedding file "+p, options...),
 		maxGroup: max(1, groupBytes/(4*dim)),
 	}, nil
 }
 
 // Write adds one row; vec is copied.
 func (w *Writer) Write(id int64, label int32, vec []float32) error {
-	if w.err != nil {
-		return w.err
+	if err := w.out.Err(); err != nil {
+		return err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return w.fail(err)
+		return w.out.Fail(err)
 	}
 	if len(vec) != w.dim {
-		return w.fail(fmt.Errorf("embedding file %s: id %d has %d values, want %d", w.path, id, len(vec), w.dim))
+		return w.out.Fail(fmt.Errorf("embedding file %s: id %d has %d values, want %d", w.path, id, len(vec), w.dim))
 	}
 	if w.floats == nil {
 		w.floats = make([]float32, 0, w.batchRows()*w.dim)
@@ -165,60 +162,39 @@ func (w *Writer) flush() error {
 	if len(w.batch) == 0 {
 		return nil
 	}
-	if _, err := w.pw.Write(w.batch); err != nil {
-		return w.fail(fmt.Errorf("writing %s: %w", w.path, err))
+	if err := w.out.Write(w.batch); err != nil {
+		return err
 	}
 	w.groupRows += len(w.batch)
 	w.batch, w.floats = w.batch[:0], w.floats[:0]
 	if w.groupRows >= w.maxGroup {
-		if err := w.pw.Flush(); err != nil {
-			return w.fail(fmt.Errorf("writing %s: %w", w.path, err))
+		if err := w.out.Flush(); err != nil {
+			return err
 		}
 		w.groupRows = 0
 	}
 	return nil
 }
 
-func (w *Writer) fail(err error) error {
-	if w.err == nil {
-		w.err = err
-		w.file.Abort()
-	}
-	return w.err
-}
-
 // Close commits the file and returns its entry for an embeddings manifest (Path is the base
 // name).
 func (w *Writer) Close() (FileInfo, error) {
-	if w.err != nil {
-		return FileInfo{}, w.err
+	if err := w.out.Err(); err != nil {
+		return FileInfo{}, err
 	}
 	if err := w.flush(); err != nil {
 		return FileInfo{}, err
 	}
-	if err := w.ctx.Err(); err != nil {
-		return FileInfo{}, w.fail(err)
-	}
-	if err := w.pw.Close(); err != nil {
-		return FileInfo{}, w.fail(fmt.Errorf("writing %s: %w", w.path, err))
-	}
-	size, sum, err := w.file.Commit()
+	size, sum, err := w.out.Commit()
 	if err != nil {
-		w.err = err
 		return FileInfo{}, err
 	}
-	w.err = fmt.Errorf("embedding file %s already closed", w.path)
 	// A staged file's entry names it as it will be once committed.
 	return FileInfo{Path: strings.TrimSuffix(storage.Base(w.path), shards.StagedSuffix), Rows: w.rows, Bytes: size, SHA256: sum}, nil
 }
 
 // Abort discards the file; safe after Close and more than once.
-func (w *Writer) Abort() {
-	if w.err == nil {
-		w.err = fmt.Errorf("embedding file %s aborted", w.path)
-	}
-	w.file.Abort()
-}
+func (w *Writer) Abort() { w.out.Abort() }
 
 // PartPath is where a writer of a sharded embeddings directory writes part part of parts:
 // under the staging folder, from which Commit moves it into place.

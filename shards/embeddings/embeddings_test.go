@@ -33,13 +33,9 @@ func readEmbeddings(t *testing.T, path string, block int) ([]embRow, *Reader) {
 	}
 	defer r.Close()
 	var out []embRow
-	for {
-		b, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return out, r
-		}
+	for b, err := range r.Blocks() {
 		if err != nil {
-			t.Fatalf("Next: %v", err)
+			t.Fatalf("Blocks: %v", err)
 		}
 		if b.Len() > block {
 			t.Fatalf("block of %d rows, asked for %d", b.Len(), block)
@@ -48,6 +44,7 @@ func readEmbeddings(t *testing.T, path string, block int) ([]embRow, *Reader) {
 			out = append(out, embRow{b.IDs[i], b.Labels[i], slices.Clone(b.Vector(i))})
 		}
 	}
+	return out, r
 }
 
 func embRowsEqual(a, b []embRow) bool {
@@ -263,8 +260,16 @@ func TestEmbeddingBadFiles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			r, err := Open(context.Background(), filepath.Join(dir, tt.file), 100)
-			for err == nil {
-				_, err = r.Next()
+			if err == nil {
+				err = io.EOF // what is left if Blocks yields no error
+				for b, e := range r.Blocks() {
+					if e != nil && b != nil {
+						t.Errorf("Blocks yielded a block with its error %v", e)
+					}
+					if e != nil {
+						err = e
+					}
+				}
 			}
 			if errors.Is(err, io.EOF) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("reading %s = %v, want an error containing %q", tt.file, err, tt.want)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"os"
 	"slices"
@@ -281,6 +282,26 @@ func (r *Reader) Files() []FileSummary { return r.files }
 
 // Next returns the next block, or io.EOF after the last.
 func (r *Reader) Next() (*Block, error) { return r.next() }
+
+// Blocks ranges over the blocks Next returns, up to the last: a failure ends it, yielded
+// with a nil block.
+func (r *Reader) Blocks() iter.Seq2[*Block, error] {
+	return func(yield func(*Block, error) bool) {
+		for {
+			b, err := r.next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}
+}
 
 // Close closes the file being read.
 func (r *Reader) Close() error {

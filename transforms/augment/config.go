@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/registry"
@@ -167,75 +166,21 @@ func (c Config) BlurKernelSize() int {
 	return c.Size/10 | 1
 }
 
-// Validate reports every inconsistent or out-of-range field, joined into one error.
+// Validate reports every inconsistent or out-of-range field, joined into one error: each
+// field's declared check (Params), then what fields must satisfy together.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	// badValue reports a value of one parameter, named as its flag is (flags.go).
-	badValue := func(name string, value any, reason string, args ...any) {
-		errs = append(errs, usage.Value(name, value, reason, args...))
-	}
-	if c.Size <= 0 || c.Size > MaxSize {
-		badValue("view-size", c.Size, "must be in 1..%d", MaxSize)
-	}
-	if c.Resize < 0 || c.Resize > MaxSize {
-		badValue("eval-resize", c.Resize, "must be 0 (automatic) or in 1..%d", MaxSize)
-	} else if c.Resize > 0 && c.Resize < c.Size {
-		badValue("eval-resize", c.Resize, "must be at least view-size %d (the centre crop must fit)", c.Size)
-	}
-	rng := func(name string, r [2]float64, lo, hi float64, loOpen bool) {
-		for _, v := range r {
-			if math.IsNaN(v) || v > hi || v < lo || (loOpen && v == lo) {
-				open := "["
-				if loOpen {
-					open = "("
-				}
-				badValue(name, pair(r), "values must be in %s%g, %g]", open, lo, hi)
-				return
-			}
-		}
-		if r[0] > r[1] {
-			badValue(name, pair(r), "min is greater than max")
+	for _, p := range Params() {
+		if reason := p.Reason(p.value(&c)); reason != "" {
+			// Named as its flag is (flags.go), so a command line reports the flag.
+			errs = append(errs, usage.Value(p.Name, p.Get(c), "%s", reason))
 		}
 	}
-	rng("crop-scale", c.CropScale, 0, 1, true)
-	rng("crop-ratio", c.CropRatio, 0, math.MaxFloat64, true)
-	rng("blur-sigma", c.BlurSigma, 0, math.MaxFloat64, true)
-	prob := func(name string, p float64) {
-		if !(p >= 0 && p <= 1) {
-			badValue(name, p, "a probability must be in [0, 1]")
-		}
-	}
-	prob("flip-p", c.FlipP)
-	prob("jitter-p", c.JitterP)
-	prob("gray-p", c.GrayP)
-	for i := range 2 {
-		prob(fmt.Sprintf("blur-p (view %d)", i), c.BlurP[i])
-		prob(fmt.Sprintf("solarize-p (view %d)", i), c.SolarizeP[i])
-	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"brightness", c.Brightness}, {"contrast", c.Contrast}, {"saturation", c.Saturation}} {
-		if !(f.v >= 0 && f.v <= 100) {
-			badValue(f.name, f.v, "must be in [0, 100] (factors are drawn from [max(0, 1-b), 1+b])")
-		}
-	}
-	if !(c.Hue >= 0 && c.Hue <= 0.5) {
-		badValue("hue", c.Hue, "must be in [0, 0.5]")
-	}
-	if c.BlurKernel < 0 || (c.BlurKernel > 0 && c.BlurKernel%2 == 0) || c.BlurKernel > 1023 {
-		badValue("blur-kernel", c.BlurKernel, "must be 0 (10%% of view-size, odd) or an odd number in 1..1023")
-	}
-	if c.SolarizeThreshold < 0 || c.SolarizeThreshold > 256 {
-		badValue("solarize-threshold", c.SolarizeThreshold, "must be in 0..256")
+	if c.Resize > 0 && c.Resize <= MaxSize && c.Resize < c.Size {
+		errs = append(errs, usage.Value("eval-resize", c.Resize, "must be at least view-size %d (the centre crop must fit)", c.Size))
 	}
 	if c.Preset != "" && !slices.Contains(Presets(), c.Preset) {
-		bad("preset %q: unknown (want one of %s)", c.Preset, strings.Join(Presets(), ", "))
+		errs = append(errs, fmt.Errorf("preset %q: unknown (want one of %s)", c.Preset, strings.Join(Presets(), ", ")))
 	}
 	return errors.Join(errs...)
 }
-
-func pair(r [2]float64) string { return formatFloat(r[0]) + "," + formatFloat(r[1]) }
-
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }

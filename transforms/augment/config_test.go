@@ -87,8 +87,8 @@ func TestValidate(t *testing.T) {
 		{"flip-p above 1", func(c *Config) { c.FlipP = 1.5 }, "flip-p 1.5"},
 		{"jitter-p negative", func(c *Config) { c.JitterP = -0.1 }, "jitter-p -0.1"},
 		{"gray-p NaN", func(c *Config) { c.GrayP = math.NaN() }, "gray-p NaN"},
-		{"blur-p view 1", func(c *Config) { c.BlurP = PerView{0.5, 2} }, "blur-p (view 1) 2"},
-		{"solarize-p view 0", func(c *Config) { c.SolarizeP = PerView{-1, 0} }, "solarize-p (view 0) -1"},
+		{"blur-p view 1", func(c *Config) { c.BlurP = PerView{0.5, 2} }, "blur-p 0.5,2: a probability must be in [0, 1] (view 1)"},
+		{"solarize-p view 0", func(c *Config) { c.SolarizeP = PerView{-1, 0} }, "solarize-p -1,0: a probability must be in [0, 1] (view 0)"},
 		{"brightness negative", func(c *Config) { c.Brightness = -0.4 }, "brightness -0.4"},
 		{"contrast huge", func(c *Config) { c.Contrast = 1000 }, "contrast 1000"},
 		{"saturation NaN", func(c *Config) { c.Saturation = math.NaN() }, "saturation NaN"},
@@ -156,7 +156,7 @@ func TestFlags(t *testing.T) {
 		{"--crop-scale=0.2", "want 2 comma-separated numbers, got 1"},
 		{"--crop-scale=a,b", `"a" is not a number`},
 		{"--blur-p=1,2,3", "want 1 to 2 comma-separated numbers, got 3"},
-		{"--view-size=3.5", "not an integer"},
+		{"--view-size=3.5", "3.5 is not a whole number"},
 	} {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -179,7 +179,7 @@ func TestFlags(t *testing.T) {
 	// Every flag has usage text and the names are unique.
 	seen := map[string]bool{}
 	for _, p := range Params() {
-		if p.Usage == "" || seen[p.Name] || fs.Lookup(p.Name) == nil {
+		if p.Doc == "" || seen[p.Name] || fs.Lookup(p.Name) == nil {
 			t.Errorf("param %q: empty usage, duplicate, or not registered", p.Name)
 		}
 		seen[p.Name] = true
@@ -212,5 +212,24 @@ func TestStringRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, c) {
 		t.Errorf("round trip through String():\n%+v, want\n%+v", back, c)
+	}
+}
+
+// Every parameter's check is its declaration's: Validate refuses an out-of-range value of
+// each, naming it as its flag and the key of a config's augment_overrides.
+func TestEveryParamIsCheckedByItsDeclaration(t *testing.T) {
+	for _, p := range Params() {
+		c := mustPreset(t, SimCLRCIFAR, 32)
+		bad := "-1000000"
+		if p.Value != nil {
+			bad = "-1,-1"
+		}
+		if err := p.Set(&c, bad); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), p.Name+" "+p.Get(c)+": ") {
+			t.Errorf("%s=%s: Validate = %v, want the declaration's check naming it", p.Name, bad, err)
+		}
 	}
 }

@@ -4,27 +4,55 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
+	"math"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
-// Param is one overridable Config field as a command-line flag: its name (without any prefix),
-// its usage text, and how to read and write it as text. Params lists them all, so a command
-// line exposes every field without naming them one by one.
+// Param is one overridable Config field: its declaration (registry.Param: the name, which is
+// both the flag, without any prefix, and the key of a reproduce config's
+// preprocess.augment_overrides; the doc; the type of its values; and its check, which
+// Validate runs) and the field it sets. Params lists them all, so a command line and a
+// config expose every field without naming them one by one.
 type Param struct {
-	Name  string
-	Usage string
-	get   func(*Config) string
-	set   func(*Config, string) error
+	registry.Param
+	field func(*Config) any // a pointer to the field: *int, *float64, *[2]float64 or *PerView
 }
 
 // Get returns the field's value in the form Set accepts.
-func (p Param) Get(c Config) string { return p.get(&c) }
+func (p Param) Get(c Config) string { return p.FormatValue(p.value(&c)) }
+
+// value is the field's value as the declaration holds it (numbers as float64).
+func (p Param) value(c *Config) any {
+	switch f := p.field(c).(type) {
+	case *int:
+		return float64(*f)
+	case *float64:
+		return *f
+	case *[2]float64:
+		return *f
+	case *PerView:
+		return *f
+	}
+	panic("augment: a field of an unknown type")
+}
 
 // Set parses v into the field; it does not validate the whole Config.
 func (p Param) Set(c *Config, v string) error {
-	if err := p.set(c, strings.TrimSpace(v)); err != nil {
+	x, err := p.ParseText(strings.TrimSpace(v))
+	if err != nil {
 		return fmt.Errorf("--%s=%s: %w", p.Name, v, err)
+	}
+	switch f := p.field(c).(type) {
+	case *int:
+		*f = int(x.(float64))
+	case *float64:
+		*f = x.(float64)
+	case *[2]float64:
+		*f = x.([2]float64)
+	case *PerView:
+		*f = x.(PerView)
 	}
 	return nil
 }
@@ -32,22 +60,62 @@ func (p Param) Set(c *Config, v string) error {
 // Params returns every overridable field, in a fixed order.
 func Params() []Param {
 	return []Param{
-		intParam("view-size", "side of the square output view in pixels", func(c *Config) *int { return &c.Size }),
-		intParam("eval-resize", "evaluation only: shorter side before the centre crop (0: 8/7 of view-size when ≥ 128, else view-size)", func(c *Config) *int { return &c.Resize }),
-		pairParam("crop-scale", "RandomResizedCrop area fraction range MIN,MAX", func(c *Config) *[2]float64 { return &c.CropScale }),
-		pairParam("crop-ratio", "RandomResizedCrop aspect-ratio (width/height) range MIN,MAX, sampled log-uniformly", func(c *Config) *[2]float64 { return &c.CropRatio }),
-		floatParam("flip-p", "probability of a horizontal flip", func(c *Config) *float64 { return &c.FlipP }),
-		floatParam("jitter-p", "probability of applying colour jitter", func(c *Config) *float64 { return &c.JitterP }),
-		floatParam("brightness", "colour jitter brightness b: factor in [max(0,1-b), 1+b]; 0 off", func(c *Config) *float64 { return &c.Brightness }),
-		floatParam("contrast", "colour jitter contrast c: factor in [max(0,1-c), 1+c]; 0 off", func(c *Config) *float64 { return &c.Contrast }),
-		floatParam("saturation", "colour jitter saturation s: factor in [max(0,1-s), 1+s]; 0 off", func(c *Config) *float64 { return &c.Saturation }),
-		floatParam("hue", "colour jitter hue h: shift in [-h, h] turns, h ≤ 0.5; 0 off", func(c *Config) *float64 { return &c.Hue }),
-		floatParam("gray-p", "probability of converting to grayscale", func(c *Config) *float64 { return &c.GrayP }),
+		intParam("view-size", "side of the square output view in pixels", inRange(1, MaxSize), func(c *Config) *int { return &c.Size }),
+		intParam("eval-resize", "evaluation only: shorter side before the centre crop (0: 8/7 of view-size when ≥ 128, else view-size)",
+			func(v float64) string {
+				if v < 0 || v > MaxSize {
+					return fmt.Sprintf("must be 0 (automatic) or in 1..%d", MaxSize)
+				}
+				return ""
+			}, func(c *Config) *int { return &c.Resize }),
+		pairParam("crop-scale", "RandomResizedCrop area fraction range MIN,MAX", 1, func(c *Config) *[2]float64 { return &c.CropScale }),
+		pairParam("crop-ratio", "RandomResizedCrop aspect-ratio (width/height) range MIN,MAX, sampled log-uniformly", math.MaxFloat64, func(c *Config) *[2]float64 { return &c.CropRatio }),
+		floatParam("flip-p", "probability of a horizontal flip", probability, func(c *Config) *float64 { return &c.FlipP }),
+		floatParam("jitter-p", "probability of applying colour jitter", probability, func(c *Config) *float64 { return &c.JitterP }),
+		floatParam("brightness", "colour jitter brightness b: factor in [max(0,1-b), 1+b]; 0 off", jitterStrength, func(c *Config) *float64 { return &c.Brightness }),
+		floatParam("contrast", "colour jitter contrast c: factor in [max(0,1-c), 1+c]; 0 off", jitterStrength, func(c *Config) *float64 { return &c.Contrast }),
+		floatParam("saturation", "colour jitter saturation s: factor in [max(0,1-s), 1+s]; 0 off", jitterStrength, func(c *Config) *float64 { return &c.Saturation }),
+		floatParam("hue", "colour jitter hue h: shift in [-h, h] turns, h ≤ 0.5; 0 off", func(v float64) string {
+			if v >= 0 && v <= 0.5 {
+				return ""
+			}
+			return "must be in [0, 0.5]"
+		}, func(c *Config) *float64 { return &c.Hue }),
+		floatParam("gray-p", "probability of converting to grayscale", probability, func(c *Config) *float64 { return &c.GrayP }),
 		perViewParam("blur-p", "probability of a Gaussian blur: P, or P0,P1 for view 0 and view 1", func(c *Config) *PerView { return &c.BlurP }),
-		pairParam("blur-sigma", "Gaussian blur sigma range MIN,MAX", func(c *Config) *[2]float64 { return &c.BlurSigma }),
-		intParam("blur-kernel", "Gaussian blur kernel side, odd (0: 10% of view-size, made odd)", func(c *Config) *int { return &c.BlurKernel }),
+		pairParam("blur-sigma", "Gaussian blur sigma range MIN,MAX", math.MaxFloat64, func(c *Config) *[2]float64 { return &c.BlurSigma }),
+		intParam("blur-kernel", "Gaussian blur kernel side, odd (0: 10% of view-size, made odd)", func(v float64) string {
+			if v < 0 || (v > 0 && math.Mod(v, 2) == 0) || v > 1023 {
+				return "must be 0 (10% of view-size, odd) or an odd number in 1..1023"
+			}
+			return ""
+		}, func(c *Config) *int { return &c.BlurKernel }),
 		perViewParam("solarize-p", "probability of solarizing: P, or P0,P1 for view 0 and view 1", func(c *Config) *PerView { return &c.SolarizeP }),
-		intParam("solarize-threshold", "solarize inverts pixels at or above this value (0..256)", func(c *Config) *int { return &c.SolarizeThreshold }),
+		intParam("solarize-threshold", "solarize inverts pixels at or above this value (0..256)", inRange(0, 256), func(c *Config) *int { return &c.SolarizeThreshold }),
+	}
+}
+
+// The checks the declarations share.
+func probability(p float64) string {
+	if p >= 0 && p <= 1 {
+		return ""
+	}
+	return "a probability must be in [0, 1]"
+}
+
+func jitterStrength(v float64) string {
+	if v >= 0 && v <= 100 {
+		return ""
+	}
+	return "must be in [0, 100] (factors are drawn from [max(0, 1-b), 1+b])"
+}
+
+func inRange(lo, hi int) func(float64) string {
+	return func(v float64) string {
+		if v >= float64(lo) && v <= float64(hi) {
+			return ""
+		}
+		return fmt.Sprintf("must be in %d..%d", lo, hi)
 	}
 }
 
@@ -80,7 +148,7 @@ type override struct {
 func RegisterFlags(fs *flag.FlagSet, prefix string) *Overrides {
 	o := &Overrides{}
 	for _, p := range Params() {
-		fs.Var(&flagValue{o: o, p: p}, prefix+p.Name, p.Usage+" (default: the preset's)")
+		fs.Var(&flagValue{o: o, p: p}, prefix+p.Name, p.Doc+" (default: the preset's)")
 	}
 	return o
 }
@@ -117,8 +185,7 @@ type flagValue struct {
 func (f *flagValue) String() string { return f.v }
 
 func (f *flagValue) Set(v string) error {
-	var scratch Config
-	if err := f.p.set(&scratch, strings.TrimSpace(v)); err != nil {
+	if _, err := f.p.ParseText(strings.TrimSpace(v)); err != nil {
 		return err
 	}
 	f.v = v
@@ -126,90 +193,42 @@ func (f *flagValue) Set(v string) error {
 	return nil
 }
 
-func intParam(name, usage string, field func(*Config) *int) Param {
-	return Param{Name: name, Usage: usage,
-		get: func(c *Config) string { return strconv.Itoa(*field(c)) },
-		set: func(c *Config, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("not an integer")
-			}
-			*field(c) = n
-			return nil
-		}}
+func intParam(name, doc string, check func(float64) string, field func(*Config) *int) Param {
+	return Param{registry.Param{Name: name, Type: registry.Int, Doc: doc, Check: check}, func(c *Config) any { return field(c) }}
 }
 
-func floatParam(name, usage string, field func(*Config) *float64) Param {
-	return Param{Name: name, Usage: usage,
-		get: func(c *Config) string { return formatFloat(*field(c)) },
-		set: func(c *Config, v string) error {
-			x, err := parseFloat(v)
-			if err != nil {
-				return err
-			}
-			*field(c) = x
-			return nil
-		}}
+func floatParam(name, doc string, check func(float64) string, field func(*Config) *float64) Param {
+	return Param{registry.Param{Name: name, Doc: doc, Check: check}, func(c *Config) any { return field(c) }}
 }
 
-func pairParam(name, usage string, field func(*Config) *[2]float64) Param {
-	return Param{Name: name, Usage: usage,
-		get: func(c *Config) string { return pair(*field(c)) },
-		set: func(c *Config, v string) error {
-			xs, err := parseFloats(v, 2, 2)
-			if err != nil {
-				return err
+// pairParam is a range MIN,MAX: 0 < min ≤ max ≤ hi.
+func pairParam(name, doc string, hi float64, field func(*Config) *[2]float64) Param {
+	check := func(v any) string {
+		r := v.([2]float64)
+		for _, x := range r {
+			if math.IsNaN(x) || x > hi || x <= 0 {
+				return fmt.Sprintf("values must be in (0, %g]", hi)
 			}
-			*field(c) = [2]float64{xs[0], xs[1]}
-			return nil
-		}}
-}
-
-func perViewParam(name, usage string, field func(*Config) *PerView) Param {
-	return Param{Name: name, Usage: usage,
-		get: func(c *Config) string {
-			p := *field(c)
-			if p[0] == p[1] {
-				return formatFloat(p[0])
-			}
-			return pair(p)
-		},
-		set: func(c *Config, v string) error {
-			xs, err := parseFloats(v, 1, 2)
-			if err != nil {
-				return err
-			}
-			if len(xs) == 1 {
-				xs = append(xs, xs[0])
-			}
-			*field(c) = PerView{xs[0], xs[1]}
-			return nil
-		}}
-}
-
-func parseFloat(v string) (float64, error) {
-	x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a number", v)
-	}
-	return x, nil
-}
-
-func parseFloats(v string, lo, hi int) ([]float64, error) {
-	parts := strings.Split(v, ",")
-	if len(parts) < lo || len(parts) > hi {
-		if lo == hi {
-			return nil, fmt.Errorf("want %d comma-separated numbers, got %d", lo, len(parts))
 		}
-		return nil, fmt.Errorf("want %d to %d comma-separated numbers, got %d", lo, hi, len(parts))
-	}
-	out := make([]float64, len(parts))
-	for i, s := range parts {
-		x, err := parseFloat(s)
-		if err != nil {
-			return nil, err
+		if r[0] > r[1] {
+			return "min is greater than max"
 		}
-		out[i] = x
+		return ""
 	}
-	return out, nil
+	return Param{registry.Param{Name: name, Value: registry.Floats([2]float64{}, 2, nil), Doc: doc, CheckValue: check},
+		func(c *Config) any { return field(c) }}
+}
+
+// perViewParam is a probability per view: P, or P0,P1.
+func perViewParam(name, doc string, field func(*Config) *PerView) Param {
+	check := func(v any) string {
+		for i, p := range v.(PerView) {
+			if reason := probability(p); reason != "" {
+				return fmt.Sprintf("%s (view %d)", reason, i)
+			}
+		}
+		return ""
+	}
+	return Param{registry.Param{Name: name, Value: registry.Floats(PerView{}, 1, nil), Doc: doc, CheckValue: check},
+		func(c *Config) any { return field(c) }}
 }
