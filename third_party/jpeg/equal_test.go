@@ -178,3 +178,42 @@ func TestDecodeRegionIsDecodeInside(t *testing.T) {
 		}
 	}
 }
+
+// A region that covers the image decodes as Decode does, and fails where it fails: on every
+// file of the corpus, truncated anywhere, its end marker included (the reader's DecodeBase
+// relies on it).
+func TestDecodeRegionOfTheWholeImageIsDecode(t *testing.T) {
+	for name, data := range corpus(t) {
+		cuts := []int{len(data), len(data) - 1, len(data) - 2} // whole, and the EOI marker cut
+		for cut := len(data) - 3; cut > 0; cut -= max(1, len(data)/40) {
+			cuts = append(cuts, cut)
+		}
+		for _, cut := range cuts {
+			whole := image.Rect(0, 0, 1<<20, 1<<20)
+			if cfg, err := stdjpeg.DecodeConfig(bytes.NewReader(data)); err == nil {
+				whole = image.Rect(0, 0, cfg.Width, cfg.Height)
+			}
+			got, gotErr := DecodeRegion(bytes.NewReader(data[:cut]), whole)
+			want, wantErr := Decode(bytes.NewReader(data[:cut]))
+			if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+				t.Fatalf("%s cut at %d: DecodeRegion of the whole image fails with %v, Decode with %v", name, cut, gotErr, wantErr)
+			}
+			if wantErr != nil {
+				continue
+			}
+			// Only the pixels: the samples of blocks past the image's edge, which no pixel
+			// reads, are not reconstructed.
+			b := want.Bounds()
+			if got.Bounds() != b {
+				t.Fatalf("%s cut at %d: bounds %v, Decode gives %v", name, cut, got.Bounds(), b)
+			}
+			for y := b.Min.Y; y < b.Max.Y; y++ {
+				for x := b.Min.X; x < b.Max.X; x++ {
+					if got.At(x, y) != want.At(x, y) {
+						t.Fatalf("%s cut at %d: pixel (%d, %d) is %v, Decode gives %v", name, cut, x, y, got.At(x, y), want.At(x, y))
+					}
+				}
+			}
+		}
+	}
+}

@@ -786,9 +786,10 @@ func Decode(r io.Reader) (image.Image, error) {
 // DecodeRegion is Decode for a caller that reads only the pixels inside region (of the
 // image's bounds): those are Decode's, byte for byte; the others are unspecified. It skips the
 // inverse DCT of blocks wholly outside region and, in a baseline image of one interleaved
-// scan, stops reading after the last row of blocks region needs (the entropy-coded data
-// before it must still be read). It reports errors as Decode does, except those in data it
-// does not read. dcl-beam's reader decodes only the union of two views' crops this way.
+// scan, stops reading after the last row of blocks region needs when rows remain below it
+// (the entropy-coded data before it must still be read). It reports errors as Decode does,
+// except those in data it does not read; with a region that covers the image it gives
+// Decode's pixels and errors. dcl-beam's reader decodes only the union of two views' crops this way.
 func DecodeRegion(r io.Reader, region image.Rectangle) (image.Image, error) {
 	var d decoder
 	d.region, d.hasRegion = region, true

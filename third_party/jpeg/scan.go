@@ -376,8 +376,9 @@ func (d *decoder) processSOS(n int) error {
 			}
 		} // for mx
 		// A region's last MCU row is decoded: a single interleaved sequential scan holds
-		// nothing more the region needs.
-		if d.hasRegion && !d.progressive && nComp == d.nComp && nComp > 1 && (my+1)*8*d.comp[0].v >= d.region.Max.Y {
+		// nothing more the region needs. A region that reaches the last row reads on, so
+		// that one covering the image decodes (and fails) exactly as Decode.
+		if d.hasRegion && !d.progressive && nComp == d.nComp && nComp > 1 && my+1 < myy && (my+1)*8*d.comp[0].v >= d.region.Max.Y {
 			return errRegionDecoded
 		}
 	} // for my
