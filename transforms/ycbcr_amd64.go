@@ -2,17 +2,13 @@
 
 package transforms
 
-import (
-	"os"
+import "github.com/dcl-beam/dcl-beam/internal/simd"
 
-	"golang.org/x/sys/cpu"
-)
-
-// Decoding JPEGs for views made on the fly spends a tenth of its time turning YCbCr into RGB,
-// so that conversion has an AVX2 loop, written by hand for speed. It computes
+// Views made on the fly turn every decoded JPEG from YCbCr into RGB, so that conversion has an
+// AVX2 loop, written by hand for speed. It computes
 // color.YCbCrToRGB's integers (its clamp is the saturating packs), so the bytes do not change.
-// DCL_KERNEL=go turns it off, as it does the other vector loops.
-var hasYCbCrVec = cpu.X86.HasAVX2 && os.Getenv("DCL_KERNEL") != "go"
+// It runs where simd.AVX2 says (DCL_KERNEL=go turns it off).
+var hasYCbCrVec = simd.AVX2
 
 // ycbcrRowAVX2 converts n pixels (a positive multiple of 8) of one row: chroma per pixel, or
 // per two pixels with halfChroma = 1 (4:2:0 and 4:2:2 rows that start on an even pixel). It

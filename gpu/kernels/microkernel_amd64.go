@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/dcl-beam/dcl-beam/internal/simd"
 )
 
 //go:noescape
@@ -137,8 +139,9 @@ func vecSignAVX2(dst, x *float32, n int)
 //go:noescape
 func vecAffineAVX2(dst, x, m, c *float32, n int)
 
-// hasVectorLoops is whether the element-wise loops use AVX2 (DCL_KERNEL=go turns them off).
-var hasVectorLoops = cpu.X86.HasAVX2 && os.Getenv("DCL_KERNEL") != "go"
+// hasVectorLoops is whether the element-wise loops use AVX2 (simd.AVX2; DCL_KERNEL=go turns
+// them off).
+var hasVectorLoops = simd.AVX2
 
 // vectorized returns how many of n elements the AVX2 loops take (a multiple of 8), 0 without.
 func vectorized(n int) int {

@@ -5,17 +5,15 @@ package augment
 import (
 	"unsafe"
 
-	"os"
-
-	"golang.org/x/sys/cpu"
+	"github.com/dcl-beam/dcl-beam/internal/simd"
 )
 
 // The resampler's two passes, the blur's sums and the hue rotation have AVX2 loops, written
 // by hand for speed: the reader makes ImageNet views on the fly, and these were its largest
 // costs. They compute exactly the integers the Go loops do (same products, same sums, the
 // same clamps by saturating packs), so every view is byte-identical with or without them.
-// DCL_KERNEL=go turns them off, as it does the GEMM kernels.
-var hasVectorLoops = cpu.X86.HasAVX2 && os.Getenv("DCL_KERNEL") != "go"
+// They run where simd.AVX2 says (DCL_KERNEL=go turns them off).
+var hasVectorLoops = simd.AVX2
 
 // vrowAVX2 writes n outputs (a positive multiple of 16) of one vertical-pass row: dst[i] =
 // clip8(half + Σ_t src[t·stride + i]·k[t]) for taps taps.
