@@ -2,8 +2,6 @@ package reproduce
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,21 +35,8 @@ type legacyEvaluate struct {
 // setting every key the old structs had, write the JSON the one-struct-per-evaluation
 // EvaluateConfig wrote, byte for byte, and read back to the same settings.
 func TestEvaluateJSONIsUnchanged(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("..", "experiments", "*.yaml"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no experiments: %v", err)
-	}
 	var evs []EvaluateConfig
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := Parse(f, p)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range shippedConfigs(t) {
 		evs = append(evs, c.Evaluate)
 	}
 	for _, y := range []string{

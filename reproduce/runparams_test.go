@@ -49,21 +49,8 @@ type legacyRun struct {
 // parameter, write the JSON the one-field-per-parameter RunConfig wrote, byte for byte, and
 // read back to the same run.
 func TestRunJSONIsUnchanged(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("..", "experiments", "*.yaml"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no experiments: %v", err)
-	}
 	var runs []RunConfig
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := Parse(f, p)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range shippedConfigs(t) {
 		runs = append(runs, c.Runs...)
 	}
 	all := registry.Values{"sigma": 0.5, "delta": 3, "align_alpha": 2, "uniform_t": 1, "queue_size": 16,
@@ -95,4 +82,27 @@ func TestRunJSONIsUnchanged(t *testing.T) {
 			t.Errorf("run %s read back as %+v, want %+v", r.Name, back, r)
 		}
 	}
+}
+
+// shippedConfigs parses every built-in experiment config (experiments/*.yaml).
+func shippedConfigs(t *testing.T) []*Config {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", "experiments", "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no experiments: %v", err)
+	}
+	var cs []*Config
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse(f, p)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	return cs
 }
