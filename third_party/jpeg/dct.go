@@ -338,3 +338,31 @@ func idctCols(b *block) {
 		b[7*8+i] = x7
 	}
 }
+
+// idctVectors are reconstructAVX2's constants, each in eight lanes: for each dctBox, kcos,
+// ksin-kcos and kcos+ksin (its three multipliers); the other multipliers and the columns'
+// rounding; the lane order that undoes the packs' interleave; and the level shift.
+type idctVectors [17][8]int32
+
+var idctVecs = func() (v idctVectors) {
+	box := func(i int, kcos, ksin int32) {
+		v[i], v[i+1], v[i+2] = lanes(kcos), lanes(ksin-kcos), lanes(kcos+ksin)
+	}
+	box(0, c(sqrt2inv_cos6, 18), -c(sqrt2inv_sin6, 18))  // rows' x2, x3
+	v[3] = lanes(c(sqrt2inv, 8))                         // rows' x5, x6
+	box(4, c(cos3, 12), -c(sin3, 12))                    // x4, x7 of rows and columns
+	box(7, c(cos1, 12), -c(sin1, 12))                    // x5, x6 of rows and columns
+	box(10, c(sqrt2inv_cos6, 12), -c(sqrt2inv_sin6, 12)) // columns' x2, x3
+	v[13] = lanes(c(sqrt2inv, 14))                       // columns' x5, x6
+	v[14] = lanes(1 << 19)                               // columns' rounding
+	v[15] = [8]int32{0, 4, 1, 5, 2, 6, 3, 7}
+	v[16] = lanes(-0x7f7f7f80) // 0x80 in every byte: int8 to uint8, + 128
+	return v
+}()
+
+func lanes(x int32) (v [8]int32) {
+	for i := range v {
+		v[i] = x
+	}
+	return v
+}

@@ -217,3 +217,127 @@ func TestDecodeRegionOfTheWholeImageIsDecode(t *testing.T) {
 		}
 	}
 }
+
+// Every entry of a table's fast look-up is what the look-up table and the slow path decode
+// from the same bits (the code's value, then RECEIVE and EXTEND of its size), and every code
+// that fits with its extra bits has its entries: on random tables, full and partial, with
+// codes of every length up to 16 bits, and on overfull ones, which get none.
+func TestFastLookUpIsTheSlowPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for table := range 300 {
+		var counts [maxCodeLength]int32
+		left, total := int32(2), int32(0) // codes of the current length still free
+		for i := range counts {
+			c := rng.Int32N(min(left, 256-total) + 1)
+			if table%10 == 0 && i == 7 {
+				c = left + 1 + rng.Int32N(3) // overfull
+			}
+			counts[i], total = c, total+c
+			left = (left - c) * 2
+			if left < 0 {
+				left = 0
+			}
+		}
+		if total == 0 || total > maxNCodes {
+			continue
+		}
+		seg := []byte{0x10} // Tc = 1 (AC), Th = 0
+		for _, c := range counts {
+			seg = append(seg, byte(c))
+		}
+		for range total {
+			seg = append(seg, byte(rng.IntN(256)))
+		}
+		var d decoder
+		d.r = bytes.NewReader(seg)
+		if err := d.processDHT(len(seg)); err != nil {
+			t.Fatalf("table %d: %v", table, err)
+		}
+		h := &d.huff[1][0]
+		overfull := false
+		code := int32(0)
+		for i, c := range counts {
+			if code += c; code > 1<<(i+1) {
+				overfull = true
+			}
+			code <<= 1
+		}
+		for k := range int32(1) << fastBits {
+			e := h.fast[k]
+			if overfull {
+				if e != 0 {
+					t.Fatalf("table %d, overfull: fast entry %d is %#x", table, k, e)
+				}
+				continue
+			}
+			d.bits = bits{a: uint64(k)<<32 | uint64(rng.Uint32()), n: fastBits + 32}
+			value, err := d.decodeHuffman(h)
+			if err != nil {
+				if e != 0 {
+					t.Fatalf("table %d: fast entry %d is %#x, the slow path fails: %v", table, k, e, err)
+				}
+				continue
+			}
+			codeLen := fastBits + 32 - d.bits.n
+			size := int32(value & 0x0f)
+			ac, err := d.receiveExtend(value & 0x0f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fits := size != 0 && codeLen+size <= fastBits
+			want := int32(0)
+			if fits {
+				want = ac<<12 | int32(value>>4)<<8 | size<<4 | codeLen
+			}
+			if e != want {
+				t.Fatalf("table %d: fast entry %d is %#x, the slow path gives %#x (code %d bits, value %#x)", table, k, e, want, codeLen, value)
+			}
+		}
+	}
+}
+
+// The AVX2 reconstruction writes the pixels the Go one writes: random blocks and quantisation
+// tables, small and extreme values, with zero rows and columns and without.
+func TestReconstructAVX2IsGo(t *testing.T) {
+	if !hasReconstructVec {
+		t.Skip("no AVX2 reconstruction on this machine or build")
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	values := []func() int32{
+		func() int32 { return int32(rng.IntN(64)) - 32 },
+		func() int32 { return int32(rng.IntN(4096)) - 2048 },
+		func() int32 { return int32(rng.Uint32()) },
+	}
+	const stride = 13
+	for range 100000 {
+		var d decoder
+		d.nComp, d.comp[0].tq = 1, uint8(rng.IntN(maxTq+1))
+		d.img1 = image.NewGray(image.Rect(0, 0, stride, 8))
+		value := values[rng.IntN(len(values))]
+		rows, cols := rng.Uint32(), rng.Uint32()
+		var b block
+		for i := range b {
+			if i == 0 || (rows>>(i/8)&1 == 1 && cols>>(i%8)&1 == 1) {
+				b[i] = value()
+			}
+			d.quant[d.comp[0].tq][i] = int32(rng.IntN(256)) + 1
+		}
+		for zig, q := range d.quant[d.comp[0].tq] {
+			d.quantNatural[d.comp[0].tq][unzig[zig]] = q
+		}
+		in := b
+		if err := d.reconstructBlock(&b, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		got := bytes.Clone(d.img1.Pix)
+		hasReconstructVec = false
+		err := d.reconstructBlock(&b, 0, 0, 0)
+		hasReconstructVec = true
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, d.img1.Pix) {
+			t.Fatalf("block %v: AVX2 writes %v, Go %v", in, got, d.img1.Pix)
+		}
+	}
+}

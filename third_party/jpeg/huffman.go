@@ -17,6 +17,10 @@ const maxNCodes = 256
 // lutSize is the log-2 size of the Huffman decoder's look-up table.
 const lutSize = 8
 
+// fastBits is the log-2 size of a table's fast look-up (huffman.fast): wide enough that most
+// AC codes of a photograph fit with their extra bits, small enough to stay in the L1 cache.
+const fastBits = 10
+
 // huffman is a Huffman decoder, specified in section C.
 type huffman struct {
 	// length is the number of codes in the tree.
@@ -36,6 +40,11 @@ type huffman struct {
 	maxCodes [maxCodeLength]int32
 	// valsIndices[i] is the index into vals of minCodes[i].
 	valsIndices [maxCodeLength]int32
+	// fast is read by the sequential scan's AC loop: indexed by the next fastBits bits of the
+	// stream, it gives a code and its extra bits at once when they fit, as the coefficient's
+	// value<<12 | run<<8 | size<<4 | code length, and 0 otherwise (codes of no extra bits,
+	// EOB and ZRL, included).
+	fast [1 << fastBits]int32
 }
 
 // errShortHuffmanData means that an unexpected EOF occurred while decoding
@@ -57,7 +66,7 @@ func (d *decoder) ensureNBits(n int32) error {
 			}
 			return err
 		}
-		d.bits.a = d.bits.a<<8 | uint32(c)
+		d.bits.a = d.bits.a<<8 | uint64(c)
 		d.bits.n += 8
 		if d.bits.n >= n {
 			break
@@ -68,18 +77,18 @@ func (d *decoder) ensureNBits(n int32) error {
 
 // receiveExtend is the composition of RECEIVE and EXTEND, specified in section
 // F.2.2.1.
-// fillFast moves whole bytes from d.bytes into d.bits, up to 32 bits, while the next byte is
+// fillFast moves whole bytes from d.bytes into d.bits, up to 64 bits, while the next byte is
 // not 0xff (a stuffed byte or a marker, which readByteStuffedByte handles). It reads only what
 // is buffered and never fails; the bytes it moves cannot be unread, which loses nothing: the
 // only bytes ever given back are a marker's, and it never takes those.
 func (d *decoder) fillFast() {
 	i, a, n := d.bytes.i, d.bits.a, d.bits.n
-	for n <= 24 && i < d.bytes.j {
+	for n <= 56 && i < d.bytes.j {
 		c := d.bytes.buf[i]
 		if c == 0xff {
 			break
 		}
-		a = a<<8 | uint32(c)
+		a = a<<8 | uint64(c)
 		n += 8
 		i++
 	}
@@ -169,6 +178,8 @@ func (d *decoder) processDHT(n int) error {
 			}
 		}
 
+		h.buildFast(&nCodes)
+
 		// Derive minCodes, maxCodes, and valsIndices.
 		var c, index int32
 		for i, n := range nCodes {
@@ -252,8 +263,47 @@ func (d *decoder) decodeBits(n int32) (uint32, error) {
 			return 0, err
 		}
 	}
-	ret := d.bits.a >> uint32(d.bits.n-n)
+	ret := uint32(d.bits.a >> uint32(d.bits.n-n))
 	ret &= (1 << uint32(n)) - 1
 	d.bits.n -= n
 	return ret, nil
+}
+
+// buildFast derives h.fast from the code lengths and h.vals: every code of length l ≤ fastBits
+// whose value (run<<4 | size) has a size s ≠ 0 with l+s ≤ fastBits fills the entries of every
+// fastBits-bit sequence that starts with it, each with the coefficient its next s bits give
+// (RECEIVE and EXTEND, section F.2.2.1). A table with more codes of some length than fit
+// (a corrupt file) gets no fast entries, so that it decodes as the look-up table and the slow
+// path decode it.
+func (h *huffman) buildFast(nCodes *[maxCodeLength]int32) {
+	clear(h.fast[:])
+	var x, code int32
+	for i, n := range nCodes {
+		if code += n; code > 1<<(i+1) {
+			return
+		}
+		code <<= 1
+	}
+	code = 0
+	for i := int32(0); i < fastBits; i++ {
+		l := i + 1
+		for range nCodes[i] {
+			rs := h.vals[x]
+			run, size := int32(rs>>4), int32(rs&0x0f)
+			if size != 0 && l+size <= fastBits {
+				free := fastBits - l // bits after the code
+				for k := range int32(1) << free {
+					extra := k >> (free - size)
+					value := extra
+					if extra < 1<<(size-1) {
+						value += (-1 << size) + 1
+					}
+					h.fast[code<<free|k] = value<<12 | run<<8 | size<<4 | l
+				}
+			}
+			code++
+			x++
+		}
+		code <<= 1
+	}
 }

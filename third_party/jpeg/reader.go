@@ -102,7 +102,7 @@ type Reader interface {
 // The n least significant bits of a form the unread bits, to be read in MSB to
 // LSB order.
 type bits struct {
-	a uint32 // accumulator.
+	a uint64 // accumulator.
 	n int32  // the number of unread bits in a.
 }
 
@@ -148,7 +148,9 @@ type decoder struct {
 	progCoeffs [maxComponents][]block // Saved state between progressive-mode scans.
 	huff       [maxTc + 1][maxTh + 1]huffman
 	quant      [maxTq + 1]block // Quantization tables, in zig-zag order.
-	tmp        [2 * blockSize]byte
+	// quantNatural is quant in natural order, for reconstructAVX2.
+	quantNatural [maxTq + 1]block
+	tmp          [2 * blockSize]byte
 
 	// region, when hasRegion, is the part of the image DecodeRegion must decode exactly.
 	region    image.Rectangle
@@ -455,6 +457,9 @@ loop:
 			for i := range d.quant[tq] {
 				d.quant[tq][i] = int32(d.tmp[i])
 			}
+			for zig, q := range d.quant[tq] {
+				d.quantNatural[tq][unzig[zig]] = q
+			}
 		case 1:
 			if n < 2*blockSize {
 				break loop
@@ -465,6 +470,9 @@ loop:
 			}
 			for i := range d.quant[tq] {
 				d.quant[tq][i] = int32(d.tmp[2*i])<<8 | int32(d.tmp[2*i+1])
+			}
+			for zig, q := range d.quant[tq] {
+				d.quantNatural[tq][unzig[zig]] = q
 			}
 		}
 	}

@@ -5,6 +5,7 @@
 package jpeg
 
 import (
+	"encoding/binary"
 	"errors"
 	"image"
 )
@@ -257,20 +258,43 @@ func (d *decoder) processSOS(n int) error {
 							// the buffer back to d.bits around every call of the slow path.
 							a, n := d.bits.a, d.bits.n
 							for ; zig <= zigEnd; zig++ {
-								if n < 16 {
+								if n < 32 {
+									// Eight buffered bytes of which none is 0xff go in at once
+									// (as many as fit); otherwise one byte at a time up to an 0xff.
 									j := d.bytes.i
-									for n <= 24 && j < d.bytes.j {
+									if x := uint64(0); j+8 <= d.bytes.j {
+										x = binary.BigEndian.Uint64(d.bytes.buf[j : j+8])
+										if (^x-0x0101010101010101)&x&0x8080808080808080 == 0 {
+											k := uint32(63-n) >> 3
+											a = a<<(k*8) | x>>(64-k*8)
+											n += int32(k * 8)
+											j += int(k)
+										}
+									}
+									for n <= 56 && j < d.bytes.j {
 										c := d.bytes.buf[j]
 										if c == 0xff {
 											break
 										}
-										a = a<<8 | uint32(c)
+										a = a<<8 | uint64(c)
 										n += 8
 										j++
 									}
 									if j != d.bytes.i {
 										d.bytes.i = j
 										d.bytes.nUnreadable = 0
+									}
+								}
+								if n >= fastBits {
+									if e := huff.fast[(a>>uint32(n-fastBits))&(1<<fastBits-1)]; e != 0 {
+										zig += e >> 8 & 0x0f
+										if zig > zigEnd {
+											n -= e & 0x0f // the code, not its extra bits, as below
+											break
+										}
+										n -= e&0x0f + e>>4&0x0f
+										b[unzig[zig]] = e >> 12 << al
+										continue
 									}
 								}
 								var value uint8
@@ -534,11 +558,6 @@ func (d *decoder) outsideRegion(bx, by, i int) bool {
 // reconstructBlock dequantizes, performs the inverse DCT and stores the block
 // to the image.
 func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
-	qt := &d.quant[d.comp[compIndex].tq]
-	for zig := 0; zig < blockSize; zig++ {
-		b[unzig[zig]] *= qt[zig]
-	}
-	idct(b)
 	dst, stride := []byte(nil), 0
 	if d.nComp == 1 {
 		dst, stride = d.img1.Pix[8*(by*d.img1.Stride+bx):], d.img1.Stride
@@ -556,6 +575,17 @@ func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
 			return UnsupportedError("too many components")
 		}
 	}
+	tq := d.comp[compIndex].tq
+	if hasReconstructVec {
+		_ = dst[7*stride+7]
+		reconstructAVX2(b, &d.quantNatural[tq], &idctVecs, &dst[0], stride)
+		return nil
+	}
+	qt := &d.quant[tq]
+	for zig := 0; zig < blockSize; zig++ {
+		b[unzig[zig]] *= qt[zig]
+	}
+	idct(b)
 	// Level shift by +128, clip to [0, 255], and write to dst.
 	for y := 0; y < 8; y++ {
 		y8 := y * 8
