@@ -41,9 +41,10 @@ type huffman struct {
 	// valsIndices[i] is the index into vals of minCodes[i].
 	valsIndices [maxCodeLength]int32
 	// fast is read by the sequential scan's AC loop: indexed by the next fastBits bits of the
-	// stream, it gives a code and its extra bits at once when they fit, as the coefficient's
-	// value<<12 | run<<8 | size<<4 | code length, and 0 otherwise (codes of no extra bits,
-	// EOB and ZRL, included).
+	// stream, it gives the code they start with as value<<9 | code length<<5 | the bits to
+	// take, and with it the coefficient of its extra bits when they fit, as coefficient<<17
+	// (a coefficient is never 0; the bits to take are then the code's and the extra bits); 0
+	// when the code is longer than fastBits.
 	fast [1 << fastBits]int32
 }
 
@@ -270,11 +271,11 @@ func (d *decoder) decodeBits(n int32) (uint32, error) {
 }
 
 // buildFast derives h.fast from the code lengths and h.vals: every code of length l ≤ fastBits
-// whose value (run<<4 | size) has a size s ≠ 0 with l+s ≤ fastBits fills the entries of every
-// fastBits-bit sequence that starts with it, each with the coefficient its next s bits give
-// (RECEIVE and EXTEND, section F.2.2.1). A table with more codes of some length than fit
-// (a corrupt file) gets no fast entries, so that it decodes as the look-up table and the slow
-// path decode it.
+// fills the entries of every fastBits-bit sequence that starts with it with its value (run<<4 |
+// size) and l, and, when its size s is not 0 and l+s ≤ fastBits, the coefficient its next s bits
+// give (RECEIVE and EXTEND, section F.2.2.1), which is never 0. A table with more codes of some
+// length than fit (a corrupt file) gets no entries, so that it decodes as the look-up table and
+// the slow path decode it.
 func (h *huffman) buildFast(nCodes *[maxCodeLength]int32) {
 	clear(h.fast[:])
 	var x, code int32
@@ -287,19 +288,21 @@ func (h *huffman) buildFast(nCodes *[maxCodeLength]int32) {
 	code = 0
 	for i := int32(0); i < fastBits; i++ {
 		l := i + 1
+		free := fastBits - l // bits after the code
 		for range nCodes[i] {
-			rs := h.vals[x]
-			run, size := int32(rs>>4), int32(rs&0x0f)
-			if size != 0 && l+size <= fastBits {
-				free := fastBits - l // bits after the code
-				for k := range int32(1) << free {
+			rs := int32(h.vals[x])
+			size := rs & 0x0f
+			for k := range int32(1) << free {
+				e := rs<<9 | l<<5 | l
+				if size != 0 && size <= free {
 					extra := k >> (free - size)
 					value := extra
 					if extra < 1<<(size-1) {
 						value += (-1 << size) + 1
 					}
-					h.fast[code<<free|k] = value<<12 | run<<8 | size<<4 | l
+					e = value<<17 | rs<<9 | l<<5 | (l + size)
 				}
+				h.fast[code<<free|k] = e
 			}
 			code++
 			x++

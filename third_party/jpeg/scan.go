@@ -285,20 +285,24 @@ func (d *decoder) processSOS(n int) error {
 										d.bytes.nUnreadable = 0
 									}
 								}
+								var value uint8
+								e := int32(0)
 								if n >= fastBits {
-									if e := huff.fast[(a>>uint32(n-fastBits))&(1<<fastBits-1)]; e != 0 {
-										zig += e >> 8 & 0x0f
+									if e = huff.fast[(a>>uint32(n-fastBits))&(1<<fastBits-1)]; e>>17 != 0 {
+										zig += e >> 13 & 0x0f
 										if zig > zigEnd {
-											n -= e & 0x0f // the code, not its extra bits, as below
+											n -= e >> 5 & 0x0f // the code, not its extra bits, as below
 											break
 										}
-										n -= e&0x0f + e>>4&0x0f
-										b[unzig[zig]] = e >> 12 << al
+										n -= e & 0x1f
+										b[unzig[zig]] = e >> 17 << al
 										continue
 									}
 								}
-								var value uint8
-								if v := huff.lut[(a>>uint32(n-lutSize))&0xff]; n >= lutSize && v != 0 {
+								if e != 0 {
+									n -= e & 0x1f
+									value = uint8(e >> 9)
+								} else if v := huff.lut[(a>>uint32(n-lutSize))&0xff]; n >= lutSize && v != 0 {
 									n -= int32(v&0xff) - 1
 									value = uint8(v >> 8)
 								} else {
