@@ -108,14 +108,24 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 			copy(pad[(r+w-1+x)*ch:(r+w+x)*ch], row[mirror(w-1+x, w)*ch:])
 		}
 		hi := pad[half : half+len(packed)]
-		for j := range packed {
+		done := 0
+		if hasVectorLoops && len(packed) >= 4 {
+			done = len(packed) &^ 3
+			packLanesAVX2(&packed[0], &pad[0], &hi[0], done)
+		}
+		for j := done; j < len(packed); j++ {
 			packed[j] = uint64(pad[j]) | uint64(hi[j])<<32
 		}
 		a.sumTaps(acc, q64, func(t int) []uint64 { return packed[(r+t)*ch:] }, round1)
 		out := mid[y*half : (y+1)*half]
 		out = out[:len(acc)]
-		for j, v := range acc {
-			out[j] = v >> shift1 & mask16
+		done = 0
+		if hasVectorLoops && len(acc) >= 4 {
+			done = len(acc) &^ 3
+			midLanesAVX2(&out[0], &acc[0], done, shift1)
+		}
+		for j := done; j < len(acc); j++ {
+			out[j] = acc[j] >> shift1 & mask16
 		}
 	}
 	// Vertical, over the rows of mid, mirrored beyond the top and bottom.
@@ -123,13 +133,18 @@ func (a *Augmenter) blur(pix []uint8, h, w, ch int, q []int32) {
 		a.sumTaps(acc, q64, func(t int) []uint64 { return mid[mirror(y+t, h)*half:] }, round2)
 		out0 := pix[y*rowLen : y*rowLen+half]
 		out0 = out0[:len(acc)]
-		for j, v := range acc {
-			out0[j] = uint8(v >> shift2)
-		}
 		out1 := pix[y*rowLen+half : (y+1)*rowLen]
+		done := 0
+		if hasVectorLoops && len(out1) >= 8 {
+			done = len(out1) &^ 7
+			bytesOfLanesAVX2(&out0[0], &out1[0], &acc[0], done, shift2)
+		}
+		for j := done; j < len(acc); j++ {
+			out0[j] = uint8(acc[j] >> shift2)
+		}
 		lane1 := acc[:len(out1)]
-		for j, v := range lane1 {
-			out1[j] = uint8(v >> (32 + shift2))
+		for j := done; j < len(lane1); j++ {
+			out1[j] = uint8(lane1[j] >> (32 + shift2))
 		}
 	}
 }

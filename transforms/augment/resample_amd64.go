@@ -57,3 +57,17 @@ func lumaSumAVX2(pix *uint8, n int, lanes *[8]int32)
 //
 //go:noescape
 func brightnessAVX2(pix *uint8, n int, f int32)
+
+// packLanesAVX2, midLanesAVX2 and bytesOfLanesAVX2 are the blur's moves between bytes and its
+// two 32-bit lanes per uint64, for n elements (a positive multiple of 4; of 8 for
+// bytesOfLanesAVX2): dst[j] = lo[j] | hi[j]<<32; dst[j] = acc[j] >> shift & 0xffff per lane;
+// out0[j], out1[j] = lane 0 and lane 1 of acc[j] >> shift, each below 256.
+//
+//go:noescape
+func packLanesAVX2(dst *uint64, lo, hi *uint8, n int)
+
+//go:noescape
+func midLanesAVX2(dst, acc *uint64, n, shift int)
+
+//go:noescape
+func bytesOfLanesAVX2(out0, out1 *uint8, acc *uint64, n, shift int)

@@ -460,3 +460,86 @@ brightloop:
 	JNZ brightloop
 	VZEROUPPER
 	RET
+
+// func packLanesAVX2(dst *uint64, lo, hi *uint8, n int)
+TEXT ·packLanesAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ lo+8(FP), SI
+	MOVQ hi+16(FP), DX
+	MOVQ n+24(FP), CX
+
+ploop:
+	VPMOVZXBQ (SI), Y0
+	VPMOVZXBQ (DX), Y1
+	VPSLLQ $32, Y1, Y1
+	VPOR Y1, Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ $4, SI
+	ADDQ $4, DX
+	ADDQ $32, DI
+	SUBQ $4, CX
+	JNZ ploop
+	VZEROUPPER
+	RET
+
+// func midLanesAVX2(dst, acc *uint64, n, shift int)
+// Each uint64 is two 32-bit lanes that never carry into each other, so the shift and mask
+// are the lanes' own.
+TEXT ·midLanesAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ acc+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ shift+24(FP), AX
+	VMOVQ AX, X15
+	VPCMPEQD Y14, Y14, Y14
+	VPSRLD $16, Y14, Y14 // 0xffff in every 32-bit lane
+
+mloop:
+	VMOVDQU (SI), Y0
+	VPSRLD X15, Y0, Y0
+	VPAND Y14, Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $4, CX
+	JNZ mloop
+	VZEROUPPER
+	RET
+
+// func bytesOfLanesAVX2(out0, out1 *uint8, acc *uint64, n, shift int)
+// Eight uint64s per iteration: shifted per lane, lane 0s then lane 1s gathered in each
+// register, packed to bytes (every value is below 256, so the packs do not saturate).
+TEXT ·bytesOfLanesAVX2(SB), NOSPLIT, $0-40
+	MOVQ out0+0(FP), DI
+	MOVQ out1+8(FP), DX
+	MOVQ acc+16(FP), SI
+	MOVQ n+24(FP), CX
+	MOVQ shift+32(FP), AX
+	VMOVQ AX, X15
+	VMOVDQU lanesApart<>(SB), Y13
+
+oloop:
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	VPSRLD X15, Y0, Y0
+	VPSRLD X15, Y1, Y1
+	VPERMD Y0, Y13, Y0      // lane 0 of acc[j…j+3], then their lane 1
+	VPERMD Y1, Y13, Y1
+	VPACKUSDW Y1, Y0, Y0    // lane 0s of the eight, then lane 1s, as words
+	VPACKUSWB Y0, Y0, Y0
+	VMOVQ X0, (DI)
+	VEXTRACTI128 $1, Y0, X1
+	VMOVQ X1, (DX)
+	ADDQ $64, SI
+	ADDQ $8, DI
+	ADDQ $8, DX
+	SUBQ $8, CX
+	JNZ oloop
+	VZEROUPPER
+	RET
+
+DATA lanesApart<>+0(SB)/8, $0x0000000200000000
+DATA lanesApart<>+8(SB)/8, $0x0000000600000004
+DATA lanesApart<>+16(SB)/8, $0x0000000300000001
+DATA lanesApart<>+24(SB)/8, $0x0000000700000005
+GLOBL lanesApart<>(SB), RODATA|NOPTR, $32

@@ -37,3 +37,15 @@ func lumaSumAVX2(pix *uint8, n int, lanes *[8]int32) {
 func brightnessAVX2(pix *uint8, n int, f int32) {
 	panic("augment: no vector brightness in this build")
 }
+
+func packLanesAVX2(dst *uint64, lo, hi *uint8, n int) {
+	panic("augment: no vector blur in this build")
+}
+
+func midLanesAVX2(dst, acc *uint64, n, shift int) {
+	panic("augment: no vector blur in this build")
+}
+
+func bytesOfLanesAVX2(out0, out1 *uint8, acc *uint64, n, shift int) {
+	panic("augment: no vector blur in this build")
+}
