@@ -46,6 +46,9 @@ func corpus(t testing.TB) map[string][]byte {
 			files[strings.Join([]string{"photo", itoa(size[0]), itoa(size[1]), itoa(q)}, "-")] = buf.Bytes()
 		}
 	}
+	// The benchmark's photograph, with the noise of a real one: long codes, large coefficients
+	// and many stuffed 0xff bytes.
+	files["photo-noisy-500-375"] = testfiles.PhotoJPEG(t, 500, 375, 1)
 	gray := image.NewGray(image.Rect(0, 0, 61, 40))
 	for i := range gray.Pix {
 		gray.Pix[i] = uint8(i * 7)
@@ -116,6 +119,29 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// FuzzDecodesAsTheStandardLibrary: any bytes decode to the standard library's image or fail with
+// its error (go test -fuzz FuzzDecodesAsTheStandardLibrary ./third_party/jpeg; the seeds are
+// the corpus's small files).
+func FuzzDecodesAsTheStandardLibrary(f *testing.F) {
+	for _, data := range corpus(f) {
+		if len(data) < 8<<10 {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if cfg, err := stdjpeg.DecodeConfig(bytes.NewReader(data)); err == nil && cfg.Width*cfg.Height > 1e6 {
+			return // too large to decode twice per input
+		}
+		got, want, gotErr, wantErr := decodeBoth(data)
+		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+			t.Fatalf("error %v, the standard library's %v", gotErr, wantErr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatal("the image differs from the standard library's")
+		}
+	})
 }
 
 // The IDCT's shortcuts compute what the full butterflies compute: random blocks with zero
