@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/internal/cputime"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -39,6 +40,11 @@ type FeedSpec struct {
 	Against string `json:"against"`
 	// Photos: the views are cut from real photographs (Config.Photos) when there are some.
 	Photos bool `json:"photos,omitempty"`
+	// Online: the shards are base shards (dcl preprocess --views=online), each source image
+	// once, and the reader makes both views of every row as it reads: raw pixels for small
+	// images, and for photographs a JPEG (quality 95) of each at its own size, as ImageNet's
+	// published files are kept.
+	Online bool `json:"online,omitempty"`
 }
 
 // FeedResult is the shard reader's throughput on this machine.
@@ -53,7 +59,10 @@ type FeedResult struct {
 	// Images counts views (two per pair) delivered in full batches.
 	Images       int64   `json:"images"`
 	ImagesPerSec float64 `json:"images_per_sec"`
-	ShardBytes   int64   `json:"shard_bytes"`
+	// ImagesPerCPUSecond divides the views by the CPU time the process spent reading them:
+	// set beside one core's rate (BENCHMARKS.md), it says how the reader scales to Cores.
+	ImagesPerCPUSecond float64 `json:"images_per_cpu_second,omitempty"`
+	ShardBytes         int64   `json:"shard_bytes"`
 	// StepImagesPerSec is the Against row's figure, and Ratio the reader's over it (≥ 2 is
 	// the goal: the GPU never waits on data).
 	StepImagesPerSec float64 `json:"step_images_per_sec,omitempty"`
@@ -173,7 +182,7 @@ func writeShards(ctx context.Context, dir string, spec FeedSpec, src []transform
 	parts := max(1, min(runtime.GOMAXPROCS(0), 8))
 	cfg := shards.Config{
 		Dataset: "gpu-check", Split: "train", Preset: preset, Augment: raw, Seed: 1, Passes: 1, Parts: parts, Views: 2,
-		Encoding: spec.Encoding, Height: spec.Size, Width: spec.Size, Channels: spec.Channels,
+		Encoding: spec.Encoding, Height: spec.Size, Width: spec.Size, Channels: spec.Channels, Online: spec.Online,
 		CodeVersion: "gpu-check", SourceChecksum: "sha256:00",
 	}
 	if err := shards.Prepare(ctx, dir, cfg, true); err != nil {
@@ -221,6 +230,13 @@ func writePart(ctx context.Context, dir string, cfg shards.Config, acfg augment.
 			img = toChannels(img, spec.Channels)
 		}
 		key := fmt.Sprintf("gpu-check/%06d", i)
+		if spec.Online {
+			if err := writeBase(w, spec, key, int64(i), labels[i%len(labels)], img); err != nil {
+				w.Abort()
+				return shards.ShardInfo{}, err
+			}
+			continue
+		}
 		v1, err := a.View(img, cfg.Seed, key, 0, 0)
 		if err == nil {
 			var v2 transforms.Image
@@ -234,6 +250,19 @@ func writePart(ctx context.Context, dir string, cfg shards.Config, acfg augment.
 		}
 	}
 	return w.Close()
+}
+
+// writeBase writes img as a base row: its pixels, or for JPEG shards its JPEG at its own size.
+func writeBase(w *shards.Writer, spec FeedSpec, key string, index int64, label int32, img transforms.Image) error {
+	data := img.Pix[:img.H*img.W*img.C]
+	if spec.Encoding != shards.Raw {
+		var err error
+		if data, err = shards.EncodeView(img, spec.Encoding); err != nil {
+			return err
+		}
+	}
+	return w.Write(shards.Row{Key: key, Index: index, Label: label, View1: data,
+		Height: int32(img.H), Width: int32(img.W), Channels: int32(img.C), Encoding: string(spec.Encoding)})
 }
 
 // toChannels turns a grayscale image into c channels (each a copy), for the RGB rows.
@@ -303,6 +332,7 @@ func runFeed(ctx context.Context, work, data, photos string, spec FeedSpec) Feed
 		return res
 	}
 	res.WriteSeconds = time.Since(start).Seconds()
+	cpu0 := cputime.Process()
 	n, d, err := readShards(ctx, dir, spec)
 	if err != nil {
 		res.Error = fmt.Sprintf("reading shards: %v", err)
@@ -311,6 +341,9 @@ func runFeed(ctx context.Context, work, data, photos string, spec FeedSpec) Feed
 	res.Images, res.ReadSeconds = n, d.Seconds()
 	if d > 0 {
 		res.ImagesPerSec = float64(n) / d.Seconds()
+	}
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
+		res.ImagesPerCPUSecond = float64(n) / cpu.Seconds()
 	}
 	_ = os.RemoveAll(dir)
 	return res

@@ -201,19 +201,26 @@ func TestQuickOnCPU(t *testing.T) {
 			t.Errorf("speed row %+v", s)
 		}
 	}
-	if len(r.Feeding) != 2 {
-		t.Fatalf("%d feeding rows, want 2", len(r.Feeding))
+	if len(r.Feeding) != 4 {
+		t.Fatalf("%d feeding rows, want 4 (stored views and base shards, 32 px and JPEG)", len(r.Feeding))
 	}
+	online := 0
 	for _, f := range r.Feeding {
-		if f.Error != "" || f.ImagesPerSec <= 0 || f.Images != int64(2*(f.Pairs/f.Batch)*f.Batch) || f.Ratio <= 0 {
+		if f.Error != "" || f.ImagesPerSec <= 0 || f.ImagesPerCPUSecond <= 0 || f.Images != int64(2*(f.Pairs/f.Batch)*f.Batch) || f.Ratio <= 0 {
 			t.Errorf("feeding row %+v", f)
 		}
+		if f.Online {
+			online++
+		}
+	}
+	if online != 2 {
+		t.Errorf("%d feeding rows read base shards, want 2", online)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "gpu-check.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Agreement (float32)", "## Agreement (tf32)", "result: **AGREE**", "| resnet18-cifar | 32 | 4 | tf32 |", "| 100 | ", "| 200 | ", "## The step as dcl train runs it", "## Feeding", "quick mode"} {
+	for _, want := range []string{"## Agreement (float32)", "## Agreement (tf32)", "result: **AGREE**", "| resnet18-cifar | 32 | 4 | tf32 |", "| 100 | ", "| 200 | ", "## The step as dcl train runs it", "## Feeding", "(base, views on the fly)", "quick mode"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}

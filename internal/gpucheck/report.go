@@ -142,14 +142,18 @@ func (r *Result) Markdown() string {
 
 	if len(r.Feeding) > 0 {
 		b.WriteString("\n## Feeding: the shard reader (decode, shuffle, batch) on this machine's cores\n\n")
-		b.WriteString("| shards | source | pairs | batch | cores | reader images/s | step images/s | reader ÷ step (goal ≥ 2) |\n|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| shards | source | pairs | batch | cores | reader images/s | per CPU-second | step images/s | reader ÷ step (goal ≥ 2) |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, f := range r.Feeding {
 			img := orDash(f.ImagesPerSec, "%.0f")
 			if f.Error != "" {
 				img = "failed"
 			}
-			fmt.Fprintf(&b, "| %s, %d ch | %s | %d | %d | %d | %s | %s (%s) | %s |\n", f.Name, f.Channels, cmp.Or(f.Source, "—"), f.Pairs, f.Batch, f.Cores,
-				img, orDash(f.StepImagesPerSec, "%.0f"), f.Against, orDash(f.Ratio, "%.1f×"))
+			kind := "stored views"
+			if f.Online {
+				kind = "base, views on the fly"
+			}
+			fmt.Fprintf(&b, "| %s (%s), %d ch | %s | %d | %d | %d | %s | %s | %s (%s) | %s |\n", f.Name, kind, f.Channels, cmp.Or(f.Source, "—"), f.Pairs, f.Batch, f.Cores,
+				img, orDash(f.ImagesPerCPUSecond, "%.0f"), orDash(f.StepImagesPerSec, "%.0f"), f.Against, orDash(f.Ratio, "%.1f×"))
 		}
 	}
 
