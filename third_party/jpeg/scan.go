@@ -252,10 +252,12 @@ func (d *decoder) processSOS(n int) error {
 						} else {
 							// Decode the AC coefficients, as specified in section F.2.2.2.
 							huff := &d.huff[acTable][scan[i].ta]
-							// The fast path keeps the bit buffer in locals: it decodes a code
-							// of at most lutSize bits and its extra bits from the buffered
-							// bits, topped up with whole bytes (as fillFast does), and hands
-							// the buffer back to d.bits around every call of the slow path.
+							// The fast path keeps the bit buffer in locals, topped up with
+							// whole bytes (as fillFast does): a code of at most fastBits bits
+							// comes from huff.fast (with its coefficient when its extra bits
+							// fit too), one of at most lutSize bits from huff.lut, and the
+							// extra bits are read inline when buffered. It hands the buffer
+							// back to d.bits around every call of the slow path.
 							a, n := d.bits.a, d.bits.n
 							for ; zig <= zigEnd; zig++ {
 								if n < 32 {
