@@ -6,6 +6,7 @@ package jpeg
 
 import (
 	"io"
+	"sync"
 )
 
 // maxCodeLength is the maximum (inclusive) number of bits in a Huffman code.
@@ -40,13 +41,28 @@ type huffman struct {
 	maxCodes [maxCodeLength]int32
 	// valsIndices[i] is the index into vals of minCodes[i].
 	valsIndices [maxCodeLength]int32
-	// fast is read by the sequential scan's AC loop: indexed by the next fastBits bits of the
-	// stream, it gives the code they start with as value<<9 | code length<<5 | the bits to
-	// take, and with it the coefficient of its extra bits when they fit, as coefficient<<17
-	// (a coefficient is never 0; the bits to take are then the code's and the extra bits); 0
-	// when the code is longer than fastBits.
-	fast [1 << fastBits]int32
+	// fast, an AC table's (nil before its DHT), is read by the sequential scan's AC loop:
+	// indexed by the next fastBits bits of the stream, it gives the code they start with as
+	// value<<9 | code length<<5 | the bits to take, and with it the coefficient of its extra
+	// bits when they fit, as coefficient<<17 (a coefficient is never 0; the bits to take are
+	// then the code's and the extra bits); 0 when the code is longer than fastBits. It lives
+	// in the decoder's fastTables.
+	fast *fastTable
 }
+
+// A fastTable is a huffman's fast look-up.
+type fastTable [1 << fastBits]int32
+
+// fastTables are a decoder's fast look-ups, one per AC table, taken from fastPool at the
+// first DHT and given back when the decode ends: at 32 KiB they would otherwise make every
+// decoder (and DecodeConfig) allocate and clear three times what image/jpeg's does.
+type fastTables [maxTh + 1]fastTable
+
+var fastPool = sync.Pool{New: func() any { return new(fastTables) }}
+
+// noFast is the look-up of a table that has none: every entry sends the AC loop to the
+// look-up table and the slow path.
+var noFast fastTable
 
 // errShortHuffmanData means that an unexpected EOF occurred while decoding
 // Huffman data.
@@ -179,7 +195,13 @@ func (d *decoder) processDHT(n int) error {
 			}
 		}
 
-		h.buildFast(&nCodes)
+		if tc == acTable {
+			if d.fastTables == nil {
+				d.fastTables = fastPool.Get().(*fastTables)
+			}
+			h.fast = &d.fastTables[th]
+			h.fast.build(&nCodes, &h.vals)
+		}
 
 		// Derive minCodes, maxCodes, and valsIndices.
 		var c, index int32
@@ -270,14 +292,14 @@ func (d *decoder) decodeBits(n int32) (uint32, error) {
 	return ret, nil
 }
 
-// buildFast derives h.fast from the code lengths and h.vals: every code of length l ≤ fastBits
+// build fills f from a table's code lengths and values: every code of length l ≤ fastBits
 // fills the entries of every fastBits-bit sequence that starts with it with its value (run<<4 |
 // size) and l, and, when its size s is not 0 and l+s ≤ fastBits, the coefficient its next s bits
-// give (RECEIVE and EXTEND, section F.2.2.1), which is never 0. A table with more codes of some
-// length than fit (a corrupt file) gets no entries, so that it decodes as the look-up table and
-// the slow path decode it.
-func (h *huffman) buildFast(nCodes *[maxCodeLength]int32) {
-	clear(h.fast[:])
+// give (RECEIVE and EXTEND, section F.2.2.1), which is never 0; the other entries are 0. A
+// table with more codes of some length than fit (a corrupt file) gets no entries, so that it
+// decodes as the look-up table and the slow path decode it.
+func (f *fastTable) build(nCodes *[maxCodeLength]int32, vals *[maxNCodes]uint8) {
+	clear(f[:])
 	var x, code int32
 	for i, n := range nCodes {
 		if code += n; code > 1<<(i+1) {
@@ -290,7 +312,7 @@ func (h *huffman) buildFast(nCodes *[maxCodeLength]int32) {
 		l := i + 1
 		free := fastBits - l // bits after the code
 		for range nCodes[i] {
-			rs := int32(h.vals[x])
+			rs := int32(vals[x])
 			size := rs & 0x0f
 			for k := range int32(1) << free {
 				e := rs<<9 | l<<5 | l
@@ -302,11 +324,23 @@ func (h *huffman) buildFast(nCodes *[maxCodeLength]int32) {
 					}
 					e = value<<17 | rs<<9 | l<<5 | (l + size)
 				}
-				h.fast[code<<free|k] = e
+				f[code<<free|k] = e
 			}
 			code++
 			x++
 		}
 		code <<= 1
 	}
+}
+
+// releaseFast gives the decoder's fast look-ups back to fastPool; its tables lose them.
+func (d *decoder) releaseFast() {
+	if d.fastTables == nil {
+		return
+	}
+	for th := range d.huff[acTable] {
+		d.huff[acTable][th].fast = nil
+	}
+	fastPool.Put(d.fastTables)
+	d.fastTables = nil
 }

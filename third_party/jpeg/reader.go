@@ -147,6 +147,7 @@ type decoder struct {
 	comp       [maxComponents]component
 	progCoeffs [maxComponents][]block // Saved state between progressive-mode scans.
 	huff       [maxTc + 1][maxTh + 1]huffman
+	fastTables *fastTables      // the AC tables' fast look-ups, from fastPool (huffman.fast)
 	quant      [maxTq + 1]block // Quantization tables, in zig-zag order.
 	// quantNatural is quant in natural order, for reconstructAVX2.
 	quantNatural [maxTq + 1]block
@@ -534,6 +535,7 @@ func (d *decoder) processApp14Marker(n int) error {
 // decode reads a JPEG image from r and returns it as an image.Image.
 func (d *decoder) decode(r io.Reader, configOnly bool) (image.Image, error) {
 	d.r = r
+	defer d.releaseFast()
 
 	// Check for the Start Of Image marker.
 	if err := d.readFull(d.tmp[:2]); err != nil {

@@ -252,6 +252,10 @@ func (d *decoder) processSOS(n int) error {
 						} else {
 							// Decode the AC coefficients, as specified in section F.2.2.2.
 							huff := &d.huff[acTable][scan[i].ta]
+							fast := huff.fast
+							if fast == nil {
+								fast = &noFast
+							}
 							// The fast path keeps the bit buffer in locals, topped up with
 							// whole bytes (as fillFast does): a code of at most fastBits bits
 							// comes from huff.fast (with its coefficient when its extra bits
@@ -290,7 +294,7 @@ func (d *decoder) processSOS(n int) error {
 								var value uint8
 								e := int32(0)
 								if n >= fastBits {
-									if e = huff.fast[(a>>uint32(n-fastBits))&(1<<fastBits-1)]; e>>17 != 0 {
+									if e = fast[(a>>uint32(n-fastBits))&(1<<fastBits-1)]; e>>17 != 0 {
 										zig += e >> 13 & 0x0f
 										if zig > zigEnd {
 											n -= e >> 5 & 0x0f // the code, not its extra bits, as below
