@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,24 +101,28 @@ func TestDecodesAsTheStandardLibrary(t *testing.T) {
 	}
 }
 
+// BenchmarkDecode: image/jpeg and the fork on an ILSVRC-size photograph (500×375) and on a
+// small one (32×32, where a decoder's fixed costs show).
 func BenchmarkDecode(b *testing.B) {
-	data := testfiles.PhotoJPEG(b, 500, 375, 1)
-	for _, d := range []struct {
-		name string
-		f    func() error
-	}{
-		{"std", func() error { _, err := stdjpeg.Decode(bytes.NewReader(data)); return err }},
-		{"fork", func() error { _, err := Decode(bytes.NewReader(data)); return err }},
-	} {
-		b.Run(d.name, func(b *testing.B) {
-			cpu0 := cputime.Process()
-			for b.Loop() {
-				if err := d.f(); err != nil {
-					b.Fatal(err)
+	for _, size := range [][2]int{{500, 375}, {32, 32}} {
+		data := testfiles.PhotoJPEG(b, size[0], size[1], 1)
+		for _, d := range []struct {
+			name string
+			f    func() error
+		}{
+			{"std", func() error { _, err := stdjpeg.Decode(bytes.NewReader(data)); return err }},
+			{"fork", func() error { _, err := Decode(bytes.NewReader(data)); return err }},
+		} {
+			b.Run(d.name+"/"+strconv.Itoa(size[0])+"x"+strconv.Itoa(size[1]), func(b *testing.B) {
+				cpu0 := cputime.Process()
+				for b.Loop() {
+					if err := d.f(); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
-		})
+				b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			})
+		}
 	}
 }
 
