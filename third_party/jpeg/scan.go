@@ -256,55 +256,27 @@ func (d *decoder) processSOS(n int) error {
 							if fast == nil {
 								fast = &noFast
 							}
-							// The fast path keeps the bit buffer in locals, topped up with
-							// whole bytes (as fillFast does): a code of at most fastBits bits
-							// comes from huff.fast (with its coefficient when its extra bits
-							// fit too), one of at most lutSize bits from huff.lut, and the
-							// extra bits are read inline when buffered. It hands the buffer
-							// back to d.bits around every call of the slow path.
+							// acFast decodes while it can (a code of at most fastBits bits with
+							// its extra bits, from huff.fast); this loop takes each symbol it
+							// leaves: a code of at most fastBits bits without its coefficient
+							// (from huff.fast), one of at most lutSize bits (huff.lut), the slow
+							// path, with the extra bits read inline when buffered. The bit buffer
+							// stays in locals, handed back to d.bits around every call of the
+							// slow path.
 							a, n := d.bits.a, d.bits.n
 							for ; zig <= zigEnd; zig++ {
-								if n < 32 {
-									// Eight buffered bytes of which none is 0xff go in at once
-									// (as many as fit); otherwise one byte at a time up to an 0xff.
-									j := d.bytes.i
-									if x := uint64(0); j+8 <= d.bytes.j {
-										x = binary.BigEndian.Uint64(d.bytes.buf[j : j+8])
-										if (^x-0x0101010101010101)&x&0x8080808080808080 == 0 {
-											k := uint32(63-n) >> 3
-											a = a<<(k*8) | x>>(64-k*8)
-											n += int32(k * 8)
-											j += int(k)
-										}
-									}
-									for n <= 56 && j < d.bytes.j {
-										c := d.bytes.buf[j]
-										if c == 0xff {
-											break
-										}
-										a = a<<8 | uint64(c)
-										n += 8
-										j++
-									}
-									if j != d.bytes.i {
-										d.bytes.i = j
-										d.bytes.nUnreadable = 0
-									}
+								var e int32
+								var done bool
+								var j int
+								j, a, n, zig, e, done = acFast(&b, fast, d.bytes.buf[:d.bytes.j], d.bytes.i, a, n, zig, zigEnd, al)
+								if j != d.bytes.i {
+									d.bytes.i = j
+									d.bytes.nUnreadable = 0
+								}
+								if done {
+									break
 								}
 								var value uint8
-								e := int32(0)
-								if n >= fastBits {
-									if e = fast[(a>>uint32(n-fastBits))&(1<<fastBits-1)]; e>>17 != 0 {
-										zig += e >> 13 & 0x0f
-										if zig > zigEnd {
-											n -= e >> 5 & 0x0f // the code, not its extra bits, as below
-											break
-										}
-										n -= e & 0x1f
-										b[unzig[zig]] = e >> 17 << al
-										continue
-									}
-								}
 								if e != 0 {
 									n -= e & 0x1f
 									value = uint8(e >> 9)
@@ -657,4 +629,52 @@ func (d *decoder) findRST(expectedRST uint8) error {
 			return err
 		}
 	}
+}
+
+// acFast is the sequential scan's AC loop for as long as every symbol is in fast with its
+// coefficient and its bits are buffered, apart so that its state stays in registers. From
+// zig on, it tops the bit buffer (a, n) up from buf[i:] as the loop does (eight bytes at once
+// when none is 0xff, else one at a time up to an 0xff), and stores each coefficient. It
+// returns the state at the first symbol it leaves to the loop: with that symbol's entry in
+// fast, or 0 when fewer than fastBits bits are buffered; or with done when the block's
+// coefficients are all read (zig past zigEnd, a run past it having taken only its code, as
+// the loop does).
+func acFast(b *block, fast *fastTable, buf []byte, i int, a uint64, n, zig, zigEnd int32, al uint32) (int, uint64, int32, int32, int32, bool) {
+	for zig <= zigEnd {
+		if n < 32 {
+			if i+8 <= len(buf) {
+				x := binary.BigEndian.Uint64(buf[i:])
+				if (^x-0x0101010101010101)&x&0x8080808080808080 == 0 {
+					k := uint32(63-n) >> 3
+					a = a<<(k*8) | x>>(64-k*8)
+					n += int32(k * 8)
+					i += int(k)
+				}
+			}
+			for n <= 56 && i < len(buf) {
+				c := buf[i]
+				if c == 0xff {
+					break
+				}
+				a = a<<8 | uint64(c)
+				n += 8
+				i++
+			}
+		}
+		if n < fastBits {
+			return i, a, n, zig, 0, false
+		}
+		e := fast[(a>>uint32(n-fastBits))&(1<<fastBits-1)]
+		if e>>17 == 0 {
+			return i, a, n, zig, e, false
+		}
+		zig += e >> 13 & 0x0f
+		if zig > zigEnd {
+			return i, a, n - e>>5&0x0f, zig, 0, true
+		}
+		n -= e & 0x1f
+		b[unzig[zig&63]&63] = e >> 17 << al
+		zig++
+	}
+	return i, a, n, zig, 0, true
 }
