@@ -632,7 +632,7 @@ func (d *decoder) findRST(expectedRST uint8) error {
 }
 
 // acFast is the sequential scan's AC loop for as long as every symbol is in fast with its
-// coefficient and its bits are buffered, apart so that its state stays in registers. From
+// coefficient and its bits are buffered, apart so that more of its state stays in registers. From
 // zig on, it tops the bit buffer (a, n) up from buf[i:] as the loop does (eight bytes at once
 // when none is 0xff, else one at a time up to an 0xff), and stores each coefficient. It
 // returns the state at the first symbol it leaves to the loop: with that symbol's entry in
