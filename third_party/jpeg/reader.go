@@ -458,9 +458,6 @@ loop:
 			for i := range d.quant[tq] {
 				d.quant[tq][i] = int32(d.tmp[i])
 			}
-			for zig, q := range d.quant[tq] {
-				d.quantNatural[tq][unzig[zig]] = q
-			}
 		case 1:
 			if n < 2*blockSize {
 				break loop
@@ -472,9 +469,9 @@ loop:
 			for i := range d.quant[tq] {
 				d.quant[tq][i] = int32(d.tmp[2*i])<<8 | int32(d.tmp[2*i+1])
 			}
-			for zig, q := range d.quant[tq] {
-				d.quantNatural[tq][unzig[zig]] = q
-			}
+		}
+		for zig, q := range d.quant[tq] {
+			d.quantNatural[tq][unzig[zig]] = q
 		}
 	}
 	if n != 0 {
