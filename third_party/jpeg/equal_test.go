@@ -355,9 +355,7 @@ func TestReconstructAVX2IsGo(t *testing.T) {
 			}
 			d.quant[d.comp[0].tq][i] = int32(rng.IntN(256)) + 1
 		}
-		for zig, q := range d.quant[d.comp[0].tq] {
-			d.quantNatural[d.comp[0].tq][unzig[zig]] = q
-		}
+		d.deriveQuantNatural(d.comp[0].tq)
 		in := b
 		if err := d.reconstructBlock(&b, 0, 0, 0); err != nil {
 			t.Fatal(err)

@@ -431,6 +431,13 @@ func (d *decoder) processSOF(n int) error {
 	return nil
 }
 
+// deriveQuantNatural sets quantNatural[tq] from quant[tq].
+func (d *decoder) deriveQuantNatural(tq uint8) {
+	for zig, q := range d.quant[tq] {
+		d.quantNatural[tq][unzig[zig]] = q
+	}
+}
+
 // Specified in section B.2.4.1.
 func (d *decoder) processDQT(n int) error {
 loop:
@@ -470,9 +477,7 @@ loop:
 				d.quant[tq][i] = int32(d.tmp[2*i])<<8 | int32(d.tmp[2*i+1])
 			}
 		}
-		for zig, q := range d.quant[tq] {
-			d.quantNatural[tq][unzig[zig]] = q
-		}
+		d.deriveQuantNatural(tq)
 	}
 	if n != 0 {
 		return FormatError("DQT has wrong length")
