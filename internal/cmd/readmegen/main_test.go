@@ -11,14 +11,14 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 )
 
 // The README's generated sections and the figures drawn for them are what the kept results
 // (docs/demo/results.json, docs/gpu-experiment/results.json) give: no figure in them is typed.
 func TestReadmeIsItsKeptResults(t *testing.T) {
-	if err := run(context.Background(), []string{"--root=../..", "--demo=", "--check"}); err != nil {
+	if err := run(context.Background(), []string{"--root=../../..", "--demo=", "--check"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -28,12 +28,12 @@ func TestReadmeIsItsKeptResults(t *testing.T) {
 func TestReadmeIsTheDemoAtHand(t *testing.T) {
 	dir := os.Getenv("DCL_DEMO_OUT")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "demo-out")
+		dir = filepath.Join("..", "..", "..", "demo-out")
 	}
 	if _, err := os.Stat(filepath.Join(dir, reproduce.ResultsName)); err != nil {
 		t.Skipf("no demo results at hand (%v): run make demo, or set DCL_DEMO_OUT", err)
 	}
-	if err := run(context.Background(), []string{"--root=../..", "--demo=" + dir, "--check"}); err != nil {
+	if err := run(context.Background(), []string{"--root=../../..", "--demo=" + dir, "--check"}); err != nil {
 		t.Fatalf("%v\nThe README is not %s's results: make readme rewrites it from them.", err, dir)
 	}
 }

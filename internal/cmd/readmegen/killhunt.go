@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // killHuntName is the README's marker name of the kill hunt's figures, and killHuntDocs

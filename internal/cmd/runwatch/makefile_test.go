@@ -48,7 +48,7 @@ func TestMakeTestStreamsEachPackage(t *testing.T) {
 				continue
 			}
 			saw++
-			if !strings.Contains(line, "go run ./internal/tools/runwatch") {
+			if !strings.Contains(line, "go run ./internal/cmd/runwatch") {
 				t.Errorf("make %s runs go without runwatch: %s", target, line)
 			}
 			if strings.Contains(line, "go test") && (!strings.Contains(line, "-gotest") || !strings.Contains(line, "go test -json")) {

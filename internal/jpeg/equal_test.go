@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // corpus is every JPEG of the standard library's image tests (baseline and progressive, every
@@ -127,7 +127,7 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 // FuzzDecodesAsTheStandardLibrary: any bytes decode to the standard library's image or fail with
-// its error (go test -fuzz FuzzDecodesAsTheStandardLibrary ./third_party/jpeg; the seeds are
+// its error (go test -fuzz FuzzDecodesAsTheStandardLibrary ./internal/jpeg; the seeds are
 // the corpus's small files).
 func FuzzDecodesAsTheStandardLibrary(f *testing.F) {
 	for _, data := range corpus(f) {

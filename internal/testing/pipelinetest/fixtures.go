@@ -1,7 +1,7 @@
 // Package pipelinetest writes small datasets in their published on-disk formats for the
 // tests and benchmarks of the pipelines and of the commands that run them: CIFAR-10 binary
 // batches, STL-10 binary files, MNIST-style IDX files and image folders of JPEG and PNG
-// files (internal/testfiles makes the images and archives). Pixels are pseudo-random
+// files (internal/testing/testfiles makes the images and archives). Pixels are pseudo-random
 // functions of the record's number, so a test can recompute any source image (CIFAR10Image,
 // STL10Image) and compare it with what a pipeline wrote.
 package pipelinetest
@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
