@@ -8,8 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
