@@ -12,7 +12,7 @@ FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
 # The packages tested without -race are listed here once: NORACE_PKGS and BEAM_PKGS.
 # Packages whose tests are numeric kernels: -race slows them 10x and they share no memory
 # across goroutines that the race detector could check better than their own tests do.
-NORACE_PKGS := ./trainstep/... ./gpu/... ./internal/gpucheck/... ./internal/jpeg/...
+NORACE_PKGS := ./trainstep/... ./gpu/... ./verify/... ./internal/jpeg/...
 # Packages whose tests run Beam pipelines in process. Beam v2.77.0's SDK harness has a data
 # race of its own at worker shutdown (core/runtime/harness/harness.go: the receive loop closes
 # respc at line 195 with no ordering after a bundle goroutine's send at line 213), which the

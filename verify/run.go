@@ -1,4 +1,4 @@
-package gpucheck
+package verify
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
-// Config is one run of the check.
-type Config struct {
+// CheckConfig is one run of the GPU check.
+type CheckConfig struct {
 	// Backend is the backend under test: "cuda" (the point) or "cpu" (the check's own test).
 	Backend string
 	// Plugin is the CUDA PJRT plugin (empty: search).
@@ -55,9 +55,9 @@ type Config struct {
 	Log io.Writer
 }
 
-// Result is everything the check measured. Failures of single parts are in Errors (and in the
+// CheckResult is everything the GPU check measured. Failures of single parts are in Errors (and in the
 // part's own Error); the rest is still measured and written.
-type Result struct {
+type CheckResult struct {
 	Started string      `json:"started"`
 	Seconds float64     `json:"seconds"`
 	Backend string      `json:"backend"`
@@ -143,7 +143,7 @@ func feedRows(quick bool) []FeedSpec {
 	}
 }
 
-func (c Config) skip(part string) bool {
+func (c CheckConfig) skip(part string) bool {
 	for _, s := range c.Skip {
 		if s == part {
 			return true
@@ -152,21 +152,21 @@ func (c Config) skip(part string) bool {
 	return false
 }
 
-func (c Config) logf(format string, args ...any) {
+func (c CheckConfig) logf(format string, args ...any) {
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, "gpu-check: "+format+"\n", args...)
 	}
 }
 
-// Run runs the check and writes Out/gpu-check.json and Out/gpu-check.md. The error says what
+// Check runs the GPU check and writes Out/gpu-check.json and Out/gpu-check.md. The error says what
 // failed (a part that crashed, gradients that disagree); the files are written either way.
-func Run(ctx context.Context, c Config) (*Result, error) {
+func Check(ctx context.Context, c CheckConfig) (*CheckResult, error) {
 	start := time.Now()
 	if c.Backend == "" {
 		c.Backend = "cuda"
 	}
 	if len(c.Self) == 0 {
-		return nil, errors.New("gpu-check: Config.Self (the command that re-executes this program) is empty")
+		return nil, errors.New("gpu-check: CheckConfig.Self (the command that re-executes this program) is empty")
 	}
 	if c.PhaseTimeout == 0 {
 		c.PhaseTimeout = 3 * time.Minute
@@ -188,7 +188,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	defer os.RemoveAll(work)
 
 	host, _ := os.Hostname()
-	r := &Result{Started: start.UTC().Format(time.RFC3339), Backend: c.Backend, Quick: c.Quick, Commands: c.Commands,
+	r := &CheckResult{Started: start.UTC().Format(time.RFC3339), Backend: c.Backend, Quick: c.Quick, Commands: c.Commands,
 		Host: Host{Hostname: host, CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH}}
 	r.Doctor = cuda.Diagnose(ctx, cuda.DiagnoseOptions{Plugin: c.Plugin, NoLoad: true})
 	if len(r.Doctor.GPUs) > 0 {
@@ -342,7 +342,7 @@ type memPeak struct {
 // child runs phase p in a new process of c.Self, with extra environment variables, and
 // decodes its result into out. It returns the child's peak memory: GPU memory from nvidia-smi
 // for a GPU backend, else its peak RSS.
-func (c Config) child(ctx context.Context, work string, p Phase, out any, env ...string) (memPeak, error) {
+func (c CheckConfig) child(ctx context.Context, work string, p Phase, out any, env ...string) (memPeak, error) {
 	f, err := os.CreateTemp(work, "phase-*.json")
 	if err != nil {
 		return memPeak{}, err
@@ -402,7 +402,7 @@ func (c Config) child(ctx context.Context, work string, p Phase, out any, env ..
 	return mem, nil
 }
 
-func (r *Result) write(ctx context.Context, dir string) error {
+func (r *CheckResult) write(ctx context.Context, dir string) error {
 	if dir == "" {
 		return nil
 	}

@@ -1,6 +1,17 @@
-// Package gpucheck is the one-command GPU check (`dcl gpu-check`, run by scripts/gpu-check.sh
-// on a GPU machine): it proves the CUDA backend computes what the CPU backend computes,
-// measures it, and says whether the data pipeline keeps it fed.
+// Package verify holds the project's checks that one backend computes what another does, and
+// their reports:
+//
+//   - the error model (errormodel.go): how far apart two correct implementations of an
+//     encoder may embed the same image, derived from the checkpoint's layers and the
+//     backends' arithmetic;
+//   - the agreement check (`dcl agree`, agree.go): one checkpoint's embeddings on two
+//     backends against that tolerance, and which kNN and linear-probe decisions a difference
+//     that large could change (agreement.go);
+//   - the one-command GPU check (`dcl gpu-check`, run by scripts/gpu-check.sh on a GPU
+//     machine), described below.
+//
+// The GPU check proves the CUDA backend computes what the CPU backend computes, measures it,
+// and says whether the data pipeline keeps it fed:
 //
 //   - agreement, in two rows: one resnet18-cifar training step's loss and gradients (trainstep
 //     Step.Gradients) from the same initial weights and batch on a CPU reference and on the
@@ -16,12 +27,12 @@
 //     from Fashion-MNIST (or random images), against the step's;
 //   - beside PyTorch: scripts/torch_step.py builds the same model, loss and optimiser and
 //     writes its own figures as JSON (eager, and torch.compile for the small batches), which
-//     Run merges (Config.Torch) into one JSON and one Markdown table with the ratios;
+//     Check merges (CheckConfig.Torch) into one JSON and one Markdown table with the ratios;
 //     docs.go renders the committed JSON into README.md and BENCHMARKS.md.
 //
-// Each measurement runs in a child process of its own (Config.Self re-executes the binary
+// Each measurement runs in a child process of its own (CheckConfig.Self re-executes the binary
 // with PhaseEnv set): its GPU memory can be attributed to it, its XLA and cuBLAS state does
 // not leak into the next, and one that crashes is reported without losing the others'
 // results. The JSON is written after every part, so a run stopped by a time limit keeps what
 // it measured.
-package gpucheck
+package verify

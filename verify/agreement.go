@@ -1,9 +1,11 @@
-package analysis
+package verify
 
 import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
 )
 
 // Agreement of two embeddings of the same images (two backends, or a backend and a more
@@ -24,7 +26,7 @@ type VectorDifference struct {
 
 // CompareVectors returns the per-row relative differences of a and b (same shape, rows in
 // the same order); a zero row of b counts the absolute difference.
-func CompareVectors(a, b Vectors) (VectorDifference, error) {
+func CompareVectors(a, b analysis.Vectors) (VectorDifference, error) {
 	if a.Dim != b.Dim || a.Len() != b.Len() {
 		return VectorDifference{}, fmt.Errorf("%d vectors of %d values against %d of %d", a.Len(), a.Dim, b.Len(), b.Dim)
 	}
@@ -80,15 +82,15 @@ func SimilarityShift(tau float64) float64 {
 // other class's most (its sure neighbours' weights and as many of its uncertain ones as there
 // are free places, grown). A change of the top-1 accuracy between two such embeddings is at
 // most the unstable fraction.
-func KNNUnstable(bank, queries LabeledVectors, cfg KNNConfig, tau float64) (int, error) {
-	cfg = cfg.withDefaults()
-	if cfg.Metric != Cosine {
+func KNNUnstable(bank, queries analysis.LabeledVectors, cfg analysis.KNNConfig, tau float64) (int, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Metric != analysis.Cosine {
 		return 0, fmt.Errorf("the stability of a kNN vote is derived for the cosine metric, not %s", cfg.Metric)
 	}
 	numClasses := cfg.NumClasses
 	if numClasses == 0 {
 		var err error
-		if numClasses, err = NumClassesOf(bank, queries); err != nil {
+		if numClasses, err = analysis.NumClassesOf(bank, queries); err != nil {
 			return 0, err
 		}
 	}
@@ -99,23 +101,23 @@ func KNNUnstable(bank, queries LabeledVectors, cfg KNNConfig, tau float64) (int,
 	delta := SimilarityShift(tau)
 	grow, shrink := math.Exp(delta/cfg.Temperature), math.Exp(-delta/cfg.Temperature)
 	seen := min(bank.Vectors.Len(), 2*k) // the neighbours looked at: the k nearest and as many after
-	b := Prepare(bank.Vectors, Cosine)
+	b := analysis.Prepare(bank.Vectors, analysis.Cosine)
 	unstable := 0
 	const block = 256
 	lower, upper := make([]float64, numClasses), make([]float64, numClasses)
 	uncertain := make([][]float64, numClasses)
 	for from := 0; from < queries.Vectors.Len(); from += block {
-		q := Prepare(queries.Vectors.Slice(from, min(queries.Vectors.Len(), from+block)), Cosine)
-		tops, err := TopKBlock(q, b, bank.Labels, 0, seen)
+		q := analysis.Prepare(queries.Vectors.Slice(from, min(queries.Vectors.Len(), from+block)), analysis.Cosine)
+		tops, err := analysis.TopKBlock(q, b, bank.Labels, 0, seen)
 		if err != nil {
 			return 0, err
 		}
 		for _, top := range tops {
-			votes, err := Vote(top[:k], numClasses, cfg.Temperature)
+			votes, err := analysis.Vote(top[:k], numClasses, cfg.Temperature)
 			if err != nil {
 				return 0, err
 			}
-			winner := RankClasses(votes, 1)[0]
+			winner := analysis.RankClasses(votes, 1)[0]
 			kth, next := float64(top[k-1].Sim), float64(top[k].Sim)
 			if len(top) == seen && seen < bank.Vectors.Len() && float64(top[seen-1].Sim) >= kth-2*delta {
 				unstable++ // candidates beyond those looked at
@@ -170,7 +172,7 @@ func KNNUnstable(bank, queries LabeledVectors, cfg KNNConfig, tau float64) (int,
 // change if each vector moved by at most tau of its length: class c's score moves by at most
 // ‖w_c‖·‖Δx‖ (after m's standardisation, which scales each feature by 1/std), so a decision
 // holds when the best score exceeds the runner-up's by more than twice the largest such move.
-func LinearUnstable(m *LinearModel, test Vectors, tau float64) (int, error) {
+func LinearUnstable(m *analysis.LinearModel, test analysis.Vectors, tau float64) (int, error) {
 	scores, err := m.Scores(test)
 	if err != nil {
 		return 0, err

@@ -1,4 +1,4 @@
-package gpucheck
+package verify
 
 import (
 	"context"

@@ -1,9 +1,13 @@
-package trainstep
+package verify
 
 import (
 	"context"
 	"math"
+	"path/filepath"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testing/encodertest"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // TestErrorModelReadsTheCheckpoint checks the model's layers against the small CNN's: four
@@ -11,12 +15,15 @@ import (
 // checkpoint's running statistics; the projector's two dense layers only for projections.
 func TestErrorModelReadsTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
-	out := t.TempDir()
-	pairs := syntheticPairs(5, 16, 3, 8, 8, 1)
-	if _, err := Train(ctx, testStepConfig(SmallCNN), testRunConfig(t, out), quietOptions(t, mustMemorySource(t, pairs))); err != nil {
-		t.Fatal(err)
-	}
-	back, err := NewErrorModel(ctx, out, Backbone)
+	data := filepath.Join(t.TempDir(), "pairs")
+	encodertest.WritePairShards(t, data, 16, 8, 2, 1, 1)
+	out := encodertest.TrainEncoder(t, data, trainstep.StepConfig{
+		Model:     trainstep.ModelConfig{Name: trainstep.SmallCNN, BaseWidth: 4, Channels: 1},
+		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2},
+		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9, WeightDecay: 5e-4},
+		InitSeed:  7,
+	}, trainstep.RunConfig{BatchSize: 4, Epochs: 2, BaseLR: 0.5, WarmupEpochs: 0.5, Seed: 11})
+	back, err := NewErrorModel(ctx, out, trainstep.Backbone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +47,7 @@ func TestErrorModelReadsTheCheckpoint(t *testing.T) {
 	if above == 0 {
 		t.Error("no batch norm's running statistics give a gain above 1")
 	}
-	proj, err := NewErrorModel(ctx, out, Projection)
+	proj, err := NewErrorModel(ctx, out, trainstep.Projection)
 	if err != nil {
 		t.Fatal(err)
 	}

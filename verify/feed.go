@@ -1,4 +1,4 @@
-package gpucheck
+package verify
 
 import (
 	"compress/gzip"
@@ -38,7 +38,7 @@ type FeedSpec struct {
 	// Against names the speed row whose images/s the reader must beat twice over (a reader
 	// at the step's own rate stalls it whenever decoding hiccups): model/batch/precision.
 	Against string `json:"against"`
-	// Photos: the views are cut from real photographs (Config.Photos) when there are some.
+	// Photos: the views are cut from real photographs (CheckConfig.Photos) when there are some.
 	Photos bool `json:"photos,omitempty"`
 	// Online: the shards are base shards (dcl preprocess --views=online), each source image
 	// once, and the reader makes both views of every row as it reads: raw pixels for small

@@ -1,11 +1,10 @@
-package trainstep
+package verify
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"math"
-	"strings"
+
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // How far apart two correct implementations of an encoder may embed the same image: the
@@ -71,7 +70,7 @@ type Arithmetic struct {
 
 // The arithmetics of the backends: float32 (the CPU backend; CUDA with TF32 off), TF32 (CUDA's
 // matrix products and convolutions on tensor cores: float32 sums of products of operands
-// rounded to a 10-bit mantissa), and the float64 reference (EncoderOptions.Float64: the
+// rounded to a 10-bit mantissa), and the float64 reference (trainstep.EncoderOptions.Float64: the
 // sums in float64, what follows them in float32).
 var (
 	Float32Arithmetic    = Arithmetic{Name: "float32", U: 0x1p-24}
@@ -83,7 +82,7 @@ var (
 // with precision p: the encoder's variables and activations are float32 in every precision,
 // and CUDA runs its convolutions and matrix products on TF32 tensor cores where p allows it
 // (gpu.Options.TF32); the CPU always computes in float32.
-func EncoderArithmetic(onCUDA bool, p Precision) Arithmetic {
+func EncoderArithmetic(onCUDA bool, p trainstep.Precision) Arithmetic {
 	if onCUDA && p.AllowsTF32() {
 		return TF32Arithmetic
 	}
@@ -107,103 +106,46 @@ type LayerError struct {
 
 // ErrorModel is the rounding error model of an encoder's checkpoint.
 type ErrorModel struct {
-	Checkpoint string       `json:"checkpoint"`
-	Feature    Feature      `json:"feature"`
-	Layers     []LayerError `json:"layers"`
+	Checkpoint string            `json:"checkpoint"`
+	Feature    trainstep.Feature `json:"feature"`
+	Layers     []LayerError      `json:"layers"`
 }
 
 // NewErrorModel builds the error model of the checkpoint at path (a file or a run folder)
 // for the feature embedded: the backbone's layers, with the projector's for Projection.
-func NewErrorModel(ctx context.Context, path string, feature Feature) (*ErrorModel, error) {
-	path, err := ResolveCheckpoint(ctx, path)
+func NewErrorModel(ctx context.Context, path string, feature trainstep.Feature) (*ErrorModel, error) {
+	path, err := trainstep.ResolveCheckpoint(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	ckpt, err := ReadCheckpoint(ctx, path)
+	ckpt, err := trainstep.ReadCheckpoint(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	byScope := map[string]map[string]VariableEntry{}
-	for _, v := range ckpt.Header.Variables {
-		if byScope[v.Scope] == nil {
-			byScope[v.Scope] = map[string]VariableEntry{}
-		}
-		byScope[v.Scope][v.Name] = v
+	layers, err := ckpt.EncoderLayers(feature)
+	if err != nil {
+		return nil, err
 	}
 	m := &ErrorModel{Checkpoint: path, Feature: feature}
-	for _, v := range ckpt.Header.Variables {
-		// The model's weights (not the optimiser's copies, under their own scope).
-		if v.Name != weightsName || !strings.HasPrefix(v.Scope, "/"+modelScope+"/") {
-			continue
-		}
-		if strings.HasPrefix(v.Scope, "/"+modelScope+"/"+projectorScope) && feature != Projection {
-			continue
-		}
-		k := 1
-		for _, d := range v.Dims[:len(v.Dims)-1] { // [k, k, in, out] or [in, out]
-			k *= d
-		}
-		l := LayerError{Scope: v.Scope, K: k, Gain: 1}
-		if bn, ok := byScope[batchNormScopeOf(v.Scope)]; ok {
-			if l.Gain, err = batchNormGain(ckpt, bn); err != nil {
-				return nil, fmt.Errorf("checkpoint %s: %w", path, err)
-			}
-		}
-		m.Layers = append(m.Layers, l)
-	}
-	if len(m.Layers) == 0 {
-		return nil, fmt.Errorf("checkpoint %s: no convolution or dense weights under %q", path, modelScope)
+	for _, l := range layers {
+		m.Layers = append(m.Layers, LayerError{Scope: l.Scope, K: l.FanIn(), Gain: batchNormGain(l.BatchNorm)})
 	}
 	return m, nil
 }
 
-// batchNormScopeOf is the scope of the batch norm that follows the sum layer in scope: the
-// layers name them in pairs (conv/bn, conv1/bn1, shortcut_conv/shortcut_bn, fc1/bn1).
-func batchNormScopeOf(scope string) string {
-	i := strings.LastIndex(scope, "/")
-	last := scope[i+1:]
-	last = strings.Replace(strings.Replace(last, "conv", "bn", 1), "fc", "bn", 1)
-	return scope[:i+1] + last
-}
-
-// batchNormGain is the rms over channels of sqrt(μ² + σ²)/sqrt(σ² + ε) for the running mean μ
-// and variance σ² of a batch norm's variables.
-func batchNormGain(c *Checkpoint, vars map[string]VariableEntry) (float64, error) {
-	mean, ok1 := vars[bnMeanName]
-	variance, ok2 := vars[bnVarianceName]
-	if !ok1 || !ok2 || mean.DType != "Float32" && mean.DType != "float32" {
-		return 1, nil
-	}
-	mu, err := float32Values(c, mean)
-	if err != nil {
-		return 0, err
-	}
-	v, err := float32Values(c, variance)
-	if err != nil {
-		return 0, err
-	}
-	if len(mu) != len(v) || len(mu) == 0 {
-		return 0, fmt.Errorf("batch norm %s: %d means and %d variances", mean.Scope, len(mu), len(v))
+// batchNormGain is the rms over channels of sqrt(μ² + σ²)/sqrt(σ² + ε) for a batch norm's
+// running mean μ and variance σ²; 1 for a layer with no batch norm after it.
+func batchNormGain(bn *trainstep.BatchNormStats) float64 {
+	if bn == nil {
+		return 1
 	}
 	var sum float64
-	for i := range mu {
-		m, s2 := float64(mu[i]), max(0, float64(v[i]))
-		g := math.Sqrt(m*m+s2) / math.Sqrt(s2+bnEpsilon)
+	for i := range bn.Mean {
+		m, s2 := float64(bn.Mean[i]), max(0, float64(bn.Variance[i]))
+		g := math.Sqrt(m*m+s2) / math.Sqrt(s2+bn.Epsilon)
 		sum += g * g
 	}
-	return math.Sqrt(sum / float64(len(mu))), nil
-}
-
-func float32Values(c *Checkpoint, e VariableEntry) ([]float32, error) {
-	raw := c.raw(e)
-	if len(raw)%4 != 0 {
-		return nil, fmt.Errorf("variable %s/%s: %d bytes are not float32 values", e.Scope, e.Name, len(raw))
-	}
-	out := make([]float32, len(raw)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return out, nil
+	return math.Sqrt(sum / float64(len(bn.Mean)))
 }
 
 // RMS is the modelled rms relative error of the embeddings computed in arithmetic a.

@@ -1,4 +1,4 @@
-package gpucheck
+package verify
 
 import (
 	"bytes"
@@ -32,8 +32,8 @@ const (
 const CheckCommand = "make gpu-pack, then, on the GPU machine: scripts/gpu-check.sh OUT check; commit OUT/gpu-check.json as docs/gpu/gpu-check.json and run make gpu-docs"
 
 // ReadResult reads a gpu-check.json.
-func ReadResult(ctx context.Context, path string) (*Result, error) {
-	var r Result
+func ReadCheckResult(ctx context.Context, path string) (*CheckResult, error) {
+	var r CheckResult
 	if err := storage.LoadJSON(ctx, path, &r); err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func ReadResult(ctx context.Context, path string) (*Result, error) {
 }
 
 // Section renders section name from r (nil: no GPU run is committed yet).
-func Section(name string, r *Result) (string, error) {
+func Section(name string, r *CheckResult) (string, error) {
 	if r == nil {
 		return fmt.Sprintf("No GPU run of this check is committed yet (docs/gpu/gpu-check.json). To make one: %s.\n", CheckCommand), nil
 	}
@@ -58,7 +58,7 @@ func Section(name string, r *Result) (string, error) {
 }
 
 // summaryMarkdown is the machine, the agreement verdicts and the step table.
-func (r *Result) summaryMarkdown() string {
+func (r *CheckResult) summaryMarkdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured on %s (%d MiB, driver %s), %d CPUs, %s", cmp.Or(r.Host.GPU, "no GPU"), r.Host.GPUMiB, cmp.Or(r.Host.Driver, "—"), r.Host.CPUs, r.Started)
 	if r.Torch != nil {
@@ -85,7 +85,7 @@ func (r *Result) summaryMarkdown() string {
 }
 
 // UpdateSections rewrites every gpu-check section of doc with its rendering from r.
-func UpdateSections(doc []byte, r *Result) ([]byte, error) {
+func UpdateSections(doc []byte, r *CheckResult) ([]byte, error) {
 	var out bytes.Buffer
 	rest := doc
 	for {
@@ -122,9 +122,9 @@ func UpdateSections(doc []byte, r *Result) ([]byte, error) {
 // UpdateFiles rewrites the gpu-check sections of each file from the result at resultPath
 // (absent: the sections say no run is committed yet).
 func UpdateFiles(ctx context.Context, resultPath string, files []string) error {
-	var r *Result
+	var r *CheckResult
 	if _, err := os.Stat(resultPath); err == nil {
-		if r, err = ReadResult(ctx, resultPath); err != nil {
+		if r, err = ReadCheckResult(ctx, resultPath); err != nil {
 			return err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {

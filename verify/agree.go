@@ -1,4 +1,4 @@
-package pipelines
+package verify
 
 import (
 	"context"
@@ -17,14 +17,14 @@ import (
 // The agreement check (dcl agree), not a Beam job: it embeds a seeded sample of the
 // evaluation splits with one checkpoint on two backends, in this process, and says whether
 // the embeddings agree within the tolerance the checkpoint's error model derives
-// (trainstep.ErrorModel), and whether kNN and the linear probe on them differ by no more
-// than that tolerance allows (analysis.KNNUnstable, analysis.LinearUnstable).
+// (ErrorModel), and whether kNN and the linear probe on them differ by no more
+// than that tolerance allows (KNNUnstable, LinearUnstable).
 
 // Reference is the backend name of the CPU encoder whose sums run in float64
 // (trainstep.EncoderOptions.Float64): the reference the CPU backend is checked against.
 const Reference = "reference"
 
-// AgreeOptions configure RunAgreement.
+// AgreeOptions configure Agree.
 type AgreeOptions struct {
 	Checkpoint string
 	// Train and Test are labelled evaluation shards (preset none): the bank and the queries.
@@ -33,7 +33,7 @@ type AgreeOptions struct {
 	// A and B are the backends compared: cpu, cuda, auto or Reference.
 	A, B string
 	// Precision is the one CUDA embeds in (the zero value: float32): TF32 tensor cores where
-	// it allows them, else full float32 (trainstep.EncoderArithmetic). The CPU computes in
+	// it allows them, else full float32 (EncoderArithmetic). The CPU computes in
 	// float32 and the Reference sums in float64 whatever it is. Each side's arithmetic is the
 	// error model's input.
 	Precision trainstep.Precision
@@ -48,8 +48,8 @@ type AgreeOptions struct {
 
 // AgreeSide is one backend's part of the check.
 type AgreeSide struct {
-	Backend    string               `json:"backend"`
-	Arithmetic trainstep.Arithmetic `json:"arithmetic"`
+	Backend    string     `json:"backend"`
+	Arithmetic Arithmetic `json:"arithmetic"`
 	// ModelledRMS is the error model's rms relative error of its embeddings.
 	ModelledRMS float64 `json:"modelled_rms"`
 	ImagesPerS  float64 `json:"images_per_s"`
@@ -69,17 +69,17 @@ type AgreeBound struct {
 	Within     bool    `json:"within"`
 }
 
-// AgreeResult is what RunAgreement found.
+// AgreeResult is what Agree found.
 type AgreeResult struct {
-	Checkpoint string                    `json:"checkpoint"`
-	Feature    trainstep.Feature         `json:"feature"`
-	Precision  trainstep.Precision       `json:"precision"`
-	A          AgreeSide                 `json:"a"`
-	B          AgreeSide                 `json:"b"`
-	Model      *trainstep.ErrorModel     `json:"error_model"`
-	Tolerance  float64                   `json:"tolerance"`
-	Bank       analysis.VectorDifference `json:"bank"`
-	Queries    analysis.VectorDifference `json:"queries"`
+	Checkpoint string              `json:"checkpoint"`
+	Feature    trainstep.Feature   `json:"feature"`
+	Precision  trainstep.Precision `json:"precision"`
+	A          AgreeSide           `json:"a"`
+	B          AgreeSide           `json:"b"`
+	Model      *ErrorModel         `json:"error_model"`
+	Tolerance  float64             `json:"tolerance"`
+	Bank       VectorDifference    `json:"bank"`
+	Queries    VectorDifference    `json:"queries"`
 	// Agree says every row's difference is within the tolerance.
 	Agree  bool       `json:"agree"`
 	KNN    AgreeBound `json:"knn_top1"`
@@ -94,8 +94,8 @@ type AgreeResult struct {
 // agreeTestHook, set by tests, sees each side's embeddings before they are compared.
 var agreeTestHook func(side int, bank, queries *analysis.LabeledVectors)
 
-// RunAgreement runs the check.
-func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
+// Agree runs the agreement check (dcl agree).
+func Agree(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 	if o.Feature == "" {
 		o.Feature = trainstep.Backbone
 	}
@@ -117,7 +117,7 @@ func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 		return nil, err
 	}
 	bank, queries = bank.Sample(o.Bank, o.Seed, 1), queries.Sample(o.Queries, o.Seed, 2)
-	model, err := trainstep.NewErrorModel(ctx, o.Checkpoint, o.Feature)
+	model, err := NewErrorModel(ctx, o.Checkpoint, o.Feature)
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +140,10 @@ func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 		}
 		emb[i] = [2]analysis.LabeledVectors{b, q}
 	}
-	if res.Bank, err = analysis.CompareVectors(emb[0][0].Vectors, emb[1][0].Vectors); err != nil {
+	if res.Bank, err = CompareVectors(emb[0][0].Vectors, emb[1][0].Vectors); err != nil {
 		return nil, err
 	}
-	if res.Queries, err = analysis.CompareVectors(emb[0][1].Vectors, emb[1][1].Vectors); err != nil {
+	if res.Queries, err = CompareVectors(emb[0][1].Vectors, emb[1][1].Vectors); err != nil {
 		return nil, err
 	}
 	res.Tolerance = model.Tolerance(res.A.Arithmetic, res.B.Arithmetic)
@@ -159,7 +159,7 @@ func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 		return nil, err
 	}
 	res.A.KNNTop1, res.B.KNNTop1 = knnA.Top1, knnB.Top1
-	unstable, err := analysis.KNNUnstable(emb[0][0], emb[0][1], o.KNN, res.Tolerance)
+	unstable, err := KNNUnstable(emb[0][0], emb[0][1], o.KNN, res.Tolerance)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func RunAgreement(ctx context.Context, o AgreeOptions) (*AgreeResult, error) {
 		return nil, err
 	}
 	res.A.LinearTop1, res.B.LinearTop1, res.A.RetrainedTop1 = accA.Top1, accB.Top1, accA.Top1
-	if unstable, err = analysis.LinearUnstable(probe, emb[0][1].Vectors, res.Tolerance); err != nil {
+	if unstable, err = LinearUnstable(probe, emb[0][1].Vectors, res.Tolerance); err != nil {
 		return nil, err
 	}
 	res.Linear = bound(accA.Top1, accB.Top1, unstable, queries.N)
@@ -205,7 +205,7 @@ func bound(a, b float64, unstable, n int) AgreeBound {
 }
 
 // embedBoth embeds the bank and the queries on one backend, and says in which arithmetic.
-func embedBoth(ctx context.Context, o AgreeOptions, backend string, bank, queries *trainstep.LabeledImages) (b, q analysis.LabeledVectors, arith trainstep.Arithmetic, err error) {
+func embedBoth(ctx context.Context, o AgreeOptions, backend string, bank, queries *trainstep.LabeledImages) (b, q analysis.LabeledVectors, arith Arithmetic, err error) {
 	kind, opts := gpu.Kind(backend), trainstep.EncoderOptions{}
 	if backend == Reference {
 		kind, opts.Float64 = gpu.CPU, true
@@ -219,13 +219,13 @@ func embedBoth(ctx context.Context, o AgreeOptions, backend string, bank, querie
 	}
 	defer be.Finalize()
 	onCUDA := be.Name() != cpu.BackendName
-	arith = trainstep.EncoderArithmetic(onCUDA, o.Precision)
+	arith = EncoderArithmetic(onCUDA, o.Precision)
 	if opts.Float64 {
-		arith = trainstep.Float64RefArithmetic
+		arith = Float64RefArithmetic
 	} else if onCUDA {
 		info, err := trainstep.ReadCheckpointHeader(ctx, o.Checkpoint)
 		if err == nil {
-			opts = encoderOptions(gpu.CUDA, info.State.ImageHeight, info.State.ImageWidth)
+			opts = trainstep.EncoderOptionsFor(gpu.CUDA, info.State.ImageHeight, info.State.ImageWidth)
 		}
 	}
 	enc, err := trainstep.LoadEncoderWith(ctx, be, o.Checkpoint, opts)

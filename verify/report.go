@@ -1,4 +1,4 @@
-package gpucheck
+package verify
 
 import (
 	"cmp"
@@ -18,7 +18,7 @@ func SpeedGoal(s SpeedResult) float64 {
 
 // speedMarkdown writes the training-step table: dcl beside PyTorch eager and compiled, with
 // each row's goals.
-func (r *Result) speedMarkdown(b *strings.Builder) {
+func (r *CheckResult) speedMarkdown(b *strings.Builder) {
 	b.WriteString("\n## Training step (images/s count both views of every pair; medians of synchronised steps)\n\n")
 	b.WriteString("| model | px | batch (pairs) | precision | dcl images/s | dcl pipelined | dcl first step s | PyTorch eager | dcl ÷ eager (goal) | torch.compile | dcl ÷ compiled | dcl MiB: process / allocator peak / pool peak | PyTorch MiB: process / allocated / reserved | memory goal |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -93,7 +93,7 @@ func orDash(v float64, format string) string {
 
 // Markdown renders the results as the tables BENCHMARKS.md takes: the machine, agreement,
 // the training step beside PyTorch, feeding, and what failed.
-func (r *Result) Markdown() string {
+func (r *CheckResult) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# dcl gpu-check\n\n")
 	gpu := r.Host.GPU

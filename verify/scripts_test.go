@@ -1,4 +1,4 @@
-package gpucheck
+package verify
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 )
 
 // scripts is the repository's scripts folder, from this package's.
-const scripts = "../../scripts"
+const scripts = "../scripts"
 
 // TestTorchScriptCompiles keeps scripts/torch_step.py valid Python, and checks that without
 // PyTorch (or without a GPU) it says so in its JSON and exits 2, and that with PyTorch its

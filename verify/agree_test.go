@@ -1,11 +1,13 @@
-package pipelines
+package verify
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/testing/encodertest"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -17,17 +19,17 @@ func TestAgreementOfTheCPUAndItsReference(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	pairs, train, test := filepath.Join(dir, "pairs"), filepath.Join(dir, "train"), filepath.Join(dir, "test")
-	writePairShards(t, pairs, 48, 8, 2, 1, 1)
-	writePairShards(t, train, 60, 8, 1, 1, 2)
-	writePairShards(t, test, 30, 8, 1, 1, 1)
-	run := trainTinyEncoder(t, pairs)
+	encodertest.WritePairShards(t, pairs, 48, 8, 2, 1, 1)
+	encodertest.WritePairShards(t, train, 60, 8, 1, 1, 2)
+	encodertest.WritePairShards(t, test, 30, 8, 1, 1, 1)
+	run := encodertest.TrainTinyEncoder(t, pairs)
 	o := AgreeOptions{
 		Checkpoint: run, Train: train, Test: test, Feature: trainstep.Backbone,
 		A: "cpu", B: Reference, Precision: trainstep.TF32, // the CPU computes in float32 whatever is asked
 		Bank: 40, Queries: 20, Seed: 1, KNN: analysis.KNNConfig{K: 5, Temperature: 0.1},
-		Linear: analysis.DefaultLinearConfig().WithEpochs(3), Logger: discardLogger(),
+		Linear: analysis.DefaultLinearConfig().WithEpochs(3), Logger: slog.New(slog.DiscardHandler),
 	}
-	res, err := RunAgreement(ctx, o)
+	res, err := Agree(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,7 @@ func TestAgreementOfTheCPUAndItsReference(t *testing.T) {
 	if !res.OK || !res.Agree || !res.KNN.Within || !res.Linear.Within {
 		t.Errorf("the CPU and its reference: %+v", res)
 	}
-	if res.A.Arithmetic != trainstep.Float32Arithmetic || res.B.Arithmetic != trainstep.Float64RefArithmetic || res.Precision != trainstep.TF32 {
+	if res.A.Arithmetic != Float32Arithmetic || res.B.Arithmetic != Float64RefArithmetic || res.Precision != trainstep.TF32 {
 		t.Errorf("arithmetics %+v and %+v at precision %q: want the CPU's float32 and the reference's float64 sums whatever the precision", res.A.Arithmetic, res.B.Arithmetic, res.Precision)
 	}
 	if res.Bank.Rows != 40 || res.Queries.Rows != 20 || !(res.Bank.Max > 0) {
@@ -58,7 +60,7 @@ func TestAgreementOfTheCPUAndItsReference(t *testing.T) {
 		}
 	}
 	defer func() { agreeTestHook = nil }()
-	bad, err := RunAgreement(ctx, o)
+	bad, err := Agree(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

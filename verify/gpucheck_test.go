@@ -1,4 +1,4 @@
-package gpucheck
+package verify
 
 import (
 	"context"
@@ -170,7 +170,7 @@ func TestQuickOnCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log strings.Builder
-	r, err := Run(context.Background(), Config{Backend: "cpu", Quick: true, Out: out, Torch: torch, Self: []string{self},
+	r, err := Check(context.Background(), CheckConfig{Backend: "cpu", Quick: true, Out: out, Torch: torch, Self: []string{self},
 		Data: fashionDir(), Commands: []string{"go test"}, Log: &log})
 	if r == nil {
 		t.Fatalf("no result: %v\n%s", err, log.String())
@@ -225,7 +225,7 @@ func TestQuickOnCPU(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
 	}
-	var back Result
+	var back CheckResult
 	raw, err := os.ReadFile(filepath.Join(out, "gpu-check.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func TestQuickOnCPU(t *testing.T) {
 // TestUpdateSections rewrites a document's sections from a result and leaves the rest alone;
 // a second pass changes nothing; a section without its end is an error.
 func TestUpdateSections(t *testing.T) {
-	r := &Result{Host: Host{GPU: "NVIDIA H200", GPUMiB: 143771, Driver: "580.1", CPUs: 16}, Started: "2026-11-26T00:00:00Z",
+	r := &CheckResult{Host: Host{GPU: "NVIDIA H200", GPUMiB: 143771, Driver: "580.1", CPUs: 16}, Started: "2026-11-26T00:00:00Z",
 		Agreement: &AgreementResult{Precision: "float32", Pass: true, Variables: 65, FloorRatio: 1.2},
 		Speed:     []SpeedResult{{Model: "resnet18-cifar", Size: 32, Batch: 32, Precision: "tf32", ImagesPerSec: 1000}}}
 	doc := []byte("# Title\n\ntext\n<!-- gpu-check summary: begin -->\nold\n<!-- gpu-check summary: end -->\nafter\n")
@@ -276,13 +276,13 @@ func TestUpdateSections(t *testing.T) {
 // gpu-docs` writes from docs/gpu/gpu-check.json (or, without it, say no run is committed).
 func TestDocsMatchTheCommittedRun(t *testing.T) {
 	ctx := context.Background()
-	var r *Result
-	if _, err := os.Stat("../../docs/gpu/gpu-check.json"); err == nil {
-		if r, err = ReadResult(ctx, "../../docs/gpu/gpu-check.json"); err != nil {
+	var r *CheckResult
+	if _, err := os.Stat("../docs/gpu/gpu-check.json"); err == nil {
+		if r, err = ReadCheckResult(ctx, "../docs/gpu/gpu-check.json"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []struct{ path, section string }{{"../../README.md", SummarySection}, {"../../BENCHMARKS.md", TablesSection}} {
+	for _, f := range []struct{ path, section string }{{"../README.md", SummarySection}, {"../BENCHMARKS.md", TablesSection}} {
 		doc, err := os.ReadFile(f.path)
 		if err != nil {
 			t.Fatal(err)
