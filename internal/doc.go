@@ -4,7 +4,7 @@
 //     guard, simd, jpeg, usage, cputime, sysmem): each imports only the standard library,
 //     outside modules and other libraries here, never a domain package of the toolkit
 //     (TestLibrariesImportNoDomainPackage);
-//   - internal/cmd/…: helper programs the Makefile runs (readmegen, runwatch);
+//   - internal/cmd/…: helper programs the Makefile runs (docsgen, runwatch);
 //   - internal/testing/…: helpers for tests (fixtures, an in-process GCS emulator, tiny
 //     encoders), which may import anything.
 //
