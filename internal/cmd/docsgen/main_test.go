@@ -78,11 +78,14 @@ func seededResults() *reproduce.Results {
 		loss, _, _ := strings.Cut(cell, "-")
 		top1 := 78 + float64(i)*0.7
 		r := reproduce.RunResult{
-			Config: reproduce.RunConfig{Name: fmt.Sprintf("%s-s%d", cell, seed), Loss: loss, BatchSize: 32, Epochs: 8, Seed: seed},
+			Config: reproduce.RunConfig{Name: fmt.Sprintf("%s-s%d", cell, seed)},
 			Cell:   cell,
 			Curves: reproduce.Curves{KNNEpoch: []float64{2, 4}, KNNTop1: []float64{top1 - 2, top1}},
 			Evaluation: reproduce.Evaluation{KNN: &analysis.KNNResult{Top1: top1, Top5: 99.5},
 				Linear: &analysis.LinearResult{Top1: top1 + 5, Top5: 99.8}},
+		}
+		for name, v := range map[string]any{"loss": loss, "batch_size": 32, "epochs": 8, "seed": seed} {
+			r.Config.Set(name, v)
 		}
 		res.Runs = append(res.Runs, r)
 	}
