@@ -179,6 +179,9 @@ func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.Pipel
 	if err := CheckRunner(); err != nil {
 		return nil, err
 	}
+	if err := checkElementCoders(p); err != nil {
+		return nil, err
+	}
 	if err := checkJobServer(ctx); err != nil {
 		return nil, err
 	}
