@@ -12,7 +12,7 @@ FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
 # The packages tested without -race are listed here once: NORACE_PKGS and BEAM_PKGS.
 # Packages whose tests are numeric kernels: -race slows them 10x and they share no memory
 # across goroutines that the race detector could check better than their own tests do.
-NORACE_PKGS := ./trainstep/... ./gpu/... ./internal/gpucheck/... ./third_party/jpeg/...
+NORACE_PKGS := ./trainstep/... ./gpu/... ./verify/... ./internal/jpeg/...
 # Packages whose tests run Beam pipelines in process. Beam v2.77.0's SDK harness has a data
 # race of its own at worker shutdown (core/runtime/harness/harness.go: the receive loop closes
 # respc at line 195 with no ordering after a bundle goroutine's send at line 213), which the
@@ -30,9 +30,9 @@ TEST_TIMEOUT ?= 30m
 
 # runwatch runs the long builds and tests so that none is silent for long: a build says every
 # 20 s that it is still compiling, and go test's lines come as each package finishes, with a
-# line naming what still runs after 20 s of quiet (internal/tools/runwatch; standard library
+# line naming what still runs after 20 s of quiet (internal/cmd/runwatch; standard library
 # only, so it builds in seconds before anything else is downloaded).
-RUNWATCH := $(GO) run ./internal/tools/runwatch
+RUNWATCH := $(GO) run ./internal/cmd/runwatch
 
 # What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary,
 # Fashion-MNIST's four files and a few photographs from Debian's packages (scripts/photos.sh),
@@ -49,7 +49,7 @@ help: ## list the targets
 			-e 's|\$$(BIN)|$(BIN)|g' -e 's|\$$(FASHION_MNIST)|$(FASHION_MNIST)|g'
 
 build: ## build bin/dcl (pure Go, CPU backend)
-	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; README, First run)"
+	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; docs/development.md, The first run)"
 	@$(RUNWATCH) -label "build: $(BIN)/dcl" -packages -- $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN)/dcl ./cmd/dcl
 
 build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
@@ -66,8 +66,8 @@ gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz), Fashion-MNI
 	if [ $$size -gt $(GPU_PACK_MAX_MIB) ]; then echo "gpu-pack: $(GPU_PACK) is $$size MiB, over $(GPU_PACK_MAX_MIB) MiB"; exit 1; fi; \
 	echo "gpu-pack: $(GPU_PACK) is $$size MiB: copy it with the repository to the GPU machine and run scripts/gpu-check.sh OUTDIR there"
 
-gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu/gpu-check.json
-	$(GO) run ./cmd/dcl gpu-check --render=docs/gpu/gpu-check.json --update=README.md,BENCHMARKS.md
+gpu-docs: ## rewrite the GPU tables of docs/gpu.md and BENCHMARKS.md from docs/gpu/gpu-check.json
+	$(GO) run ./cmd/dcl gpu-check --render=docs/gpu/gpu-check.json --update=docs/gpu.md,BENCHMARKS.md
 
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
@@ -167,12 +167,13 @@ lint: generated ## go vet and staticcheck, on the pure-Go and the cuda builds; b
 	CGO_ENABLED=1 $(GO) tool staticcheck -tags cuda ./gpu/cuda/...
 	CGO_ENABLED=1 $(GO) build -tags cuda -o /dev/null ./cmd/dcl
 	@if command -v shellcheck >/dev/null 2>&1; then shellcheck scripts/*.sh; else echo "lint: no shellcheck here; scripts/*.sh not checked"; fi
-	@# third_party/ holds upstream code as its authors formatted it.
+	@# third_party/go-xla is upstream's code, formatted as its authors did, plus our patch files.
+	scripts/vendor-go-xla.sh --check
 	@test -z "$$(gofmt -l $$(find . -name '*.go' -not -path './third_party/*'))" || { echo "gofmt needed on:"; gofmt -l $$(find . -name '*.go' -not -path './third_party/*'); exit 1; }
 
 demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on 2 free cores; the README says how long it took): demo-out/report.md
 	$(BIN)/dcl demo --input=$(FASHION_MNIST) --output=demo-out
-	@$(GO) run ./internal/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
+	@$(GO) run ./internal/cmd/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
 		echo "demo: the README's demo section is not this run's results (another machine or code version): make readme rewrites it from demo-out"
 
 # The README's generated sections and docs/demo/, docs/gpu-experiment/ from the results: the demo's
@@ -180,7 +181,7 @@ demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on
 # experiment-state.tgz).
 GPU_RUN ?=
 readme: ## rewrite the README's demo, GPU, kill-hunt and storage sections and docs/demo/, docs/gpu-experiment/ from demo-out (and GPU_RUN=DIR), docs/reliability/ and docs/storage/
-	$(GO) run ./internal/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
+	$(GO) run ./internal/cmd/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
 
 clean: ## remove build outputs and the GPU pack (not .gpu-work/, the GPU experiment's state)
 	rm -rf $(BIN) $(GPU_PACK)

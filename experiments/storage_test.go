@@ -16,8 +16,8 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
@@ -109,7 +109,7 @@ func storageFigure(ctx context.Context, t *testing.T, name, input string) experi
 	c := loadConfig(t, name)
 	epochs := 0
 	for _, r := range c.Runs {
-		epochs = max(epochs, r.Epochs)
+		epochs = max(epochs, r.Epochs())
 	}
 	d := c.Dataset
 	f := experiments.StorageFigure{Config: name, Dataset: d.Name, Split: d.PretrainSplit, Epochs: epochs, Views: "offline", Passes: c.Preprocess.Passes}

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // The Flink tests run the pipelines on Apache Flink through Beam's Flink job server, fetched by
