@@ -568,18 +568,18 @@ func TestFlinkCluster(t *testing.T) {
 		j := jobs["preprocess-stored"]
 		out := filepath.Join(t.TempDir(), j.name)
 		args := append(append(append([]string{}, j.args...), "--output="+out), flags...)
-		killed := s.whenWorkerStarts(t, countLines(t, s.bootLog), func() { js.kill(t) })
-		start := time.Now()
+		var killedAt time.Time
+		killed := s.whenWorkerStarts(t, countLines(t, s.bootLog), func() { js.kill(t); killedAt = time.Now() })
 		_, stderr, err := dclProcess(t, 5*time.Minute, args...)
 		<-killed
-		took := time.Since(start)
+		took := time.Since(killedAt)
 		if err == nil {
 			t.Fatal("the job completed although its job server was killed")
 		}
 		if !strings.Contains(stderr, endpoint) || took > 3*time.Minute {
-			t.Errorf("after the job server died: %v in %s, stderr %q; want a failure naming %s within 3m", err, took.Round(time.Second), lastLines(stderr, 5), endpoint)
+			t.Errorf("after the job server died: %v %s later, stderr %q; want a failure naming %s within 3m", err, took.Round(time.Second), lastLines(stderr, 5), endpoint)
 		} else {
-			t.Logf("the run failed %s after it started, naming the endpoint: %s", took.Round(time.Second), lastLines(stderr, 1))
+			t.Logf("the run failed %s after the job server died, naming the endpoint: %s", took.Round(time.Second), lastLines(stderr, 1))
 		}
 		_, endpoint = s.startJobServer(t, c.rest, c.conf, jsPort)
 		stdout := dcl(t, 5*time.Minute, args...)
