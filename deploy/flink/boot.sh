@@ -6,9 +6,11 @@
 # worker gets a folder of its own here, removed when it exits. DCL_BEAM_BOOT is the boot
 # loader (go build -o boot github.com/apache/beam/sdks/v2/go/container); by default, boot
 # beside this script. DCL_BOOT_LOG, when set, records each start.
-boot="${DCL_BEAM_BOOT:-$(dirname "$0")/boot}"
+boot="${DCL_BEAM_BOOT:-$(cd "$(dirname "$0")" && pwd)/boot}"
 dir="$(mktemp -d "${TMPDIR:-/tmp}/dcl-beam-worker-XXXXXX")" || exit 1
 [ -n "$DCL_BOOT_LOG" ] && echo "$$ $*" >>"$DCL_BOOT_LOG"
+# boot writes pipeline_options.json into its working folder: this one, not the TaskManager's.
+cd "$dir" || exit 1
 "$boot" --semi_persist_dir="$dir" "$@" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid"; rm -rf "$dir"; exit 143' TERM INT
