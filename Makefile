@@ -40,7 +40,7 @@ RUNWATCH := $(GO) run ./internal/cmd/runwatch
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch generated test test-race bench bench-smoke lint demo docs clean
+.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-flink generated test test-race test-flink bench bench-smoke lint demo docs clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -112,6 +112,20 @@ deps-torch:
 	else \
 		echo "deps: WARNING: no apt-get here; the PyTorch export test will skip without python3 with torch and torchvision"; \
 	fi
+
+# deps-flink fetches Beam's Flink job server and Flink's own jars from Maven Central into
+# .cache/flink (FLINK_CACHE), pinned by deploy/flink/jars.sha256; the newest Beam release whose
+# Flink runner Maven Central serves with all its dependencies (docs/flink.md).
+deps-flink: ## fetch Beam's Flink job server and Flink 1.19's jars (Maven Central, checksummed) into .cache/flink
+	@scripts/flink.sh deps
+
+# test-flink runs the pipelines on Flink: the job server's embedded Flink and a standalone
+# session cluster of two TaskManagers, PROCESS workers started by Beam's boot loader from the
+# cgo-free worker binary, every output compared with prism's. It fails, never skips, without
+# Java or the jars.
+test-flink: deps-flink worker ## run every Beam job on Flink (embedded and a 2-TaskManager cluster, one killed) and compare with prism
+	DCL_FLINK_REQUIRED=1 DCL_WORKER_BINARY=$(CURDIR)/$(BIN)/dcl-worker-linux-amd64 $(RUNWATCH) -gotest -label "test-flink" -- \
+		$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run '^TestFlink' ./cmd/dcl/
 
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
