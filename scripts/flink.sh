@@ -44,10 +44,15 @@ die() {
 	exit 1
 }
 
+# jars lists the files in folder $1 by name, sorted.
+jars() {
+	find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort
+}
+
 # verified says whether $lib holds exactly the pinned jars, each with its pinned checksum.
 verified() {
 	[ -d "$lib" ] || return 1
-	diff -q <(awk '{print $2}' "$lock" | sort) <(cd "$lib" && ls | sort) >/dev/null 2>&1 || return 1
+	diff -q <(awk '{print $2}' "$lock" | sort) <(jars "$lib") >/dev/null 2>&1 || return 1
 	(cd "$lib" && sha256sum --quiet -c "$lock") >/dev/null 2>&1
 }
 
@@ -68,14 +73,14 @@ deps() {
 		echo "deps-flink: $(versions): $(wc -l <"$lock") jars found in $lib, checksums match"
 		return
 	fi
-	command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || {
+	if ! { command -v java && command -v mvn; } >/dev/null 2>&1; then
 		SUDO=""
 		[ "$(id -u)" = 0 ] || SUDO="sudo -n"
 		echo "deps-flink: installing Debian packages openjdk-17-jre-headless and maven"
 		$SUDO apt-get install -y -q openjdk-17-jre-headless maven >/dev/null 2>&1 ||
 			{ $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q openjdk-17-jre-headless maven >/dev/null 2>&1; } ||
 			die "could not install Java 17 and Maven (needs root or sudo)"
-	}
+	fi
 	echo "deps-flink: fetching $(versions) from Maven Central into $lib"
 	local tmp="$cache/lib.tmp"
 	rm -rf "$tmp"
@@ -87,7 +92,7 @@ deps() {
 	lib="$tmp"
 	if ! verified; then
 		(cd "$tmp" && sha256sum -c "$lock" 2>&1 | grep -v ': OK$' | head -5) >&2 || true
-		diff <(awk '{print $2}' "$lock" | sort) <(cd "$tmp" && ls | sort) >&2 || true
+		diff <(awk '{print $2}' "$lock" | sort) <(jars "$tmp") >&2 || true
 		die "the fetched jars differ from deploy/flink/jars.sha256 (above); nothing was installed"
 	fi
 	lib="$lib_saved"
