@@ -40,7 +40,13 @@ RUNWATCH := $(GO) run ./internal/cmd/runwatch
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch generated test test-race bench bench-smoke lint demo readme clean
+# XLA's CPU PJRT plugin, installed by make deps (scripts/deps-xla-cpu.sh, which pins it): the
+# xla-cpu backend's tests run the GPU's code path on it. XLA_PKGS are the packages with such
+# tests, all named TestXLACPU*; built with the cuda tag, they run in their own step of make test.
+XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
+XLA_PKGS := ./gpu/... ./trainstep/ ./verify/ ./pipelines/ ./cmd/dcl/
+
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch deps-xla-cpu generated test test-race bench bench-smoke lint demo readme clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -72,7 +78,7 @@ gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
 
-deps: deps-go deps-data deps-torch ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch
+deps: deps-go deps-data deps-torch deps-xla-cpu ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch, XLA's CPU plugin
 
 deps-go:
 	@echo "deps: Go modules (go mod download) and staticcheck"
@@ -116,6 +122,12 @@ deps-torch:
 		echo "deps: WARNING: no apt-get here; the PyTorch export test will skip without python3 with torch and torchvision"; \
 	fi
 
+# deps-xla-cpu fetches XLA's CPU PJRT plugin (a pinned wheel, by version and SHA-256, with the
+# machine's pip) into the user's cache folder, where the xla-cpu backend finds it. Like
+# deps-data it only warns when it cannot; the xla-cpu tests then skip, and CI checks it is there.
+deps-xla-cpu:
+	@scripts/deps-xla-cpu.sh
+
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
 test: deps generated ## run every test (race detector on all but the numeric kernels and the Beam packages)
@@ -123,6 +135,13 @@ test: deps generated ## run every test (race detector on all but the numeric ker
 		$(GO) test -json $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
 	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test" -- \
 		$(GO) test -json -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
+	@# The GPU's code path (go-xla, the XLA backend, the same StableHLO) on XLA's CPU plugin.
+	@if [ -f $(XLA_CPU_PLUGIN) ]; then \
+		DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_XLA_CPU_PLUGIN=$(XLA_CPU_PLUGIN) CGO_ENABLED=1 $(RUNWATCH) -gotest -label "test (xla-cpu)" -- \
+			$(GO) test -json -tags cuda -run XLACPU -timeout $(TEST_TIMEOUT) $(XLA_PKGS); \
+	else \
+		echo "test (xla-cpu): SKIPPED: no XLA CPU plugin at $(XLA_CPU_PLUGIN) (make deps-xla-cpu could not fetch it; it said why): the XLA backend's tests did not run"; \
+	fi
 	@# Peak-memory bounds mean nothing under -race (it multiplies memory): measured without it.
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(RUNWATCH) -gotest -label "test (memory)" -- \
 		$(GO) test -json -timeout $(TEST_TIMEOUT) -run '^TestDecodeMemoryIsBounded$$' ./transforms/datasets/
