@@ -52,13 +52,7 @@ func smallCNNEncoder(t *testing.T) (run, train, test string) {
 	encodertest.WritePairShards(t, pairs, 48, 8, 2, 1, 1)
 	encodertest.WritePairShards(t, train, 60, 8, 1, 1, 2)
 	encodertest.WritePairShards(t, test, 30, 8, 1, 1, 1)
-	cfg := trainstep.StepConfig{
-		Model:     trainstep.ModelConfig{Name: trainstep.SmallCNN, BaseWidth: 4, ProjectionDim: 8, Channels: 1},
-		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2, Reduction: trainstep.Mean},
-		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
-		InitSeed:  1,
-	}
-	run = encodertest.TrainEncoder(t, pairs, cfg, trainstep.RunConfig{BatchSize: 4, Epochs: 1, BaseLR: 0.1, Seed: 1, MaxSteps: 3})
+	run = encodertest.TrainTinyCNNEncoder(t, pairs)
 	return run, train, test
 }
 
