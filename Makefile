@@ -44,7 +44,7 @@ GPU_PACK_MAX_MIB ?= 60
 # xla-cpu backend's tests run the GPU's code path on it. XLA_PKGS are the packages with such
 # tests, all named TestXLACPU*; built with the cuda tag, they run in their own step of make test.
 XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
-XLA_PKGS := ./gpu/... ./trainstep/ ./verify/ ./pipelines/ ./cmd/dcl/
+XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/
 
 .PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch deps-xla-cpu generated test test-race bench bench-smoke lint demo readme clean
 

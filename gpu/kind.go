@@ -30,6 +30,12 @@ const (
 	Auto Kind = "auto"
 )
 
+// BackendsHelp names the backends for the --backend flags' help.
+const BackendsHelp = "cpu, cuda, xla-cpu (XLA's CPU plugin from make deps: the GPU's code path on a CPU, for checks) or auto (cuda when this build has it and a GPU is found, else cpu)"
+
+// PluginHelp is the --plugin flags' help.
+const PluginHelp = "PJRT plugin file (.so) for --backend=cuda|xla-cpu|auto (empty: search; `dcl doctor` says where)"
+
 // Kinds lists every backend --backend names, the default (Auto) last.
 func Kinds() []Kind { return []Kind{CPU, CUDA, XLACPU, Auto} }
 

@@ -70,8 +70,8 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	decayAll := fs.Bool("decay-all", false, "apply weight decay (and LARS scaling) to biases and batch-norm parameters too")
 	warmup := fs.Float64("warmup-epochs", 0, "linear learning-rate warm-up, in epochs (may be fractional); cosine annealing after")
 	optimizer := fs.String("optimizer", string(paper.Optimizer), "sgd (with momentum) or lars (for large batches)")
-	backendName := fs.String("backend", "auto", "compute backend: cpu, cuda, or auto (cuda when this build has it and a GPU is found)")
-	plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto (empty: $DCL_PJRT_PLUGIN, $PJRT_PLUGIN_LIBRARY_PATH, then JAX's plugin)")
+	backendName := fs.String("backend", "auto", "compute backend: "+gpu.BackendsHelp)
+	plugin := fs.String("plugin", "", gpu.PluginHelp)
 	ckptEvery := fs.Int("checkpoint-every", paper.CheckpointEvery, "write a checkpoint every N steps (0: only at the end and when interrupted)")
 	keep := fs.Int("keep-checkpoints", 3, "checkpoints to keep, newest first (0: all)")
 	var resume resumeFlag

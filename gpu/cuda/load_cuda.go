@@ -136,9 +136,7 @@ func LoadCPU(ctx context.Context, opts CPUOptions) (compute.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCPUPluginUnavailable, err)
 	}
-	// Said always: left out, XLA's CPU client makes one device per few cores.
-	create := pjrt.NamedValuesMap{"cpu_device_count": int64(max(1, opts.Devices))}
-	be, _, err := load(ctx, found.Path+xlaOptions(opts.TF32), create, nil, "")
+	be, _, err := load(ctx, found.Path+xlaOptions(opts.TF32), cpuCreateOptions(opts.Devices), nil, "")
 	if err != nil {
 		return nil, fmt.Errorf("%w: loading PJRT plugin %s: %w (run `dcl doctor` for the fix)", ErrCPUPluginUnavailable, found.Path, err)
 	}
@@ -149,11 +147,17 @@ func LoadCPU(ctx context.Context, opts CPUOptions) (compute.Backend, error) {
 	return be, nil
 }
 
+// cpuCreateOptions are the CPU client's create options for n devices (0: one). The count is
+// said always: left out, XLA's CPU client makes one device per few cores.
+func cpuCreateOptions(n int) pjrt.NamedValuesMap {
+	return pjrt.NamedValuesMap{"cpu_device_count": int64(max(1, n))}
+}
+
 // probeCPU loads XLA's CPU plugin for Diagnose and lists its devices.
 func probeCPU(ctx context.Context, path string) LoadResult {
 	start := time.Now()
 	res := LoadResult{GoXLAPJRT: GoXLAPJRTVersion}
-	be, plugin, err := load(ctx, path, nil, nil, "")
+	be, plugin, err := load(ctx, path, cpuCreateOptions(0), nil, "")
 	res.Seconds = since(start)
 	if err != nil {
 		res.Error = err.Error()
