@@ -149,7 +149,7 @@ test: deps generated ## run every test (race detector on all but the numeric ker
 	@# The GPU's code path (go-xla, the XLA backend, the same StableHLO) on XLA's CPU plugin.
 	@if [ -f $(XLA_CPU_PLUGIN) ]; then \
 		DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_XLA_CPU_PLUGIN=$(XLA_CPU_PLUGIN) CGO_ENABLED=1 $(RUNWATCH) -gotest -label "test (xla-cpu)" -- \
-			$(GO) test -json -tags cuda -run XLACPU -timeout $(TEST_TIMEOUT) $(XLA_PKGS); \
+			$(GO) test -json -p 1 -tags cuda -run XLACPU -timeout $(TEST_TIMEOUT) $(XLA_PKGS); \
 	else \
 		echo "test (xla-cpu): SKIPPED: no XLA CPU plugin at $(XLA_CPU_PLUGIN) (make deps-xla-cpu could not fetch it; it said why): the XLA backend's tests did not run"; \
 	fi
