@@ -40,7 +40,7 @@ RUNWATCH := $(GO) run ./internal/tools/runwatch
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch generated test test-race bench bench-smoke lint demo readme clean
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch deps-lightly generated test test-race bench bench-smoke lint demo readme clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -72,7 +72,7 @@ gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
 
-deps: deps-go deps-data deps-torch ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch
+deps: deps-go deps-data deps-torch deps-lightly ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch, lightly's losses
 
 deps-go:
 	@echo "deps: Go modules (go mod download) and staticcheck"
@@ -116,12 +116,38 @@ deps-torch:
 		echo "deps: WARNING: no apt-get here; the PyTorch export test will skip without python3 with torch and torchvision"; \
 	fi
 
+# deps-lightly makes $(LIGHTLY_VENV), a virtual environment over Debian's python3-torch
+# (--system-site-packages) holding lightly, installed by hash and without its dependencies
+# (trainstep/testdata/lightly-requirements.txt says why), for TestLossMatchesLightly. It is
+# remade when the requirements file changes; like deps-torch it only warns where it cannot
+# install, and that test then skips.
+LIGHTLY_VENV         := .cache/lightly
+LIGHTLY_REQUIREMENTS := trainstep/testdata/lightly-requirements.txt
+deps-lightly: deps-torch
+	@if [ -x $(LIGHTLY_VENV)/bin/python ] && cmp -s $(LIGHTLY_REQUIREMENTS) $(LIGHTLY_VENV)/requirements.txt && \
+		$(LIGHTLY_VENV)/bin/python -c 'import lightly.loss' >/dev/null 2>&1; then \
+		echo "deps: lightly $$($(LIGHTLY_VENV)/bin/python -c 'import lightly; print(lightly.__version__)') found in $(LIGHTLY_VENV)"; \
+	elif ! $(TORCH_PYTHON) -c 'import torch' >/dev/null 2>&1; then \
+		echo "deps: WARNING: no PyTorch for $(TORCH_PYTHON), so no lightly in $(LIGHTLY_VENV); the comparison with lightly's losses will skip"; \
+	else \
+		echo "deps: installing lightly into $(LIGHTLY_VENV) (pinned by hash in $(LIGHTLY_REQUIREMENTS), over $(TORCH_PYTHON)'s PyTorch)"; \
+		rm -rf $(LIGHTLY_VENV); \
+		if $(TORCH_PYTHON) -m venv --system-site-packages $(LIGHTLY_VENV) && \
+			$(LIGHTLY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --require-hashes -r $(LIGHTLY_REQUIREMENTS) && \
+			$(LIGHTLY_VENV)/bin/python -c 'import lightly.loss' && cp $(LIGHTLY_REQUIREMENTS) $(LIGHTLY_VENV)/requirements.txt; then \
+			echo "deps: lightly installed in $(LIGHTLY_VENV)"; \
+		else \
+			rm -rf $(LIGHTLY_VENV); \
+			echo "deps: WARNING: could not install lightly (python3-venv missing, or PyPI out of reach); the comparison with lightly's losses will skip"; \
+		fi; \
+	fi
+
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
 test: deps generated ## run every test (race detector on all but the numeric kernels and the Beam packages)
-	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test (race)" -- \
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) DCL_LIGHTLY_PYTHON=$(CURDIR)/$(LIGHTLY_VENV)/bin/python $(RUNWATCH) -gotest -label "test (race)" -- \
 		$(GO) test -json $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
-	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test" -- \
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) DCL_LIGHTLY_PYTHON=$(CURDIR)/$(LIGHTLY_VENV)/bin/python $(RUNWATCH) -gotest -label "test" -- \
 		$(GO) test -json -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
 	@# Peak-memory bounds mean nothing under -race (it multiplies memory): measured without it.
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(RUNWATCH) -gotest -label "test (memory)" -- \
