@@ -40,7 +40,7 @@ RUNWATCH := $(GO) run ./internal/tools/runwatch
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch deps-lightly generated test test-race bench bench-smoke lint demo readme clean
+.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch deps-lightly deps-bench generated test test-race bench bench-smoke lint demo readme clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -140,6 +140,35 @@ deps-lightly: deps-torch
 			rm -rf $(LIGHTLY_VENV); \
 			echo "deps: WARNING: could not install lightly (python3-venv missing, or PyPI out of reach); the comparison with lightly's losses will skip"; \
 		fi; \
+	fi
+
+# deps-bench installs the references of scripts/cpu_compare.py, which make test never needs:
+# PyTorch 2.15 from PyPI in $(TORCH_BENCH_VENV) (pinned by hash in $(TORCH_BENCH_REQUIREMENTS),
+# which says what it leaves out; about 4.5 GB, most of it CUDA libraries torch will not load
+# without), and Debian's OpenBLAS (libopenblas0-pthread, numpy's BLAS for the GEMM row), the
+# compilers and Python headers torch.compile's C++ back end builds with.
+TORCH_BENCH_VENV         := .cache/torch-bench
+TORCH_BENCH_REQUIREMENTS := scripts/torch-bench-requirements.txt
+deps-bench: deps-torch ## PyTorch 2.15 ($(TORCH_BENCH_VENV), about 4.5 GB) and Debian's OpenBLAS, for scripts/cpu_compare.py
+	@SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	if dpkg -s libopenblas0-pthread python3-dev g++ >/dev/null 2>&1; then \
+		echo "deps: libopenblas0-pthread, python3-dev and g++ found"; \
+	else \
+		echo "deps: installing Debian packages libopenblas0-pthread python3-dev g++"; \
+		$$SUDO apt-get install -y -q --no-install-recommends libopenblas0-pthread python3-dev g++ >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q --no-install-recommends libopenblas0-pthread python3-dev g++ >/dev/null 2>&1; } || \
+		{ echo "deps: could not install libopenblas0-pthread python3-dev g++ (needs root or sudo)"; exit 1; }; \
+	fi
+	@if [ -x $(TORCH_BENCH_VENV)/bin/python ] && cmp -s $(TORCH_BENCH_REQUIREMENTS) $(TORCH_BENCH_VENV)/requirements.txt; then \
+		echo "deps: PyTorch $$($(TORCH_BENCH_VENV)/bin/python -c 'import torch; print(torch.__version__)' 2>/dev/null) found in $(TORCH_BENCH_VENV)"; \
+	else \
+		echo "deps: installing PyTorch into $(TORCH_BENCH_VENV) (pinned by hash in $(TORCH_BENCH_REQUIREMENTS); about 4.5 GB, minutes)"; \
+		rm -rf $(TORCH_BENCH_VENV) && /usr/bin/python3 -m venv $(TORCH_BENCH_VENV) && \
+		$(TORCH_BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --require-hashes -r $(TORCH_BENCH_REQUIREMENTS) && \
+		$(TORCH_BENCH_VENV)/bin/python -c 'import torch; torch.ones(2) @ torch.ones(2)' && \
+		cp $(TORCH_BENCH_REQUIREMENTS) $(TORCH_BENCH_VENV)/requirements.txt && \
+		echo "deps: PyTorch installed in $(TORCH_BENCH_VENV)" || \
+		{ rm -rf $(TORCH_BENCH_VENV); echo "deps: could not install PyTorch into $(TORCH_BENCH_VENV)"; exit 1; }; \
 	fi
 
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
