@@ -12,7 +12,7 @@ FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
 # The packages tested without -race are listed here once: NORACE_PKGS and BEAM_PKGS.
 # Packages whose tests are numeric kernels: -race slows them 10x and they share no memory
 # across goroutines that the race detector could check better than their own tests do.
-NORACE_PKGS := ./trainstep/... ./gpu/... ./internal/gpucheck/... ./third_party/jpeg/...
+NORACE_PKGS := ./trainstep/... ./gpu/... ./verify/... ./internal/jpeg/...
 # Packages whose tests run Beam pipelines in process. Beam v2.77.0's SDK harness has a data
 # race of its own at worker shutdown (core/runtime/harness/harness.go: the receive loop closes
 # respc at line 195 with no ordering after a bundle goroutine's send at line 213), which the
@@ -30,9 +30,9 @@ TEST_TIMEOUT ?= 30m
 
 # runwatch runs the long builds and tests so that none is silent for long: a build says every
 # 20 s that it is still compiling, and go test's lines come as each package finishes, with a
-# line naming what still runs after 20 s of quiet (internal/tools/runwatch; standard library
+# line naming what still runs after 20 s of quiet (internal/cmd/runwatch; standard library
 # only, so it builds in seconds before anything else is downloaded).
-RUNWATCH := $(GO) run ./internal/tools/runwatch
+RUNWATCH := $(GO) run ./internal/cmd/runwatch
 
 # What travels to a GPU machine (make gpu-pack): the stripped, xz-compressed -tags cuda binary,
 # Fashion-MNIST's four files and a few photographs from Debian's packages (scripts/photos.sh),
@@ -208,12 +208,13 @@ lint: generated ## go vet and staticcheck, on the pure-Go and the cuda builds; b
 	CGO_ENABLED=1 $(GO) tool staticcheck -tags cuda ./gpu/cuda/...
 	CGO_ENABLED=1 $(GO) build -tags cuda -o /dev/null ./cmd/dcl
 	@if command -v shellcheck >/dev/null 2>&1; then shellcheck scripts/*.sh; else echo "lint: no shellcheck here; scripts/*.sh not checked"; fi
-	@# third_party/ holds upstream code as its authors formatted it.
+	@# third_party/go-xla is upstream's code, formatted as its authors did, plus our patch files.
+	scripts/vendor-go-xla.sh --check
 	@test -z "$$(gofmt -l $$(find . -name '*.go' -not -path './third_party/*'))" || { echo "gofmt needed on:"; gofmt -l $$(find . -name '*.go' -not -path './third_party/*'); exit 1; }
 
 demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on 2 free cores; the README says how long it took): demo-out/report.md
 	$(BIN)/dcl demo --input=$(FASHION_MNIST) --output=demo-out
-	@$(GO) run ./internal/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
+	@$(GO) run ./internal/cmd/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
 		echo "demo: the README's demo section is not this run's results (another machine or code version): make readme rewrites it from demo-out"
 
 # The README's generated sections and docs/demo/, docs/gpu-experiment/ from the results: the demo's
@@ -221,7 +222,7 @@ demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on
 # experiment-state.tgz).
 GPU_RUN ?=
 readme: ## rewrite the README's demo, GPU, kill-hunt and storage sections and docs/demo/, docs/gpu-experiment/ from demo-out (and GPU_RUN=DIR), docs/reliability/ and docs/storage/
-	$(GO) run ./internal/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
+	$(GO) run ./internal/cmd/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
 
 clean: ## remove build outputs and the GPU pack (not .gpu-work/, the GPU experiment's state)
 	rm -rf $(BIN) $(GPU_PACK)

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
+	"github.com/dcl-beam/dcl-beam/internal/testing/fashionmnist"
 )
 
 // fashion reads Fashion-MNIST as raw pixel vectors in [0, 1], or skips the test without it.

@@ -487,7 +487,8 @@ func DefaultKNNConfig() KNNConfig {
 	return KNNConfig{K: 200, Temperature: 0.1, Metric: Cosine, QueryBlock: 1024, BankBlock: 16384}
 }
 
-func (c KNNConfig) withDefaults() KNNConfig {
+// WithDefaults fills the fields left zero with DefaultKNNConfig's, and Workers with GOMAXPROCS.
+func (c KNNConfig) WithDefaults() KNNConfig {
 	d := DefaultKNNConfig()
 	if c.K == 0 {
 		c.K = d.K
@@ -525,7 +526,7 @@ type KNNResult struct {
 // blocks that workers search in parallel, each streaming the training set past its block, so
 // the result is the same for any block sizes and worker count.
 func KNN(train, test LabeledVectors, cfg KNNConfig) (*KNNResult, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	numClasses := cfg.NumClasses
 	if numClasses == 0 {
 		var err error

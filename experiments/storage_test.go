@@ -16,8 +16,8 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )

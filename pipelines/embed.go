@@ -23,6 +23,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
+	"github.com/dcl-beam/dcl-beam/verify"
 )
 
 // The embed pipeline (Embed) runs a trained encoder over a shard dataset and writes the
@@ -197,7 +198,7 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	o.Checkpoint = info.Checkpoint // the resolved file, so every worker loads the same one
 	o.Backend = key.Kind           // as asked: the workers here find the plan's encoder by it
 	if o.BatchSize <= 0 {
-		o.BatchSize = encoderOptions(kind, c.Height, c.Width).MaxBatch
+		o.BatchSize = trainstep.EncoderOptionsFor(kind, c.Height, c.Width).MaxBatch
 	}
 	dim := info.FeatureDim
 	if o.Feature == trainstep.Projection {
@@ -228,7 +229,7 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 		embeddings.MetaDataset: c.Dataset, embeddings.MetaSplit: c.Split, embeddings.MetaFeature: string(o.Feature), embeddings.MetaViews: strconv.Itoa(o.Views),
 		embeddings.MetaCheckpoint: info.Checkpoint, embeddings.MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
 		"preset": c.Preset, "passes": passList(passes), embeddings.MetaBackend: string(kind),
-		embeddings.MetaArithmetic: trainstep.EncoderArithmetic(kind == gpu.CUDA, o.Precision).Name,
+		embeddings.MetaArithmetic: verify.EncoderArithmetic(kind == gpu.CUDA, o.Precision).Name,
 	}}
 	if o.CodeVersion != "" {
 		job.Meta[embeddings.MetaCodeVersion] = o.CodeVersion
@@ -280,22 +281,6 @@ func ResolveEmbedBackend(kind gpu.Kind, lenient bool, log *slog.Logger) (gpu.Kin
 	log.Info("compute backend of the embedding workers", "backend", gpu.CPU, "asked", kind,
 		"reason", "the Beam workers of --runner="+RunnerName()+" run elsewhere, on the CPU-only worker binary")
 	return gpu.CPU, nil
-}
-
-// encoderOptions is how an encoder on a backend of kind batches images of h×w pixels. The
-// CPU takes 256 images a call, a short call padded to a power of two (a padded image costs
-// as much as a real one there). A GPU takes calls of one fixed size (compiling a shape costs
-// seconds, a padded image next to nothing) and large enough to keep it busy: 1,024 images of
-// 32 px, fewer of larger images (about 2^20 pixels a call, at least 64 images).
-func encoderOptions(kind gpu.Kind, h, w int) trainstep.EncoderOptions {
-	if kind == gpu.CPU {
-		return trainstep.EncoderOptions{MaxBatch: trainstep.EncoderMaxBatch}
-	}
-	n := 1024
-	for n > 64 && n*h*w > 1<<20 {
-		n /= 2
-	}
-	return trainstep.EncoderOptions{MaxBatch: n, FixedBatch: true}
 }
 
 func passList(passes []int) string {

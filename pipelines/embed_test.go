@@ -2,8 +2,6 @@ package pipelines
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,91 +11,25 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
-	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/internal/testing/encodertest"
 	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
 // pairClasses is the class list of writePairShards' datasets.
-var pairClasses = []string{"zero", "one", "two"}
+var pairClasses = encodertest.PairClasses
 
-// writePairShards writes n view pairs of size×size grayscale images with labels i%3, in
-// passes passes of parts shards each (views 2), or n single images (views 1, one pass).
 func writePairShards(t testing.TB, dir string, n, size, views, passes, parts int) {
 	t.Helper()
-	ctx := context.Background()
-	cfg := shards.Config{
-		Dataset: "fashion-mnist", Split: "train", Preset: "test", Augment: json.RawMessage(`{}`),
-		Seed: 1, Passes: passes, Parts: parts, Views: views, Encoding: shards.Raw, Height: size, Width: size, Channels: 1,
-		CodeVersion: "test", SourceChecksum: "sha256:00", Classes: pairClasses,
-	}
-	if err := shards.Prepare(ctx, dir, cfg, false); err != nil {
-		t.Fatal(err)
-	}
-	var infos []shards.ShardInfo
-	for pass := range passes {
-		for part := range parts {
-			w, err := shards.NewWriter(ctx, dir, shards.ShardID{Pass: pass, Part: part, Parts: parts}, cfg, shards.WriterOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := part; i < n; i += parts {
-				v1, v2 := pairImage(i, pass, 1, size), pairImage(i, pass, 2, size)
-				if views == 1 {
-					v2 = transforms.Image{}
-				}
-				if err := w.WriteViews(fmt.Sprintf("k%03d", i), int64(i), int32(i%3), v1, v2); err != nil {
-					t.Fatal(err)
-				}
-			}
-			info, err := w.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			infos = append(infos, info)
-		}
-	}
-	if _, err := shards.Commit(ctx, dir, cfg, infos, int64(n), shards.DeadLetters{}); err != nil {
-		t.Fatal(err)
-	}
+	encodertest.WritePairShards(t, dir, n, size, views, passes, parts)
 }
 
-// pairImage is view v of image i in pass p: a pattern that depends on all three.
-func pairImage(i, pass, v, size int) transforms.Image {
-	m := transforms.NewImage(size, size, 1)
-	for p := range m.Pix {
-		m.Pix[p] = uint8(p*(i+1) + (i%3)*40 + pass*17 + v*5)
-	}
-	return m
-}
+func pairImage(i, pass, v, size int) transforms.Image { return encodertest.PairImage(i, pass, v, size) }
 
-// trainTinyEncoder trains an MLP for a few steps on the pairs in data and returns its run
-// folder.
 func trainTinyEncoder(t testing.TB, data string) string {
 	t.Helper()
-	ctx := context.Background()
-	out := t.TempDir()
-	backend, err := gpu.New(ctx, gpu.Options{Kind: gpu.CPU, Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backend.Finalize()
-	src, err := trainstep.OpenShards(ctx, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := trainstep.StepConfig{
-		Model:     trainstep.ModelConfig{Name: trainstep.MLP, BaseWidth: 4, ProjectionDim: 8, Channels: 1},
-		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2, Reduction: trainstep.Mean},
-		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
-		InitSeed:  1,
-	}
-	run := trainstep.RunConfig{Data: data, Out: out, BatchSize: 4, Epochs: 1, BaseLR: 0.1, Seed: 1, MaxSteps: 3}
-	if _, err := trainstep.Train(ctx, cfg, run, trainstep.TrainOptions{Backend: backend, Source: src, Logger: discardLogger()}); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return encodertest.TrainTinyEncoder(t, data)
 }
 
 // wantEmbeddings embeds every image of one pass directly with the encoder: source index →

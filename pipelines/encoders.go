@@ -138,7 +138,7 @@ func loadEncoder(ctx context.Context, key encoderKey, log *slog.Logger) (compute
 		be.Finalize()
 		return nil, nil, err
 	}
-	enc, err := trainstep.LoadEncoderWith(ctx, be, key.Checkpoint, encoderOptions(kind, h.State.ImageHeight, h.State.ImageWidth))
+	enc, err := trainstep.LoadEncoderWith(ctx, be, key.Checkpoint, trainstep.EncoderOptionsFor(kind, h.State.ImageHeight, h.State.ImageWidth))
 	if err != nil {
 		be.Finalize()
 		return nil, nil, err

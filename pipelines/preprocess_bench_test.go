@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/fashionmnist"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"

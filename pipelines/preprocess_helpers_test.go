@@ -11,8 +11,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"image"
 
-	jpegdec "github.com/dcl-beam/dcl-beam/third_party/jpeg"
+	jpegdec "github.com/dcl-beam/dcl-beam/internal/jpeg"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 )
@@ -94,14 +94,14 @@ func (m *BaseMaker) Encode(img transforms.Image, shrunk bool) (Encoding, []byte,
 // shares data); other encodings are decoded into dst, whose buffer is reused, and converted
 // to c channels as preprocessing converts them (transforms.ToChannels). The decoders are
 // those a pass of stored views decoded (image/png; for JPEG the faster fork of image/jpeg in
-// third_party/jpeg, whose images are the standard library's), so both agree byte for byte.
+// internal/jpeg, whose images are the standard library's), so both agree byte for byte.
 func DecodeBase(data []byte, e Encoding, h, w, c int, dst, scratch *transforms.Image) (transforms.Image, error) {
 	return DecodeBaseRegion(data, e, h, w, c, image.Rect(0, 0, w, h), dst, scratch)
 }
 
 // DecodeBaseRegion is DecodeBase for a caller that reads only the pixels inside region: those
 // are DecodeBase's, byte for byte, and the others are unspecified. A JPEG is decoded with
-// third_party/jpeg's DecodeRegion, which skips the blocks outside region and stops after its
+// internal/jpeg's DecodeRegion, which skips the blocks outside region and stops after its
 // last row; other encodings are decoded whole.
 func DecodeBaseRegion(data []byte, e Encoding, h, w, c int, region image.Rectangle, dst, scratch *transforms.Image) (transforms.Image, error) {
 	if h <= 0 || w <= 0 || (c != 1 && c != 3) {

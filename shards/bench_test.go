@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 )

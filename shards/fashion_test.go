@@ -8,7 +8,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
+	"github.com/dcl-beam/dcl-beam/internal/testing/fashionmnist"
 )
 
 // fashionMNISTTest reads the Fashion-MNIST test split: 10,000 28×28 grayscale images and

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 )
 
 // The whole life of a dataset on gs://, against a real GCS emulator: prepare, write, commit,

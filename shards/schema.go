@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strconv"
 
-	jpegdec "github.com/dcl-beam/dcl-beam/third_party/jpeg"
+	jpegdec "github.com/dcl-beam/dcl-beam/internal/jpeg"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -452,7 +452,7 @@ func SourcesChecksum(sources []Source) string {
 }
 
 // decodeStd decodes a PNG or JPEG file (a stored view or base image) to the standard library's
-// image: PNG with image/png, JPEG with third_party/jpeg (image/jpeg made faster, same pixels).
+// image: PNG with image/png, JPEG with internal/jpeg (image/jpeg made faster, same pixels).
 func decodeStd(data []byte, e Encoding) (image.Image, error) {
 	if e == PNG {
 		return png.Decode(bytes.NewReader(data))

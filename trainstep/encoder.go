@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/model"
 
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -50,9 +51,26 @@ type EncoderOptions struct {
 	FixedBatch bool
 	// Float64 runs the convolutions and matrix products (the long sums, where float32
 	// rounding accumulates) in float64, and the rest as in float32: a reference for the
-	// float32 encoder's rounding error (see EmbeddingTolerance). On the CPU backend those
+	// float32 encoder's rounding error (see verify.ErrorModel). On the CPU backend those
 	// operations run on GoMLX's pure-Go kernels: slow, for tests and checks of a few images.
 	Float64 bool
+}
+
+// EncoderOptionsFor is how an encoder on a backend of kind batches images of h×w pixels. The
+// CPU takes EncoderMaxBatch images a call, a short call padded to a power of two (a padded
+// image costs as much as a real one there). An accelerator takes calls of one fixed size
+// (compiling a shape costs seconds, a padded image next to nothing) and large enough to keep
+// it busy: 1,024 images of 32 px, fewer of larger images (about 2^20 pixels a call, at least
+// 64 images).
+func EncoderOptionsFor(kind gpu.Kind, h, w int) EncoderOptions {
+	if kind == gpu.CPU {
+		return EncoderOptions{MaxBatch: EncoderMaxBatch}
+	}
+	n := 1024
+	for n > 64 && n*h*w > 1<<20 {
+		n /= 2
+	}
+	return EncoderOptions{MaxBatch: n, FixedBatch: true}
 }
 
 // EncoderInfo describes a loaded encoder.

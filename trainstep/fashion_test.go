@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
-	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
+	"github.com/dcl-beam/dcl-beam/internal/testing/fashionmnist"
 	"github.com/dcl-beam/dcl-beam/transforms"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
 )

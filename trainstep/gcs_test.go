@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 )
 
 // TestTrainOnGCS: shards read from gs://, checkpoints, log and summary written there, a run

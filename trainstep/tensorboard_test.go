@@ -11,7 +11,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/tensorboard"
-	"github.com/dcl-beam/dcl-beam/internal/tensorboard/tbtest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/tbtest"
 )
 
 // readEventFiles decodes every event file of a run, oldest first.

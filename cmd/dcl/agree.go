@@ -8,15 +8,15 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/dcl-beam/dcl-beam/verify"
 )
 
 func agreeCommand() *command {
 	return &command{
 		name:    "agree",
 		summary: "check that two backends (cuda and cpu) embed alike, within the tolerance the checkpoint's error model derives",
-		details: "Embeds a seeded sample of --train (the bank) and --test (the queries) with the checkpoint on --a and on --b, and prints one JSON: the per-row relative differences, the tolerance (trainstep/errormodel.go derives it), kNN and linear-probe accuracy on each and the most a difference of the tolerance could change them. Exit status 1 when the embeddings or the accuracies differ by more. --precision says what CUDA computes in (float32 or tf32), as dcl train's. --b=reference is the CPU backend with its sums in float64, to check the CPU against.",
+		details: "Embeds a seeded sample of --train (the bank) and --test (the queries) with the checkpoint on --a and on --b, and prints one JSON: the per-row relative differences, the tolerance (verify/errormodel.go derives it), kNN and linear-probe accuracy on each and the most a difference of the tolerance could change them. Exit status 1 when the embeddings or the accuracies differ by more. --precision says what CUDA computes in (float32 or tf32), as dcl train's. --b=reference is the CPU backend with its sums in float64, to check the CPU against.",
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
 			checkpoint := fs.String("checkpoint", "", "checkpoint file, or a training run's folder for its newest checkpoint; required")
 			train := fs.String("train", "", "labelled evaluation shards (preset none) whose sample is the kNN bank and the probe's training set; required")
@@ -53,7 +53,7 @@ func agreeCommand() *command {
 				}
 				knn := def
 				knn.K = *k
-				res, err := pipelines.RunAgreement(ctx, pipelines.AgreeOptions{
+				res, err := verify.Agree(ctx, verify.AgreeOptions{
 					Checkpoint: *checkpoint, Train: *train, Test: *test, Feature: f, A: *a, B: *b, Precision: prec,
 					Plugin: *plugin, Bank: *bank, Queries: *queries, Seed: *seed, KNN: knn,
 					Linear: analysis.DefaultLinearConfig().WithEpochs(*probeEpochs),
@@ -78,7 +78,7 @@ func agreeCommand() *command {
 	}
 }
 
-func agreeFailure(res *pipelines.AgreeResult) string {
+func agreeFailure(res *verify.AgreeResult) string {
 	switch {
 	case !res.Agree:
 		return fmt.Sprintf("%s and %s disagree: rows differ by up to %.3g (bank) and %.3g (queries), over the tolerance %.3g", res.A.Backend, res.B.Backend, res.Bank.Max, res.Queries.Max, res.Tolerance)

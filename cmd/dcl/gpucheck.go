@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dcl-beam/dcl-beam/internal/gpucheck"
+	"github.com/dcl-beam/dcl-beam/verify"
 )
 
 func gpuCheckCommand() *command {
@@ -31,9 +31,9 @@ func gpuCheckCommand() *command {
 			update := fs.String("update", "", "with --render: comma-separated Markdown files whose gpu-check sections to rewrite (README.md,BENCHMARKS.md)")
 			record := fs.String("record", "", "commands to record in the report, separated by ';;' (scripts/gpu-check.sh passes what it ran)")
 			return func(ctx context.Context, args []string) error {
-				// A child process of the check (see gpucheck.PhaseEnv): run the one phase.
-				if gpucheck.IsPhase() {
-					return gpucheck.RunPhase(ctx)
+				// A child process of the check (see verify.PhaseEnv): run the one phase.
+				if verify.IsPhase() {
+					return verify.RunPhase(ctx)
 				}
 				if len(args) > 0 {
 					return usagef("takes no arguments, got %q", args)
@@ -42,13 +42,13 @@ func gpuCheckCommand() *command {
 					if *render == "" || *update == "" {
 						return usagef("--render and --update go together")
 					}
-					return gpucheck.UpdateFiles(ctx, *render, strings.Split(*update, ","))
+					return verify.UpdateFiles(ctx, *render, strings.Split(*update, ","))
 				}
 				exe, err := os.Executable()
 				if err != nil {
 					return fmt.Errorf("finding this program to re-run its phases: %w", err)
 				}
-				cfg := gpucheck.Config{Backend: *backend, Plugin: *plugin, Quick: *quick, Data: *data, Photos: *photos, Out: *outDir, Torch: *torch,
+				cfg := verify.CheckConfig{Backend: *backend, Plugin: *plugin, Quick: *quick, Data: *data, Photos: *photos, Out: *outDir, Torch: *torch,
 					Self: []string{exe, "gpu-check"}, Warmup: *warmup, Steps: *steps, Log: out.stderr}
 				if *skip != "" {
 					cfg.Skip = strings.Split(*skip, ",")
@@ -57,7 +57,7 @@ func gpuCheckCommand() *command {
 				if *record != "" {
 					cfg.Commands = append(strings.Split(*record, ";;"), cfg.Commands...)
 				}
-				r, err := gpucheck.Run(ctx, cfg)
+				r, err := verify.Check(ctx, cfg)
 				if r != nil {
 					fmt.Fprint(out.stdout, r.Markdown())
 					if *outDir != "" {

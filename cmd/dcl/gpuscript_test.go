@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
+	"github.com/dcl-beam/dcl-beam/internal/testing/fashionmnist"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/guard"
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )

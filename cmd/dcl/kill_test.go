@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/internal/safetensors"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/shards/embeddings"

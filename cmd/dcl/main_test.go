@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 

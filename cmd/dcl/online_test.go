@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
+	"github.com/dcl-beam/dcl-beam/internal/testing/fashionmnist"
 )
 
 // TestTrainOnBaseShardsEqualsStoredPasses: a short `dcl train` on Fashion-MNIST base shards

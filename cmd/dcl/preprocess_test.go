@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
-	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/fashionmnist"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/guard"
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 )
 

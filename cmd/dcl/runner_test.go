@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/internal/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
 )
 
 // Runner selection that cannot work is a wrong command line: exit 2, one line that says what

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 )
 
 // Each driver runs the same conformance suite (gocloud's drivertest shape): what the package

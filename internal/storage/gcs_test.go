@@ -14,8 +14,8 @@ import (
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // captureLog captures slog's output for the rest of the test.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/tensorboard/tbtest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/tbtest"
 )
 
 // TestMaskedCRC checks the checksum against CRC-32C's check value (of "123456789",

@@ -15,8 +15,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 )
 
 type embRow struct {

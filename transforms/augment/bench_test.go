@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
-	jpegdec "github.com/dcl-beam/dcl-beam/third_party/jpeg"
+	jpegdec "github.com/dcl-beam/dcl-beam/internal/jpeg"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -94,7 +94,7 @@ func decodeJPEG(tb testing.TB, data []byte) transforms.Image {
 	return transforms.FromStd(m)
 }
 
-// BenchmarkImageNet: decode a ~110 KB 500×375 JPEG (third_party/jpeg, the decoder the toolkit
+// BenchmarkImageNet: decode a ~110 KB 500×375 JPEG (internal/jpeg, the decoder the toolkit
 // uses, + transforms.FromStd) and make
 // two simclr-imagenet 224 views, per iteration. Goal: ≥ 150 images/s on one core. The
 // sub-benchmarks split the time; "pipeline" reports the decode share.

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // BenchmarkReadCIFAR reads a CIFAR-10 file of 10,000 records (500 under -short): the

@@ -11,7 +11,7 @@ import (
 	"runtime"
 	"sync"
 
-	jpegdec "github.com/dcl-beam/dcl-beam/third_party/jpeg"
+	jpegdec "github.com/dcl-beam/dcl-beam/internal/jpeg"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 

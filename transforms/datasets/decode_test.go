@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 func TestDecode(t *testing.T) {

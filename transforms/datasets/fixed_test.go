@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 func TestCIFAR10(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // writeFolder writes an image folder: files maps relative paths to contents.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 func FuzzIDXHeader(f *testing.F) {

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 )
 
 // upload copies a local folder to a gs:// prefix.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // Fixture writers: tiny datasets in the published formats, made in the test.

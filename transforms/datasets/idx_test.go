@@ -9,10 +9,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 
-	"github.com/dcl-beam/dcl-beam/internal/fashionmnist"
+	"github.com/dcl-beam/dcl-beam/internal/testing/fashionmnist"
 )
 
 func TestIDXPlainAndGzipAgree(t *testing.T) {

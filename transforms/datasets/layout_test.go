@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // writeValFlat writes a flat val folder of n images per synset, labelled by Kaggle's csv at

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/dcl-beam/dcl-beam/internal/testfiles"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
 // TestUnitSizeDoesNotChangeRecords: reading a split as many small units, as one big unit, or

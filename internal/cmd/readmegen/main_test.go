@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
+	"github.com/dcl-beam/dcl-beam/reproduce"
+)
+
+// The README's generated sections and the figures drawn for them are what the kept results
+// (docs/demo/results.json, docs/gpu-experiment/results.json) give: no figure in them is typed.
+func TestReadmeIsItsKeptResults(t *testing.T) {
+	if err := run(context.Background(), []string{"--root=../../..", "--demo=", "--check"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Where the demo's output is at hand (`make demo` ran in this checkout, or DCL_DEMO_OUT names
+// one), the README's demo section and figures are its fresh results.
+func TestReadmeIsTheDemoAtHand(t *testing.T) {
+	dir := os.Getenv("DCL_DEMO_OUT")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "demo-out")
+	}
+	if _, err := os.Stat(filepath.Join(dir, reproduce.ResultsName)); err != nil {
+		t.Skipf("no demo results at hand (%v): run make demo, or set DCL_DEMO_OUT", err)
+	}
+	if err := run(context.Background(), []string{"--root=../../..", "--demo=" + dir, "--check"}); err != nil {
+		t.Fatalf("%v\nThe README is not %s's results: make readme rewrites it from them.", err, dir)
+	}
+}
+
+// seededResults is a demo-like reproduction: InfoNCE and DCL at batch 32 with two seeds each,
+// the kNN monitor, a raw-pixel baseline.
+func seededResults() *reproduce.Results {
+	res := &reproduce.Results{Experiment: "demo-fashion-mnist", Wall: "3m10s", Machine: "a test machine", CodeVersion: "test"}
+	for i, cell := range []string{"infonce-b32", "dcl-b32", "infonce-b32", "dcl-b32"} {
+		seed := uint64(i/2 + 1)
+		loss, _, _ := strings.Cut(cell, "-")
+		top1 := 78 + float64(i)*0.7
+		r := reproduce.RunResult{
+			Config: reproduce.RunConfig{Name: fmt.Sprintf("%s-s%d", cell, seed), Loss: loss, BatchSize: 32, Epochs: 8, Seed: seed},
+			Cell:   cell,
+			Curves: reproduce.Curves{KNNEpoch: []float64{2, 4}, KNNTop1: []float64{top1 - 2, top1}},
+			Evaluation: reproduce.Evaluation{KNN: &analysis.KNNResult{Top1: top1, Top5: 99.5},
+				Linear: &analysis.LinearResult{Top1: top1 + 5, Top5: 99.8}},
+		}
+		res.Runs = append(res.Runs, r)
+	}
+	res.Baselines = []reproduce.BaselineResult{{Name: reproduce.RawPixels, Evaluation: reproduce.Evaluation{KNN: &analysis.KNNResult{Top1: 78.8, Top5: 99.6}}}}
+	return res
+}
+
+// make readme writes the section and the figures from a run directory's results, keeps the
+// results beside the figures, and the check then passes; a figure edited in the README, or a
+// figure file that is not the results', fails it.
+func TestGeneratedSectionsAndTheirCheck(t *testing.T) {
+	ctx := context.Background()
+	root, demo := t.TempDir(), t.TempDir()
+	readme := "# x\n\n<!-- generated: demo (make readme); do not edit between these markers -->\nold\n<!-- end of generated: demo -->\n\n" +
+		"## GPU\n\n<!-- generated: gpu (make readme); do not edit between these markers -->\n<!-- end of generated: gpu -->\n" +
+		"## Reliability\n\n<!-- generated: kill-hunt (make readme); do not edit between these markers -->\n<!-- end of generated: kill-hunt -->\n" +
+		"## Storage\n\n<!-- generated: storage (make readme); do not edit between these markers -->\n<!-- end of generated: storage -->\n"
+	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(readme), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.SaveJSON(ctx, filepath.Join(demo, reproduce.ResultsName), seededResults()); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--demo=" + demo}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| SimCLR (InfoNCE), batch 32, 8 epochs | 1, 2", "78.7 ± 1.0", "raw pixels (baseline)",
+		"within seed noise", "](docs/demo/knn-by-epoch.png)", "No GPU run of `experiments/fashion-mnist-gpu.yaml`", "on a test machine: 3m10s"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("the README lacks %q:\n%s", want, got)
+		}
+	}
+	for _, f := range []string{"docs/demo/results.json", "docs/demo/knn-by-epoch.png"} {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			t.Errorf("make readme did not write %s: %v", f, err)
+		}
+	}
+	for _, demoArg := range []string{"--demo=", "--demo=" + demo} {
+		if err := run(ctx, []string{"--root=" + root, demoArg, "--check"}); err != nil {
+			t.Errorf("check %s right after make readme: %v", demoArg, err)
+		}
+	}
+
+	edited := strings.Replace(string(got), "78.7 ± 1.0", "78.9 ± 1.0", 1)
+	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); !errors.Is(err, reproduce.ErrReadmeStale) || !strings.Contains(err.Error(), "78.9") {
+		t.Errorf("check of a README with a figure typed over: %v, want it named", err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "README.md"), got, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	png := filepath.Join(root, "docs/demo/knn-by-epoch.png")
+	drawn, err := os.ReadFile(png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(png, []byte("not the figure"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); err == nil || !strings.Contains(err.Error(), "knn-by-epoch.png is not the figure") {
+		t.Errorf("check with a figure that is not the results': %v", err)
+	}
+	if err := os.WriteFile(png, drawn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Fresh results with the same figures pass, whatever their wall time; fresh results
+	// that differ from the README's fail.
+	again := seededResults()
+	again.Wall, again.CodeVersion = "3m59s", "later"
+	if err := storage.SaveJSON(ctx, filepath.Join(demo, reproduce.ResultsName), again); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--demo=" + demo, "--check"}); err != nil {
+		t.Errorf("check against fresh results with the same figures: %v", err)
+	}
+	other := seededResults()
+	other.Runs[1].KNN.Top1 += 1
+	if err := storage.SaveJSON(ctx, filepath.Join(demo, reproduce.ResultsName), other); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--demo=" + demo, "--check"}); !errors.Is(err, reproduce.ErrReadmeStale) {
+		t.Errorf("check against fresh results that differ: %v, want %v", err, reproduce.ErrReadmeStale)
+	}
+}
+
+// The kill hunt's figures are the sum of the hunts kept in docs/reliability; a count typed
+// over fails the check, and so do hunts of different versions of the test kept together.
+func TestKillHuntSection(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	readme := "# x\n\n<!-- generated: demo (make readme); do not edit between these markers -->\n<!-- end of generated: demo -->\n" +
+		"<!-- generated: gpu (make readme); do not edit between these markers -->\n<!-- end of generated: gpu -->\n" +
+		"<!-- generated: kill-hunt (make readme); do not edit between these markers -->\n<!-- end of generated: kill-hunt -->\n" +
+		"<!-- generated: storage (make readme); do not edit between these markers -->\n<!-- end of generated: storage -->\n"
+	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(readme), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--demo="}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "README.md")); !strings.Contains(string(got), "No kill hunt is kept yet") {
+		t.Errorf("without hunts, the section says:\n%s", got)
+	}
+	jobs := []string{"dcl preprocess", "dcl reproduce (also in its report phase)"}
+	for i, h := range []testfiles.KillHunt{
+		{Seed: 14, Rounds: 20, Jobs: jobs, Runs: 100, Killed: 95, InReportPhase: 17, AfterFinalCheckpoint: 2, Machine: "m", Command: "c14"},
+		{Seed: 15, Rounds: 20, Jobs: jobs, Runs: 100, Killed: 97, InReportPhase: 18, Machine: "m", Command: "c15"},
+	} {
+		if err := storage.SaveJSON(ctx, filepath.Join(root, killHuntDocs, fmt.Sprintf("kill-seed-%d.json", 14+i)), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run(ctx, []string{"--root=" + root, "--demo="}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| runs killed | 192 of 200 (8 finished before their kill); 35 reproductions in their report phase, 2 trainings",
+		"| records lost | 0 |", "14 (20 rounds), 15 (20 rounds)", "dcl preprocess; dcl reproduce (also in its report phase)"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("the README lacks %q:\n%s", want, got)
+		}
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); err != nil {
+		t.Errorf("check right after make readme: %v", err)
+	}
+	edited := strings.Replace(string(got), "192 of 200", "200 of 200", 1)
+	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); !errors.Is(err, reproduce.ErrReadmeStale) {
+		t.Errorf("check of a README with a kill count typed over: %v, want %v", err, reproduce.ErrReadmeStale)
+	}
+	other := testfiles.KillHunt{Seed: 16, Rounds: 1, Jobs: jobs[:1]}
+	if err := storage.SaveJSON(ctx, filepath.Join(root, killHuntDocs, "kill-seed-16.json"), other); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); err == nil || !strings.Contains(err.Error(), "one version of the test") {
+		t.Errorf("hunts of two versions of the test: %v", err)
+	}
+}
