@@ -10,6 +10,9 @@ the reference first in even ones, so that a shared machine's load changes favour
   scripts/cpu_reference.py's step, eager and under torch.compile;
 - inference (images per second): resnet18-cifar 32 px at batch 128, resnet50 224 px at batch
   16: ours `./gpu/cpu -bench ResNetInference`, PyTorch's eager and compiled;
+- PyTorch runs channels_last (NHWC, as ours): PyTorch 2.15's own advice for CPU convolutions,
+  and on this project's AMD machine its NCHW convolutions are far slower (resnet50 inference 4
+  images/s against 13.7);
 - GEMM (GFLOP/s): float32 1024³, ours `./gpu/kernels -bench Sgemm` with the widest micro-kernel,
   against numpy on Debian's OpenBLAS (OPENBLAS_CORETYPE=SkylakeX on AVX-512 machines: OpenBLAS
   0.3.21 takes AMD's AVX-512 CPUs for Haswell and would run its AVX2 kernels).
@@ -22,6 +25,7 @@ GFLOP/s over theirs for the rest.
 Needs Go, `make deps-bench` (PyTorch 2.15 in .cache/torch-bench, Debian's OpenBLAS).
 Usage: scripts/cpu_compare.py [--rounds 5] [--threads 2] [--only step,infer,gemm]
        [--torch-python .cache/torch-bench/bin/python] [--out cpu-compare.jsonl]
+       scripts/cpu_compare.py --table cpu-compare.jsonl
 """
 
 import argparse
@@ -59,6 +63,7 @@ def parse_args():
     p.add_argument("--torch-python", default=os.path.join(ROOT, ".cache", "torch-bench", "bin", "python"))
     p.add_argument("--blas-python", default="/usr/bin/python3", help="python whose numpy runs on Debian's OpenBLAS")
     p.add_argument("--out", default="", help="append every measurement here as a JSON line")
+    p.add_argument("--table", default="", help="only print the tables of a JSON-lines file --out wrote (a run cut short, say)")
     return p.parse_args()
 
 
@@ -100,6 +105,10 @@ def go_metrics(out):
 
 def main():
     args = parse_args()
+    if args.table:
+        with open(args.table) as f:
+            print_tables([json.loads(l) for l in f if l.strip()])
+        return
     only = set(args.only.split(","))
     model, width, avx512 = cpu_description()
     if not os.path.exists(args.torch_python):
@@ -122,7 +131,7 @@ def main():
     results = []  # dicts with row, side, value
 
     def record(row, side, value, unit, rnd, extra=None):
-        r = dict(extra or {}, row=row, side=side, value=value, unit=unit, round=rnd)
+        r = dict(extra or {}, row=row, side=side, value=value, unit=unit, round=rnd, load=load())
         results.append(r)
         line = json.dumps(r)
         print(line, flush=True)
@@ -131,7 +140,7 @@ def main():
             out.flush()
 
     def ref(child, extra_args):
-        cmd = [args.torch_python, os.path.join(ROOT, "scripts", "cpu_reference.py"), "--child", child, "--threads", str(args.threads)] + extra_args
+        cmd = [args.torch_python, os.path.join(ROOT, "scripts", "cpu_reference.py"), "--child", child, "--threads", str(args.threads), "--channels-last"] + extra_args
         return [json.loads(l) for l in run(cmd, env=ref_env).splitlines() if l.startswith("{")]
 
     def ours(binary, pkg, bench, benchtime):
@@ -179,35 +188,40 @@ def main():
 
     print("\n" + header)
     print("load average (1, 5, 15 min) at each round's start and at the end: " + "; ".join(loads))
-    print("\n| what | unit | ours | PyTorch eager | torch.compile | ours ÷ eager | ours ÷ compiled |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    rows, gemm = [], []
-    for r in results:
-        if r["row"] not in rows:
-            rows.append(r["row"])
-    for row in rows:
-        med = {}
-        unit = ""
-        for side in ("ours", "eager", "compiled", "openblas"):
-            vals = [r["value"] for r in results if r["row"] == row and r["side"] == side]
-            if vals:
-                med[side] = statistics.median(vals)
-                unit = [r["unit"] for r in results if r["row"] == row][0]
-        faster = (lambda o, t: t / o) if unit == "ms/image" else (lambda o, t: o / t)
-        fmt = lambda v: "%.2f" % v if v < 100 else "%.0f" % v
-        if "openblas" in med:
-            gemm.append("| %s | %s | %s | %s | %.2f× |" % (row, unit, fmt(med["ours"]), fmt(med["openblas"]), faster(med["ours"], med["openblas"])))
-            continue
-        cells = [fmt(med[s]) if s in med else "" for s in ("ours", "eager", "compiled")]
-        ratios = ["%.2f×" % faster(med["ours"], med[s]) if s in med and "ours" in med else "" for s in ("eager", "compiled")]
-        print("| %s | %s | %s | %s | %s | %s | %s |" % (row, unit, *cells, *ratios))
-    if gemm:
-        blas = sorted({r["blas"] for r in results if "blas" in r})
-        print("\n| what | unit | ours | OpenBLAS (%s) | ours ÷ OpenBLAS |" % ", ".join(blas))
-        print("|---|---|---:|---:|---:|")
-        print("\n".join(gemm))
-    print("\nmedians of %d rounds" % args.rounds)
+    print_tables(results)
 
+
+def print_tables(results):
+    """Markdown tables of the medians over the rounds: wall time, then per CPU-second."""
+    rounds = len({r["round"] for r in results})
+    for key, title in (("value", "wall time"), ("cpu", "per CPU-second (the process's CPU time)")):
+        print("\n%s, medians of %d rounds:\n" % (title, rounds))
+        print("| what | unit | ours | PyTorch eager | torch.compile | ours ÷ eager | ours ÷ compiled |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        rows, gemm = [], []
+        for r in results:
+            if r["row"] not in rows:
+                rows.append(r["row"])
+        for row in rows:
+            med = {}
+            unit = [r["unit"] for r in results if r["row"] == row][0]
+            for side in ("ours", "eager", "compiled", "openblas"):
+                vals = [r[key] for r in results if r["row"] == row and r["side"] == side]
+                if vals:
+                    med[side] = statistics.median(vals)
+            faster = (lambda o, t: t / o) if unit == "ms/image" else (lambda o, t: o / t)
+            fmt = lambda v: "%.2f" % v if v < 100 else "%.0f" % v
+            if "openblas" in med:
+                gemm.append("| %s | %s | %s | %s | %.2f× |" % (row, unit, fmt(med["ours"]), fmt(med["openblas"]), faster(med["ours"], med["openblas"])))
+                continue
+            cells = [fmt(med[s]) if s in med else "" for s in ("ours", "eager", "compiled")]
+            ratios = ["%.2f×" % faster(med["ours"], med[s]) if s in med and "ours" in med else "" for s in ("eager", "compiled")]
+            print("| %s | %s | %s | %s | %s | %s | %s |" % (row, unit, *cells, *ratios))
+        if gemm:
+            blas = sorted({r["blas"] for r in results if "blas" in r})
+            print("\n| what | unit | ours | OpenBLAS (%s) | ours ÷ OpenBLAS |" % ", ".join(blas))
+            print("|---|---|---:|---:|---:|")
+            print("\n".join(gemm))
 
 if __name__ == "__main__":
     main()

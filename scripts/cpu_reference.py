@@ -292,9 +292,10 @@ def child_profile(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     model, channels = build(torch, nn, args.model, True)
-    model.train()
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.rand(2 * args.batch, channels, args.size, args.size)
+    x = torch.rand(2 * args.batch, channels, args.size, args.size).contiguous(memory_format=fmt)
 
     def step():
         with record_function("part:forward"):
