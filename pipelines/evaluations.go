@@ -175,8 +175,8 @@ func registerEmbed() {
 				}},
 			{Name: "parts", Type: registry.Int, Doc: "embedding files to write (0: about one per 16,384 rows)"},
 			{Name: "threads", Type: registry.Int, Doc: "goroutines of each worker's CPU encoder (0: all cores)"},
-			{Name: "backend", Value: registry.Word(gpu.Auto, gpu.ParseKind), Doc: "compute backend of the encoder: cpu, cuda, or auto (cuda when this build has it and a GPU is found); workers outside this process (Dataflow, a job server's own) always use the CPU"},
-			{Name: "plugin", Value: registry.Text(""), Doc: "CUDA PJRT plugin file (.so) for --backend=cuda|auto (empty: search, as 'dcl train' does)"},
+			{Name: "backend", Value: registry.Word(gpu.Auto, gpu.ParseKind), Doc: "compute backend of the encoder: " + gpu.BackendsHelp + "; workers outside this process (Dataflow, a job server's own) always use the CPU"},
+			{Name: "plugin", Value: registry.Text(""), Doc: gpu.PluginHelp},
 			{Name: "precision", Value: registry.Word(trainstep.Float32, trainstep.ParsePrecision), Doc: "what CUDA embeds in: float32 (full float32) or tf32 (TF32 tensor cores; bf16 embeds as tf32), as dcl train's; the CPU always computes in float32"},
 		},
 		Run: func(ctx context.Context, s registry.Settings, env Env) (any, error) {
