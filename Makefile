@@ -189,10 +189,13 @@ deps-flink: ## fetch Beam's Flink job server and Flink 1.19's jars (Maven Centra
 # test-flink runs the pipelines on Flink: the job server's embedded Flink and a standalone
 # session cluster of two TaskManagers, PROCESS workers started by Beam's boot loader from the
 # cgo-free worker binary, every output compared with prism's. It fails, never skips, without
-# Java or the jars.
+# Java or the jars. Its files (the JVMs', the workers', the tests') go into a folder of its
+# own, removed when it ends, however it ends. Its tests' logs (the versions, the cluster, each
+# comparison with prism) are printed as they come. FLINK_TESTS=Embedded or =Cluster runs one part.
 test-flink: deps-flink worker ## run every Beam job on Flink (embedded and a 2-TaskManager cluster, one killed) and compare with prism
-	DCL_FLINK_REQUIRED=1 DCL_WORKER_BINARY=$(CURDIR)/$(BIN)/dcl-worker-linux-amd64 $(RUNWATCH) -gotest -label "test-flink" -- \
-		$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run '^TestFlink' ./cmd/dcl/
+	@tmp="$$(mktemp -d "$${TMPDIR:-/tmp}/dcl-test-flink-XXXXXX")" && trap 'rm -rf "$$tmp"' EXIT && \
+	TMPDIR="$$tmp" DCL_FLINK_REQUIRED=1 DCL_WORKER_BINARY=$(CURDIR)/$(BIN)/dcl-worker-linux-amd64 $(RUNWATCH) -gotest -v -label "test-flink" -- \
+		$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run '^TestFlink$(FLINK_TESTS)' ./cmd/dcl/
 
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
