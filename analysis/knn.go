@@ -482,7 +482,8 @@ type KNNConfig struct {
 	Workers    int // goroutines, each on its own query blocks; default GOMAXPROCS
 }
 
-// DefaultKNNConfig is the InstDisc/MoCo CIFAR protocol: cosine similarity, k = 200, T = 0.1.
+// DefaultKNNConfig is the weighted kNN of MoCo's CIFAR monitor: cosine similarity, k = 200
+// (InstDisc's), T = 0.1 (MoCo's; InstDisc voted with T = 0.07).
 func DefaultKNNConfig() KNNConfig {
 	return KNNConfig{K: 200, Temperature: 0.1, Metric: Cosine, QueryBlock: 1024, BankBlock: 16384}
 }

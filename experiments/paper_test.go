@@ -3,7 +3,9 @@ package experiments_test
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +34,28 @@ type runRecipe struct {
 	augment                bool    // the appendix's default augmentation applies
 	batches, queues        []int   // the cells' batch sizes and queues the paper ran
 	knn, linear            bool    // the figures the paper reports
+	// cited is the implementation the paper follows for these runs where it names one
+	// instead of stating the recipe.
+	cited *citedRecipe
 }
+
+// citedRecipe is a cited implementation's recipe: the code's values, which the LaTeX does
+// not hold (readFacts checks that the paper follows it).
+type citedRecipe struct {
+	name        string
+	optimizer   string  // as the optimizer key names it
+	lr          float64 // not scaled by the batch size
+	weightDecay float64
+	knnTIsTau   bool // the kNN votes with weight exp(sim/τ), τ the loss's
+	// how a departure names the optimizer, lr and weight decay
+	optimizerText, lrText, weightDecayText string
+}
+
+// pyTorchImplementation is the paper's \cite{pyTorchimplementation}, "using the same backbone
+// and hyperparameters" for its ResNet-50 CIFAR runs (Section 4.1): leftthomas/SimCLR's
+// main.py, Adam with lr 1e-3 and weight decay 1e-6, τ 0.5, kNN k 200 with T = τ.
+var pyTorchImplementation = &citedRecipe{name: "leftthomas/SimCLR", optimizer: "adam", lr: 1e-3, weightDecay: 1e-6, knnTIsTau: true,
+	optimizerText: "Adam", lrText: "1e-3", weightDecayText: "1e-6"}
 
 // expectation is what the paper says about one built-in config: its recipe and figures, per
 // run.
@@ -53,6 +76,8 @@ type facts struct {
 	linearLR                                     float64
 	augment                                      augment.Config
 	tauR50                                       float64
+	// lossIsSum: the paper's loss sums its anchors' terms (the toolkit's is their mean).
+	lossIsSum bool
 }
 
 func readFacts(t *testing.T, p *paper) facts {
@@ -80,6 +105,23 @@ func readFacts(t *testing.T, p *paper) facts {
 		linearBatch:       atoi(p.fact(t, `train the linear classifier with batch size (\d+) for \d+ epochs`)),
 		linearEpochs:      atoi(p.fact(t, `train the linear classifier with batch size \d+ for (\d+) epochs`)),
 		linearLR:          p.factFloat(t, `The base \$lr\$ is set to ([0-9.]+) and decay`),
+	}
+	f.lossIsSum = p.fact(t, `the overall loss function is \$L = (\\sum)_`) != ""
+	// What a config chooses and says so in its departures because the paper states nothing
+	// of it: the words that would state it occur nowhere, or only where the paper states the
+	// linear probe's settings or the ImageNet runs' schedule.
+	p.unstated(t, `(?i)momentum\s*=`, "linear classifier")
+	p.unstated(t, `(?i)weight decay`, "linear classifier")
+	p.unstated(t, `(?i)warm`, "")
+	p.unstated(t, `(?i)cosine|anneal|schedule`, "linear classifier|by following SimCLR")
+	p.unstated(t, `(?i)\bk\s*=\s*[0-9]|kNN[^.]*(temperature|\bT\s*=)`, "")
+	p.unstated(t, `(?i)hidden|two-layer|2-layer|projector with`, "")
+	p.unstated(t, `(?i)blur[^.]*probability|probability[^.]*blur|kernel size`, "")
+	p.unstated(t, `(?i)\bstem\b|max-?pool`, "")
+	p.unstated(t, `(?i)\bCMC\b|class list`, "")
+	p.unstated(t, `(?i)stop[- ]gradient[^.]*weight|detach`, "")
+	if got := p.fact(t, `by following the implementation~\\cite\{(pyTorchimplementation)\}, using the same backbone and hyperparameters`); got == "" {
+		t.Fatal("the paper no longer follows a cited implementation for its ResNet-50 CIFAR runs")
 	}
 	ints := func(row []string) []int {
 		var out []int
@@ -195,7 +237,7 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 	r50 := func(dataset string) func(reproduce.RunConfig) runRecipe {
 		return func(reproduce.RunConfig) runRecipe {
 			return runRecipe{dataset: dataset, model: "resnet50-cifar", method: "simclr", epochs: f.epochsR50, tau: f.tauR50, augment: true,
-				batches: f.table4Batches, knn: true}
+				batches: f.table4Batches, knn: true, cited: pyTorchImplementation}
 		}
 	}
 	table4 := func(block string) func(reproduce.RunConfig) published {
@@ -275,9 +317,10 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 		"cifar100-resnet50": {r50("cifar100"), table4("CIFAR100 (kNN)")},
 		"cifar10-temperature": {
 			func(r reproduce.RunConfig) runRecipe {
-				// The paper names no backbone for the ablation; its τ is the swept one.
+				// The paper names no backbone for the ablation; its τ is the swept one. Its τ 0.5
+				// figures are Table 4's, which follows the cited implementation.
 				return runRecipe{dataset: "cifar10", method: "simclr", epochs: f.tauAblationEpochs, tau: r.Temperature, augment: true,
-					batches: []int{f.tauAblationBatch}, knn: true}
+					batches: []int{f.tauAblationBatch}, knn: true, cited: pyTorchImplementation}
 			},
 			func(r reproduce.RunConfig) published {
 				tab := p.table(t, "tab:ablation_tau")
@@ -405,12 +448,18 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			continue // TestPaperFiguresAreTheLaTeXs says so
 		}
 		c := loadConfig(t, name)
-		differs := map[string]string{}
-		differ := func(setting, format string, args ...any) {
-			if _, seen := differs[setting]; !seen {
-				differs[setting] = fmt.Sprintf(format, args...)
+		// differs: the settings where the config's own values depart, which its departures
+		// must name; chosen: the toolkit's choices, which its code may name instead.
+		differs, chosen := map[string]string{}, map[string]string{}
+		note := func(m map[string]string) func(setting, format string, args ...any) {
+			return func(setting, format string, args ...any) {
+				if _, seen := m[setting]; !seen {
+					m[setting] = fmt.Sprintf(format, args...)
+				}
 			}
 		}
+		differ, choose := note(differs), note(chosen)
+		citedNames := map[string]string{}
 		aug, err := augment.Preset(c.Preprocess.Augment, 32)
 		if err != nil {
 			t.Fatal(err)
@@ -448,13 +497,130 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 				differ("evaluation", "no kNN evaluation, which the paper reports")
 			}
 			if l, ok := c.Evaluate.Settings("linear"); want.linear && (!ok || !linearIsThePapers(l, f)) {
-				differ("evaluation", "linear probe %v, not the appendix's protocol", l.GivenNames())
+				differ("linear", "linear probe %v, not the appendix's protocol", l.GivenNames())
+			}
+			openChoices(r, want, c, f, differ, choose)
+			if cited := want.cited; cited != nil {
+				citedDiffers(c, r, cited, func(setting, value, why string) {
+					if _, seen := citedNames[setting]; !seen && !strings.Contains(c.Departures[setting], value) {
+						citedNames[setting] = value
+						t.Errorf("%s: run %s: %s; departures.%s must name %s's value, %q", name, r.Name, why, setting, cited.name, value)
+					}
+				})
+			}
+		}
+		toolkit := c.ToolkitDepartures()
+		for setting, why := range chosen {
+			if _, ok := toolkit[setting]; !ok {
+				differ(setting, "%s", why)
 			}
 		}
 		for setting, why := range differs {
 			if _, ok := c.Departures[setting]; !ok {
-				t.Errorf("%s departs from the paper's recipe without saying so: %s (add departures.%s)", name, why, setting)
+				t.Errorf("%s departs from the paper's recipe, or chooses what it leaves unstated, without saying so: %s (add departures.%s)", name, why, setting)
 			}
+		}
+		for setting, text := range maps.All(mergeDepartures(c.Departures, toolkit)) {
+			if !strings.Contains(strings.ToLower(text), "paper") {
+				t.Errorf("%s: departures.%s does not say what the paper states beside its choice: %q", name, setting, text)
+			}
+		}
+	}
+}
+
+func mergeDepartures(own, toolkit map[string]string) map[string]string {
+	out := maps.Clone(toolkit)
+	for k, v := range own {
+		out[k+" (config)"] = v
+	}
+	return out
+}
+
+// openChoices names, through differ, the settings of run r that the paper leaves unstated
+// (readFacts checks that it does), or states otherwise than the toolkit's code does: every
+// config chooses them and says so.
+//
+// differ names what the config's own values choose, and must be in its departures; choose
+// what the toolkit's code chooses, which its ToolkitDepartures may name instead.
+func openChoices(r reproduce.RunConfig, want runRecipe, c *reproduce.Config, f facts, differ, choose func(setting, format string, args ...any)) {
+	if f.lossIsSum {
+		choose("reduction", "the paper's loss is a sum over the anchors, the toolkit's a mean")
+	}
+	choose("projector", "the paper states no projector but \"a normalized MLP projector\"")
+	choose("schedule", "the paper states no warm-up, and cosine annealing only for ImageNet")
+	differ("weight_decay", "run %s: weight decay: the paper states none for pretraining", r.Name)
+	if opt := cmp.Or(r.Optimizer, "sgd"); opt == "sgd" || opt == "lars" {
+		if r.Momentum != nil {
+			differ("momentum", "run %s: %s's momentum %v: the paper states none for pretraining", r.Name, opt, *r.Momentum)
+		} else {
+			choose("momentum", "run %s: %s's momentum: the paper states none for pretraining", r.Name, opt)
+		}
+	}
+	if strings.HasSuffix(r.Model, "-cifar") {
+		choose("model", "run %s: %s's CIFAR stem: the paper states no stem", r.Name, r.Model)
+	}
+	if want.lr == 0 {
+		differ("lr", "run %s: base lr %v: the paper states none for these runs", r.Name, r.LR)
+	}
+	if want.tau == 0 {
+		differ("temperature", "run %s: τ %v: the paper states none for these runs", r.Name, r.Temperature)
+	}
+	if want.epochs == 0 {
+		differ("epochs", "run %s: %d epochs: the paper states none for these runs", r.Name, r.Epochs)
+	}
+	if want.batches == nil {
+		differ("batch_size", "run %s: batch %d: the paper states none for these runs", r.Name, r.BatchSize)
+	}
+	if method := cmp.Or(r.Method, "simclr"); method != "simclr" {
+		differ("method", "run %s: %s's settings: the paper states none", r.Name, method)
+	}
+	if spec, ok := trainstep.LookupLoss(trainstep.LossKind(r.Loss)); ok && spec.HasWeights {
+		choose("loss", "run %s: %s's weights: the paper's formula has no stop-gradient", r.Name, r.Loss)
+	}
+	if aug, err := augment.Preset(c.Preprocess.Augment, 32); err == nil && aug.BlurP != (augment.PerView{}) {
+		choose("augment", "the blur's probability and kernel: the paper states neither")
+	}
+	if c.Evaluate.Has("knn") {
+		differ("knn", "the kNN protocol's k and T: the paper states neither")
+	}
+	if c.Evaluate.Has("linear") {
+		choose("linear", "the probe trains on fixed features; OpenSelfSup's, which the paper follows, on augmented crops")
+	}
+	if c.Dataset.Name == "imagenet100" {
+		choose("data", "ImageNet-100's class list: the paper states none")
+	}
+}
+
+// citedDiffers names, through must, each setting where run r departs from the
+// implementation the paper follows, with the value of it that the config's departure must
+// name.
+func citedDiffers(c *reproduce.Config, r reproduce.RunConfig, cited *citedRecipe, must func(setting, value, why string)) {
+	if opt := cmp.Or(r.Optimizer, "sgd"); opt != cited.optimizer {
+		must("optimizer", cited.optimizerText, fmt.Sprintf("optimizer %s, the cited implementation's %s", opt, cited.optimizer))
+	}
+	if r.LR != cited.lr {
+		must("lr", cited.lrText, fmt.Sprintf("base lr %v, the cited implementation's %v", r.LR, cited.lr))
+	}
+	if wd := r.WeightDecay; wd == nil || *wd != cited.weightDecay {
+		must("weight_decay", cited.weightDecayText, fmt.Sprintf("weight decay, the cited implementation's %v", cited.weightDecay))
+	}
+	if k, ok := c.Evaluate.Settings("knn"); ok && cited.knnTIsTau && k.Float("temperature") != r.Temperature {
+		must("knn", "T = τ", fmt.Sprintf("kNN T %v, the cited implementation's T = τ (%v)", k.Float("temperature"), r.Temperature))
+	}
+}
+
+// unstated checks that the paper's text matches re on no line, or only on lines that where
+// (a regular expression) matches: a setting it leaves to each config.
+func (p *paper) unstated(t *testing.T, re, where string) {
+	t.Helper()
+	stated, allowed := regexp.MustCompile(re), regexp.MustCompile(where)
+	for _, line := range strings.Split(p.text, "\n") {
+		if strings.HasPrefix(line, "%") {
+			continue
+		}
+		if stated.MatchString(line) && (where == "" || !allowed.MatchString(line)) {
+			t.Fatalf("the paper states %q (%q): the test takes it for a setting the paper leaves open; compare the configs with it instead",
+				stated.FindString(line), line)
 		}
 	}
 }

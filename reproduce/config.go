@@ -48,8 +48,10 @@ type Config struct {
 	// Gates are the largest drops allowed per metric (see Gate); `dcl reproduce --gate`
 	// exits 3 when one is exceeded.
 	Gates map[string]Gate `yaml:"gates" json:"gates,omitempty"`
-	// Departures says where the experiment departs from the paper's recipe and why, one line
-	// per setting (RecipeSettings names them): the report prints them beside the figures.
+	// Departures says where the experiment departs from the paper's recipe, or chooses what
+	// the paper leaves unstated, and why, one line per setting (RecipeSettings names them):
+	// the report prints them beside the figures, and beside them the toolkit's own choices
+	// that apply to the config (ToolkitDepartures).
 	Departures map[string]string `yaml:"departures" json:"departures,omitempty"`
 
 	// Runs is Train expanded: every explicit run and every point of the sweep, with the
@@ -227,11 +229,6 @@ var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
 func knownAugment() []string {
 	return slices.DeleteFunc(augment.Presets(), func(p string) bool { return p == augment.None })
 }
-
-// RecipeSettings are the settings of the paper's recipe a config may depart from (the keys
-// of Config.Departures).
-var RecipeSettings = []string{"data", "model", "augment", "temperature", "lr", "optimizer", "weight_decay",
-	"epochs", "batch_size", "queue_size", "method", "evaluation", "precision", "seeds"}
 
 // Parse reads a config, rejects unknown keys, expands the runs and validates everything.
 // name is used in error messages (the file name).
@@ -548,7 +545,7 @@ func (c *Config) validate() error {
 	}
 	check(slices.Contains(knownAugment(), c.Preprocess.Augment), "preprocess.augment %q: want one of %s", c.Preprocess.Augment, strings.Join(knownAugment(), ", "))
 	for _, k := range sortedKeys(c.Departures) {
-		check(slices.Contains(RecipeSettings, k), "departures.%s: not a setting of the recipe (want one of %s)", k, strings.Join(RecipeSettings, ", "))
+		check(slices.Contains(recipeSettingNames(), k), "departures.%s: not a setting of the recipe (want one of %s)", k, strings.Join(recipeSettingNames(), ", "))
 		check(strings.TrimSpace(c.Departures[k]) != "", "departures.%s: say where and why the experiment departs", k)
 	}
 	switch c.Preprocess.Views {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -137,13 +138,7 @@ func markdown(res *Results, made []figure) string {
 	if res.Machine != "" {
 		fmt.Fprintf(&b, "Machine: %s.\n\n", res.Machine)
 	}
-	if len(res.Departures) > 0 {
-		b.WriteString("## Where this experiment departs from the paper's recipe\n\n")
-		for _, k := range sortedKeys(res.Departures) {
-			fmt.Fprintf(&b, "- **%s**: %s\n", k, res.Departures[k])
-		}
-		b.WriteString("\n")
-	}
+	departuresSection(&b, res)
 	if res.seeded() {
 		b.WriteString("## Cells (mean ± standard deviation over the seeds)\n\n")
 		b.WriteString(cellsTable(res).Markdown())
@@ -203,6 +198,32 @@ func markdown(res *Results, made []figure) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// departuresSection lists, setting by setting in RecipeSettings' order, where the
+// experiment departs from the paper's recipe or chooses what the paper leaves unstated: the
+// config's own words, then the toolkit's choices that apply to it.
+func departuresSection(b *strings.Builder, res *Results) {
+	if len(res.Departures)+len(res.ToolkitDepartures) == 0 {
+		return
+	}
+	b.WriteString("## Where this experiment departs from the paper's recipe, or chooses what the paper leaves unstated\n\n")
+	b.WriteString("Each setting with the config's reason, and the choices of this toolkit's code that apply to it (*toolkit*).\n\n")
+	keys := recipeSettingNames()
+	for _, k := range slices.Sorted(maps.Keys(res.Departures)) {
+		if !slices.Contains(keys, k) { // a setting of an older version's results
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		if text, ok := res.Departures[k]; ok {
+			fmt.Fprintf(b, "- **%s**: %s\n", k, text)
+		}
+		if text, ok := res.ToolkitDepartures[k]; ok {
+			fmt.Fprintf(b, "- **%s** (*toolkit*): %s\n", k, text)
+		}
+	}
+	b.WriteString("\n")
 }
 
 // changesSection is the report's comparison with the previous reproduction and the paper,

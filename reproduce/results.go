@@ -35,6 +35,9 @@ type Results struct {
 	Baselines   []BaselineResult `json:"baselines,omitempty"`
 	// Departures are the config's departures from the paper's recipe, by setting.
 	Departures map[string]string `json:"departures,omitempty"`
+	// ToolkitDepartures are the recipe choices of the toolkit's code that apply to the
+	// config (Config.ToolkitDepartures), by setting.
+	ToolkitDepartures map[string]string `json:"toolkit_departures,omitempty"`
 	// Machine is where the reproduction ran: CPU model, cores, and the GPU where training
 	// used one, for the wall times.
 	Machine string `json:"machine,omitempty"`

@@ -305,7 +305,7 @@ func (r *runner) execute(ctx context.Context) (*Results, error) {
 	}
 	res.Stages = r.stages
 	summarise(res)
-	res.Departures = cfg.Departures
+	res.Departures, res.ToolkitDepartures = cfg.Departures, cfg.ToolkitDepartures()
 	res.Machine = machine(cfg.Runs, r.opts.Backend, r.load)
 	return res, nil
 }

@@ -1,8 +1,8 @@
 package trainstep
 
 // The kNN monitor measures, during pretraining, the weighted kNN accuracy of the encoder's
-// backbone features on held-out labelled images (the InstDisc/MoCo CIFAR protocol: cosine
-// similarity, k = 200, vote weight exp(sim/0.1)), with package analysis's kNN.
+// backbone features on held-out labelled images (MoCo's CIFAR monitor: cosine similarity,
+// k = 200, vote weight exp(sim/0.1)), with package analysis's kNN.
 //
 // By default it embeds a fixed, seeded sample of the splits (KNNMonitorOptions):
 // DefaultKNNBank images vote, DefaultKNNQueries are classified. The monitor is a trend, read
