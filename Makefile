@@ -49,7 +49,7 @@ help: ## list the targets
 			-e 's|\$$(BIN)|$(BIN)|g' -e 's|\$$(FASHION_MNIST)|$(FASHION_MNIST)|g'
 
 build: ## build bin/dcl (pure Go, CPU backend)
-	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; README, First run)"
+	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; docs/development.md, The first run)"
 	@$(RUNWATCH) -label "build: $(BIN)/dcl" -packages -- $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN)/dcl ./cmd/dcl
 
 build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
@@ -66,8 +66,8 @@ gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz), Fashion-MNI
 	if [ $$size -gt $(GPU_PACK_MAX_MIB) ]; then echo "gpu-pack: $(GPU_PACK) is $$size MiB, over $(GPU_PACK_MAX_MIB) MiB"; exit 1; fi; \
 	echo "gpu-pack: $(GPU_PACK) is $$size MiB: copy it with the repository to the GPU machine and run scripts/gpu-check.sh OUTDIR there"
 
-gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu/gpu-check.json
-	$(GO) run ./cmd/dcl gpu-check --render=docs/gpu/gpu-check.json --update=README.md,BENCHMARKS.md
+gpu-docs: ## rewrite the GPU tables of docs/gpu.md and BENCHMARKS.md from docs/gpu/gpu-check.json
+	$(GO) run ./cmd/dcl gpu-check --render=docs/gpu/gpu-check.json --update=docs/gpu.md,BENCHMARKS.md
 
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl

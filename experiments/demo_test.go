@@ -35,7 +35,9 @@ func TestDemoRunsScaledDownIntoTheReadme(t *testing.T) {
 	c.Dataset.Limit, c.Dataset.EvalLimit = 64, 64
 	c.Preprocess.Passes = 1
 	for i := range c.Runs {
-		c.Runs[i].Epochs, c.Runs[i].Width, c.Runs[i].BatchSize = 1, 4, 16
+		c.Runs[i].Set("epochs", 1)
+		c.Runs[i].Set("width", 4)
+		c.Runs[i].Set("batch_size", 16)
 	}
 	c.Evaluate.Set("knn", "k", 10)
 	c.Evaluate.Set("linear", "epochs", 2)

@@ -109,7 +109,7 @@ func storageFigure(ctx context.Context, t *testing.T, name, input string) experi
 	c := loadConfig(t, name)
 	epochs := 0
 	for _, r := range c.Runs {
-		epochs = max(epochs, r.Epochs)
+		epochs = max(epochs, r.Epochs())
 	}
 	d := c.Dataset
 	f := experiments.StorageFigure{Config: name, Dataset: d.Name, Split: d.PretrainSplit, Epochs: epochs, Views: "offline", Passes: c.Preprocess.Passes}

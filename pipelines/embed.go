@@ -261,7 +261,7 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 // which has only the CPU backend: there auto means cpu, said on log, and cuda is a usage
 // error unless lenient (reproduce, whose runs' backend is the trainer's: a run trains on the
 // GPU here and is embedded by the remote workers on their CPUs, also said on log). A GPU
-// worker image is the way to embed on remote GPUs (README, section Evaluation).
+// worker image is the way to embed on remote GPUs (docs/evaluation.md).
 func ResolveEmbedBackend(kind gpu.Kind, lenient bool, log *slog.Logger) (gpu.Kind, error) {
 	if kind == "" {
 		kind = gpu.Auto

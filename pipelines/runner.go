@@ -35,7 +35,7 @@ type runnerSpec struct {
 	remoteWorkers bool
 }
 
-// runnerRegistry holds the runners the pipelines run on (README, section Runners).
+// runnerRegistry holds the runners the pipelines run on (docs/runners.md).
 var runnerRegistry = func() *registry.Registry[runnerSpec] {
 	r := registry.New[runnerSpec]("runner")
 	always := func() bool { return true }
@@ -60,7 +60,7 @@ var runnerRegistry = func() *registry.Registry[runnerSpec] {
 	return r
 }()
 
-// Runners are the --runner values the pipelines run on (README, section Runners). Beam also
+// Runners are the --runner values the pipelines run on (docs/runners.md). Beam also
 // registers aliases (DirectRunner, PortableRunner, …), accepted as Beam spells them.
 var Runners = runnerRegistry.Names()
 

@@ -73,12 +73,14 @@ func toolkitDepartures(c *Config) map[string]string {
 	var cifarStem, constantWeights []string
 	defaultMomentum := false
 	for _, r := range c.Runs {
-		if strings.HasSuffix(r.Model, "-cifar") && !slices.Contains(cifarStem, r.Model) {
-			cifarStem = append(cifarStem, r.Model)
+		model := fmt.Sprint(r.Setting(trainstep.SettingModel))
+		if strings.HasSuffix(model, "-cifar") && !slices.Contains(cifarStem, model) {
+			cifarStem = append(cifarStem, model)
 		}
-		defaultMomentum = defaultMomentum || r.Momentum == nil
-		if spec, ok := trainstep.LookupLoss(trainstep.LossKind(r.Loss)); ok && spec.HasWeights && !slices.Contains(constantWeights, r.Loss) {
-			constantWeights = append(constantWeights, r.Loss)
+		_, given := r.Given(trainstep.SettingMomentum)
+		defaultMomentum = defaultMomentum || !given
+		if spec, ok := trainstep.LookupLoss(trainstep.LossKind(r.Loss())); ok && spec.HasWeights && !slices.Contains(constantWeights, r.Loss()) {
+			constantWeights = append(constantWeights, r.Loss())
 		}
 	}
 	if len(cifarStem) > 0 {

@@ -56,7 +56,7 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 		c := g.runs[0].Config
 		var seeds []string
 		for _, r := range g.runs {
-			seeds = append(seeds, strconv.FormatUint(cmp.Or(r.Config.Seed, 1), 10))
+			seeds = append(seeds, strconv.FormatUint(r.Config.Seed(), 10))
 		}
 		var q []float64
 		for _, r := range g.runs {
@@ -64,11 +64,11 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 				q = append(q, r.Train.MeanQ)
 			}
 		}
-		epochs := fmt.Sprintf("%d epochs", c.Epochs)
-		if c.Epochs == 1 {
+		epochs := fmt.Sprintf("%d epochs", c.Epochs())
+		if c.Epochs() == 1 {
 			epochs = "1 epoch"
 		}
-		t.Rows = append(t.Rows, []string{fmt.Sprintf("%s, batch %d, %s", runLabel(c), c.BatchSize, epochs), strings.Join(seeds, ", "),
+		t.Rows = append(t.Rows, []string{fmt.Sprintf("%s, batch %d, %s", runLabel(c), c.BatchSize(), epochs), strings.Join(seeds, ", "),
 			res.cellText(g.name, "knn_top1", 1), res.cellText(g.name, "knn_top5", 1), res.cellText(g.name, "linear_top1", 1),
 			res.cellText(g.name, "train_loss", 3), spreadFixed(analysis.SpreadOf(q), 3)})
 	}
@@ -96,11 +96,11 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 		b.WriteString(t.Markdown())
 	}
 	for _, r := range res.Runs {
-		if r.NPC == nil || len(r.NPC.Stats) == 0 || r.Config.Loss != "infonce" {
+		if r.NPC == nil || len(r.NPC.Stats) == 0 || r.Config.Loss() != "infonce" {
 			continue
 		}
 		fmt.Fprintf(&b, "\nNPC multiplier q on the projections of the %s encoder (seed %d; the paper's Fig. 1, the report has every encoder's):\n\n",
-			names.names[r.cell()], cmp.Or(r.Config.Seed, 1))
+			names.names[r.cell()], r.Config.Seed())
 		nt := analysis.Table{Header: []string{"batch size"}, RightAlign: []bool{false}}
 		mean, cv := []string{"mean q"}, []string{"C_v = σ/μ"}
 		for _, s := range r.NPC.Stats {

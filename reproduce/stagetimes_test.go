@@ -63,7 +63,7 @@ func TestStageTimesMarkdown(t *testing.T) {
 	st := StageTimes{
 		Experiment: "fashion-mnist-gpu-eval", ConfigFingerprint: "abc123", CodeVersion: "v1", Time: time.Date(2026, 11, 27, 1, 2, 3, 0, time.UTC),
 		GPU: "NVIDIA H200", CPU: "Intel Xeon, 16 cores, avx512", Backend: "cuda", Runner: "prism", Wall: 200,
-		Config: &Config{Runs: []RunConfig{{Name: "dcl-b32", Model: "resnet18-cifar", BatchSize: 32, Epochs: 4}}},
+		Config: &Config{Runs: []RunConfig{newRun("dcl-b32", "model", "resnet18-cifar", "batch_size", 32, "epochs", 4)}},
 		Stages: []StageTime{
 			{Stage: "preprocess pretrain", Seconds: 10},
 			{Stage: "train dcl-b32", Seconds: 100, ImagesPerS: rate(19200.4), Images: 1920040},

@@ -28,7 +28,7 @@
 //   - beside PyTorch: scripts/torch_step.py builds the same model, loss and optimiser and
 //     writes its own figures as JSON (eager, and torch.compile for the small batches), which
 //     Check merges (CheckConfig.Torch) into one JSON and one Markdown table with the ratios;
-//     docs.go renders the committed JSON into README.md and BENCHMARKS.md.
+//     docs.go renders the committed JSON into docs/gpu.md and BENCHMARKS.md.
 //
 // Each measurement runs in a child process of its own (CheckConfig.Self re-executes the binary
 // with PhaseEnv set): its GPU memory can be attributed to it, its XLA and cuBLAS state does

@@ -13,15 +13,15 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
-// The GPU tables of README.md and BENCHMARKS.md are generated from the committed result of a
+// The GPU tables of docs/gpu.md and BENCHMARKS.md are generated from the committed result of a
 // GPU run, docs/gpu/gpu-check.json, between marker lines, so no figure is typed by hand:
-// `dcl gpu-check --render=docs/gpu/gpu-check.json --update=README.md,BENCHMARKS.md` (make
+// `dcl gpu-check --render=docs/gpu/gpu-check.json --update=docs/gpu.md,BENCHMARKS.md` (make
 // gpu-docs) rewrites them; a test fails when they differ from what it would write.
 
 // Sections a document may hold, each between "<!-- gpu-check NAME: begin -->" and
 // "<!-- gpu-check NAME: end -->" lines.
 const (
-	// SummarySection is README.md's: the machine, the agreement verdicts and the step table.
+	// SummarySection is docs/gpu.md's: the machine, the agreement verdicts and the step table.
 	SummarySection = "summary"
 	// TablesSection is BENCHMARKS.md's: every table of the run (Markdown).
 	TablesSection = "tables"

@@ -272,7 +272,7 @@ func TestUpdateSections(t *testing.T) {
 	}
 }
 
-// TestDocsMatchTheCommittedRun: README.md's and BENCHMARKS.md's GPU tables are what `make
+// TestDocsMatchTheCommittedRun: docs/gpu.md's and BENCHMARKS.md's GPU tables are what `make
 // gpu-docs` writes from docs/gpu/gpu-check.json (or, without it, say no run is committed).
 func TestDocsMatchTheCommittedRun(t *testing.T) {
 	ctx := context.Background()
@@ -282,7 +282,7 @@ func TestDocsMatchTheCommittedRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []struct{ path, section string }{{"../README.md", SummarySection}, {"../BENCHMARKS.md", TablesSection}} {
+	for _, f := range []struct{ path, section string }{{"../docs/gpu.md", SummarySection}, {"../BENCHMARKS.md", TablesSection}} {
 		doc, err := os.ReadFile(f.path)
 		if err != nil {
 			t.Fatal(err)

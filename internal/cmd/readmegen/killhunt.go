@@ -15,6 +15,7 @@ import (
 // where the hunts are kept.
 const (
 	killHuntName = "kill-hunt"
+	killHuntFile = "docs/reliability.md"
 	killHuntDocs = "docs/reliability"
 )
 

@@ -38,7 +38,8 @@ import (
 // section is one generated part of the README: where its results are kept and how it is
 // made.
 type section struct {
-	name    string // the README's marker name
+	name    string // the marker name
+	file    string // the document that holds it, relative to the root
 	docs    string // its folder under the root: results.json and the figures
 	command string // what produced the results, as the README names it
 	// none is the section's text while there are no results.
@@ -46,11 +47,11 @@ type section struct {
 }
 
 var sections = []section{
-	{name: "demo", docs: "docs/demo", command: "make demo",
+	{name: "demo", file: "README.md", docs: "docs/demo", command: "make demo",
 		none: "No demo results yet: run `make demo`, then `make readme`."},
-	{name: "gpu", docs: "docs/gpu-experiment", command: "scripts/gpu-check.sh OUT experiment",
+	{name: "gpu", file: "docs/gpu.md", docs: "docs/gpu-experiment", command: "scripts/gpu-check.sh OUT experiment",
 		none: "No GPU run of `experiments/fashion-mnist-gpu.yaml` has finished yet. On a machine with an NVIDIA " +
-			"GPU: `make gpu-pack` here, then `scripts/gpu-check.sh OUT experiment` there (section GPU); unpack " +
+			"GPU: `make gpu-pack` here, then `scripts/gpu-check.sh OUT experiment` there (above); unpack " +
 			"`OUT/experiment-state.tgz` into a folder and run `make readme GPU_RUN=that-folder` to put its report here."},
 }
 
@@ -70,27 +71,39 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	readmePath := filepath.Join(*root, "README.md")
-	readme, err := os.ReadFile(readmePath)
-	if err != nil {
-		return err
-	}
-	updated := readme
+	docs := map[string][]byte{} // each file's text as generated so far
 	var stale []error
+	splice := func(file, name, text string) error {
+		path := filepath.Join(*root, file)
+		doc, ok := docs[file]
+		if !ok {
+			var err error
+			if doc, err = os.ReadFile(path); err != nil {
+				return err
+			}
+			docs[file] = doc
+		}
+		if *check {
+			if err := reproduce.CheckReadme(doc, name, text); err != nil {
+				stale = append(stale, fmt.Errorf("%s: %w", file, err))
+			}
+			return nil
+		}
+		updated, err := reproduce.SpliceReadme(doc, name, text)
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		docs[file] = updated
+		return nil
+	}
 	for _, s := range sections {
 		src := map[string]string{"demo": *demo, "gpu": *gpu}[s.name]
 		text, figures, err := generate(ctx, s, *root, src, *check)
 		if err != nil {
 			return fmt.Errorf("section %s: %w", s.name, err)
 		}
-		if *check {
-			if err := reproduce.CheckReadme(readme, s.name, text); err != nil {
-				stale = append(stale, err)
-			}
-			stale = append(stale, figures...)
-			continue
-		}
-		if updated, err = reproduce.SpliceReadme(updated, s.name, text); err != nil {
+		stale = append(stale, figures...)
+		if err := splice(s.file, s.name, text); err != nil {
 			return err
 		}
 	}
@@ -98,22 +111,14 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("section %s: %w", killHuntName, err)
 	}
-	if *check {
-		if err := reproduce.CheckReadme(readme, killHuntName, kills); err != nil {
-			stale = append(stale, err)
-		}
-	} else if updated, err = reproduce.SpliceReadme(updated, killHuntName, kills); err != nil {
+	if err := splice(killHuntFile, killHuntName, kills); err != nil {
 		return err
 	}
 	table, err := storageSection(ctx, *root)
 	if err != nil {
 		return fmt.Errorf("section %s: %w", storageName, err)
 	}
-	if *check {
-		if err := reproduce.CheckReadme(readme, storageName, table); err != nil {
-			stale = append(stale, err)
-		}
-	} else if updated, err = reproduce.SpliceReadme(updated, storageName, table); err != nil {
+	if err := splice(storageDocFile, storageName, table); err != nil {
 		return err
 	}
 	if *check {
@@ -122,10 +127,20 @@ func run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	if bytes.Equal(updated, readme) {
-		return nil
+	for file, updated := range docs {
+		path := filepath.Join(*root, file)
+		was, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(updated, was) {
+			continue
+		}
+		if err := storage.WriteFile(ctx, path, updated); err != nil {
+			return err
+		}
 	}
-	return storage.WriteFile(ctx, readmePath, updated)
+	return nil
 }
 
 // generate returns a section's text from the results in src (a run directory) when it has
@@ -198,7 +213,7 @@ func generate(ctx context.Context, s section, root, src string, check bool) (str
 			}
 		}
 	}
-	rel, err := filepath.Rel(root, docs)
+	rel, err := filepath.Rel(filepath.Dir(filepath.Join(root, s.file)), docs)
 	if err != nil {
 		return "", nil, err
 	}

@@ -15,7 +15,10 @@ import (
 )
 
 // storageName is the README's marker name of the built-in configs' storage table.
-const storageName = "storage"
+const (
+	storageName    = "storage"
+	storageDocFile = "docs/preprocessing.md"
+)
 
 // storageSection is the table of what each built-in config writes for its datasets, with
 // stored views and as configured, from experiments.StorageFile under root.
