@@ -12,6 +12,9 @@ type Metric struct {
 	Description string
 	// HigherIsBetter says which way is a drop: accuracy falls, a loss rises.
 	HigherIsBetter bool
+	// Accuracy says the figure is a percentage of test images: its plots span at least
+	// figures.AccuracySpan points within 0–100.
+	Accuracy bool
 	// of reads the figure from a run's results; false where the run has none.
 	of func(*RunResult) (float64, bool)
 	// paper reads the paper's figure (0: not published); nil where the paper has none.
@@ -26,7 +29,7 @@ func (m Metric) measured(e EvaluateConfig) bool {
 }
 
 var metrics = []Metric{
-	{Name: "knn_top1", Description: "kNN top-1 accuracy (%)", HigherIsBetter: true,
+	{Name: "knn_top1", Description: "kNN top-1 accuracy (%)", HigherIsBetter: true, Accuracy: true,
 		of: func(r *RunResult) (float64, bool) {
 			if r.KNN == nil {
 				return 0, false
@@ -34,14 +37,14 @@ var metrics = []Metric{
 			return r.KNN.Top1, true
 		},
 		paper: func(p PaperFigures) float64 { return p.KNNTop1 }, evaluation: "knn"},
-	{Name: "knn_top5", Description: "kNN top-5 accuracy (%)", HigherIsBetter: true,
+	{Name: "knn_top5", Description: "kNN top-5 accuracy (%)", HigherIsBetter: true, Accuracy: true,
 		of: func(r *RunResult) (float64, bool) {
 			if r.KNN == nil {
 				return 0, false
 			}
 			return r.KNN.Top5, true
 		}, evaluation: "knn"},
-	{Name: "linear_top1", Description: "linear-probe top-1 accuracy (%)", HigherIsBetter: true,
+	{Name: "linear_top1", Description: "linear-probe top-1 accuracy (%)", HigherIsBetter: true, Accuracy: true,
 		of: func(r *RunResult) (float64, bool) {
 			if r.Linear == nil {
 				return 0, false
@@ -49,7 +52,7 @@ var metrics = []Metric{
 			return r.Linear.Top1, true
 		},
 		paper: func(p PaperFigures) float64 { return p.LinearTop1 }, evaluation: "linear"},
-	{Name: "linear_top5", Description: "linear-probe top-5 accuracy (%)", HigherIsBetter: true,
+	{Name: "linear_top5", Description: "linear-probe top-5 accuracy (%)", HigherIsBetter: true, Accuracy: true,
 		of: func(r *RunResult) (float64, bool) {
 			if r.Linear == nil {
 				return 0, false

@@ -295,8 +295,15 @@ func trendCharts(res *Results, history []Reproduction, names runSeries) []figure
 	step := (len(history) + maxTrendTicks - 1) / maxTrendTicks
 	var ticks []figures.XTick
 	for i, h := range history {
-		if i%step == 0 || i == len(history)-1 {
-			ticks = append(ticks, figures.XTick{X: float64(i), Label: h.Time.UTC().Format("2006-01-02 15:04") + "\n" + h.CodeVersion})
+		// Every reproduction whose config differs from the one before is labelled, with its
+		// config: figures of other settings are no trend.
+		changed := i > 0 && h.ConfigFingerprint != history[i-1].ConfigFingerprint
+		if i%step == 0 || i == len(history)-1 || changed {
+			label := h.Time.UTC().Format("2006-01-02 15:04") + "\n" + h.CodeVersion
+			if changed {
+				label += "\nconfig " + h.ConfigFingerprint + " (changed)"
+			}
+			ticks = append(ticks, figures.XTick{X: float64(i), Label: label})
 		}
 	}
 	var panels []figures.Panel
@@ -306,6 +313,9 @@ func trendCharts(res *Results, history []Reproduction, names runSeries) []figure
 		}
 		chart := figures.LineChart{Title: m.Description + " by reproduction", XLabel: "reproduction (UTC date, dcl version)",
 			YLabel: m.Name, XTicks: ticks}
+		if m.Accuracy {
+			chart.MinYSpan, chart.YBounds = figures.AccuracySpan, [2]float64{0, 100}
+		}
 		for _, r := range res.Runs {
 			s := names.of(r.Config.Name, nil, nil, nil)
 			for i := range history {

@@ -252,7 +252,12 @@ func changesSection(b *strings.Builder, res *Results) {
 	} else {
 		b.WriteString("This is the first reproduction in this run directory's history. ")
 	}
-	fmt.Fprintf(b, "This one is %s/%s (every reproduction is a file there; read them together with DuckDB's `read_parquet('%s/*.parquet')`).\n\n", HistoryDir, res.HistoryFile, HistoryDir)
+	if res.Unchanged {
+		fmt.Fprintf(b, "This call ran no stage: its figures are those of the last reproduction, %s/%s, and it added no history entry "+
+			"(every reproduction is a file there; read them together with DuckDB's `read_parquet('%s/*.parquet')`).\n\n", HistoryDir, res.HistoryFile, HistoryDir)
+	} else {
+		fmt.Fprintf(b, "This one is %s/%s (every reproduction is a file there; read them together with DuckDB's `read_parquet('%s/*.parquet')`).\n\n", HistoryDir, res.HistoryFile, HistoryDir)
+	}
 	if len(res.Gates) > 0 {
 		failed := res.FailedGates()
 		fmt.Fprintf(b, "Gates: %d checked, %d failed.\n\n", len(res.Gates), len(failed))
@@ -263,7 +268,17 @@ func changesSection(b *strings.Builder, res *Results) {
 			b.WriteString("\n")
 		}
 	}
-	t := analysis.Table{Header: []string{"run", "metric", "previous", "now", "change", "paper", "gates"},
+	for _, w := range res.GateWarnings {
+		fmt.Fprintf(b, "- **Warning**: %s.\n", w)
+	}
+	if len(res.GateWarnings) > 0 {
+		b.WriteString("\n")
+	}
+	previous := "previous"
+	if p := res.Previous; p != nil && p.ConfigFingerprint != res.ConfigFingerprint {
+		previous = "previous (config " + p.ConfigFingerprint + ", another)"
+	}
+	t := analysis.Table{Header: []string{"run", "metric", previous, "now", "change", "paper", "gates"},
 		RightAlign: []bool{false, false, true, true, true, true, false}}
 	for _, c := range res.Changes {
 		prev, change := "—", "—"

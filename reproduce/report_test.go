@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/analysis/figures"
@@ -252,5 +253,48 @@ func TestReportOfSeededCells(t *testing.T) {
 	}
 	if _, err := writePlots(context.Background(), t.TempDir(), res, nil); err != nil {
 		t.Errorf("plots of a seeded experiment: %v", err)
+	}
+}
+
+// The trend of a metric against the reproductions labels every reproduction whose config
+// changed, with the config, whatever the ticks skipped; its accuracy axes span at least
+// figures.AccuracySpan points, as every accuracy chart's; the changes table says when the
+// previous reproduction had another config.
+func TestTrendMarksConfigChanges(t *testing.T) {
+	res := sweepResults()
+	res.ConfigFingerprint = "bbb"
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var history []Reproduction
+	for i := range 20 {
+		fp := "aaa"
+		if i >= 13 {
+			fp = "bbb"
+		}
+		h := Reproduction{File: fmt.Sprint(i), Time: start.Add(time.Duration(i) * 24 * time.Hour), CodeVersion: "v1", ConfigFingerprint: fp}
+		for _, r := range res.Runs {
+			h.Rows = append(h.Rows, HistoryRow{Run: r.Config.Name, Metric: "knn_top1", Value: 80 + 0.1*float64(i%3)})
+		}
+		history = append(history, h)
+	}
+	panels := trendCharts(res, history, newRunSeries(res.Runs))
+	if len(panels) == 0 {
+		t.Fatal("no trend chart")
+	}
+	chart := panels[0].(figures.LineChart)
+	var marked []float64
+	for _, tick := range chart.XTicks {
+		if strings.Contains(tick.Label, "config bbb (changed)") {
+			marked = append(marked, tick.X)
+		}
+	}
+	if !slices.Equal(marked, []float64{13}) {
+		t.Errorf("ticks %+v: want reproduction 13, where the config changed, labelled with it", chart.XTicks)
+	}
+	if chart.MinYSpan != figures.AccuracySpan || chart.YBounds != [2]float64{0, 100} {
+		t.Errorf("the kNN trend's axis spans at least %v within %v, want %v within 0–100", chart.MinYSpan, chart.YBounds, figures.AccuracySpan)
+	}
+	res.Previous = &ReproductionInfo{ConfigFingerprint: "aaa"}
+	if report := markdown(res, nil); !strings.Contains(report, "| previous (config aaa, another) |") {
+		t.Errorf("the changes table does not say the previous reproduction had another config:\n%s", report)
 	}
 }

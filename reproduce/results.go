@@ -52,6 +52,12 @@ type Results struct {
 	// before it there (nil for the first).
 	HistoryFile string            `json:"history_file,omitempty"`
 	Previous    *ReproductionInfo `json:"previous,omitempty"`
+	// Unchanged says that the call ran no stage and found the figures of HistoryFile, the
+	// last reproduction, with the same config: it added no history entry.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// GateWarnings name the gates whose bound is smaller than the spread over the seeds that
+	// the reproduction measures: one seed's noise alone can fail them.
+	GateWarnings []string `json:"gate_warnings,omitempty"`
 	// Changes are every run's figures beside the previous reproduction's and the paper's;
 	// Gates the config's gates applied to them.
 	Changes []Change    `json:"changes,omitempty"`
@@ -66,6 +72,9 @@ type StageRecord struct {
 	Reason  string `json:"reason,omitempty"`
 	// Writes is about how many bytes the stage would write (--plan; 0: not estimated).
 	Writes int64 `json:"writes,omitempty"`
+	// Refused says that a run would stop at this stage with Reason (--plan): the stages
+	// after it are not decided.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Evaluation holds the evaluations of one encoder (nil where the config asks for none).

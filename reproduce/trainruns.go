@@ -104,7 +104,11 @@ func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) 
 		return "", fmt.Errorf("%s: %w", p, err)
 	}
 	if diff != "" && !r.rerun[StageTrain] {
-		return "", fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --output", p, diff, dir)
+		err := fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --output", p, diff, dir)
+		if r.plan {
+			return "", &planStop{stage: StageRecord{Name: "train " + run.Name, Refused: true, Reason: err.Error()}}
+		}
+		return "", err
 	}
 	return diff, nil
 }

@@ -135,7 +135,8 @@ func (m *KNNMonitor) Check(model *Model) error {
 	return nil
 }
 
-// Run encodes bank and queries with the step's current weights (inference mode) and returns
+// Run encodes bank and queries with the step's current weights (inference mode), after
+// epoch epochs completed, and returns
 // the kNN accuracy as log fields: knn_top1, knn_top5 (percent), knn_k. It shows the images
 // it encodes as a stage of the training's progress p.
 func (m *KNNMonitor) Run(ctx context.Context, epoch int, s *Step, p *progress.Reporter) (map[string]any, error) {

@@ -188,7 +188,15 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 			return err
 		}
 		fmt.Fprintf(out.stdout, "%s in %s (dcl %s):\n", cfg.Name, *f.out, opts.CodeVersion)
-		return reproduce.WritePlan(out.stdout, stages)
+		if err := reproduce.WritePlan(out.stdout, stages); err != nil {
+			return err
+		}
+		// A script that plans before it runs must not go on to a run that would stop: the
+		// plan says why, the exit status that it would.
+		if last := stages[len(stages)-1]; last.Refused {
+			return fmt.Errorf("a run would stop at %s (the plan above says why)", last.Name)
+		}
+		return nil
 	}
 	res, err := reproduce.Run(ctx, cfg, opts)
 	if errors.Is(err, reproduce.ErrLocked) {
@@ -206,6 +214,9 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	}
 	fmt.Fprintf(out.stderr, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
 		res.Wall, storage.Join(*f.out, reproduce.ReportName))
+	for _, w := range res.GateWarnings {
+		fmt.Fprintf(out.stderr, "dcl: warning: %s\n", w)
+	}
 	failed := res.FailedGates()
 	if len(failed) == 0 {
 		return nil

@@ -151,7 +151,11 @@ func trainSummary(sum *trainstep.Summary) string {
 	if sum.Finished {
 		state = "finished"
 	}
-	line := fmt.Sprintf("train: %s after %d of %d steps (epoch %d): loss %.4g, mean q %.4g", state, sum.StepsDone, sum.TotalSteps, sum.Epoch, sum.Loss, sum.MeanQ)
+	epochs := ""
+	if sum.StepsPerEpoch > 0 {
+		epochs = fmt.Sprintf(", %d of %d epochs completed", sum.Epoch, sum.TotalSteps/sum.StepsPerEpoch)
+	}
+	line := fmt.Sprintf("train: %s after %d of %d steps%s: loss %.4g, mean q %.4g", state, sum.StepsDone, sum.TotalSteps, epochs, sum.Loss, sum.MeanQ)
 	if top1, ok := sum.Monitor["knn_top1"].(float64); ok {
 		line += fmt.Sprintf(", kNN top-1 %.2f%%", top1)
 		if top5, ok := sum.Monitor["knn_top5"].(float64); ok {

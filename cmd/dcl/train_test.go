@@ -59,7 +59,7 @@ func TestTrainRunsAndResumes(t *testing.T) {
 		"--epochs", "2", "--lr", "0.1", "--backend", "cpu", "--knn-every", "1", "--knn-train", eval, "--json", "--max-steps", "4"}
 	code, stdout, stderr := runDCL(args...)
 	// stdout holds only the log's JSON lines; the closing summary goes to stderr.
-	if code != exitOK || !strings.Contains(stderr, "train: stopped after 4 of 6 steps") || strings.Contains(stdout, "train: ") {
+	if code != exitOK || !strings.Contains(stderr, "train: stopped after 4 of 6 steps, 1 of 2 epochs completed") || strings.Contains(stdout, "train: ") {
 		t.Fatalf("dcl train = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	// --json copies the log to stdout; stderr (no terminal here) gets progress lines, no JSON.
@@ -71,7 +71,7 @@ func TestTrainRunsAndResumes(t *testing.T) {
 	}
 	resumed := append(args[:len(args)-2:len(args)-2], "--resume")
 	code, stdout, stderr = runDCL(resumed...)
-	if code != exitOK || !strings.Contains(stderr, "train: finished after 6 of 6 steps") {
+	if code != exitOK || !strings.Contains(stderr, "train: finished after 6 of 6 steps, 2 of 2 epochs completed") {
 		t.Fatalf("dcl train --resume = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
