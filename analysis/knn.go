@@ -482,6 +482,18 @@ type KNNConfig struct {
 	Workers    int // goroutines, each on its own query blocks; default GOMAXPROCS
 }
 
+// FitK returns c with k at most n, the vectors of the bank that can vote, and where it lowers
+// k a notice that says so: the kNN evaluation and the trainer's monitor both let every vector
+// of a bank smaller than k vote, and say so, rather than one refusing what the other does.
+func (c KNNConfig) FitK(n int, bank string) (KNNConfig, string) {
+	if c.K <= n {
+		return c, ""
+	}
+	notice := fmt.Sprintf("k = %d is larger than the bank (%s: %d vectors): all %d vote, k = %d", c.K, bank, n, n, n)
+	c.K = n
+	return c, notice
+}
+
 // DefaultKNNConfig is the weighted kNN of MoCo's CIFAR monitor: cosine similarity, k = 200
 // (InstDisc's), T = 0.1 (MoCo's; InstDisc voted with T = 0.07).
 func DefaultKNNConfig() KNNConfig {

@@ -121,8 +121,8 @@ func PlanKNN(ctx context.Context, o KNNOptions) (*KNNJob, error) {
 		return nil, err
 	}
 	switch {
-	case int64(o.K) > train.Rows:
-		return nil, fmt.Errorf("k = %d is larger than the training set (%s: %d vectors)", o.K, o.Train, train.Rows)
+	case train.Rows == 0:
+		return nil, fmt.Errorf("%s: no training embeddings", o.Train)
 	case test.Rows == 0:
 		return nil, fmt.Errorf("%s: no test embeddings", o.Test)
 	case train.Dim != test.Dim:
@@ -131,6 +131,11 @@ func PlanKNN(ctx context.Context, o KNNOptions) (*KNNJob, error) {
 	numClasses, err := resolveNumClasses(ctx, o.NumClasses, train, test)
 	if err != nil {
 		return nil, err
+	}
+	if int64(o.K) > train.Rows {
+		fit, notice := analysis.KNNConfig{K: o.K}.FitK(int(train.Rows), o.Train)
+		slog.Warn(notice)
+		o.K = fit.K
 	}
 	job := &KNNJob{Opts: o, NumClasses: numClasses, NTrain: train.Rows, NTest: test.Rows, Dim: train.Dim}
 	job.Groups = groupFiles(train.Files, o.BankGroups)

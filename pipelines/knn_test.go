@@ -1,7 +1,9 @@
 package pipelines
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -143,7 +145,6 @@ func TestKNNPipelineErrors(t *testing.T) {
 		want []string
 	}{
 		{"not a Parquet file", KNNOptions{Train: junk, Test: testFile, K: 5}, []string{junk, "not a readable Parquet file"}},
-		{"k larger than the training set", KNNOptions{Train: trainFile, Test: testFile, K: 51}, []string{"k = 51", "larger than the training set", trainFile, "50 vectors"}},
 		{"label outside the known classes", KNNOptions{Train: badFile, Test: testFile, K: 5, NumClasses: 3}, []string{badFile, "row 33", "label 7 outside [0, 3)"}},
 		{"dimensions differ", KNNOptions{Train: trainFile, Test: wideFile, K: 5}, []string{trainFile, "4-dimensional", wideFile, "6-dimensional"}},
 		{"non-finite query", KNNOptions{Train: trainFile, Test: nanFile, K: 5, NumClasses: 3}, []string{nanFile, "row 5", "non-finite"}},
@@ -161,6 +162,33 @@ func TestKNNPipelineErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A k larger than the training set lets every training vector vote, as the trainer's kNN
+// monitor does with a small bank, and says so on the log; the result records the k used.
+func TestKNNFitsKToTheTrainingSet(t *testing.T) {
+	dir := t.TempDir()
+	train, test := clustered(1, "train", 50, 4, 3), clustered(2, "test", 12, 4, 3)
+	trainFile, testFile := filepath.Join(dir, "train.parquet"), filepath.Join(dir, "test.parquet")
+	writeEmbeddings(t, trainFile, train, 1, nil)
+	writeEmbeddings(t, testFile, test, 1, nil)
+	var log bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	got, err := runKNN(t, KNNOptions{Train: trainFile, Test: testFile, K: 51, Temperature: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := analysis.KNN(train, test, analysis.KNNConfig{K: 50, Temperature: 0.1, NumClasses: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.K != 50 || got.Top1 != want.Top1 {
+		t.Errorf("k = 51 of 50 vectors: k %d, top-1 %v; want k = 50 and its top-1, %v", got.K, got.Top1, want.Top1)
+	}
+	if !strings.Contains(log.String(), "k = 51 is larger than the bank ("+trainFile+": 50 vectors): all 50 vote") {
+		t.Errorf("the log does not say that k was lowered:\n%s", log.String())
 	}
 }
 

@@ -134,7 +134,11 @@ func markdown(res *Results, made []figure) string {
 	fmt.Fprintf(&b, "; tested on %s). Augmentation %s, %s, seed %d.\n\n",
 		cmp.Or(d.TestSplit, "test"), res.Preprocess.Augment, views, res.Preprocess.Seed)
 	if k, ok := res.Evaluate.Settings(pipelines.EvalKNN); ok {
-		fmt.Fprintf(&b, "kNN: k = %d, T = %g, cosine similarity on %s features. ", k.Int("k"), k.Float("temperature"), cmp.Or(res.Evaluate.Feature, "backbone"))
+		kText := fmt.Sprintf("k = %d", k.Int("k"))
+		if used := usedK(res); used > 0 && used < k.Int("k") {
+			kText += fmt.Sprintf(" (the bank holds %d images: all vote, k = %d)", used, used)
+		}
+		fmt.Fprintf(&b, "kNN: %s, T = %g, cosine similarity on %s features. ", kText, k.Float("temperature"), cmp.Or(res.Evaluate.Feature, "backbone"))
 	}
 	if res.Evaluate.Has(pipelines.EvalLinear) {
 		b.WriteString("Linear probe: frozen features, SGD (OpenSelfSup protocol). ")
@@ -208,6 +212,23 @@ func markdown(res *Results, made []figure) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// usedK is the k the kNN evaluations used (the least, where they differ; 0 where none ran).
+func usedK(res *Results) int {
+	k := 0
+	use := func(e Evaluation) {
+		if e.KNN != nil && e.KNN.K > 0 && (k == 0 || e.KNN.K < k) {
+			k = e.KNN.K
+		}
+	}
+	for _, r := range res.Runs {
+		use(r.Evaluation)
+	}
+	for _, b := range res.Baselines {
+		use(b.Evaluation)
+	}
+	return k
 }
 
 // departuresSection lists, setting by setting in RecipeSettings' order, where the

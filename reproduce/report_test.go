@@ -298,3 +298,43 @@ func TestTrendMarksConfigChanges(t *testing.T) {
 		t.Errorf("the changes table does not say the previous reproduction had another config:\n%s", report)
 	}
 }
+
+// The kNN monitor's curve on a sample reads below the full split: its chart draws no
+// baseline or paper figure measured on the full split beside it, but ends each curve with
+// the run's final kNN on the full split, and its caption says which is which. A monitor of
+// the full splits keeps the reference lines.
+func TestKNNChartOfASampledMonitor(t *testing.T) {
+	res := sweepResults()
+	summarise(res)
+	full, ok := knnChart(res, newCellSeries(res.Runs))
+	if !ok || len(full.References) == 0 {
+		t.Fatalf("the chart of a full-split monitor has no reference lines: %+v", full.References)
+	}
+	for i := range res.Runs {
+		res.Runs[i].Curves.KNNBank, res.Runs[i].Curves.KNNQueries = 6144, 2048
+	}
+	chart, ok := knnChart(res, newCellSeries(res.Runs))
+	if !ok || len(chart.References) != 0 {
+		t.Fatalf("the chart of a sampled monitor draws the full split's references %+v", chart.References)
+	}
+	finals := 0
+	for _, s := range chart.Series {
+		if strings.HasSuffix(s.Name, ", full split") {
+			finals++
+			if len(s.X) != 1 || s.X[0] != 3 {
+				t.Errorf("%s at %v, want one point at the last epoch, 3", s.Name, s.X)
+			}
+		}
+	}
+	if finals != len(res.Runs) {
+		t.Errorf("%d curves end with the full split's figure, want %d", finals, len(res.Runs))
+	}
+	made, err := writePlots(context.Background(), t.TempDir(), res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(made, func(f figure) bool { return strings.HasSuffix(f.Path, KNNPlotName) }); i < 0 ||
+		!strings.Contains(made[i].Caption, "on a sample of 6144 bank and 2048 query images") {
+		t.Errorf("figures %+v: want the kNN chart's caption to name the monitor's sample", made)
+	}
+}

@@ -135,6 +135,10 @@ type Curves struct {
 	MeanQ    []float64 `json:"mean_q"`
 	KNNEpoch []float64 `json:"knn_epoch,omitempty"`
 	KNNTop1  []float64 `json:"knn_top1,omitempty"`
+	// KNNBank and KNNQueries are the sizes of the monitor's sample where it drew one (0: it
+	// read the full splits): its accuracies are not the full split's.
+	KNNBank    int `json:"knn_bank,omitempty"`
+	KNNQueries int `json:"knn_queries,omitempty"`
 }
 
 // readCurves averages the training log (train.jsonl) per epoch. Monitor lines carry
@@ -156,10 +160,12 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for line := 1; sc.Scan(); line++ {
 		var entry struct {
-			Epoch   int      `json:"epoch"`
-			Loss    *float64 `json:"loss"`
-			MeanQ   float64  `json:"mean_q"`
-			KNNTop1 *float64 `json:"knn_top1"`
+			Epoch      int      `json:"epoch"`
+			Loss       *float64 `json:"loss"`
+			MeanQ      float64  `json:"mean_q"`
+			KNNTop1    *float64 `json:"knn_top1"`
+			KNNBank    int      `json:"knn_bank"`
+			KNNQueries int      `json:"knn_queries"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &entry); err != nil {
 			return c, fmt.Errorf("%s line %d: %w", logPath, line, err)
@@ -167,6 +173,7 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 		switch {
 		case entry.KNNTop1 != nil:
 			knn[entry.Epoch] = *entry.KNNTop1
+			c.KNNBank, c.KNNQueries = entry.KNNBank, entry.KNNQueries
 		case entry.Loss != nil:
 			s := perEpoch[entry.Epoch]
 			if s == nil {

@@ -69,6 +69,8 @@ func (o KNNMonitorOptions) withDefaults() KNNMonitorOptions {
 type KNNMonitor struct {
 	bank, queries *LabeledImages
 	cfg           analysis.KNNConfig
+	// notice says where the monitor departs from its protocol (analysis.KNNConfig.FitK).
+	notice string
 	// sampled says the bank and queries are samples (their sizes go in the log).
 	sampled bool
 }
@@ -102,10 +104,13 @@ func NewKNNMonitor(ctx context.Context, bankDir, queryDir string, o KNNMonitorOp
 	if bank.N < 1 || queries.N < 1 {
 		return nil, fmt.Errorf("kNN monitor needs at least one bank image and one query (%s: %d and %d)", bank.Source, bank.N, queries.N)
 	}
-	cfg := analysis.DefaultKNNConfig()
-	cfg.K = min(cfg.K, bank.N)
-	return &KNNMonitor{bank: bank, queries: queries, cfg: cfg, sampled: sampled}, nil
+	cfg, notice := analysis.DefaultKNNConfig().FitK(bank.N, bank.Source)
+	return &KNNMonitor{bank: bank, queries: queries, cfg: cfg, sampled: sampled, notice: notice}, nil
 }
+
+// Notice says where the monitor departs from its protocol (a bank smaller than k), for the
+// run's log; "" where it does not.
+func (m *KNNMonitor) Notice() string { return m.notice }
 
 // Images is the number of images one Run embeds.
 func (m *KNNMonitor) Images() int64 { return int64(m.bank.N + m.queries.N) }

@@ -109,6 +109,9 @@ func TestKNNMonitorDuringTraining(t *testing.T) {
 	if !ok || top1 < 90 || top1 > 100 || sum.Monitor["knn_k"] != 60 {
 		t.Errorf("monitor result %v: want top-1 ≥ 90%% on 3 well separated classes and k = 60 (the bank)", sum.Monitor)
 	}
+	if n := mon.Notice(); !strings.Contains(n, "k = 200 is larger than the bank") || !strings.Contains(n, "60 vectors): all 60 vote") {
+		t.Errorf("the monitor's notice %q does not say that its k is the bank's size", n)
+	}
 
 	// Without queries every tenth bank image is held out.
 	held, err := NewKNNMonitor(context.Background(), bankDir, "", KNNMonitorOptions{})

@@ -1,6 +1,7 @@
 package trainstep
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -62,6 +63,9 @@ func TrainOnShards(ctx context.Context, o ShardTraining) (*Summary, error) {
 		}
 		if err := mon.Check(model); err != nil {
 			return nil, &SetupError{Err: err}
+		}
+		if n := mon.Notice(); n != "" {
+			cmp.Or(o.Logger, slog.Default()).Warn("kNN monitor: " + n)
 		}
 		opts.Monitor, opts.MonitorImages = mon.Run, mon.Images()
 	}
