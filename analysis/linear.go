@@ -183,8 +183,11 @@ type LinearResult struct {
 	Milestones []int  `json:"milestones,omitempty"`
 	Seed       uint64 `json:"seed"`
 	// TrainLoss is the mean cross-entropy over each epoch's batches.
-	TrainLoss []float64       `json:"train_loss"`
-	PerClass  []ClassAccuracy `json:"per_class,omitempty"`
+	TrainLoss []float64 `json:"train_loss"`
+	// Note explains a TrainLoss that rose far above its first epoch's before it fell
+	// (lossNote); "" where it did not.
+	Note     string          `json:"note,omitempty"`
+	PerClass []ClassAccuracy `json:"per_class,omitempty"`
 }
 
 func stepMilestones(c LinearConfig) []int {
@@ -227,8 +230,39 @@ func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone fun
 	return &LinearResult{
 		Top1: acc.Top1, Top5: acc.Top5, NTrain: train.Vectors.Len(), NTest: test.Vectors.Len(),
 		NumClasses: cfg.NumClasses, Optimizer: cfg.Optimizer, Epochs: cfg.Epochs, BatchSize: cfg.BatchSize,
-		LR: cfg.LR, Milestones: stepMilestones(cfg), Seed: cfg.Seed, TrainLoss: losses, PerClass: acc.PerClass,
+		LR: cfg.LR, Milestones: stepMilestones(cfg), Seed: cfg.Seed, TrainLoss: losses, Note: lossNote(losses, cfg), PerClass: acc.PerClass,
 	}, model, nil
+}
+
+// LinearLossClimb is how many times its first epoch's the probe's loss must rise to for
+// lossNote.
+const LinearLossClimb = 3
+
+// lossNote explains a training loss that rose to more than LinearLossClimb times its first
+// epoch's before it fell: with the protocol's large rate (SGD lr 30) on features that are not
+// standardised, the first epochs overshoot before the classifier settles. The classifier is the last epoch's, so the accuracy is not affected by the climb,
+// but a reader of the loss curve should not take it for a divergence.
+func lossNote(losses []float64, cfg LinearConfig) string {
+	if len(losses) < 2 || !(losses[0] > 0) {
+		return ""
+	}
+	peak := 0
+	for i, l := range losses {
+		if l > losses[peak] {
+			peak = i
+		}
+	}
+	last := losses[len(losses)-1]
+	if losses[peak] < LinearLossClimb*losses[0] || peak == len(losses)-1 || !(last < losses[peak]) {
+		return ""
+	}
+	note := fmt.Sprintf("the probe's training loss rose from %.3g (epoch 1) to %.4g (epoch %d) before it fell to %.3g (epoch %d): "+
+		"lr %g overshoots at first on features of this scale before the classifier settles; the accuracy is "+
+		"the last epoch's classifier's", losses[0], losses[peak], peak+1, last, len(losses), cfg.LR)
+	if !cfg.Standardize {
+		note += " (standardize: true scales the features first and keeps the loss small)"
+	}
+	return note
 }
 
 // TrainLinear fits a linear classifier to train and returns it with the mean training loss

@@ -292,3 +292,21 @@ func TestLinearWithEpochsScalesMilestones(t *testing.T) {
 		t.Errorf("LARS WithEpochs(30) = %+v", lars)
 	}
 }
+
+// A probe whose loss climbs far above its first epoch's before it falls (the protocol's lr 30
+// on features that are not standardised) says so, with where it peaked; a loss that falls, or
+// one that is still climbing at the end, gets no such note.
+func TestLinearLossNote(t *testing.T) {
+	cfg := DefaultLinearConfig()
+	note := lossNote([]float64{2.3, 40, 1500, 90, 0.6}, cfg)
+	for _, want := range []string{"rose from 2.3 (epoch 1) to 1500 (epoch 3) before it fell to 0.6 (epoch 5)", "lr 30", "standardize: true"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q lacks %q", note, want)
+		}
+	}
+	for _, losses := range [][]float64{{2.3, 1.5, 0.9}, {2.3, 3, 2}, {2.3, 40, 1500}} {
+		if note := lossNote(losses, cfg); note != "" {
+			t.Errorf("losses %v: note %q, want none", losses, note)
+		}
+	}
+}

@@ -523,7 +523,7 @@ func RunKNN(ctx context.Context, job *KNNJob) (*analysis.KNNResult, error) {
 	var res analysis.KNNResult
 	// Each query is searched once per bank group.
 	var end func(bool)
-	job.progress, end = watch(job.Display, "knn", job.NTest*int64(len(job.Groups)), "query searches")
+	job.progress, end = watch(job.Display, "knn", job.NTest*int64(len(job.Groups)), "query searches", "")
 	ok, err := runForResult(ctx, "knn", &job.Opts.Output, func(s beam.Scope) { KNN(s, job) }, &res)
 	end(err == nil)
 	if !ok {

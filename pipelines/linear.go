@@ -122,7 +122,7 @@ func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 func RunLinear(ctx context.Context, job *LinearJob) (*analysis.LinearResult, error) {
 	var res analysis.LinearResult
 	var end func(bool)
-	job.progress, end = watch(job.Display, "linear", int64(job.Opts.Config.Epochs), "epochs")
+	job.progress, end = watch(job.Display, "linear", int64(job.Opts.Config.Epochs), "epochs", "")
 	ok, err := runForResult(ctx, "linear", &job.Opts.Output, func(s beam.Scope) { Linear(s, job) }, &res)
 	end(err == nil)
 	if !ok {

@@ -131,8 +131,12 @@ func markdown(res *Results, made []figure) string {
 	if res.Preprocess.Views == "online" {
 		views = "fresh views every epoch, made by the trainer"
 	}
+	tested := cmp.Or(d.TestSplit, "test")
+	if n := testImages(res); n > 0 {
+		tested += fmt.Sprintf(", %d images: one image is %s points of accuracy", n, num(100/float64(n)))
+	}
 	fmt.Fprintf(&b, "; tested on %s). Augmentation %s, %s, seed %d.\n\n",
-		cmp.Or(d.TestSplit, "test"), res.Preprocess.Augment, views, res.Preprocess.Seed)
+		tested, res.Preprocess.Augment, views, res.Preprocess.Seed)
 	if k, ok := res.Evaluate.Settings(pipelines.EvalKNN); ok {
 		kText := fmt.Sprintf("k = %d", k.Int("k"))
 		if used := usedK(res); used > 0 && used < k.Int("k") {
@@ -142,6 +146,11 @@ func markdown(res *Results, made []figure) string {
 	}
 	if res.Evaluate.Has(pipelines.EvalLinear) {
 		b.WriteString("Linear probe: frozen features, SGD (OpenSelfSup protocol). ")
+		if n, of := climbedProbes(res); n > 0 {
+			fmt.Fprintf(&b, "In %d of %d probes the training loss rose to more than %d times its first epoch's before it fell (results.json's "+
+				"linear.note says where): the protocol's large rate overshoots at first on features that are not standardised; the "+
+				"accuracies are of the final classifiers. ", n, of, analysis.LinearLossClimb)
+		}
 	}
 	b.WriteString("Accuracies are top-1 in percent; the paper's figure follows ours where it has one.")
 	if res.seeded() {
@@ -212,6 +221,46 @@ func markdown(res *Results, made []figure) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// climbedProbes counts the linear probes (of the runs and baselines) whose loss climbed
+// before it fell (analysis.LinearResult.Note), of those that ran.
+func climbedProbes(res *Results) (n, of int) {
+	count := func(e Evaluation) {
+		if e.Linear != nil {
+			of++
+			if e.Linear.Note != "" {
+				n++
+			}
+		}
+	}
+	for _, r := range res.Runs {
+		count(r.Evaluation)
+	}
+	for _, b := range res.Baselines {
+		count(b.Evaluation)
+	}
+	return n, of
+}
+
+// testImages is the number of test images the evaluations classified (0 where none ran).
+func testImages(res *Results) int {
+	n := 0
+	use := func(e Evaluation) {
+		if e.KNN != nil {
+			n = max(n, e.KNN.NTest)
+		}
+		if e.Linear != nil {
+			n = max(n, e.Linear.NTest)
+		}
+	}
+	for _, r := range res.Runs {
+		use(r.Evaluation)
+	}
+	for _, b := range res.Baselines {
+		use(b.Evaluation)
+	}
+	return n
 }
 
 // usedK is the k the kNN evaluations used (the least, where they differ; 0 where none ran).

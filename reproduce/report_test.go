@@ -338,3 +338,28 @@ func TestKNNChartOfASampledMonitor(t *testing.T) {
 		t.Errorf("figures %+v: want the kNN chart's caption to name the monitor's sample", made)
 	}
 }
+
+// The report says how many test images the accuracies are of, and what one image is worth:
+// with 40, one image is 2.5 points.
+func TestReportGivesTheTestSetSize(t *testing.T) {
+	res := sweepResults()
+	for i := range res.Runs {
+		res.Runs[i].KNN.NTest = 40
+	}
+	if report := markdown(res, nil); !strings.Contains(report, "tested on test, 40 images: one image is 2.5 points of accuracy)") {
+		t.Errorf("the report does not give the test set's size:\n%s", report)
+	}
+}
+
+// The report says when probes' losses climbed before they converged, and where to look.
+func TestReportNotesClimbingProbeLosses(t *testing.T) {
+	res := sweepResults()
+	res.Evaluate.Set("linear", "epochs", 3)
+	for i := range res.Runs {
+		res.Runs[i].Linear = &analysis.LinearResult{Top1: 70}
+	}
+	res.Runs[1].Linear.Note = "the probe's training loss rose from 2.3 (epoch 1) to 1500 (epoch 3) ..."
+	if report := markdown(res, nil); !strings.Contains(report, "In 1 of 4 probes the training loss rose to more than 3 times its first epoch's before it fell") {
+		t.Errorf("the report does not note the probe's climbing loss:\n%s", report)
+	}
+}
