@@ -35,7 +35,7 @@ func loadGPUConfig(t *testing.T) *reproduce.Config {
 	return c
 }
 
-// TestFashionMNISTGPUConfig checks the experiment is what issue 24 asks for: Fashion-MNIST at
+// TestFashionMNISTGPUConfig checks the experiment is what it is for: Fashion-MNIST at
 // 32 px, resnet18-cifar on CUDA, InfoNCE and DCL at batch 32 (at least two seeds each) and 256,
 // the same epochs for every run, kNN after every epoch, kNN and linear on the full test split.
 func TestFashionMNISTGPUConfig(t *testing.T) {
@@ -97,13 +97,13 @@ func TestFashionMNISTGPUConfigRunsScaledDown(t *testing.T) {
 	if len(res.Runs) != 6 || len(res.Cells) != 4 {
 		t.Fatalf("%d runs in %d cells, want 6 in 4", len(res.Runs), len(res.Cells))
 	}
-	// The README's GPU section is ready for the results: the batch-32 cells compared over
+	// docs/gpu.md's GPU experiment section is ready for the results: the batch-32 cells compared over
 	// their seeds, the batch-256 ones without a claim.
-	section := reproduce.ReadmeSection(res, "scripts/gpu-check.sh OUT experiment", "docs/gpu-experiment", nil)
+	section := reproduce.DocsSection(res, "scripts/gpu-check.sh OUT experiment", "docs/gpu-experiment", "gpu-experiment", nil)
 	flat := regexp.MustCompile(` +`).ReplaceAllString(section, " ") // tables pad their columns
 	for _, want := range []string{"| SimCLR (InfoNCE), batch 8, 1 epoch | 1, 2 |", "DCL, batch 16 against SimCLR (InfoNCE), batch 16", "one seed: no claim", analysis.SeedRule} {
 		if !strings.Contains(flat, want) {
-			t.Errorf("the README's GPU section lacks %q:\n%s", want, section)
+			t.Errorf("docs/gpu.md's GPU experiment section lacks %q:\n%s", want, section)
 		}
 	}
 	m, err := shards.ReadManifest(context.Background(), filepath.Join(out, reproduce.DataDir, "pretrain"))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"path"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -300,12 +299,11 @@ func checkImageSize(info trainstep.EncoderInfo, c shards.Config) error {
 	return model.CheckImageSize(c.Height, c.Width, c.Channels)
 }
 
-// The elements between the steps are Go structs that Beam encodes with schema row coders
-// (inferred from their exported fields when the types are registered).
+// The elements between the steps are Go structs, registered with registerElement.
 func init() {
-	beam.RegisterType(reflect.TypeOf(embedRange{}))
-	beam.RegisterType(reflect.TypeOf(embeddings.FileInfo{}))
-	beam.RegisterType(reflect.TypeOf(embeddings.Manifest{}))
+	registerElement[embedRange]()
+	registerElement[embeddings.FileInfo]()
+	registerElement[embeddings.Manifest]()
 	register.DoFn3x1[context.Context, embedRange, func(embeddings.FileInfo), error](&embedRangeFn{})
 	register.DoFn4x1[context.Context, []byte, func(*embeddings.FileInfo) bool, func(embeddings.Manifest), error](&commitEmbeddingsFn{})
 	register.Emitter1[embeddings.FileInfo]()

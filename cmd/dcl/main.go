@@ -337,7 +337,7 @@ func (e *exitCodeError) Error() string { return e.err.Error() }
 func (e *exitCodeError) Unwrap() error { return e.err }
 func (e *exitCodeError) ExitCode() int { return e.code }
 
-// renamedFlag keeps an old name of the flag now working (docs/commands.md, "Flag names"): it sets
+// renamedFlag keeps a flag's deprecated name working (docs/commands.md, "Flag names"): it sets
 // now, says on stderr which name to use, and is left out of -h.
 func renamedFlag(fs *flag.FlagSet, out streams, old, now string) {
 	fs.Var(&deprecatedFlag{fs: fs, old: old, now: now, stderr: out.stderr}, old, "deprecated name of --"+now)

@@ -16,7 +16,7 @@ import (
 // failure, so an upstream fix shows up here) and on this backend (expecting the right answer,
 // so our workaround stays covered). A bug fixed upstream (GoMLX v0.28 with compute v0.1.3 and
 // later) runs its reproducer on both backends and expects the same answer: the upstream
-// operation, now correct, checks this backend's own kernel.
+// operation, correct from v0.28 on, checks this backend's own kernel.
 
 // tryGraph runs fn on be and returns its outputs, or the error or panic it ended with.
 func tryGraph(be compute.Backend, fn func(in []*Node) []*Node, inputs ...*tensors.Tensor) (out [][]float32, err error) {

@@ -1,7 +1,7 @@
 package testfiles
 
 // KillHunt is what one run of cmd/dcl's kill test found (TestKilledRunsRerunToTheSameOutput
-// with DCL_KILL_RESULTS set): the test writes it, `make readme` puts the sum of the kept ones
+// with DCL_KILL_RESULTS set): the test writes it, `make docs` puts the sum of the kept ones
 // (docs/reliability/kill-*.json) into docs/reliability.md, so that its figures
 // are never typed.
 type KillHunt struct {
