@@ -227,6 +227,7 @@ func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone fun
 	if err != nil {
 		return nil, nil, err
 	}
+	NameClasses(acc.PerClass, train.Classes)
 	return &LinearResult{
 		Top1: acc.Top1, Top5: acc.Top5, NTrain: train.Vectors.Len(), NTest: test.Vectors.Len(),
 		NumClasses: cfg.NumClasses, Optimizer: cfg.Optimizer, Epochs: cfg.Epochs, BatchSize: cfg.BatchSize,

@@ -423,7 +423,7 @@ func (f *embedRangeFn) ProcessElement(ctx context.Context, r embedRange, emit fu
 			return fmt.Errorf("%s pass %d rows %d to %d: %w", f.Data, r.Pass, r.Start+done, r.Start+done+int64(n)-1, err)
 		}
 		for i := range n {
-			if err := w.Write(b.Indices[i], b.Labels[i], vecs[i]); err != nil {
+			if err := w.WriteKey(b.Indices[i], b.Keys[i], b.Labels[i], vecs[i]); err != nil {
 				return err
 			}
 		}
@@ -525,7 +525,7 @@ func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[st
 			return err
 		}
 		for i := range b.Len() {
-			if err := w.Write(b.IDs[i], b.Labels[i], b.Vector(i)); err != nil {
+			if err := w.WriteKey(b.IDs[i], b.Keys[i], b.Labels[i], b.Vector(i)); err != nil {
 				return err
 			}
 		}

@@ -74,6 +74,8 @@ type KNNJob struct {
 	NTest      int64
 	Dim        int
 	Groups     [][]embeddingFile // the training files of each bank group
+	// Classes names the training embeddings' classes (nil where they name none).
+	Classes []string
 	// Display shows the job's progress while it runs in this process (set it after
 	// planning; see watch).
 	Display  progress.Options
@@ -136,7 +138,7 @@ func PlanKNN(ctx context.Context, o KNNOptions) (*KNNJob, error) {
 		slog.Warn(notice)
 		o.K = fit.K
 	}
-	job := &KNNJob{Opts: o, NumClasses: numClasses, NTrain: train.Rows, NTest: test.Rows, Dim: train.Dim}
+	job := &KNNJob{Opts: o, NumClasses: numClasses, NTrain: train.Rows, NTest: test.Rows, Dim: train.Dim, Classes: train.Classes}
 	job.Groups = groupFiles(train.Files, o.BankGroups)
 	if len(job.Groups) < o.BankGroups {
 		slog.Info("fewer bank groups than asked: a group holds whole files", "asked", o.BankGroups, "groups", len(job.Groups), "files", len(train.Files))
@@ -224,7 +226,7 @@ func KNN(s beam.Scope, job *KNNJob) {
 	}, beam.GroupByKey(s, partials))
 	beam.ParDo0(s.Scope("WriteResult"), &writeKNNResultFn{
 		Output: job.Opts.Output, K: job.Opts.K, Temperature: job.Opts.Temperature, Metric: int(job.Opts.Metric),
-		NumClasses: job.NumClasses, NTrain: job.NTrain, NTest: job.NTest, PerClass: job.Opts.PerClass,
+		NumClasses: job.NumClasses, NTrain: job.NTrain, NTest: job.NTest, PerClass: job.Opts.PerClass, Classes: job.Classes,
 	}, beam.Impulse(s), beam.SideInput{Input: tallies})
 }
 
@@ -487,6 +489,8 @@ type writeKNNResultFn struct {
 	NTrain      int64
 	NTest       int64
 	PerClass    bool
+	// Classes names the training embeddings' classes, for the per-class accuracies.
+	Classes []string
 }
 
 func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies func(*analysis.Tally) bool) error {
@@ -510,6 +514,7 @@ func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies
 	}
 	if f.PerClass {
 		res.PerClass = acc.PerClass
+		analysis.NameClasses(res.PerClass, f.Classes)
 	}
 	return storage.SaveJSON(ctx, f.Output, res)
 }

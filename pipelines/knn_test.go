@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -259,6 +260,44 @@ func TestEvaluationsRefuseDifferentClassLists(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s with different class lists: %v; want it to mention %q", name, err, w)
 			}
+		}
+	}
+}
+
+// Per-class accuracies name their classes where the embeddings do (a dataset's class list,
+// carried from its shards), in the kNN pipeline as in the linear probe.
+func TestPerClassAccuraciesNameTheClasses(t *testing.T) {
+	dir := t.TempDir()
+	train, test := clustered(1, "train", 60, 4, 3), clustered(2, "test", 12, 4, 3)
+	meta := map[string]string{embeddings.ClassesKey: embeddings.ClassesMeta([]string{"T-shirt", "Trouser", "Pullover"})}
+	trainFile, testFile := filepath.Join(dir, "train.parquet"), filepath.Join(dir, "test.parquet")
+	writeEmbeddings(t, trainFile, train, 1, meta)
+	writeEmbeddings(t, testFile, test, 1, meta)
+	knn, err := runKNN(t, KNNOptions{Train: trainFile, Test: testFile, K: 5, Temperature: 0.1, PerClass: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainV, _, err := LoadEmbeddings(context.Background(), trainFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testV, _, err := LoadEmbeddings(context.Background(), testFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := analysis.DefaultLinearConfig()
+	cfg.Epochs, cfg.Milestones = 2, nil
+	linear, _, err := analysis.LinearProbe(trainV, testV, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, per := range map[string][]analysis.ClassAccuracy{"kNN": knn.PerClass, "linear": linear.PerClass} {
+		var names []string
+		for _, c := range per {
+			names = append(names, c.Name)
+		}
+		if !slices.Equal(names, []string{"T-shirt", "Trouser", "Pullover"}) {
+			t.Errorf("%s per-class accuracies name %q", what, names)
 		}
 	}
 }

@@ -113,6 +113,9 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 	meta := map[string]string{
 		embeddings.MetaDataset: m.Config.Dataset, embeddings.MetaSplit: m.Config.Split, embeddings.MetaFeature: "pixels",
 	}
+	if len(m.Config.Classes) > 0 {
+		meta[embeddings.ClassesKey] = embeddings.ClassesMeta(m.Config.Classes)
+	}
 	w, err := embeddings.NewWriter(ctx, storage.Join(out, embeddings.FileName(0, 1)), dim, meta)
 	if err != nil {
 		return err
@@ -131,7 +134,7 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 			for j, p := range b.View1[i*dim : (i+1)*dim] {
 				vec[j] = float32(p) / 255
 			}
-			if err := w.Write(b.Indices[i], b.Labels[i], vec); err != nil {
+			if err := w.WriteKey(b.Indices[i], b.Keys[i], b.Labels[i], vec); err != nil {
 				return err
 			}
 		}
