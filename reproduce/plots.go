@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -264,11 +265,29 @@ func knnChart(res *Results, names runSeries) (figures.LineChart, bool) {
 }
 
 // monitorSample is the size of the kNN monitor's sample, bank and queries, where the runs'
-// monitor drew one (0, 0: it read the full splits, or did not run).
+// monitor drew one (0, 0: it read the full splits, or did not run). The log says so; results
+// of versions whose log did not are read from the config's monitor and the evaluation's
+// split sizes (a split smaller than the sample is read whole).
 func monitorSample(res *Results) (bank, queries int) {
 	for _, r := range res.Runs {
 		if r.Curves.KNNBank > 0 {
 			return r.Curves.KNNBank, r.Curves.KNNQueries
+		}
+	}
+	m := res.Evaluate.KNNMonitor
+	if m != nil && m.Full {
+		return 0, 0
+	}
+	bank, queries = trainstep.DefaultKNNBank, trainstep.DefaultKNNQueries
+	if m != nil {
+		bank, queries = cmp.Or(m.Bank, bank), cmp.Or(m.Queries, queries)
+	}
+	for _, r := range res.Runs {
+		if len(r.Curves.KNNEpoch) > 0 && r.KNN != nil && r.KNN.NTrain > 0 && r.KNN.NTest > 0 {
+			if bank >= r.KNN.NTrain && queries >= r.KNN.NTest {
+				return 0, 0 // the whole splits
+			}
+			return min(bank, r.KNN.NTrain), min(queries, r.KNN.NTest)
 		}
 	}
 	return 0, 0

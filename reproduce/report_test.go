@@ -15,6 +15,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/analysis/figures"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // Plots name runs by their method, with the settings that tell apart runs of one method.
@@ -309,6 +310,14 @@ func TestKNNChartOfASampledMonitor(t *testing.T) {
 	full, ok := knnChart(res, newCellSeries(res.Runs))
 	if !ok || len(full.References) == 0 {
 		t.Fatalf("the chart of a full-split monitor has no reference lines: %+v", full.References)
+	}
+	// Results of a version whose log did not say so: the evaluation's splits are larger
+	// than the default sample.
+	for i := range res.Runs {
+		res.Runs[i].KNN.NTrain, res.Runs[i].KNN.NTest = 60000, 10000
+	}
+	if bank, queries := monitorSample(res); bank != trainstep.DefaultKNNBank || queries != trainstep.DefaultKNNQueries {
+		t.Errorf("the monitor's sample of results without it in the log: %d and %d, want the default %d and %d", bank, queries, trainstep.DefaultKNNBank, trainstep.DefaultKNNQueries)
 	}
 	for i := range res.Runs {
 		res.Runs[i].Curves.KNNBank, res.Runs[i].Curves.KNNQueries = 6144, 2048
