@@ -57,6 +57,8 @@ type Config struct {
 	// Runs is Train expanded: every explicit run and every point of the sweep, with the
 	// defaults filled in, in a stable order.
 	Runs []RunConfig `yaml:"-"`
+	// Overrides are the KEY=VALUE overrides the config was read with (ParseWith).
+	Overrides []string `yaml:"-" json:"overrides,omitempty"`
 }
 
 // DatasetConfig names the dataset and where its published files are.
@@ -212,10 +214,39 @@ func knownAugment() []string {
 // Parse reads a config, rejects unknown keys, expands the runs and validates everything.
 // name is used in error messages (the file name).
 func Parse(r io.Reader, name string) (*Config, error) {
+	return ParseWith(r, name, nil)
+}
+
+// ParseWith is Parse of the config with overrides applied to its keys first (`dcl reproduce
+// --set`): a key or value an override gives is checked as the file's are, and the config
+// records the overrides (Config.Overrides) for the report.
+func ParseWith(r io.Reader, name string, overrides []Override) (*Config, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
+	if len(overrides) > 0 {
+		if data, err = applyOverrides(data, overrides); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		var sets []string
+		for _, o := range overrides {
+			sets = append(sets, "--set "+o.String())
+		}
+		// Lines are those of the config as the overrides leave it, not the file's.
+		name += " with " + strings.Join(sets, " ")
+	}
+	c, err := parse(data, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range overrides {
+		c.Overrides = append(c.Overrides, o.String())
+	}
+	return c, nil
+}
+
+func parse(data []byte, name string) (*Config, error) {
 	var c Config
 	if err := decodeStrict(data, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

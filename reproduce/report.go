@@ -161,6 +161,9 @@ func markdown(res *Results, made []figure) string {
 	if res.Machine != "" {
 		fmt.Fprintf(&b, "Machine: %s.\n\n", res.Machine)
 	}
+	if len(res.Overrides) > 0 {
+		fmt.Fprintf(&b, "Config keys given on the command line: `--set %s`.\n\n", strings.Join(res.Overrides, "` `--set "))
+	}
 	departuresSection(&b, res)
 	if res.seeded() {
 		b.WriteString("## Cells (mean ± standard deviation over the seeds)\n\n")

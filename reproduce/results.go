@@ -35,6 +35,8 @@ type Results struct {
 	Baselines   []BaselineResult `json:"baselines,omitempty"`
 	// Departures are the config's departures from the paper's recipe, by setting.
 	Departures map[string]string `json:"departures,omitempty"`
+	// Overrides are the --set KEY=VALUE overrides the config was read with.
+	Overrides []string `json:"overrides,omitempty"`
 	// ToolkitDepartures are the recipe choices of the toolkit's code that apply to the
 	// config (Config.ToolkitDepartures), by setting.
 	ToolkitDepartures map[string]string `json:"toolkit_departures,omitempty"`

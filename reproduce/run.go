@@ -358,7 +358,7 @@ func (r *runner) execute(ctx context.Context) (*Results, error) {
 	}
 	res.Stages = r.stages
 	summarise(res)
-	res.Departures, res.ToolkitDepartures = cfg.Departures, cfg.ToolkitDepartures()
+	res.Departures, res.ToolkitDepartures, res.Overrides = cfg.Departures, cfg.ToolkitDepartures(), cfg.Overrides
 	res.Machine = machine(cfg.Runs, r.opts.Backend, r.load)
 	return res, nil
 }

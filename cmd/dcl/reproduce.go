@@ -31,6 +31,8 @@ type reproduceFlags struct {
 	trainLog, rerunOnCodeChange, gate, plan *bool
 	waitLock                                *bool
 	progress                                func(streams) (progress.Options, error)
+	// sets are the --set KEY=VALUE overrides of the config's keys, in order.
+	sets *[]reproduce.Override
 }
 
 func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage string) reproduceFlags {
@@ -53,6 +55,16 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 		restoreState: fs.String("restore-state", "", "before running, unpack a --save-state file into --output when it holds no reproduction yet"),
 	}
 	renamedFlag(fs, out, "out", "output")
+	f.sets = new([]reproduce.Override)
+	fs.Func("set", "KEY=VALUE: set a config key, KEY its dotted path, VALUE as YAML reads it (--set train.defaults.epochs=3\n"+
+		"--set evaluate.knn.k=20 --set train.runs.0.loss=dcl); repeatable, later ones win; the report lists them", func(v string) error {
+		o, err := reproduce.ParseOverride(v)
+		if err != nil {
+			return err
+		}
+		*f.sets = append(*f.sets, o)
+		return nil
+	})
 	return f
 }
 
@@ -77,7 +89,7 @@ func reproduceCommand() *command {
 				if *config == "" {
 					return usagef("--config is required (a YAML file or one of %s)", strings.Join(experiments.Names(), ", "))
 				}
-				cfg, err := loadConfig(*config)
+				cfg, err := loadConfig(*config, *f.sets)
 				if err != nil {
 					return err
 				}
@@ -110,7 +122,7 @@ func demoCommand() *command {
 						return fmt.Errorf("Fashion-MNIST is not in %s: install Debian's package (sudo apt-get install dataset-fashion-mnist) or pass --input=PATH to a folder with the four IDX files", *data)
 					}
 				}
-				cfg, err := loadConfig(DemoConfig)
+				cfg, err := loadConfig(DemoConfig, *f.sets)
 				if err != nil {
 					return err
 				}
@@ -120,8 +132,9 @@ func demoCommand() *command {
 	}
 }
 
-// loadConfig reads a config file, or a built-in config by name.
-func loadConfig(name string) (*reproduce.Config, error) {
+// loadConfig reads a config file, or a built-in config by name, with the overrides of its
+// keys.
+func loadConfig(name string, sets []reproduce.Override) (*reproduce.Config, error) {
 	var r io.ReadCloser
 	file, err := os.Open(name)
 	switch {
@@ -135,7 +148,7 @@ func loadConfig(name string) (*reproduce.Config, error) {
 		return nil, usagef("--config: %v", err)
 	}
 	defer r.Close()
-	cfg, err := reproduce.Parse(r, name)
+	cfg, err := reproduce.ParseWith(r, name, sets)
 	if err != nil {
 		return nil, usagef("%w", err)
 	}
