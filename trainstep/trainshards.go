@@ -49,6 +49,9 @@ func TrainOnShards(ctx context.Context, o ShardTraining) (*Summary, error) {
 	if err := CheckRun(ctx, o.Step, o.Run, src.Info(), o.Resume); err != nil {
 		return nil, err
 	}
+	if err := writeSettingsFile(ctx, o); err != nil {
+		return nil, err
+	}
 	opts := TrainOptions{Source: src, Resume: o.Resume, Log: o.Log, Progress: o.Progress, Logger: o.Logger}
 	if o.Run.MonitorEvery > 0 {
 		mon, err := NewKNNMonitor(ctx, o.KNNData, o.KNNTest, o.KNN)
