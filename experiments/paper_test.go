@@ -573,8 +573,8 @@ func openChoices(r reproduce.RunConfig, want runRecipe, c *reproduce.Config, f f
 	if method := fmt.Sprint(r.Setting(trainstep.SettingMethod)); method != "simclr" {
 		differ("method", "run %s: %s's settings: the paper states none", r.Name, method)
 	}
-	if spec, ok := trainstep.LookupLoss(trainstep.LossKind(r.Loss())); ok && spec.HasWeights {
-		choose("loss", "run %s: %s's weights: the paper's formula has no stop-gradient", r.Name, r.Loss())
+	if spec, ok := trainstep.LookupLoss(trainstep.LossKind(r.Loss())); ok && spec.HasWeights && r.Setting(trainstep.SettingDCLWGrad) == 0.0 {
+		choose("loss", "run %s: %s's weights are constants: the paper's formula has no stop-gradient", r.Name, r.Loss())
 	}
 	if aug, err := augment.Preset(c.Preprocess.Augment, 32); err == nil && aug.BlurP != (augment.PerView{}) {
 		choose("augment", "the blur's probability and kernel: the paper states neither")

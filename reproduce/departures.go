@@ -79,7 +79,8 @@ func toolkitDepartures(c *Config) map[string]string {
 		}
 		_, given := r.Given(trainstep.SettingMomentum)
 		defaultMomentum = defaultMomentum || !given
-		if spec, ok := trainstep.LookupLoss(trainstep.LossKind(r.Loss())); ok && spec.HasWeights && !slices.Contains(constantWeights, r.Loss()) {
+		if spec, ok := trainstep.LookupLoss(trainstep.LossKind(r.Loss())); ok && spec.HasWeights && r.Setting(trainstep.SettingDCLWGrad) == 0.0 &&
+			!slices.Contains(constantWeights, r.Loss()) {
 			constantWeights = append(constantWeights, r.Loss())
 		}
 	}
@@ -92,8 +93,9 @@ func toolkitDepartures(c *Config) map[string]string {
 			"pretraining (its \"momentum = 0.9\" is the linear probe's, appendix, \"Linear evaluation\").", paper.Momentum)
 	}
 	if len(constantWeights) > 0 {
-		out["loss"] = fmt.Sprintf("%s's weights w_i are constants in the backward pass (no gradient flows through them); the paper's "+
-			"formula (L_DCW, Section 3) has no stop-gradient, and common code (lightly's DCLWLoss) backpropagates through them.", strings.Join(constantWeights, ", "))
+		out["loss"] = fmt.Sprintf("%s's weights w_i are constants in the backward pass (dclw_grad: false, no gradient flows through "+
+			"them); the paper's formula (L_DCW, Section 3) has no stop-gradient, and common code (lightly's DCLWLoss) backpropagates "+
+			"through them, as dclw_grad's default does.", strings.Join(constantWeights, ", "))
 	}
 	if aug, err := augment.Preset(c.Preprocess.Augment, max(c.Dataset.ImageSize, 32)); err == nil && (aug.BlurP[0] > 0 || aug.BlurP[1] > 0) {
 		out["augment"] = fmt.Sprintf("%s: the Gaussian blur's probability (%g, %g per view) and kernel (10%% of the side) are SimCLR's; the "+

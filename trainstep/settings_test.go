@@ -133,3 +133,22 @@ func TestApplySettingsDefaults(t *testing.T) {
 		t.Errorf("a loss's and a method's parameter: %v, %+v", err, tr.Step)
 	}
 }
+
+// DCLW's gradient flows through its weights unless a run says otherwise (dclw_grad: false),
+// as the paper's formula and lightly's DCLWLoss: a config's key and a flag, whose default is
+// the gradient's.
+func TestDCLWGradientThroughTheWeightsByDefault(t *testing.T) {
+	var dflt, constant ShardTraining
+	if err := ApplySettings(&dflt, map[string]any{SettingLoss: "dclw"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplySettings(&constant, map[string]any{SettingLoss: "dclw", SettingDCLWGrad: 0.0}); err != nil {
+		t.Fatal(err)
+	}
+	if !dflt.Step.Loss.WeightGrad || constant.Step.Loss.WeightGrad {
+		t.Errorf("weight gradient: %v by default, %v with dclw_grad false; want true and false", dflt.Step.Loss.WeightGrad, constant.Step.Loss.WeightGrad)
+	}
+	if _, ok := registry.Lookup(RunParams(), SettingDCLWGrad); !ok {
+		t.Errorf("dclw_grad is not a config's key")
+	}
+}
