@@ -151,6 +151,9 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 			return false, fmt.Errorf("reading batch %d of epoch %d/%d of %s: %w", l.state.Batch, epoch+1, l.run.Epochs, l.run.Data, p.err)
 		}
 		lr := l.sched.At(l.state.StepsDone)
+		if err := l.step.SetProgress(l.state.StepsDone, l.total); err != nil {
+			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
+		}
 		launched := time.Now()
 		pending, err := l.step.Launch(p.batch, lr)
 		if err != nil {
