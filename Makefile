@@ -51,8 +51,10 @@ XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}' | \
-		sed -e 's|\$$(GPU_PACK_MAX_MIB)|$(GPU_PACK_MAX_MIB)|g' -e 's|\$$(GPU_PACK)|$(GPU_PACK)|g' \
-			-e 's|\$$(BIN)|$(BIN)|g' -e 's|\$$(FASHION_MNIST)|$(FASHION_MNIST)|g'
+		sed $(foreach v,$(HELP_VARIABLES),-e 's|\$$($(v))|$($(v))|g')
+
+# Every variable a target's help names, so that make help shows the value it has now.
+HELP_VARIABLES = $(sort $(patsubst $$(%),%,$(shell grep -ohE '^[a-z-]+:.*## .*' $(MAKEFILE_LIST) | grep -oE '\$$\([A-Z_]+\)')))
 
 build: ## build bin/dcl (pure Go, CPU backend)
 	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; docs/development.md, The first run)"
