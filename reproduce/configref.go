@@ -184,7 +184,7 @@ func ConfigReference() string {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", s.Name, cell(s.Covers))
 	}
 	b.WriteString("\n**`gates` metrics**.\n\n| metric | what | the paper has it |\n|---|---|---|\n")
-	for _, m := range metrics {
+	for _, m := range metrics() {
 		has := "no"
 		if m.paper != nil {
 			has = "yes"
