@@ -2,6 +2,7 @@ package experiments_test
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"regexp"
@@ -31,8 +32,11 @@ type runRecipe struct {
 	epochs                 int
 	tau, lr                float64 // lr: the base rate, scaled by batch/256
 	augment                bool    // the appendix's default augmentation applies
-	batches, queues        []int   // the cells' batch sizes and queues the paper ran
-	knn, linear            bool    // the figures the paper reports
+	// asymmetric: BYOL's asymmetric augmentation replaces the default, whose values the
+	// paper does not state (the config's departures say which it takes).
+	asymmetric      bool
+	batches, queues []int // the cells' batch sizes and queues the paper ran
+	knn, linear     bool  // the figures the paper reports
 	// cited is the implementation the paper follows for these runs where it names one
 	// instead of stating the recipe.
 	cited *citedRecipe
@@ -284,6 +288,45 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 			},
 		}
 	}
+	// Table 3: DCL at Table 1's ImageNet recipe, then at the tuned (τ, lr) its second row
+	// states, then with BYOL's asymmetric augmentation, at its caption's batch and epochs.
+	t3 := p.table(t, "tab:strong-aug")
+	t3Batch := atoiT(t, p.fact(t, `Note that models are trained with (\d+) batch size and \d+ epochs`))
+	t3Epochs := atoiT(t, p.fact(t, `Note that models are trained with \d+ batch size and (\d+) epochs`))
+	tunedRow := t3.rows[2][0]
+	tuned := regexp.MustCompile(`^\+ optimal \(\\tau, l_r\) = \(([0-9.]+), ([0-9.]+)\)$`).FindStringSubmatch(tunedRow)
+	if tuned == nil {
+		t.Fatalf("Table 3's second row %q states no (τ, lr)", tunedRow)
+	}
+	tunedTau, _ := strconv.ParseFloat(tuned[1], 64)
+	tunedLR, _ := strconv.ParseFloat(tuned[2], 64)
+	table3 := func(row int) float64 { return figure(t, t3.rows[row][1], -1) }
+	table3Recipe := func(r reproduce.RunConfig) runRecipe {
+		rc := runRecipe{dataset: "imagenet", model: "resnet50", method: "simclr", epochs: t3Epochs, tau: f.tauImageNet, augment: true,
+			batches: []int{t3Batch}, linear: true}
+		if r.Temperature() != f.tauImageNet {
+			rc.tau, rc.lr = tunedTau, tunedLR
+		}
+		return rc
+	}
+	// Table 9: SimCLR and DCL at batch and epochs per row; the paper states neither τ nor lr
+	// for it, but its DCL row at Table 3's batch and epochs is Table 3's tuned figure, so a
+	// config's DCL rows may take Table 3's tuned (τ, lr), which the test holds them to.
+	t9 := p.table(t, "tab:largebatchsize")
+	table9Row := func(loss string, batch, epochs int) (float64, bool) {
+		row := map[string]string{"infonce": "SimCLR", "dcl": "SimCLR w/ DCL"}[loss]
+		for _, cells := range t9.rows {
+			if cells[0] == row && len(cells) == 4 && cells[1] == strconv.Itoa(batch) && cells[2] == strconv.Itoa(epochs) {
+				return figure(t, cells[3], -1), true
+			}
+		}
+		return 0, false
+	}
+	table9 := func(r reproduce.RunConfig) (float64, bool) { return table9Row(r.Loss(), r.BatchSize(), r.Epochs()) }
+	if v, ok := table9Row("dcl", t3Batch, t3Epochs); !ok || v != table3(2) {
+		t.Fatalf("Table 9's DCL figure at batch %d, %d epochs (%v) is not Table 3's tuned one (%v): its (τ, lr) is not Table 3's", t3Batch, t3Epochs, v, table3(2))
+	}
+
 	mocoIN1K, mocoIN1KFigures := moco("imagenet", "ImageNet-1K (Linear)")
 	mocoIN100, mocoIN100Figures := moco("imagenet100", "ImageNet-100 (Linear)")
 	return map[string]expectation{
@@ -349,6 +392,37 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 				}
 				return published{linear: figure(t, tab.cell(t, fmt.Sprintf("%d Epoch", r.Epochs()), map[string]string{"": col}), -1), source: p.source(t, tab.label)}
 			}},
+		"imagenet-tuned": {table3Recipe, func(r reproduce.RunConfig) published {
+			row := 1
+			if r.Temperature() != f.tauImageNet {
+				row = 2
+			}
+			return published{linear: table3(row), source: p.source(t, t3.label)}
+		}},
+		"imagenet-tuned-byol": {
+			func(r reproduce.RunConfig) runRecipe {
+				rc := table3Recipe(r)
+				rc.augment, rc.asymmetric = false, true
+				return rc
+			},
+			func(reproduce.RunConfig) published {
+				return published{linear: table3(3), source: p.source(t, t3.label)}
+			}},
+		"imagenet-large-batch": {
+			func(r reproduce.RunConfig) runRecipe {
+				rc := runRecipe{dataset: "imagenet", model: "resnet50", method: "simclr", tau: f.tauImageNet, augment: true, linear: true}
+				if _, ok := table9(r); ok {
+					rc.epochs, rc.batches = r.Epochs(), []int{r.BatchSize()}
+				}
+				if r.Loss() == "dcl" {
+					rc.tau, rc.lr = tunedTau, tunedLR
+				}
+				return rc
+			},
+			func(r reproduce.RunConfig) published {
+				v, _ := table9(r)
+				return published{linear: v, source: p.source(t, t9.label)}
+			}},
 		"cifar10-nnclr": nnclr("cifar10", "resnet18-cifar", "CIFAR10, 1000 Epoch (kNN)", 1000, true),
 		// The paper's ResNet-18 on ImageNet-100 has the ImageNet stem at 224 px, which this
 		// toolkit's ResNet-18 does not.
@@ -370,6 +444,15 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 		"fashion-mnist-gpu":      {cifar("cifar10"), nil},
 		"fashion-mnist-gpu-eval": {cifar("cifar10"), nil},
 	}
+}
+
+func atoiT(t *testing.T, s string) int {
+	t.Helper()
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // tauColumn is the temperature ablation's column header for τ.
@@ -486,6 +569,12 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			if want.augment && !sameAugmentation(aug, paperAug) {
 				differ("augment", "preset %s, not the appendix's default augmentation", c.Preprocess.Augment)
 			}
+			if want.asymmetric {
+				if aug.BlurP[0] == aug.BlurP[1] && aug.SolarizeP[0] == aug.SolarizeP[1] {
+					t.Errorf("%s: preset %s treats both views alike; the paper's run takes BYOL's asymmetric augmentation", name, c.Preprocess.Augment)
+				}
+				differ("augment", "preset %s: the paper states only that it follows BYOL's asymmetric augmentation, none of its values", c.Preprocess.Augment)
+			}
 			if want.batches != nil && !slices.Contains(want.batches, r.BatchSize()) {
 				differ("batch_size", "run %s: batch %d, the paper's %v", r.Name, r.BatchSize(), want.batches)
 			}
@@ -522,6 +611,66 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 		for setting, text := range maps.All(mergeDepartures(c.Departures, toolkit)) {
 			if !strings.Contains(strings.ToLower(text), "paper") {
 				t.Errorf("%s: departures.%s does not say what the paper states beside its choice: %q", name, setting, text)
+			}
+		}
+	}
+}
+
+// simclrLR and simclrWeightDecay are SimCLR's base lr and weight decay, which SimCLR pairs with LARS and a
+// 10-epoch warm-up.
+const simclrLR, simclrWeightDecay, simclrWarmup = 0.3, 1e-6, 10
+
+var setRe = regexp.MustCompile(`--set (\S+?)\.?(\s|$)`)
+
+// A config that takes SimCLR's lr and weight decay under SGD offers, in its header, the
+// overrides that give those runs LARS and SimCLR's warm-up; the overrides do.
+func TestSimCLRRatesOfferLARS(t *testing.T) {
+	for _, name := range experiments.Names() {
+		f, err := experiments.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var header []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.HasPrefix(line, "#") {
+				break
+			}
+			header = append(header, line)
+		}
+		var sets []reproduce.Override
+		for _, m := range setRe.FindAllStringSubmatch(strings.Join(header, "\n"), -1) {
+			o, err := reproduce.ParseOverride(m[1])
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			sets = append(sets, o)
+		}
+		simclr := func(r reproduce.RunConfig) bool {
+			return r.Setting(trainstep.SettingLR) == simclrLR && r.Setting(trainstep.SettingWeightDecay) == simclrWeightDecay
+		}
+		plain := loadConfig(t, name)
+		if !slices.ContainsFunc(plain.Runs, simclr) {
+			continue
+		}
+		if len(sets) == 0 {
+			t.Errorf("%s takes SimCLR's lr and weight decay and its header offers no --set for LARS with warm-up", name)
+			continue
+		}
+		c, err := reproduce.ParseWith(strings.NewReader(string(data)), name+".yaml", sets)
+		if err != nil {
+			t.Fatalf("%s: the header's overrides: %v", name, err)
+		}
+		for i, r := range c.Runs {
+			if !simclr(plain.Runs[i]) {
+				continue
+			}
+			if opt, warm := fmt.Sprint(r.Setting(trainstep.SettingOptimizer)), r.Setting(trainstep.SettingWarmupEpochs); opt != "lars" || warm != float64(simclrWarmup) {
+				t.Errorf("%s: run %s with the header's overrides: optimizer %s, warm-up %v epochs; want lars and %d", name, r.Name, opt, warm, simclrWarmup)
 			}
 		}
 	}

@@ -98,8 +98,12 @@ func toolkitDepartures(c *Config) map[string]string {
 			"through them, as dclw_grad's default does.", strings.Join(constantWeights, ", "))
 	}
 	if aug, err := augment.Preset(c.Preprocess.Augment, max(c.Dataset.ImageSize, 32)); err == nil && (aug.BlurP[0] > 0 || aug.BlurP[1] > 0) {
-		out["augment"] = fmt.Sprintf("%s: the Gaussian blur's probability (%g, %g per view) and kernel (10%% of the side) are SimCLR's; the "+
-			"appendix gives the blur's σ range [0.1, 2.0] and neither.", c.Preprocess.Augment, aug.BlurP[0], aug.BlurP[1])
+		whose := "SimCLR's"
+		if c.Preprocess.Augment == augment.BYOL {
+			whose = "BYOL's"
+		}
+		out["augment"] = fmt.Sprintf("%s: the Gaussian blur's probability (%g, %g per view) and kernel (10%% of the side) are %s; the "+
+			"paper's appendix gives the blur's σ range [0.1, 2.0] and neither.", c.Preprocess.Augment, aug.BlurP[0], aug.BlurP[1], whose)
 	}
 	if c.Evaluate.Has(pipelines.EvalLinear) {
 		out["linear"] = "the linear classifier trains on fixed features of centre crops, each training image embedded once; " +
