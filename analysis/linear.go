@@ -188,6 +188,16 @@ type LinearResult struct {
 	// (lossNote); "" where it did not.
 	Note     string          `json:"note,omitempty"`
 	PerClass []ClassAccuracy `json:"per_class,omitempty"`
+	// CropPasses is the number of passes of augmented crops the classifier trained on
+	// (LinearProbeCrops); 0: fixed features, each training image embedded once.
+	CropPasses int `json:"crop_passes,omitempty"`
+}
+
+func cropPasses(crops []LabeledVectors) int {
+	if len(crops) == 1 {
+		return 0
+	}
+	return len(crops)
 }
 
 func stepMilestones(c LinearConfig) []int {
@@ -206,6 +216,18 @@ func LinearProbe(train, test LabeledVectors, cfg LinearConfig) (*LinearResult, *
 // LinearProbeEach is LinearProbe calling epochDone (if not nil) after each training epoch,
 // for a caller that shows progress.
 func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearResult, *LinearModel, error) {
+	return LinearProbeCrops([]LabeledVectors{train}, test, cfg, epochDone)
+}
+
+// LinearProbeCrops is the linear probe trained on augmented crops, OpenSelfSup's protocol:
+// crops[p] are the features of pass p of the training images' random crops, and epoch e
+// trains on crops[e mod len(crops)], so that with as many passes as epochs every epoch sees
+// fresh crops. One crop set is LinearProbeEach's fixed features.
+func LinearProbeCrops(crops []LabeledVectors, test LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearResult, *LinearModel, error) {
+	if len(crops) == 0 {
+		return nil, nil, fmt.Errorf("%s: no training crops", test.Source)
+	}
+	train := crops[0]
 	if cfg.NumClasses == 0 {
 		n, err := NumClassesOf(train, test)
 		if err != nil {
@@ -219,7 +241,7 @@ func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone fun
 	if test.Vectors.Len() > 0 && test.Vectors.Dim != train.Vectors.Dim {
 		return nil, nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", train.Source, train.Vectors.Dim, test.Source, test.Vectors.Dim)
 	}
-	model, losses, err := trainLinear(train, cfg, epochDone)
+	model, losses, err := trainLinear(crops, cfg, epochDone)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -232,6 +254,7 @@ func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone fun
 		Top1: acc.Top1, Top5: acc.Top5, NTrain: train.Vectors.Len(), NTest: test.Vectors.Len(),
 		NumClasses: cfg.NumClasses, Optimizer: cfg.Optimizer, Epochs: cfg.Epochs, BatchSize: cfg.BatchSize,
 		LR: cfg.LR, Milestones: stepMilestones(cfg), Seed: cfg.Seed, TrainLoss: losses, Note: lossNote(losses, cfg), PerClass: acc.PerClass,
+		CropPasses: cropPasses(crops),
 	}, model, nil
 }
 
@@ -269,32 +292,38 @@ func lossNote(losses []float64, cfg LinearConfig) string {
 // TrainLinear fits a linear classifier to train and returns it with the mean training loss
 // of each epoch. Each epoch visits the examples in a permutation drawn from (Seed, epoch).
 func TrainLinear(train LabeledVectors, cfg LinearConfig) (*LinearModel, []float64, error) {
-	return trainLinear(train, cfg, nil)
+	return trainLinear([]LabeledVectors{train}, cfg, nil)
 }
 
-func trainLinear(train LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearModel, []float64, error) {
+// trainLinear trains on crops[e mod len(crops)] in epoch e; standardisation takes the first
+// pass's statistics.
+func trainLinear(crops []LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearModel, []float64, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
+	train := crops[0]
 	if cfg.NumClasses == 0 {
-		n, err := NumClassesOf(train)
+		n, err := NumClassesOf(crops...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", train.Source, err)
 		}
 		cfg.NumClasses = n
 	}
-	if err := train.Validate(cfg.NumClasses); err != nil {
-		return nil, nil, err
-	}
 	n, dim, nc := train.Vectors.Len(), train.Vectors.Dim, cfg.NumClasses
+	for p, c := range crops {
+		if err := c.Validate(cfg.NumClasses); err != nil {
+			return nil, nil, err
+		}
+		if c.Vectors.Len() != n || c.Vectors.Dim != dim {
+			return nil, nil, fmt.Errorf("%s: crop pass %d has %d vectors of %d values, pass 0 %d of %d", c.Source, p, c.Vectors.Len(), c.Vectors.Dim, n, dim)
+		}
+	}
 	if n == 0 {
 		return nil, nil, fmt.Errorf("%s: no training vectors", train.Source)
 	}
 	m := &LinearModel{NumClasses: nc, Dim: dim, W: make([]float32, nc*dim), B: make([]float32, nc)}
-	x := train.Vectors
 	if cfg.Standardize {
-		m.Mean, m.Std = featureStats(x)
-		x = m.standardize(x)
+		m.Mean, m.Std = featureStats(train.Vectors)
 	}
 	init := rand.New(rand.NewPCG(cfg.Seed, 0x11ea7))
 	for i := range m.W {
@@ -313,7 +342,12 @@ func trainLinear(train LabeledVectors, cfg LinearConfig, epochDone func()) (*Lin
 		losses  = make([]float64, cfg.Epochs)
 		indices = make([]int, n)
 	)
+	var x Vectors
 	for epoch := range cfg.Epochs {
+		train := crops[epoch%len(crops)]
+		if epoch < len(crops) || len(crops) > 1 {
+			x = m.standardize(train.Vectors) // fixed features: once
+		}
 		lr := float32(cfg.LearningRate(epoch))
 		shuffle := rand.New(rand.NewPCG(cfg.Seed, uint64(epoch)+1))
 		for i := range indices {

@@ -310,3 +310,38 @@ func TestLinearLossNote(t *testing.T) {
 		}
 	}
 }
+
+// TestLinearProbeCropsTrainsEpochOnPass: epoch e trains on crop pass e mod P, so a probe of
+// two epochs over passes A and B is one epoch on A continued by one on B; with as many epochs
+// as the first pass covers it is the fixed-feature probe on that pass.
+func TestLinearProbeCropsTrainsEpochOnPass(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	a := randomSet(r, "crops.parquet", 200, 8, 4, false)
+	b := randomSet(r, "crops.parquet", 200, 8, 4, false)
+	copy(b.Labels, a.Labels)
+	test := randomSet(r, "test.parquet", 100, 8, 4, false)
+	cfg := DefaultLinearConfig()
+	cfg.Epochs, cfg.LR, cfg.Seed, cfg.NumClasses = 1, 0.5, 3, 4
+	oneOnA, _, err := LinearProbeCrops([]LabeledVectors{a, b}, test, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixedA, _, _ := LinearProbe(a, test, cfg)
+	if oneOnA.TrainLoss[0] != fixedA.TrainLoss[0] || oneOnA.Top1 != fixedA.Top1 {
+		t.Errorf("epoch 1 of crops [A, B] is not an epoch on A: loss %v, fixed %v", oneOnA.TrainLoss, fixedA.TrainLoss)
+	}
+	if oneOnA.CropPasses != 2 || fixedA.CropPasses != 0 {
+		t.Errorf("crop passes %d and %d, want 2 and 0 (fixed)", oneOnA.CropPasses, fixedA.CropPasses)
+	}
+	cfg.Epochs = 2
+	twoCrops, _, _ := LinearProbeCrops([]LabeledVectors{a, b}, test, cfg, nil)
+	twoOnA, _, _ := LinearProbe(a, test, cfg)
+	if twoCrops.TrainLoss[1] == twoOnA.TrainLoss[1] {
+		t.Errorf("epoch 2 of crops [A, B] trained on A again (loss %v)", twoCrops.TrainLoss)
+	}
+	short := b
+	short.Vectors.Data, short.Labels = b.Vectors.Data[:8*10], b.Labels[:10]
+	if _, _, err := LinearProbeCrops([]LabeledVectors{a, short}, test, cfg, nil); err == nil || !strings.Contains(err.Error(), "crop pass 1 has 10 vectors") {
+		t.Errorf("passes of different sizes: %v", err)
+	}
+}

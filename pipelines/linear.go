@@ -29,6 +29,64 @@ type LinearOptions struct {
 	// Output is where the result JSON goes; Model, when set, where the trained model goes.
 	Output, Model string
 	PerClass      bool
+	// Crops says Train holds every pass of augmented crops of the training images (each
+	// image once per pass): epoch e trains on pass e mod passes (analysis.LinearProbeCrops).
+	Crops bool
+	// CropPasses, where positive, is how many passes Train must hold.
+	CropPasses int
+}
+
+// LinearCrops is what the linear probe's classifier trains on.
+type LinearCrops string
+
+const (
+	// FixedCrops: each training image's centre crop, embedded once (the fast probe).
+	FixedCrops LinearCrops = "fixed"
+	// AugmentedCrops: passes of RandomResizedCrop and flip, OpenSelfSup's protocol.
+	AugmentedCrops LinearCrops = "augmented"
+)
+
+func parseLinearCrops(s string) (LinearCrops, error) {
+	switch c := LinearCrops(s); c {
+	case FixedCrops, AugmentedCrops:
+		return c, nil
+	}
+	return "", fmt.Errorf("crops %q: want fixed or augmented", s)
+}
+
+// cropPasses splits embeddings of every pass of augmented crops into one set per pass: the
+// k-th row of an image (its id) belongs to pass k. Every image must have as many rows as
+// the others.
+func cropPasses(all analysis.LabeledVectors, ids []int64) ([]analysis.LabeledVectors, error) {
+	seen := map[int64]int{}
+	passes := 0
+	for _, id := range ids {
+		seen[id]++
+		passes = max(passes, seen[id])
+	}
+	for id, n := range seen {
+		if n != passes {
+			return nil, fmt.Errorf("%s: image %d has %d crops, others %d: not every pass of one augmented dataset", all.Source, id, n, passes)
+		}
+	}
+	if passes < 2 {
+		return nil, fmt.Errorf("%s holds one crop of each image: crops=augmented needs the embeddings of every pass of an augmented dataset "+
+			"(dcl preprocess --augment=crop-flip --passes=N, then dcl embed --pass=-1)", all.Source)
+	}
+	dim, n := all.Vectors.Dim, len(seen)
+	out := make([]analysis.LabeledVectors, passes)
+	for p := range out {
+		out[p] = analysis.LabeledVectors{Source: all.Source, Classes: all.Classes, Vectors: analysis.Vectors{Dim: dim, Data: make([]float32, 0, n*dim)},
+			Labels: make([]int32, 0, n)}
+	}
+	clear(seen)
+	for i, id := range ids {
+		p := seen[id]
+		seen[id]++
+		out[p].Vectors.Data = append(out[p].Vectors.Data, all.Vectors.Row(i)...)
+		out[p].Labels = append(out[p].Labels, all.Labels[i])
+	}
+	return out, nil
 }
 
 // LinearJob is a planned linear probe.
@@ -94,15 +152,24 @@ func (f *trainProbeFn) Setup() { f.progress = lookupProgress(f.ProgressID) }
 
 func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 	o := f.Opts
-	train, _, err := LoadEmbeddings(ctx, o.Train)
+	train, ids, err := LoadEmbeddings(ctx, o.Train)
 	if err != nil {
 		return err
+	}
+	crops := []analysis.LabeledVectors{train}
+	if o.Crops {
+		if crops, err = cropPasses(train, ids); err != nil {
+			return err
+		}
+		if o.CropPasses > 0 && len(crops) != o.CropPasses {
+			return fmt.Errorf("%s holds %d passes of crops, not the %d asked for", o.Train, len(crops), o.CropPasses)
+		}
 	}
 	test, _, err := LoadEmbeddings(ctx, o.Test)
 	if err != nil {
 		return err
 	}
-	res, model, err := analysis.LinearProbeEach(train, test, o.Config, func() { f.progress.addDone(1) })
+	res, model, err := analysis.LinearProbeCrops(crops, test, o.Config, func() { f.progress.addDone(1) })
 	if err != nil {
 		return err
 	}

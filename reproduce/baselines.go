@@ -35,7 +35,11 @@ func (r *runner) baseline(ctx context.Context, name string, data dataGen) (*Base
 	case RawPixels:
 		embTrain, embTest := embeddingsDir(dir, "train"), embeddingsDir(dir, "test")
 		var embedded gen
-		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
+		sets := []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}}
+		if r.cropPasses() > 0 {
+			sets = append(sets, struct{ data, out string }{r.evalTrainCropsDir(), embeddingsDir(dir, cropsSplit)})
+		}
+		for _, e := range sets {
 			g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: data.eval,
 				done:   func() (outcome, error) { return exists(ctx, storage.Join(e.out, embeddings.ManifestName)) },
 				do:     func() error { return writePixelEmbeddings(ctx, e.data, e.out) },

@@ -105,10 +105,25 @@ func toolkitDepartures(c *Config) map[string]string {
 		out["augment"] = fmt.Sprintf("%s: the Gaussian blur's probability (%g, %g per view) and kernel (10%% of the side) are %s; the "+
 			"paper's appendix gives the blur's σ range [0.1, 2.0] and neither.", c.Preprocess.Augment, aug.BlurP[0], aug.BlurP[1], whose)
 	}
-	if c.Evaluate.Has(pipelines.EvalLinear) {
-		out["linear"] = "the linear classifier trains on fixed features of centre crops, each training image embedded once; " +
-			"OpenSelfSup's protocol, which the paper follows (\"Following the OpenSelfSup benchmark, we first train the linear " +
-			"classifier ...\", appendix), trains it on freshly augmented crops (RandomResizedCrop and flip) every epoch."
+	if l, ok := c.Evaluate.Settings(pipelines.EvalLinear); ok {
+		openSelfSup := "OpenSelfSup's protocol, which the paper follows (\"Following the OpenSelfSup benchmark, we first train the linear " +
+			"classifier ...\", appendix), trains it on freshly augmented crops (RandomResizedCrop and flip) every epoch"
+		passes, epochs := 0, 0
+		if ev, found := pipelines.LookupEvaluation(pipelines.EvalLinear); found && ev.Encoder != nil && ev.Encoder.CropPasses != nil {
+			passes, epochs = ev.Encoder.CropPasses(l), ev.Encoder.CropPasses(l.With("crop_passes", 0))
+		}
+		switch {
+		case passes == 0:
+			out["linear"] = "crops: fixed, the fast probe: the linear classifier trains on fixed features of centre crops, each training " +
+				"image embedded once; " + openSelfSup + " (crops: augmented)."
+		case passes < epochs:
+			out["linear"] = fmt.Sprintf("crops: augmented with %d passes of RandomResizedCrop (scale 0.08–1) and flip for %d epochs: epoch e "+
+				"trains on pass e mod %d, so crops repeat; %s.", passes, epochs, passes, openSelfSup)
+		default:
+			out["linear"] = "crops: augmented: the classifier trains on a fresh pass of RandomResizedCrop (scale 0.08–1, ratio 3/4–4/3) and " +
+				"flip of the train split at the view size every epoch, OpenSelfSup's and MoCo's linear-probe transform; the paper " +
+				"states none of it beyond \"Following the OpenSelfSup benchmark\" (appendix)."
+		}
 	}
 	if c.Dataset.Name == datasets.ImageNet100 {
 		out["data"] = "ImageNet-100 is CMC's list of 100 classes (Tian et al.); the paper says only \"a selected subset of 100 " +
