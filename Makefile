@@ -44,7 +44,7 @@ GPU_PACK_MAX_MIB ?= 60
 # xla-cpu backend's tests run the GPU's code path on it. XLA_PKGS are the packages with such
 # tests, all named TestXLACPU*; built with the cuda tag, they run in their own step of make test.
 XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
-XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/
+XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/ ./cmd/dcl/
 
 .PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
 
