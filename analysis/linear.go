@@ -85,6 +85,18 @@ func LARSLinearConfig() LinearConfig {
 	}
 }
 
+// MonitorLinearConfig is the linear probe the trainer's monitor fits to its sample's
+// features each time it runs (trainstep.KNNMonitorOptions.Linear): a trend of the linear
+// accuracy during training, fast enough to run every few epochs. Features are standardised,
+// so one small rate suits every encoder: SGD lr 0.1, momentum 0.9, 20 epochs of batch 256,
+// cosine decay. It is not the evaluation's protocol, whose figure it does not predict.
+func MonitorLinearConfig() LinearConfig {
+	return LinearConfig{
+		Epochs: 20, BatchSize: 256, LR: 0.1, Momentum: 0.9, Schedule: CosineSchedule,
+		Optimizer: SGD, Standardize: true, InitStd: 0.01, Seed: 1,
+	}
+}
+
 // WithEpochs returns the protocol run for a different number of epochs, its step schedule's
 // decays kept at the same fractions of the run (60 and 80 of 100 epochs become 18 and 24 of
 // 30): the one place where a shorter or longer probe rescales its milestones.

@@ -174,6 +174,7 @@ type KNNMonitorConfig struct {
 	Bank    int    `yaml:"bank" json:"bank,omitempty"`
 	Queries int    `yaml:"queries" json:"queries,omitempty"`
 	Seed    uint64 `yaml:"seed" json:"seed,omitempty"`
+	Linear  bool   `yaml:"linear" json:"linear,omitempty"`
 }
 
 // EvaluateConfig lists the evaluations; a missing section is skipped.

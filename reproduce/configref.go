@@ -66,6 +66,7 @@ var configKeyDocs = map[string]string{
 	"evaluate.knn_monitor.bank":    fmt.Sprintf("images of the train split that vote (0: %d)", trainstep.DefaultKNNBank),
 	"evaluate.knn_monitor.queries": fmt.Sprintf("images of the test split classified (0: %d)", trainstep.DefaultKNNQueries),
 	"evaluate.knn_monitor.seed":    fmt.Sprintf("seed of the sample (0: %d)", trainstep.DefaultKNNSeed),
+	"evaluate.knn_monitor.linear":  "also fit a linear classifier to the bank's features each time and classify the queries: the linear accuracy during training (linear_top1 in train.jsonl), a fast probe of its own, not the evaluation's",
 	"evaluate.baselines":           "untrained encoders evaluated beside the runs: " + RawPixels + ", " + RandomInit,
 	"gates":                        "the largest drops allowed, by metric; `dcl reproduce --gate` exits 3 when one is exceeded",
 	"gates.*":                      "one metric's bounds: give one or both",

@@ -58,3 +58,34 @@ func TestLinearProbeOnAugmentedCrops(t *testing.T) {
 		}
 	}
 }
+
+// With evaluate.knn_monitor.linear the trainer's monitor fits a linear probe too: each run's
+// curves carry its top-1 at every monitor epoch, and the report draws them.
+func TestMonitorLinearProbeCurve(t *testing.T) {
+	input, out := t.TempDir(), t.TempDir()
+	writeBarsIDX(t, input)
+	ctx := context.Background()
+	cfg := parseTiny(t, input, func(s string) string {
+		s = strings.Replace(s, "    - {name: dcl, loss: dcl}\n", "", 1)
+		s = strings.Replace(s, "  npc: {batch_sizes: [8, 16], samples: 2}\n", "", 1)
+		s = strings.Replace(s, "  linear: {epochs: 5, lr: 1, batch_size: 32}\n", "", 1)
+		s = strings.Replace(s, "  baselines: [raw-pixels, random-init]\n", "", 1)
+		return strings.Replace(s, "  knn_every: 1\n", "  knn_every: 1\n  knn_monitor: {linear: true}\n", 1)
+	})
+	res, err := Run(ctx, cfg, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Runs[0].Curves
+	if len(c.KNNEpoch) != 2 || len(c.LinearTop1) != 2 {
+		t.Fatalf("curves %+v: want the monitor's kNN and linear top-1 after each of 2 epochs", c)
+	}
+	for _, v := range c.LinearTop1 {
+		if v < 50 || v > 100 {
+			t.Errorf("the monitor's linear top-1 %v on two classes of bars: want at least chance", c.LinearTop1)
+		}
+	}
+	if ok, err := storage.Exists(ctx, storage.Join(out, PlotsDir, LinearPlotName)); err != nil || !ok {
+		t.Errorf("no %s in the report's plots (%v)", LinearPlotName, err)
+	}
+}

@@ -20,6 +20,7 @@ import (
 const (
 	LossPlotName        = "loss-by-epoch.png"
 	KNNPlotName         = "knn-by-epoch.png"
+	LinearPlotName      = "linear-by-epoch.png"
 	BatchSizePlotName   = "accuracy-by-batch-size.png"
 	NPCPlotName         = "npc-mean-cv.png"
 	TrendPlotName       = "trend.png"
@@ -130,6 +131,18 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 				"evaluation, the protocol of the baselines and the paper's figures, which are in the tables", bank, queries)
 		}
 		if err := save(KNNPlotName, caption+seeds, 1, chart); err != nil {
+			return nil, err
+		}
+	}
+	if chart, ok := linearMonitorChart(res, names); ok {
+		bank, queries := monitorSample(res)
+		sample := "every image of the evaluation splits"
+		if bank > 0 {
+			sample = fmt.Sprintf("a sample of %d train and %d test images", bank, queries)
+		}
+		caption := fmt.Sprintf("linear top-1 during training, by the trainer's monitor: a fast linear probe (standardised features, %d epochs) "+
+			"fitted to %s each time; not the evaluation's protocol, whose final figures are in the tables", analysis.MonitorLinearConfig().Epochs, sample)
+		if err := save(LinearPlotName, caption+seeds, 1, chart); err != nil {
 			return nil, err
 		}
 	}
@@ -262,6 +275,21 @@ func knnChart(res *Results, names runSeries) (figures.LineChart, bool) {
 	}
 	chart.References = append(chart.References, baselineReferences(res)...)
 	return chart, true
+}
+
+// linearMonitorChart is the monitor's linear probe's top-1 against epoch, one line per run
+// (evaluate.knn_monitor.linear); false where no run has one. It draws no reference line:
+// the baselines' and the paper's figures are another protocol's.
+func linearMonitorChart(res *Results, names runSeries) (figures.LineChart, bool) {
+	chart := figures.MetricByEpochChart("linear top-1 during training (the monitor's probe)", "linear top-1 (%)", nil)
+	chart.MinYSpan, chart.YBounds = figures.AccuracySpan, [2]float64{0, 100}
+	for _, g := range groupCells(res.Runs) {
+		x, y, yerr := meanCurve(g, func(r *RunResult) ([]float64, []float64) { return r.Curves.KNNEpoch, r.Curves.LinearTop1 })
+		if len(x) > 0 {
+			chart.Series = append(chart.Series, names.of(g.name, x, y, yerr))
+		}
+	}
+	return chart, len(chart.Series) > 0
 }
 
 // monitorSample is the size of the kNN monitor's sample, bank and queries, where the runs'

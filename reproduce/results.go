@@ -137,6 +137,9 @@ type Curves struct {
 	MeanQ    []float64 `json:"mean_q"`
 	KNNEpoch []float64 `json:"knn_epoch,omitempty"`
 	KNNTop1  []float64 `json:"knn_top1,omitempty"`
+	// LinearTop1 is the monitor's linear probe's top-1 at each of KNNEpoch, where it ran one
+	// (evaluate.knn_monitor.linear).
+	LinearTop1 []float64 `json:"linear_top1,omitempty"`
 	// KNNBank and KNNQueries are the sizes of the monitor's sample where it drew one (0: it
 	// read the full splits): its accuracies are not the full split's.
 	KNNBank    int `json:"knn_bank,omitempty"`
@@ -157,7 +160,7 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 	}
 	type sums struct{ loss, q, n float64 }
 	perEpoch := map[int]*sums{}
-	knn := map[int]float64{}
+	knn, linear := map[int]float64{}, map[int]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -166,6 +169,7 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 			Loss       *float64 `json:"loss"`
 			MeanQ      float64  `json:"mean_q"`
 			KNNTop1    *float64 `json:"knn_top1"`
+			LinearTop1 *float64 `json:"linear_top1"`
 			KNNBank    int      `json:"knn_bank"`
 			KNNQueries int      `json:"knn_queries"`
 		}
@@ -175,6 +179,9 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 		switch {
 		case entry.KNNTop1 != nil:
 			knn[entry.Epoch] = *entry.KNNTop1
+			if entry.LinearTop1 != nil {
+				linear[entry.Epoch] = *entry.LinearTop1
+			}
 			c.KNNBank, c.KNNQueries = entry.KNNBank, entry.KNNQueries
 		case entry.Loss != nil:
 			s := perEpoch[entry.Epoch]
@@ -199,6 +206,11 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 	for _, e := range slices.Sorted(maps.Keys(knn)) {
 		c.KNNEpoch = append(c.KNNEpoch, float64(e+1))
 		c.KNNTop1 = append(c.KNNTop1, knn[e])
+	}
+	if len(linear) == len(knn) && len(linear) > 0 {
+		for _, e := range slices.Sorted(maps.Keys(linear)) {
+			c.LinearTop1 = append(c.LinearTop1, linear[e])
+		}
 	}
 	return c, nil
 }

@@ -194,7 +194,7 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int
 		log = r.opts.Stderr
 	}
 	if m := r.cfg.Evaluate.KNNMonitor; m != nil {
-		training.KNN = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full}
+		training.KNN = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full, Linear: m.Linear}
 	}
 	training.Plugin, training.Resume = r.opts.Plugin, resume
 	training.KNNData, training.KNNTest = r.evalTrainDir(), r.evalTestDir()
