@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/experiments"
 	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/reproduce"
@@ -620,30 +621,15 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 // 10-epoch warm-up.
 const simclrLR, simclrWeightDecay, simclrWarmup = 0.3, 1e-6, 10
 
-var setRe = regexp.MustCompile(`--set (\S+?)\.?(\s|$)`)
+var setRe = regexp.MustCompile(`--set (train\.\S+?)\.?(\s|$)`)
 
 // A config that takes SimCLR's lr and weight decay under SGD offers, in its header, the
 // overrides that give those runs LARS and SimCLR's warm-up; the overrides do.
 func TestSimCLRRatesOfferLARS(t *testing.T) {
 	for _, name := range experiments.Names() {
-		f, err := experiments.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var header []string
-		for _, line := range strings.Split(string(data), "\n") {
-			if !strings.HasPrefix(line, "#") {
-				break
-			}
-			header = append(header, line)
-		}
+		data := readConfigText(t, name)
 		var sets []reproduce.Override
-		for _, m := range setRe.FindAllStringSubmatch(strings.Join(header, "\n"), -1) {
+		for _, m := range setRe.FindAllStringSubmatch(configHeader(data), -1) {
 			o, err := reproduce.ParseOverride(m[1])
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -661,7 +647,7 @@ func TestSimCLRRatesOfferLARS(t *testing.T) {
 			t.Errorf("%s takes SimCLR's lr and weight decay and its header offers no --set for LARS with warm-up", name)
 			continue
 		}
-		c, err := reproduce.ParseWith(strings.NewReader(string(data)), name+".yaml", sets)
+		c, err := reproduce.ParseWith(strings.NewReader(data), name+".yaml", sets)
 		if err != nil {
 			t.Fatalf("%s: the header's overrides: %v", name, err)
 		}
@@ -674,6 +660,80 @@ func TestSimCLRRatesOfferLARS(t *testing.T) {
 			}
 		}
 	}
+}
+
+var linearSetRe = regexp.MustCompile(`--set (evaluate\.linear\.\S+)`)
+
+// Every ImageNet config with a linear probe offers, in its header, the overrides that run the
+// appendix's second linear protocol, SimSiam's, and they give the probe that protocol as the
+// paper states it: LARS, batch 4096, 90 epochs, lr 1.2, cosine decay.
+func TestImageNetConfigsOfferSimSiamLinearProtocol(t *testing.T) {
+	p := loadPaper(t)
+	batch := atoiT(t, p.fact(t, `linear evaluation protocol of SimSiam~\\cite\{[^}]*\}, which raises the batch size to (\d+) for \d+ epochs`))
+	epochs := atoiT(t, p.fact(t, `which raises the batch size to \d+ for (\d+) epochs`))
+	lr := p.factFloat(t, `switched to LARS optimizer with base \$lr = ([0-9.]+)\$ and cosine decay schedule`)
+	lars := analysis.LARSLinearConfig()
+	if lars.BatchSize != batch || lars.Epochs != epochs || lars.LR != lr || lars.Schedule != analysis.CosineSchedule || lars.Optimizer != analysis.LARS {
+		t.Errorf("analysis.LARSLinearConfig %+v is not the paper's SimSiam protocol: batch %d, %d epochs, lr %v, cosine", lars, batch, epochs, lr)
+	}
+	for _, name := range experiments.Names() {
+		c := loadConfig(t, name)
+		if _, ok := c.Evaluate.Settings("linear"); !ok || !strings.HasPrefix(c.Dataset.Name, "imagenet") {
+			continue
+		}
+		data := readConfigText(t, name)
+		var sets []reproduce.Override
+		for _, m := range linearSetRe.FindAllStringSubmatch(configHeader(data), -1) {
+			o, err := reproduce.ParseOverride(m[1])
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			sets = append(sets, o)
+		}
+		if len(sets) == 0 {
+			t.Errorf("%s: its header offers no --set evaluate.linear... for the appendix's SimSiam linear protocol", name)
+			continue
+		}
+		with, err := reproduce.ParseWith(strings.NewReader(data), name+".yaml", sets)
+		if err != nil {
+			t.Fatalf("%s: the header's overrides: %v", name, err)
+		}
+		l, _ := with.Evaluate.Settings("linear")
+		given := func(key string) float64 {
+			v, _ := l.Given(key)
+			n, _ := v.(float64)
+			return n
+		}
+		if l.String("optimizer") != "lars" || given("epochs") != 0 || given("lr") != 0 || given("batch_size") != 0 {
+			t.Errorf("%s: with the header's overrides the probe is %v, not the LARS protocol's own settings", name, l.GivenNames())
+		}
+	}
+}
+
+func readConfigText(t *testing.T, name string) string {
+	t.Helper()
+	f, err := experiments.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// configHeader is a config's leading comment lines.
+func configHeader(data string) string {
+	var header []string
+	for _, line := range strings.Split(data, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		header = append(header, line)
+	}
+	return strings.Join(header, "\n")
 }
 
 func mergeDepartures(own, toolkit map[string]string) map[string]string {
