@@ -353,6 +353,20 @@ func registerLinear() {
 		}
 		return cfg, nil
 	}
+	// cropPassesOf is how many passes of augmented crops the probe trains on (0: fixed crops).
+	cropPassesOf := func(s registry.Settings) int {
+		if s.Get("crops").(LinearCrops) != AugmentedCrops {
+			return 0
+		}
+		if n := s.Int("crop_passes"); n > 0 {
+			return n
+		}
+		cfg, err := config(s, 0)
+		if err != nil {
+			return 1 // the probe's own run reports the error
+		}
+		return cfg.Epochs
+	}
 	run := func(ctx context.Context, o LinearOptions, display progress.Options) (*analysis.LinearResult, error) {
 		job, err := PlanLinear(ctx, o)
 		if err != nil {
@@ -383,9 +397,9 @@ func registerLinear() {
 			{Name: "crops", Value: registry.Word(FixedCrops, parseLinearCrops),
 				Doc: "what the classifier trains on: fixed (each training image's centre crop embedded once: the fast probe) or augmented " +
 					"(OpenSelfSup's protocol: RandomResizedCrop and flip, fresh crops each epoch; the train embeddings hold every pass " +
-					"of an augmented dataset, 'dcl embed --pass=-1', and epoch e trains on pass e mod passes)"},
+					"of an augmented dataset, 'dcl embed --pass=-1' (--views=2: each pair two passes), and epoch e trains on pass e mod passes)"},
 			{Name: "crop_passes", Type: registry.Int,
-				Doc: "passes of augmented crops for crops: augmented, which a reproduction makes and dcl linear checks the embeddings hold (0: one per epoch, OpenSelfSup's; fewer repeat every that many epochs)"},
+				Doc: "passes of augmented crops the probe trains on with crops: augmented, the first of those the embeddings hold (0: one per epoch, OpenSelfSup's; fewer repeat every that many epochs)"},
 			pathParam("model", "write the trained classifier (JSON) here", false),
 			resultParam(),
 		}, classParams()...),
@@ -400,19 +414,7 @@ func registerLinear() {
 		},
 		Encoder: &EncoderEvaluation{Output: "linear.json", Result: "linear.json",
 			New: func() any { return new(analysis.LinearResult) },
-			CropPasses: func(s registry.Settings) int {
-				if s.Get("crops").(LinearCrops) != AugmentedCrops {
-					return 0
-				}
-				if n := s.Int("crop_passes"); n > 0 {
-					return n
-				}
-				cfg, err := config(s, 0)
-				if err != nil {
-					return 1 // the probe's own run reports the error
-				}
-				return cfg.Epochs
-			},
+			CropPasses: func(s registry.Settings) int { return cropPassesOf(s) },
 			Metrics: []Metric{
 				accuracy("linear_top1", "linear-probe top-1 accuracy (%)", func(r *analysis.LinearResult) float64 { return r.Top1 }),
 				accuracy("linear_top5", "linear-probe top-5 accuracy (%)", func(r *analysis.LinearResult) float64 { return r.Top5 }),
@@ -423,8 +425,8 @@ func registerLinear() {
 					return nil, err
 				}
 				o := LinearOptions{Train: e.Train, Test: e.Test, Config: cfg, Output: e.Output, PerClass: true}
-				if s.Get("crops").(LinearCrops) == AugmentedCrops {
-					o.Train, o.Crops, o.CropPasses = e.TrainCrops, true, s.Int("crop_passes")
+				if passes := cropPassesOf(s); passes > 0 {
+					o.Train, o.Crops, o.CropPasses = e.TrainCrops, true, passes
 				}
 				return nilIfNone(run(ctx, o, e.Progress))
 			}},

@@ -11,6 +11,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
 // The linear-probe pipeline (Linear) is one step: Impulse ─ TrainProbe. Mini-batch SGD is
@@ -32,7 +33,8 @@ type LinearOptions struct {
 	// Crops says Train holds every pass of augmented crops of the training images (each
 	// image once per pass): epoch e trains on pass e mod passes (analysis.LinearProbeCrops).
 	Crops bool
-	// CropPasses, where positive, is how many passes Train must hold.
+	// CropPasses, where positive, is how many passes of crops the probe trains on, the
+	// first of those Train holds (fewer is an error).
 	CropPasses int
 }
 
@@ -55,9 +57,28 @@ func parseLinearCrops(s string) (LinearCrops, error) {
 }
 
 // cropPasses splits embeddings of every pass of augmented crops into one set per pass: the
-// k-th row of an image (its id) belongs to pass k. Every image must have as many rows as
-// the others.
-func cropPasses(all analysis.LabeledVectors, ids []int64) ([]analysis.LabeledVectors, error) {
+// k-th row of an image (its id) belongs to pass k, or with views 2 (view pairs embedded
+// together, 'dcl embed --views=2') its two halves to passes 2k and 2k+1. Every image must
+// have as many rows as the others.
+func cropPasses(all analysis.LabeledVectors, ids []int64, views int) ([]analysis.LabeledVectors, error) {
+	if views == 2 {
+		dim := all.Vectors.Dim / 2
+		if dim*2 != all.Vectors.Dim {
+			return nil, fmt.Errorf("%s: view pairs of %d values, not two halves", all.Source, all.Vectors.Dim)
+		}
+		n := all.Vectors.Len()
+		split := analysis.LabeledVectors{Source: all.Source, Classes: all.Classes, Vectors: analysis.Vectors{Dim: dim, Data: make([]float32, 0, len(all.Vectors.Data))},
+			Labels: make([]int32, 0, 2*n)}
+		splitIDs := make([]int64, 0, 2*n)
+		for i := range n {
+			row := all.Vectors.Row(i)
+			split.Vectors.Data = append(split.Vectors.Data, row[:dim]...)
+			split.Vectors.Data = append(split.Vectors.Data, row[dim:]...)
+			split.Labels = append(split.Labels, all.Labels[i], all.Labels[i])
+			splitIDs = append(splitIDs, ids[i], ids[i])
+		}
+		all, ids = split, splitIDs
+	}
 	seen := map[int64]int{}
 	passes := 0
 	for _, id := range ids {
@@ -118,7 +139,7 @@ func PlanLinear(ctx context.Context, o LinearOptions) (*LinearJob, error) {
 		return nil, fmt.Errorf("%s: no training embeddings", o.Train)
 	case test.Rows == 0:
 		return nil, fmt.Errorf("%s: no test embeddings", o.Test)
-	case train.Dim != test.Dim:
+	case train.Dim/embeddingViews(train) != test.Dim || !o.Crops && train.Dim != test.Dim:
 		return nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", o.Train, train.Dim, o.Test, test.Dim)
 	}
 	if o.Config.NumClasses, err = resolveNumClasses(ctx, o.Config.NumClasses, train, test); err != nil {
@@ -158,11 +179,18 @@ func (f *trainProbeFn) ProcessElement(ctx context.Context, _ []byte) error {
 	}
 	crops := []analysis.LabeledVectors{train}
 	if o.Crops {
-		if crops, err = cropPasses(train, ids); err != nil {
+		set, err := inspectEmbeddings(ctx, o.Train)
+		if err != nil {
 			return err
 		}
-		if o.CropPasses > 0 && len(crops) != o.CropPasses {
-			return fmt.Errorf("%s holds %d passes of crops, not the %d asked for", o.Train, len(crops), o.CropPasses)
+		if crops, err = cropPasses(train, ids, embeddingViews(set)); err != nil {
+			return err
+		}
+		if o.CropPasses > len(crops) {
+			return fmt.Errorf("%s holds %d passes of crops, fewer than the %d asked for", o.Train, len(crops), o.CropPasses)
+		}
+		if o.CropPasses > 0 {
+			crops = crops[:o.CropPasses]
 		}
 	}
 	test, _, err := LoadEmbeddings(ctx, o.Test)
@@ -196,4 +224,12 @@ func RunLinear(ctx context.Context, job *LinearJob) (*analysis.LinearResult, err
 		return nil, err
 	}
 	return &res, nil
+}
+
+// embeddingViews is 2 for embeddings of view pairs (each vector view 1's then view 2's), else 1.
+func embeddingViews(set *embeddingSet) int {
+	if set.Meta[embeddings.MetaViews] == "2" {
+		return 2
+	}
+	return 1
 }

@@ -102,7 +102,9 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 }
 
 // writePixelEmbeddings writes every image of an evaluation dataset as its pixels scaled to
-// [0, 1], in the embedding format the evaluations read.
+// [0, 1], in the embedding format the evaluations read; a dataset of view pairs (the linear
+// probe's augmented crops) as view 1's pixels followed by view 2's, as 'dcl embed --views=2'
+// writes them.
 func writePixelEmbeddings(ctx context.Context, data, out string) error {
 	if err := storage.RemoveTree(ctx, out); err != nil {
 		return err
@@ -113,9 +115,14 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 	}
 	defer rd.Close()
 	m := rd.Manifest()
-	dim := m.Config.Height * m.Config.Width * m.Config.Channels
+	size := m.Config.Height * m.Config.Width * m.Config.Channels
+	views := max(1, m.Config.Views)
+	dim := size * views
 	meta := map[string]string{
 		embeddings.MetaDataset: m.Config.Dataset, embeddings.MetaSplit: m.Config.Split, embeddings.MetaFeature: "pixels",
+	}
+	if views == 2 {
+		meta[embeddings.MetaViews] = "2"
 	}
 	if len(m.Config.Classes) > 0 {
 		meta[embeddings.ClassesKey] = embeddings.ClassesMeta(m.Config.Classes)
@@ -135,8 +142,13 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 			return err
 		}
 		for i := range b.Len {
-			for j, p := range b.View1[i*dim : (i+1)*dim] {
+			for j, p := range b.View1[i*size : (i+1)*size] {
 				vec[j] = float32(p) / 255
+			}
+			if views == 2 {
+				for j, p := range b.View2[i*size : (i+1)*size] {
+					vec[size+j] = float32(p) / 255
+				}
 			}
 			if err := w.WriteKey(b.Indices[i], b.Keys[i], b.Labels[i], vec); err != nil {
 				return err

@@ -73,8 +73,10 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		if err != nil {
 			return dataGen{}, err
 		}
+		// A pass stores a pair of crops of each image: both are embedded, two passes of the
+		// probe's.
 		sets = append(sets, &dataSet{role: "eval-train-crops", split: cmp.Or(d.TrainSplit, "train"), dir: r.evalTrainCropsDir(), aug: crops,
-			passes: passes, limit: d.EvalLimit})
+			passes: (passes + 1) / 2, limit: d.EvalLimit})
 	}
 	for _, ds := range sets {
 		spec.Input, spec.Split = d.SplitInput(ds.split), ds.split

@@ -57,7 +57,7 @@ func (r *runner) evaluate(ctx context.Context, dir, name string, run RunConfig, 
 		sets = append(sets, embedding{r.pretrainDir(), embeddingsDir(dir, pairsSplit), trainstep.Projection, 2, false})
 	}
 	if r.cropPasses() > 0 {
-		sets = append(sets, embedding{r.evalTrainCropsDir(), embeddingsDir(dir, cropsSplit), feature, 1, true})
+		sets = append(sets, embedding{r.evalTrainCropsDir(), embeddingsDir(dir, cropsSplit), feature, 2, true})
 	}
 	var images int64
 	embedded, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name, up: up,

@@ -24,7 +24,7 @@ func TestLinearProbeOnAugmentedCrops(t *testing.T) {
 		s = strings.Replace(s, "epochs: 2,", "epochs: 1,", 1)
 		s = strings.Replace(s, "  npc: {batch_sizes: [8, 16], samples: 2}\n", "", 1)
 		s = strings.Replace(s, "  knn_every: 1\n", "", 1)
-		return strings.Replace(s, "linear: {epochs: 5, lr: 1, batch_size: 32}", "linear: {epochs: 4, lr: 1, batch_size: 32, crops: augmented, crop_passes: 2}", 1)
+		return strings.Replace(s, "linear: {epochs: 5, lr: 1, batch_size: 32}", "linear: {epochs: 4, lr: 1, batch_size: 32, crops: augmented, crop_passes: 3}", 1)
 	})
 	res, err := Run(ctx, cfg, Options{Out: out})
 	if err != nil {
@@ -34,24 +34,25 @@ func TestLinearProbeOnAugmentedCrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Config.Preset != augment.CropFlip || m.Config.Passes != 2 {
-		t.Errorf("the crops' dataset: preset %s, %d passes; want %s and 2", m.Config.Preset, m.Config.Passes, augment.CropFlip)
+	// Each stored pass is a pair of crops of every image: 3 passes of the probe's take 2.
+	if m.Config.Preset != augment.CropFlip || m.Config.Passes != 2 || m.Config.Views != 2 {
+		t.Errorf("the crops' dataset: preset %s, %d passes of %d views; want %s and 2 of 2", m.Config.Preset, m.Config.Passes, m.Config.Views, augment.CropFlip)
 	}
 	r, err := embeddings.Open(ctx, storage.Join(out, "runs", "infonce", "embeddings", "train-crops"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := r.Rows()
+	rows, views := r.Rows(), r.Meta()[embeddings.MetaViews]
 	r.Close()
-	if rows != 2*128 {
-		t.Errorf("the crops' embeddings hold %d rows, want 2 passes of 128", rows)
+	if rows != 2*128 || views != "2" {
+		t.Errorf("the crops' embeddings hold %d rows of %q views, want 2 passes of 128 view pairs", rows, views)
 	}
 	for _, got := range []struct {
 		name string
 		ev   Evaluation
 	}{{"infonce", res.Runs[0].Evaluation}, {res.Baselines[0].Name, res.Baselines[0].Evaluation}, {res.Baselines[1].Name, res.Baselines[1].Evaluation}} {
-		if got.ev.Linear == nil || got.ev.Linear.CropPasses != 2 || got.ev.Linear.NTrain != 128 {
-			t.Errorf("%s: linear probe %+v, want one trained on 2 passes of 128 crops", got.name, got.ev.Linear)
+		if got.ev.Linear == nil || got.ev.Linear.CropPasses != 3 || got.ev.Linear.NTrain != 128 {
+			t.Errorf("%s: linear probe %+v, want one trained on 3 passes of 128 crops", got.name, got.ev.Linear)
 		}
 		if got.ev.KNN == nil || got.ev.KNN.NTrain != 128 {
 			t.Errorf("%s: kNN %+v, want a bank of the 128 centre crops", got.name, got.ev.KNN)
