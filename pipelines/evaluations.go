@@ -413,7 +413,7 @@ func registerLinear() {
 				Crops: s.Get("crops").(LinearCrops) == AugmentedCrops, CropPasses: s.Int("crop_passes")}, env.Progress))
 		},
 		Encoder: &EncoderEvaluation{Output: "linear.json", Result: "linear.json",
-			New: func() any { return new(analysis.LinearResult) },
+			New:        func() any { return new(analysis.LinearResult) },
 			CropPasses: func(s registry.Settings) int { return cropPassesOf(s) },
 			Metrics: []Metric{
 				accuracy("linear_top1", "linear-probe top-1 accuracy (%)", func(r *analysis.LinearResult) float64 { return r.Top1 }),
