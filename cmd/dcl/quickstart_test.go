@@ -103,7 +103,7 @@ func TestReadmeQuickstartRuns(t *testing.T) {
 	if ran != 3 {
 		t.Errorf("ran %d dcl commands of the quickstart, want 3 (plan, reproduce, export)", ran)
 	}
-	for _, p := range regexp.MustCompile("(runs/\\S+/report\\.md|--output=(\\S+\\.safetensors))").FindAllStringSubmatch(code["sh"], -1) {
+	for _, p := range regexp.MustCompile(`(runs/\S+/report\.md|--output=(\S+\.safetensors))`).FindAllStringSubmatch(code["sh"], -1) {
 		file := p[1]
 		if p[2] != "" {
 			file = p[2]
