@@ -230,7 +230,7 @@ func TestMethodSettingsAreChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Finalize()
-	want := MethodConfig{SettingQueueSize: 8, SettingMomentumEMA: 0.999, SettingSymmetric: 0, SettingBNSplits: 8}
+	want := MethodConfig{SettingQueueSize: 8, SettingMomentumEMA: 0.999, SettingSymmetric: 0, SettingBNSplits: 8, SettingMomentumCosine: 0}
 	if got := s.Config().MethodConfig; !maps.Equal(got, want) {
 		t.Errorf("MoCo settings with defaults = %+v", got)
 	}
