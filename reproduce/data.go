@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -21,6 +22,22 @@ func (r *runner) pretrainDir() string  { return r.path(DataDir, "pretrain") }
 func (r *runner) evalTrainDir() string { return r.path(DataDir, "eval-train") }
 func (r *runner) evalTestDir() string  { return r.path(DataDir, "eval-test") }
 
+// evalTrainCropsDir holds passes of augmented crops of the train split, for an evaluation
+// that trains on them (the linear probe's augmented protocol).
+func (r *runner) evalTrainCropsDir() string { return r.path(DataDir, "eval-train-crops") }
+
+// cropPasses is how many passes of augmented crops of the train split the config's
+// evaluations train on: the most any asks for (0: none).
+func (r *runner) cropPasses() int {
+	n := 0
+	for _, ev := range pipelines.EncoderEvaluations() {
+		if s, ok := r.cfg.Evaluate.Evaluations[ev.Name]; ok && ev.Encoder.CropPasses != nil {
+			n = max(n, ev.Encoder.CropPasses(s))
+		}
+	}
+	return n
+}
+
 // dataGen says which datasets were rewritten since the last complete reproduction:
 // training depends on the pretraining pairs, the embeddings on the evaluation images (and
 // NPC on the pairs too).
@@ -29,11 +46,15 @@ type dataGen struct{ pretrain, eval gen }
 // prepareData writes the pretraining view pairs and the two evaluation datasets.
 func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	d := r.cfg.Dataset
-	pretrain, err := r.augmentConfig(r.cfg.Preprocess.Augment, true)
+	spec, desc, err := datasets.Spec{Dataset: d.Name}.Resolve()
 	if err != nil {
 		return dataGen{}, err
 	}
-	eval, err := r.augmentConfig(augment.None, false)
+	pretrain, err := r.augmentConfig(desc, r.cfg.Preprocess.Augment, true)
+	if err != nil {
+		return dataGen{}, err
+	}
+	eval, err := r.augmentConfig(desc, augment.None, false)
 	if err != nil {
 		return dataGen{}, err
 	}
@@ -47,9 +68,20 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		{role: "eval-train", split: cmp.Or(d.TrainSplit, "train"), dir: r.evalTrainDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 		{role: "eval-test", split: cmp.Or(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 	}
+	if passes := r.cropPasses(); passes > 0 {
+		crops, err := r.augmentConfig(desc, augment.CropFlip, false)
+		if err != nil {
+			return dataGen{}, err
+		}
+		// A pass stores a pair of crops of each image: both are embedded, two passes of the
+		// probe's.
+		sets = append(sets, &dataSet{role: "eval-train-crops", split: cmp.Or(d.TrainSplit, "train"), dir: r.evalTrainCropsDir(), aug: crops,
+			passes: (passes + 1) / 2, limit: d.EvalLimit})
+	}
 	for _, ds := range sets {
+		spec.Input, spec.Split = d.SplitInput(ds.split), ds.split
 		ds.job, err = pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
-			Spec:   datasets.Spec{Dataset: d.Name, Input: d.SplitInput(ds.split), Split: ds.split},
+			Spec:   spec,
 			Output: ds.dir, Augment: ds.aug, Passes: ds.passes, Seed: r.cfg.Preprocess.Seed, MaxSide: r.cfg.Preprocess.MaxSide,
 			Online: ds.online,
 			Parts:  r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
@@ -62,7 +94,7 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	// Before anything is written: the test split must not read what the encoder trains on or
 	// the kNN bank and the probe learn from.
 	testSet := sets[2]
-	for _, ds := range sets[:2] {
+	for _, ds := range slices.Concat(sets[:2], sets[3:]) {
 		if a, b, ok := datasets.SharedSource(testSet.job.Plan.Sources(), ds.job.Plan.Sources()); ok {
 			return dataGen{}, sharedSourceError(testSet, ds, a, b, "would read")
 		}
@@ -169,7 +201,10 @@ func checkDisjoint(ctx context.Context, sets []*dataSet) error {
 				storage.Join(ds.dir, shards.ManifestName))
 		}
 	}
-	for i := range sets[:2] {
+	for i := range sets {
+		if i == 2 {
+			continue // the test split itself
+		}
 		if a, b, ok := datasets.SharedSource(sources[2], sources[i]); ok {
 			return sharedSourceError(sets[2], sets[i], a, b, "read")
 		}
@@ -192,39 +227,20 @@ func datasetDigest(ctx context.Context, dir string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// augmentConfig builds the augmentation of the config's preset at the dataset's size;
-// overrides apply to the pretraining views only.
-func (r *runner) augmentConfig(preset string, overrides bool) (augment.Config, error) {
-	size := r.cfg.Dataset.ImageSize
-	if size == 0 {
-		d, err := datasets.Lookup(r.cfg.Dataset.Name)
-		if err != nil {
-			return augment.Config{}, err
-		}
-		size = d.ViewSize
-	}
-	c, err := augment.Preset(preset, size)
-	if err != nil {
-		return augment.Config{}, err
-	}
-	if !overrides {
-		return c, nil
-	}
-	params := augment.Params()
-	for _, name := range sortedKeys(r.cfg.Preprocess.AugmentOverrides) {
-		i := indexOf(params, func(p augment.Param) bool { return p.Name == name })
-		if i < 0 {
-			names := make([]string, len(params))
-			for j, p := range params {
-				names[j] = p.Name
-			}
-			return augment.Config{}, fmt.Errorf("preprocess.augment_overrides: unknown parameter %q (want one of %s)", name, strings.Join(names, ", "))
-		}
-		if err := params[i].Set(&c, r.cfg.Preprocess.AugmentOverrides[name]); err != nil {
-			return augment.Config{}, fmt.Errorf("preprocess.augment_overrides.%s: %w", name, err)
+// augmentConfig builds the augmentation of the config's preset at the dataset's view size
+// (or the config's image_size); overrides apply to the pretraining views only.
+func (r *runner) augmentConfig(d datasets.Descriptor, preset string, overrides bool) (augment.Config, error) {
+	var given []augment.Override
+	if overrides {
+		for _, name := range sortedKeys(r.cfg.Preprocess.AugmentOverrides) {
+			given = append(given, augment.Override{Name: name, Value: r.cfg.Preprocess.AugmentOverrides[name]})
 		}
 	}
-	return c, c.Validate()
+	c, err := pipelines.PreprocessAugment(d, preset, r.cfg.Dataset.ImageSize, given)
+	if err != nil && overrides {
+		return c, fmt.Errorf("preprocess.augment_overrides: %w", err)
+	}
+	return c, err
 }
 
 // sameDataset reports whether dir holds a complete dataset made with want (the program's
