@@ -46,7 +46,7 @@ GPU_PACK_MAX_MIB ?= 60
 XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
 XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/ ./cmd/dcl/
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
+.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-spark deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -187,6 +187,11 @@ deps-bench: deps-torch ## PyTorch 2.15 ($(TORCH_BENCH_VENV), about 4.5 GB) and D
 # Flink runner Maven Central serves with all its dependencies (docs/flink.md).
 deps-flink: ## fetch Beam's Flink job server and Flink 1.19's jars (Maven Central, checksummed) into .cache/flink
 	@scripts/flink.sh deps
+
+# deps-spark fetches Beam's Spark job server and the Spark it is built against from Maven
+# Central into .cache/spark (SPARK_CACHE), pinned by deploy/spark/jars.sha256 (docs/runners.md).
+deps-spark: ## fetch Beam's Spark job server and Spark 3.2's jars (Maven Central, checksummed) into .cache/spark
+	@scripts/spark.sh deps
 
 # test-flink runs the pipelines on Flink: the job server's embedded Flink and a standalone
 # session cluster of two TaskManagers, PROCESS workers started by Beam's boot loader from the
