@@ -209,10 +209,12 @@ func writeBadFolder(t *testing.T, dir string, perClass int) {
 	testfiles.WriteFile(t, filepath.Join(dir, "cat", "zz-text.jpg"), []byte("not an image\n"))
 }
 
-// timingKey matches the JSON fields that say how long something took.
-var timingKey = regexp.MustCompile(`(?i)(wall|seconds|elapsed|duration|_ms$|_s$|per_sec|_time|time_)`)
+// timingKey matches the JSON fields that say how long something took, or when and on what
+// machine it ran (a reproduction's time, history file name and load average).
+var timingKey = regexp.MustCompile(`(?i)(wall|seconds|elapsed|duration|_ms$|_s$|per_sec|_time|time_|^time$|^history_file$|^machine$)`)
 
-var wallTime = regexp.MustCompile(`wall [0-9.]+[a-zµ]+`)
+// wallTime matches a Go duration after "wall", of one unit (412ms) or more (1m1.6s).
+var wallTime = regexp.MustCompile(`wall ([0-9.]+[a-zµ]+)+`)
 
 // normalJSON is a command's JSON output without its timing fields, with the given paths
 // replaced by a placeholder.
