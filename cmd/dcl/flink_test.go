@@ -467,6 +467,7 @@ func countLines(t *testing.T, p string) int {
 // flinkCluster is a standalone Flink session cluster on loopback: a JobManager and
 // TaskManagers as JVMs of their own, started from the same jars as the job server.
 type flinkCluster struct {
+	t        *testing.T // the test the cluster lives as long as
 	s        *flinkSetup
 	conf     string
 	restAddr string // host:port of the REST API
@@ -512,11 +513,11 @@ func startFlinkCluster(t *testing.T, s *flinkSetup, taskManagers int) *flinkClus
 		"heartbeat.interval: 2000",
 		"heartbeat.timeout: 10000",
 	}, taskManagerMemory...)
-	c := &flinkCluster{s: s, conf: writeFlinkConf(t, t.TempDir(), lines...), restAddr: fmt.Sprintf("127.0.0.1:%d", rest), managers: map[string]*jvm{}}
+	c := &flinkCluster{t: t, s: s, conf: writeFlinkConf(t, t.TempDir(), lines...), restAddr: fmt.Sprintf("127.0.0.1:%d", rest), managers: map[string]*jvm{}}
 	jm := s.start(t, "jobmanager", []string{"FLINK_HEAP=512m"}, "jobmanager", c.conf)
 	jm.waitFor(t, "REST API on "+c.restAddr, 2*time.Minute, func() bool { return answers(c.restAddr) })
 	for i := range taskManagers {
-		c.addTaskManager(t, fmt.Sprintf("tm%d", i+1))
+		c.addTaskManager(fmt.Sprintf("tm%d", i+1))
 	}
 	jm.waitFor(t, fmt.Sprintf("%d TaskManagers", taskManagers), 2*time.Minute, func() bool { return c.overview(t).TaskManagers == taskManagers })
 	o := c.overview(t)
@@ -524,9 +525,11 @@ func startFlinkCluster(t *testing.T, s *flinkSetup, taskManagers int) *flinkClus
 	return c
 }
 
-func (c *flinkCluster) addTaskManager(t *testing.T, id string) {
-	t.Helper()
-	c.managers[id] = c.s.start(t, id, []string{"FLINK_HEAP=384m", "FLINK_DIRECT=640m"}, "taskmanager", c.conf, id)
+// addTaskManager starts a TaskManager that lives as long as the cluster (not as long as the
+// subtest that starts it, which would take it down at its end and leave later jobs short of
+// slots).
+func (c *flinkCluster) addTaskManager(id string) {
+	c.managers[id] = c.s.start(c.t, id, []string{"FLINK_HEAP=384m", "FLINK_DIRECT=640m"}, "taskmanager", c.conf, id)
 }
 
 type clusterOverview struct {
@@ -619,7 +622,7 @@ func TestFlinkCluster(t *testing.T) {
 			tm++
 			killed := s.whenWorkerStarts(t, countLines(t, s.bootLog), func() {
 				c.managers[victim].kill(t)
-				c.addTaskManager(t, replacement)
+				c.addTaskManager(replacement)
 				t.Logf("killed TaskManager %s (SIGKILL, with its workers); %s joins", victim, replacement)
 			})
 			start := time.Now()
