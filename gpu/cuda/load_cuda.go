@@ -321,3 +321,6 @@ func RecordPrograms(be compute.Backend) (*ProgramLog, error) {
 	}
 	return log, nil
 }
+
+// since is the seconds elapsed from start, for the load reports.
+func since(start time.Time) float64 { return time.Since(start).Seconds() }

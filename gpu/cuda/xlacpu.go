@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // CPUPluginEnv names the environment variable that points at XLA's CPU PJRT plugin.
@@ -167,6 +166,3 @@ func (r *CPUReport) String() string {
 	}
 	return b.String()
 }
-
-// since is the seconds elapsed from start, for the load reports.
-func since(start time.Time) float64 { return time.Since(start).Seconds() }
