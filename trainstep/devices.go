@@ -85,6 +85,22 @@ func ParseDevices(s string) (int, error) {
 	return n, nil
 }
 
+// FormatDevices writes a device count as ParseDevices reads it.
+func FormatDevices(n int) string {
+	if n == AllDevices {
+		return "all"
+	}
+	return fmt.Sprint(n)
+}
+
+// orGlobal is the scope, "" read as BNGlobal (a checkpoint written before the scope existed).
+func (b BNScope) orGlobal() BNScope {
+	if b == "" {
+		return BNGlobal
+	}
+	return b
+}
+
 // ResolveDevices turns a device count (AllDevices, or 0 for one) into the number of the
 // backend's devices a step runs on, checking that the backend has them and that a global
 // batch of batchSize view pairs splits evenly over them.
