@@ -69,7 +69,9 @@ type MethodGraph struct {
 	Model *Model
 	// Loss is the step's loss configuration.
 	Loss LossConfig
-	net  *net
+	// Devices is the number of devices the batch is split over (EncodeViews).
+	Devices int
+	net     *net
 }
 
 // Encode runs the backbone and the projector on uint8 images [B, H, W, C] at the step's
@@ -92,7 +94,7 @@ func (simCLR) AfterUpdate(*MethodGraph, TrainNodes) {}
 // TrainGraph runs the encoder on both views as one batch, so batch-norm statistics are
 // those of the 2N views, and builds the in-batch loss on the stacked projections.
 func (simCLR) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
-	z := g.Encode(Concatenate([]*Node{view1, view2}, 0))
+	z := g.InViewOrder(g.EncodeViews(view1, view2))
 	nodes := StackedLossGraph(z, g.Loss)
 	return TrainNodes{Loss: nodes.Loss, Q: nodes.Q}
 }

@@ -218,8 +218,10 @@ func regroup(x *Node, s int) *Node {
 // encoder (no gradient), each batch's statistics in bnGroups groups, and builds the queue
 // loss against the queue as it was before this step.
 func (m moco) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
-	n := view1.Shape().Dim(0)
-	splits := bnGroups(n, m.bnSplits)
+	// g.net's splits are the devices' shares under BNDevice (1 otherwise): MoCo's groups
+	// then divide each share.
+	n, shares := view1.Shape().Dim(0), max(1, g.net.bnSplits)
+	splits := shares * bnGroups(n/shares, m.bnSplits)
 	queryNet := *g.net
 	queryNet.bnSplits = splits
 	keyNet := queryNet

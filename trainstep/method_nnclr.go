@@ -79,8 +79,8 @@ func nearest(z, support *Node) *Node {
 // and builds the symmetric pair loss.
 func (m nnclr) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
 	n := view1.Shape().Dim(0)
-	z := g.Encode(Concatenate([]*Node{view1, view2}, 0))
-	p := m.predict(g.net, g.Scope, z)
+	zd := g.EncodeViews(view1, view2)
+	z, p := g.InViewOrder(zd), g.InViewOrder(m.predict(g.net, g.Scope, zd))
 	support := StopGradient(nnclrRoot(g.Scope).GetVariable("support").NodeValue(view1.Graph()))
 	nn := nearest(StopGradient(z), support)
 	first, second := AxisRange(0, n), AxisRange(n, 2*n)

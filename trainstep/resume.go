@@ -124,6 +124,11 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	case cfg.Precision.orDefault() != trained:
 		return nil, setupErr(fmt.Errorf("checkpoint %s was trained at precision %s, not %s: resume it at %s", p.checkpoint, trained, cfg.Precision, trained))
 	}
+	// The number of devices may change on resume; what batch norm's statistics are taken
+	// over may not: it is part of the function the run trains.
+	if was, is := h.Step.BNScope.orGlobal(), cfg.BNScope.orGlobal(); was != is {
+		return nil, setupErr(fmt.Errorf("checkpoint %s was trained with batch-norm scope %s, not %s: resume it with --bn-scope=%s", p.checkpoint, was, is, was))
+	}
 	return p, nil
 }
 

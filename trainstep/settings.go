@@ -38,6 +38,8 @@ const (
 	SettingMaxSteps        = "max_steps"
 	SettingReduction       = "reduction"
 	SettingDCLWGrad        = "dclw_grad"
+	SettingDevices         = "devices"
+	SettingBNScope         = "bn_scope"
 )
 
 // Setting is one setting of a training run, declared once: its parameter (the configuration
@@ -121,6 +123,14 @@ func TrainSettings() []Setting {
 			func(t *ShardTraining) any { return &t.Run.CheckpointEvery }),
 		with(value(SettingNormalization, registry.Text(""), "registered dataset whose per-channel mean and std normalise the encoder's input (empty: the training data's own)"),
 			func(t *ShardTraining) any { return &t.Step.Model.Dataset }),
+		with(value(SettingDevices, registry.Of(1, "string", ParseDevices, FormatDevices),
+			"devices of the backend that train data parallel, the batch split evenly over them (a number, or all):\n"+
+				"every step computes what it computes on one device, and checkpoints resume on any number"),
+			func(t *ShardTraining) any { return &t.Run.Devices }),
+		with(value(SettingBNScope, registry.Word(BNGlobal, ParseBNScope),
+			"batch-norm statistics on several devices: global (over the whole batch, as on one device: SyncBN)\n"+
+				"or device (over each device's share, as DDP without SyncBN; the result then depends on --devices)"),
+			func(t *ShardTraining) any { return &t.Step.BNScope }),
 		with(commandOnly(value(SettingInitSeed, registry.Uint(0), "seed of the initial weights (0: --seed; when resuming, the checkpoint's)")),
 			func(t *ShardTraining) any { return &t.Step.InitSeed }),
 		with(commandOnly(number(SettingKeepCheckpoints, registry.Int, 3, "checkpoints to keep, newest first (0: all)")),

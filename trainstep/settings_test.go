@@ -23,6 +23,8 @@ func otherValue(s Setting) any {
 		return def + 0.25
 	case uint64:
 		return def + 3
+	case int:
+		return def + 3
 	}
 	if reflect.ValueOf(s.DefaultValue()).Kind() == reflect.String {
 		return "x-" + s.Name // stored as given: what the checkpoint keeps is the point here

@@ -30,6 +30,10 @@ type StepConfig struct {
 	Method string `json:"method,omitempty"`
 	// MethodConfig holds the method's settings (zero: the method's defaults).
 	MethodConfig MethodConfig `json:"method_config,omitzero"`
+	// BNScope is what batch norm takes its training statistics over when a step runs on
+	// several devices ("": BNGlobal). It is stored in checkpoints and kept on resume; the
+	// number of devices is not (a run may resume on another).
+	BNScope BNScope `json:"bn_scope,omitempty"`
 }
 
 // Validate checks the model, loss, optimiser, precision and method settings.
@@ -41,6 +45,9 @@ func (c StepConfig) Validate() error {
 		return err
 	}
 	if err := c.Precision.Validate(); err != nil {
+		return err
+	}
+	if err := c.BNScope.Validate(); err != nil {
 		return err
 	}
 	withDefaults, err := c.withMethodDefaults()
@@ -151,7 +158,8 @@ type VariableGradient struct {
 }
 
 // Step holds a model's variables and optimiser state (in a GoMLX model.Store) and runs
-// training steps and feature extraction on one backend.
+// training steps and feature extraction on one backend, on one of its devices or data
+// parallel on several (mesh).
 type Step struct {
 	backend   compute.Backend
 	cfg       StepConfig
@@ -162,12 +170,25 @@ type Step struct {
 	train     *model.Exec
 	embed     *model.Exec
 	gradients *model.Exec // built on the first call to Gradients
+	mesh      *dataMesh   // nil on one device
 }
 
 // NewStep builds the model, its optimiser and the training graph (compiled on first use for
-// each batch shape). Variables are created with their initial values right away for images of
-// h×w, so a checkpoint can be restored into them before the first step.
+// each batch shape) on the backend's first device. Variables are created with their initial
+// values right away for images of h×w, so a checkpoint can be restored into them before the
+// first step.
 func NewStep(backend compute.Backend, cfg StepConfig, h, w int) (*Step, error) {
+	return NewStepOn(backend, 1, cfg, h, w)
+}
+
+// NewStepOn is NewStep on the backend's first devices devices, data parallel: each batch is
+// split evenly over them (see devices.go), and every step computes what it computes on one
+// device.
+func NewStepOn(backend compute.Backend, devices int, cfg StepConfig, h, w int) (*Step, error) {
+	mesh, err := newDataMesh(backend, devices)
+	if err != nil {
+		return nil, err
+	}
 	m, err := NewModel(cfg.Model)
 	if err != nil {
 		return nil, err
@@ -181,6 +202,9 @@ func NewStep(backend compute.Backend, cfg StepConfig, h, w int) (*Step, error) {
 		return nil, err
 	}
 	cfg.Precision = cfg.Precision.orDefault()
+	if err := cfg.BNScope.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg, err = cfg.withMethodDefaults(); err != nil {
 		return nil, err
 	}
@@ -192,7 +216,7 @@ func NewStep(backend compute.Backend, cfg StepConfig, h, w int) (*Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Step{backend: backend, cfg: cfg, method: method, model: m, opt: opt, store: model.NewStore()}
+	s := &Step{backend: backend, cfg: cfg, method: method, model: m, opt: opt, store: model.NewStore(), mesh: mesh}
 	if err := s.createVariables(h, w); err != nil {
 		return nil, err
 	}
@@ -200,14 +224,17 @@ func NewStep(backend compute.Backend, cfg StepConfig, h, w int) (*Step, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preparing the training step: %w", err)
 	}
-	s.train.SetMaxCache(4)
+	s.mesh.replicatedOutputs(s.train.SetMaxCache(4))
 	s.embed, err = model.NewExec(backend, s.store, s.embedGraph)
 	if err != nil {
 		return nil, fmt.Errorf("preparing feature extraction: %w", err)
 	}
-	s.embed.SetMaxCache(4)
+	s.mesh.shardedOutputs(s.embed.SetMaxCache(4))
 	return s, nil
 }
+
+// Devices is the number of devices the step runs on.
+func (s *Step) Devices() int { return s.mesh.size() }
 
 // Model returns the step's model.
 func (s *Step) Model() *Model { return s.model }
@@ -228,7 +255,11 @@ func (s *Step) net(train, updateStats bool) *net {
 
 // methodGraph is what the method builds one graph of this step with.
 func (s *Step) methodGraph(g *Graph, scope *model.Scope, train, updateStats bool) *MethodGraph {
-	return &MethodGraph{Graph: g, Scope: scope, Model: s.model, Loss: s.cfg.Loss, net: s.net(train, updateStats)}
+	n := s.net(train, updateStats)
+	if s.cfg.BNScope == BNDevice {
+		n.bnSplits = s.Devices()
+	}
+	return &MethodGraph{Graph: g, Scope: scope, Model: s.model, Loss: s.cfg.Loss, Devices: s.Devices(), net: n}
 }
 
 // createVariables builds the model once in a graph that is never run, which creates every
@@ -421,7 +452,7 @@ func (s *Step) Gradients(b *Batch) (GradientReport, error) {
 		if err != nil {
 			return GradientReport{}, fmt.Errorf("preparing the gradient graph: %w", err)
 		}
-		s.gradients = e.SetMaxCache(2)
+		s.gradients = s.mesh.replicatedOutputs(e.SetMaxCache(2))
 	}
 	out, err := s.call(s.gradients, b)
 	if err != nil {
@@ -454,13 +485,24 @@ func (s *Step) Gradients(b *Batch) (GradientReport, error) {
 	return rep, nil
 }
 
-// call runs a training-step graph (train or gradients) on b's two views.
+// call runs a training-step graph (train or gradients) on b's two views, each split evenly
+// over the step's devices, and returns its outputs (replicated: one device's copy).
 func (s *Step) call(e *model.Exec, b *Batch) ([]*tensors.Tensor, error) {
-	v1 := tensors.FromFlatDataAndDimensions(b.View1, b.N, b.H, b.W, b.C)
-	v2 := tensors.FromFlatDataAndDimensions(b.View2, b.N, b.H, b.W, b.C)
-	defer v1.FinalizeAll()
-	defer v2.FinalizeAll()
-	return e.Call(v1, v2)
+	v1, err := s.mesh.place(b.View1, b.N, b.H, b.W, b.C)
+	if err != nil {
+		return nil, err
+	}
+	defer finalizeAll(v1)
+	v2, err := s.mesh.place(b.View2, b.N, b.H, b.W, b.C)
+	if err != nil {
+		return nil, err
+	}
+	defer finalizeAll(v2)
+	out, err := e.Call(s.mesh.args(v1, v2)...)
+	if err != nil {
+		return nil, err
+	}
+	return s.mesh.firstCopy(out), nil
 }
 
 func finalizeAll(ts []*tensors.Tensor) {
@@ -477,14 +519,25 @@ func (s *Step) Features(images []uint8, n, h, w, c int) (features, projection []
 	if n < 1 || len(images) != n*h*w*c {
 		return nil, nil, fmt.Errorf("%d images %dx%dx%d need %d bytes, got %d", n, h, w, c, n*h*w*c, len(images))
 	}
-	t := tensors.FromFlatDataAndDimensions(images, n, h, w, c)
-	defer t.FinalizeAll()
-	out, err := s.embed.Call(t)
+	// On several devices each encodes an equal share; a count that does not split evenly is
+	// padded with blank images, whose rows are dropped (inference mode: no image's features
+	// depend on another's).
+	padded := roundUp(n, s.Devices())
+	if padded > n {
+		images = append(images[:len(images):len(images)], make([]uint8, (padded-n)*h*w*c)...)
+	}
+	t, err := s.mesh.place(images, padded, h, w, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer finalizeAll(t)
+	out, err := s.embed.Call(s.mesh.args(t)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding %d %dx%dx%d images: %w", n, h, w, c, err)
 	}
 	defer finalizeAll(out)
-	return rows(tensors.MustCopyFlatData[float32](out[0]), n), rows(tensors.MustCopyFlatData[float32](out[1]), n), nil
+	feats, proj := s.mesh.gather(out, 2, 0), s.mesh.gather(out, 2, 1)
+	return rows(feats, padded)[:n], rows(proj, padded)[:n], nil
 }
 
 func rows(flat []float32, n int) [][]float32 {

@@ -40,6 +40,10 @@ type RunConfig struct {
 	MaxSteps int `json:"max_steps,omitempty"`
 	// Backend names the compute backend, for the record.
 	Backend string `json:"backend"`
+	// Devices is how many of the backend's devices train data parallel, BatchSize split
+	// evenly over them (0: one; AllDevices: every one). Checkpoints record it but do not
+	// hold a run to it: a run may resume on another number of devices.
+	Devices int `json:"devices,omitempty"`
 	// ExtendedFrom lists the epochs the run was trained for before each time a resume with
 	// more --epochs extended it, oldest first (set by Train; empty for a run never extended).
 	ExtendedFrom []int `json:"extended_from,omitempty"`
@@ -139,6 +143,10 @@ func (r RunConfig) Validate() error {
 		return usage.Value("knn-every", r.MonitorEvery, "must not be negative")
 	case r.MaxSteps < 0:
 		return usage.Value("max-steps", r.MaxSteps, "must not be negative")
+	case r.Devices < AllDevices:
+		return usage.Value("devices", r.Devices, "want a positive number or all")
+	case r.Devices > 0 && r.BatchSize%r.Devices != 0:
+		return batchSplitError(r.BatchSize, r.Devices)
 	case r.Out == "":
 		return fmt.Errorf("no output folder")
 	}
@@ -162,7 +170,12 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	if done, err := finishedAlready(ctx, plan, run, info, logger); done != nil || err != nil {
 		return done, err
 	}
-	step, err := NewStep(opts.Backend, plan.cfg, info.Height, info.Width)
+	devices, err := ResolveDevices(opts.Backend, run.Devices, run.BatchSize)
+	if err != nil {
+		return nil, setupErr(err)
+	}
+	run.Devices = devices
+	step, err := NewStepOn(opts.Backend, devices, plan.cfg, info.Height, info.Width)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +199,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		logger.Info("the shards hold fewer augmented passes than epochs: epoch e reads pass e mod passes, so views repeat",
 			"passes", info.Passes, "epochs", run.Epochs)
 	}
-	logger.Info("training", "model", cfg.Model.Name, "precision", cfg.Precision, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
+	logger.Info("training", "model", cfg.Model.Name, "precision", cfg.Precision, "devices", devices, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
 		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
 		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
 

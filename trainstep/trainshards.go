@@ -76,7 +76,8 @@ func TrainOnShards(ctx context.Context, o ShardTraining) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err := gpu.New(ctx, gpu.Options{Kind: o.Backend, Plugin: o.Plugin, TF32: prec.AllowsTF32()})
+	// XLA's CPU plugin has as many (virtual) devices as its client is asked for.
+	backend, err := gpu.New(ctx, gpu.Options{Kind: o.Backend, Plugin: o.Plugin, TF32: prec.AllowsTF32(), Devices: max(o.Run.Devices, 0)})
 	if err != nil {
 		return nil, err
 	}

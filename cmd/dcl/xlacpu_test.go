@@ -4,8 +4,10 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -80,4 +82,57 @@ func TestXLACPUTrainResumes(t *testing.T) {
 	if !strings.Contains(stdout+stderr, "xla-cpu") {
 		t.Errorf("the resumed run does not say it ran on xla-cpu:\nstdout: %s\nstderr: %s", stdout, stderr)
 	}
+}
+
+// TestXLACPUTrainDevices: dcl train --backend=xla-cpu --devices=4 prints the loss trajectory
+// of --devices=1 (within the N-device proof's bound for small-cnn's loss, trainstep's
+// TestXLACPUDevicesTrainAsOne), stopped on 4 devices it resumes on 2, and a batch that does
+// not split over the devices is refused naming both numbers.
+func TestXLACPUTrainDevices(t *testing.T) {
+	xlacputest.Require(t)
+	data := t.TempDir()
+	writeTrainShards(t, data, 16, 8, 2)
+	train := func(out string, extra ...string) (int, string) {
+		args := append([]string{"train", "--input", data, "--output", out, "--model", "small-cnn", "--width", "4", "--batch-size", "8",
+			"--epochs", "2", "--lr", "0.1", "--backend", "xla-cpu", "--json"}, extra...)
+		code, stdout, stderr := runDCL(args...)
+		return code, stdout + stderr
+	}
+	one, four := t.TempDir(), t.TempDir()
+	if code, log := train(one, "--devices", "1"); code != exitOK {
+		t.Fatalf("dcl train --devices=1 = %d\n%s", code, log)
+	}
+	if code, log := train(four, "--devices", "4", "--max-steps", "2"); code != exitOK || !strings.Contains(log, "devices=4") {
+		t.Fatalf("dcl train --devices=4 --max-steps=2 = %d (want it to log devices 4)\n%s", code, log)
+	}
+	if code, log := train(four, "--devices", "2", "--resume"); code != exitOK || !strings.Contains(log, "devices=2") {
+		t.Fatalf("dcl train --devices=2 --resume from 4 devices = %d\n%s", code, log)
+	}
+	want, got := stepLosses(t, filepath.Join(one, "train.jsonl")), stepLosses(t, filepath.Join(four, "train.jsonl"))
+	if len(want) != 4 || len(got) != len(want) {
+		t.Fatalf("steps: one device logged losses %v, 4 then 2 devices %v", want, got)
+	}
+	for i := range want {
+		if d := math.Abs(got[i]-want[i]) / want[i]; d > 1e-5 {
+			t.Errorf("step %d: loss %.8g on 4 then 2 devices, %.8g on one (relative difference %.2g, bound 1e-5)", i+1, got[i], want[i], d)
+		}
+	}
+	code, log := train(t.TempDir(), "--devices", "3")
+	if code == exitOK || !strings.Contains(log, "8 view pairs do not split evenly over 3 devices") {
+		t.Errorf("dcl train --batch-size=8 --devices=3 = %d, want a refusal naming both numbers\n%s", code, log)
+	}
+}
+
+// stepLosses returns the loss of every step line of a train.jsonl.
+func stepLosses(t *testing.T, path string) []float64 {
+	t.Helper()
+	var out []float64
+	for _, line := range stepScalars(t, path) {
+		loss, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, loss)
+	}
+	return out
 }
