@@ -263,7 +263,8 @@ func Rename(ctx context.Context, from, to string) error {
 	return err
 }
 
-// List returns the files matching glob, sorted, leaving out temporaries (see TempMarker).
+// List returns the files matching glob, sorted, leaving out temporaries (see TempMarker) and
+// lock files (see LockFile).
 // Every store matches globs as Beam's gcs filesystem (and the Java and Python SDKs) match
 // them: * and ? match within one path element, ** across elements, and [...] a class
 // ([!...] negated). Only files match, never folders.
@@ -272,7 +273,7 @@ func List(ctx context.Context, glob string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(p string) bool { return isTemporary(Base(p)) }), nil
+	return slices.DeleteFunc(all, func(p string) bool { return isTemporary(Base(p)) || isLockFile(Base(p)) }), nil
 }
 
 // listGlob returns every file matching glob, temporaries included: it lists the folder
