@@ -96,10 +96,10 @@ func openRunLog(ctx context.Context, out string, echo io.Writer, stepsDone int) 
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o777); err != nil {
 		return nil, fmt.Errorf("creating output folder %s: %w", out, err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("opening log %s: %w", path, err)
 	}

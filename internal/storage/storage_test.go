@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -190,6 +191,26 @@ func TestWriteRemovesWhatKilledWritesOfTheFileLeft(t *testing.T) {
 	for f, want := range map[string]bool{stale: false, staleOldName: false, live: true, other: true} {
 		if _, err := os.Stat(f); (err == nil) != want {
 			t.Errorf("%s: present %v, want %v", filepath.Base(f), err == nil, want)
+		}
+	}
+}
+
+// TestWritesKeepTheUmask: a file written atomically, and the folders made for it, get the
+// permissions a plain create gives under the process's umask.
+func TestWritesKeepTheUmask(t *testing.T) {
+	for _, tt := range []struct{ umask, file, folder os.FileMode }{{0o077, 0o600, 0o700}, {0o002, 0o664, 0o775}, {0o022, 0o644, 0o755}} {
+		old := syscall.Umask(int(tt.umask))
+		dir := t.TempDir()
+		p := filepath.Join(dir, "made", "out.json")
+		err := WriteFile(context.Background(), p, []byte("{}"))
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f, want := range map[string]os.FileMode{p: tt.file, filepath.Dir(p): tt.folder} {
+			if st, err := os.Stat(f); err != nil || st.Mode().Perm() != want {
+				t.Errorf("umask %03o: %s is %v (%v), want %v", tt.umask, filepath.Base(f), st.Mode().Perm(), err, want)
+			}
 		}
 	}
 }
