@@ -40,7 +40,7 @@ RUNWATCH := $(GO) run ./internal/cmd/runwatch
 GPU_PACK        ?= .gpu
 GPU_PACK_MAX_MIB ?= 60
 
-.PHONY: help build build-cuda gpu-pack gpu-docs worker deps deps-go deps-data deps-torch generated test test-race bench bench-smoke lint demo readme clean
+.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-flink generated test test-race test-flink bench bench-smoke lint demo docs clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -49,7 +49,7 @@ help: ## list the targets
 			-e 's|\$$(BIN)|$(BIN)|g' -e 's|\$$(FASHION_MNIST)|$(FASHION_MNIST)|g'
 
 build: ## build bin/dcl (pure Go, CPU backend)
-	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; README, First run)"
+	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; docs/development.md, The first run)"
 	@$(RUNWATCH) -label "build: $(BIN)/dcl" -packages -- $(GO) build -v -ldflags "$(LDFLAGS)" -o $(BIN)/dcl ./cmd/dcl
 
 build-cuda: ## build bin/dcl-cuda with the XLA/CUDA backend (needs cgo; the PJRT plugin is loaded at run time)
@@ -65,9 +65,6 @@ gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz), Fashion-MNI
 	@size=$$(du -sm $(GPU_PACK) | cut -f1); \
 	if [ $$size -gt $(GPU_PACK_MAX_MIB) ]; then echo "gpu-pack: $(GPU_PACK) is $$size MiB, over $(GPU_PACK_MAX_MIB) MiB"; exit 1; fi; \
 	echo "gpu-pack: $(GPU_PACK) is $$size MiB: copy it with the repository to the GPU machine and run scripts/gpu-check.sh OUTDIR there"
-
-gpu-docs: ## rewrite the GPU tables of README.md and BENCHMARKS.md from docs/gpu/gpu-check.json
-	$(GO) run ./cmd/dcl gpu-check --render=docs/gpu/gpu-check.json --update=README.md,BENCHMARKS.md
 
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
@@ -116,6 +113,20 @@ deps-torch:
 		echo "deps: WARNING: no apt-get here; the PyTorch export test will skip without python3 with torch and torchvision"; \
 	fi
 
+# deps-flink fetches Beam's Flink job server and Flink's own jars from Maven Central into
+# .cache/flink (FLINK_CACHE), pinned by deploy/flink/jars.sha256; the newest Beam release whose
+# Flink runner Maven Central serves with all its dependencies (docs/flink.md).
+deps-flink: ## fetch Beam's Flink job server and Flink 1.19's jars (Maven Central, checksummed) into .cache/flink
+	@scripts/flink.sh deps
+
+# test-flink runs the pipelines on Flink: the job server's embedded Flink and a standalone
+# session cluster of two TaskManagers, PROCESS workers started by Beam's boot loader from the
+# cgo-free worker binary, every output compared with prism's. It fails, never skips, without
+# Java or the jars.
+test-flink: deps-flink worker ## run every Beam job on Flink (embedded and a 2-TaskManager cluster, one killed) and compare with prism
+	DCL_FLINK_REQUIRED=1 DCL_WORKER_BINARY=$(CURDIR)/$(BIN)/dcl-worker-linux-amd64 $(RUNWATCH) -gotest -label "test-flink" -- \
+		$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run '^TestFlink' ./cmd/dcl/
+
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
 test: deps generated ## run every test (race detector on all but the numeric kernels and the Beam packages)
@@ -159,15 +170,16 @@ lint: generated ## go vet and staticcheck, on the pure-Go and the cuda builds; b
 
 demo: deps-data build ## a scaled-down reproduction on Fashion-MNIST (minutes on 2 free cores; the README says how long it took): demo-out/report.md
 	$(BIN)/dcl demo --input=$(FASHION_MNIST) --output=demo-out
-	@$(GO) run ./internal/cmd/readmegen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
-		echo "demo: the README's demo section is not this run's results (another machine or code version): make readme rewrites it from demo-out"
+	@$(GO) run ./internal/cmd/docsgen --check >/dev/null 2>&1 && echo "demo: the README's demo section is this run's results" || \
+		echo "demo: the README's demo section is not this run's results (another machine or code version): make docs rewrites it from demo-out"
 
-# The README's generated sections and docs/demo/, docs/gpu-experiment/ from the results: the demo's
-# (demo-out) and, with GPU_RUN=DIR, a GPU experiment's run directory (unpacked
-# experiment-state.tgz).
+# Every generated section of the docs (README.md, BENCHMARKS.md, docs/*.md) and the figures in
+# docs/demo/, docs/gpu-experiment/, from the results kept under docs/: the demo's from demo-out
+# when it holds one, and, with GPU_RUN=DIR, a GPU experiment's run directory (unpacked
+# experiment-state.tgz). internal/cmd/docsgen lists the sections and what each is made from.
 GPU_RUN ?=
-readme: ## rewrite the README's demo, GPU, kill-hunt and storage sections and docs/demo/, docs/gpu-experiment/ from demo-out (and GPU_RUN=DIR), docs/reliability/ and docs/storage/
-	$(GO) run ./internal/cmd/readmegen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
+docs: ## rewrite every generated section of the docs from the kept results (and demo-out, GPU_RUN=DIR)
+	$(GO) run ./internal/cmd/docsgen --demo=demo-out $(if $(GPU_RUN),--gpu=$(GPU_RUN))
 
 clean: ## remove build outputs and the GPU pack (not .gpu-work/, the GPU experiment's state)
 	rm -rf $(BIN) $(GPU_PACK)

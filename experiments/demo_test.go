@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/internal/docsections"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 )
@@ -35,7 +36,9 @@ func TestDemoRunsScaledDownIntoTheReadme(t *testing.T) {
 	c.Dataset.Limit, c.Dataset.EvalLimit = 64, 64
 	c.Preprocess.Passes = 1
 	for i := range c.Runs {
-		c.Runs[i].Epochs, c.Runs[i].Width, c.Runs[i].BatchSize = 1, 4, 16
+		c.Runs[i].Set("epochs", 1)
+		c.Runs[i].Set("width", 4)
+		c.Runs[i].Set("batch_size", 16)
 	}
 	c.Evaluate.Set("knn", "k", 10)
 	c.Evaluate.Set("linear", "epochs", 2)
@@ -54,17 +57,17 @@ func TestDemoRunsScaledDownIntoTheReadme(t *testing.T) {
 	if len(res.Cells) != 2 || len(res.Cells[0].Runs) != 2 || len(res.Comparisons) == 0 {
 		t.Fatalf("cells %+v, comparisons %+v: want InfoNCE and DCL with two seeds each, compared", res.Cells, res.Comparisons)
 	}
-	figures, err := reproduce.WriteReadmeFigures(ctx, &res, out, t.TempDir())
+	figures, err := reproduce.WriteDocsFigures(ctx, &res, out, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := reproduce.ReadmeSection(&res, "make demo", "docs/demo", figures)
-	readme := []byte("<!-- generated: demo (make readme); do not edit between these markers -->\n<!-- end of generated: demo -->\n")
-	readme, err = reproduce.SpliceReadme(readme, "demo", section)
+	section := reproduce.DocsSection(&res, "make demo", "docs/demo", "docs/demo", figures)
+	readme := []byte(docsections.Begin("demo") + "\n" + docsections.End("demo") + "\n")
+	readme, err = docsections.Splice(readme, "demo", section)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reproduce.CheckReadme(readme, "demo", section); err != nil {
+	if err := docsections.Check(readme, "demo", section); err != nil {
 		t.Errorf("the README made from the demo's results fails the check: %v", err)
 	}
 	flat := regexp.MustCompile(` +`).ReplaceAllString(section, " ") // tables pad their columns
@@ -76,7 +79,7 @@ func TestDemoRunsScaledDownIntoTheReadme(t *testing.T) {
 	s := res.Cells[0].Metrics["knn_top1"]
 	fig := fmt.Sprintf("%.1f ± %.1f", s.Mean, s.SD)
 	typed := strings.Replace(string(readme), fig, fig+"1", 1)
-	if err := reproduce.CheckReadme([]byte(typed), "demo", section); !errors.Is(err, reproduce.ErrReadmeStale) {
+	if err := docsections.Check([]byte(typed), "demo", section); !errors.Is(err, docsections.ErrStale) {
 		t.Errorf("a README whose figure %s differs from the fresh results: check says %v", fig, err)
 	}
 }

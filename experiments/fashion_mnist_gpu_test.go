@@ -35,7 +35,7 @@ func loadGPUConfig(t *testing.T) *reproduce.Config {
 	return c
 }
 
-// TestFashionMNISTGPUConfig checks the experiment is what issue 24 asks for: Fashion-MNIST at
+// TestFashionMNISTGPUConfig checks the experiment is what it is for: Fashion-MNIST at
 // 32 px, resnet18-cifar on CUDA, InfoNCE and DCL at batch 32 (at least two seeds each) and 256,
 // the same epochs for every run, kNN after every epoch, kNN and linear on the full test split.
 func TestFashionMNISTGPUConfig(t *testing.T) {
@@ -46,8 +46,8 @@ func TestFashionMNISTGPUConfig(t *testing.T) {
 	seeds := map[string]int{}
 	for _, r := range c.Runs {
 		seeds[r.Cell]++
-		if r.Model != "resnet18-cifar" || r.Backend != "cuda" || r.Epochs != c.Runs[0].Epochs {
-			t.Errorf("run %s: %s on %s for %d epochs; want resnet18-cifar on cuda, %d epochs like the others", r.Name, r.Model, r.Backend, r.Epochs, c.Runs[0].Epochs)
+		if r.Model() != "resnet18-cifar" || r.Backend() != "cuda" || r.Epochs() != c.Runs[0].Epochs() {
+			t.Errorf("run %s: %s on %s for %d epochs; want resnet18-cifar on cuda, %d epochs like the others", r.Name, r.Model(), r.Backend(), r.Epochs(), c.Runs[0].Epochs())
 		}
 	}
 	for cell, want := range map[string]int{"infonce-b32": 2, "dcl-b32": 2, "infonce-b256": 1, "dcl-b256": 1} {
@@ -58,8 +58,8 @@ func TestFashionMNISTGPUConfig(t *testing.T) {
 	if !c.Evaluate.Has("knn") || !c.Evaluate.Has("linear") || c.Evaluate.KNNEvery != 1 {
 		t.Errorf("evaluate %+v: want kNN and a linear probe, and the kNN monitor after every epoch", c.Evaluate)
 	}
-	if c.Preprocess.Views != "online" && c.Preprocess.Passes < c.Runs[0].Epochs {
-		t.Errorf("%d passes for %d epochs: views would repeat", c.Preprocess.Passes, c.Runs[0].Epochs)
+	if c.Preprocess.Views != "online" && c.Preprocess.Passes < c.Runs[0].Epochs() {
+		t.Errorf("%d passes for %d epochs: views would repeat", c.Preprocess.Passes, c.Runs[0].Epochs())
 	}
 }
 
@@ -81,8 +81,9 @@ func TestFashionMNISTGPUConfigRunsScaledDown(t *testing.T) {
 	c := loadGPUConfig(t)
 	c.Dataset.Limit, c.Dataset.EvalLimit = 64, 64
 	for i := range c.Runs {
-		c.Runs[i].Epochs, c.Runs[i].Width = 1, 4
-		c.Runs[i].BatchSize = map[int]int{32: 8, 256: 16}[c.Runs[i].BatchSize] // two sizes that fit 64 images
+		c.Runs[i].Set("epochs", 1)
+		c.Runs[i].Set("width", 4)
+		c.Runs[i].Set("batch_size", map[int]int{32: 8, 256: 16}[c.Runs[i].BatchSize()]) // two sizes that fit 64 images
 	}
 	c.Evaluate.Set("knn", "k", 10)
 	c.Evaluate.Set("linear", "epochs", 2)
@@ -96,13 +97,13 @@ func TestFashionMNISTGPUConfigRunsScaledDown(t *testing.T) {
 	if len(res.Runs) != 6 || len(res.Cells) != 4 {
 		t.Fatalf("%d runs in %d cells, want 6 in 4", len(res.Runs), len(res.Cells))
 	}
-	// The README's GPU section is ready for the results: the batch-32 cells compared over
+	// docs/gpu.md's GPU experiment section is ready for the results: the batch-32 cells compared over
 	// their seeds, the batch-256 ones without a claim.
-	section := reproduce.ReadmeSection(res, "scripts/gpu-check.sh OUT experiment", "docs/gpu-experiment", nil)
+	section := reproduce.DocsSection(res, "scripts/gpu-check.sh OUT experiment", "docs/gpu-experiment", "gpu-experiment", nil)
 	flat := regexp.MustCompile(` +`).ReplaceAllString(section, " ") // tables pad their columns
 	for _, want := range []string{"| SimCLR (InfoNCE), batch 8, 1 epoch | 1, 2 |", "DCL, batch 16 against SimCLR (InfoNCE), batch 16", "one seed: no claim", analysis.SeedRule} {
 		if !strings.Contains(flat, want) {
-			t.Errorf("the README's GPU section lacks %q:\n%s", want, section)
+			t.Errorf("docs/gpu.md's GPU experiment section lacks %q:\n%s", want, section)
 		}
 	}
 	m, err := shards.ReadManifest(context.Background(), filepath.Join(out, reproduce.DataDir, "pretrain"))

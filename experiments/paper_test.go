@@ -1,7 +1,6 @@
 package experiments_test
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -166,17 +165,17 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 	table1 := func(block, arch string) func(reproduce.RunConfig) published {
 		tab := p.table(t, "tab:batchsize")
 		return func(r reproduce.RunConfig) published {
-			row := map[string]string{"infonce": "Baseline (" + arch + ")", "dcl": "w/ DCL (" + arch + ")"}[r.Loss]
+			row := map[string]string{"infonce": "Baseline (" + arch + ")", "dcl": "w/ DCL (" + arch + ")"}[r.Loss()]
 			if row == "" {
 				return published{}
 			}
-			c := tab.cell(t, row, map[string]string{"Dataset": block, "Batch Size": strconv.Itoa(r.BatchSize)})
+			c := tab.cell(t, row, map[string]string{"Dataset": block, "Batch Size": strconv.Itoa(r.BatchSize())})
 			return published{figure(t, c, 0), figure(t, c, 1), p.source(t, tab.label)}
 		}
 	}
 	dclw := func(column string, r reproduce.RunConfig) published {
 		tab := p.table(t, "tab:DCL-DCLW")
-		row := map[string]string{"infonce": "SimCLR", "dcl": "DCL", "dclw": "DCLW"}[r.Loss]
+		row := map[string]string{"infonce": "SimCLR", "dcl": "DCL", "dclw": "DCLW"}[r.Loss()]
 		v := figure(t, tab.cell(t, row, map[string]string{"Dataset": column}), -1)
 		if strings.HasSuffix(column, "(linear)") {
 			return published{linear: v, source: p.source(t, tab.label)}
@@ -186,7 +185,7 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 	batchAndDCLW := func(block, column string) func(reproduce.RunConfig) published {
 		t1 := table1(block, "ResNet-50")
 		return func(r reproduce.RunConfig) published {
-			if r.Loss == "dclw" {
+			if r.Loss() == "dclw" {
 				return dclw(column, r)
 			}
 			return t1(r)
@@ -201,8 +200,8 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 	table4 := func(block string) func(reproduce.RunConfig) published {
 		tab := p.table(t, "tab:resnet50cifar")
 		return func(r reproduce.RunConfig) published {
-			row := map[string]string{"infonce": "SimCLR", "dcl": "SimCLR w/ DCL"}[r.Loss]
-			c := tab.cell(t, row, map[string]string{"Dataset": block, "Batch Size": strconv.Itoa(r.BatchSize)})
+			row := map[string]string{"infonce": "SimCLR", "dcl": "SimCLR w/ DCL"}[r.Loss()]
+			c := tab.cell(t, row, map[string]string{"Dataset": block, "Batch Size": strconv.Itoa(r.BatchSize())})
 			return published{knn: figure(t, c, -1), source: p.source(t, tab.label)}
 		}
 	}
@@ -220,8 +219,8 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 				queues: queues, linear: true}
 		}
 		figures := func(r reproduce.RunConfig) published {
-			row := map[string]string{"infonce": "MoCo-v2 Baseline (ResNet-50)", "dcl": "MoCo-v2 w/DCL (ResNet-50)"}[r.Loss]
-			c := tab.cell(t, row, map[string]string{"Dataset": block, "Queue Size": strconv.Itoa(r.Params.Int(trainstep.SettingQueueSize))})
+			row := map[string]string{"infonce": "MoCo-v2 Baseline (ResNet-50)", "dcl": "MoCo-v2 w/DCL (ResNet-50)"}[r.Loss()]
+			c := tab.cell(t, row, map[string]string{"Dataset": block, "Queue Size": strconv.Itoa(r.QueueSize())})
 			return published{linear: figure(t, c, -1), source: p.source(t, tab.label)}
 		}
 		return recipe, figures
@@ -234,7 +233,7 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 				return runRecipe{dataset: dataset, model: model, method: "nnclr", epochs: epochs, augment: true, batches: []int{batch}, knn: knn, linear: !knn}
 			},
 			figures: func(r reproduce.RunConfig) published {
-				col := map[string]string{"infonce": "NNCLR", "dcl": "NNCLR+DCL"}[r.Loss]
+				col := map[string]string{"infonce": "NNCLR", "dcl": "NNCLR+DCL"}[r.Loss()]
 				v := figure(t, tab.cell(t, row, map[string]string{tab.rows[0][0]: col}), -1)
 				if knn {
 					return published{knn: v, source: p.source(t, tab.label)}
@@ -258,7 +257,7 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 				return rc
 			},
 			func(r reproduce.RunConfig) published {
-				if r.Loss == "dclw-exp" {
+				if r.Loss() == "dclw-exp" {
 					v := p.factFloat(t, `\$\\delta=3\$ and \$\\sigma=0.5\$ can achieve \$([0-9.]+)\\%\$ kNN top-1 accuracy on CIFAR10`)
 					return published{knn: v, source: "Appendix, DCLW ablation"}
 				}
@@ -276,36 +275,36 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 		"cifar10-temperature": {
 			func(r reproduce.RunConfig) runRecipe {
 				// The paper names no backbone for the ablation; its τ is the swept one.
-				return runRecipe{dataset: "cifar10", method: "simclr", epochs: f.tauAblationEpochs, tau: r.Temperature, augment: true,
+				return runRecipe{dataset: "cifar10", method: "simclr", epochs: f.tauAblationEpochs, tau: r.Temperature(), augment: true,
 					batches: []int{f.tauAblationBatch}, knn: true}
 			},
 			func(r reproduce.RunConfig) published {
 				tab := p.table(t, "tab:ablation_tau")
-				row := map[string]string{"infonce": "SimCLR", "dcl": "SimCLR w/ DCL"}[r.Loss]
-				return published{knn: figure(t, tab.cell(t, row, map[string]string{"Temperature τ": tauColumn(t, tab, r.Temperature)}), -1),
+				row := map[string]string{"infonce": "SimCLR", "dcl": "SimCLR w/ DCL"}[r.Loss()]
+				return published{knn: figure(t, tab.cell(t, row, map[string]string{"Temperature τ": tauColumn(t, tab, r.Temperature())}), -1),
 					source: p.source(t, tab.label)}
 			}},
 		"imagenet-moco-queue":    {mocoIN1K, mocoIN1KFigures},
 		"imagenet100-moco-queue": {mocoIN100, mocoIN100Figures},
 		"imagenet-short-epochs": {
 			func(r reproduce.RunConfig) runRecipe {
-				rc := runRecipe{dataset: "imagenet", model: "resnet50", method: "simclr", epochs: r.Epochs, tau: f.tauImageNet, augment: true,
+				rc := runRecipe{dataset: "imagenet", model: "resnet50", method: "simclr", epochs: r.Epochs(), tau: f.tauImageNet, augment: true,
 					batches: []int{f.shortBatch}, linear: true}
-				if !slices.Contains([]int{100, 200}, r.Epochs) {
+				if !slices.Contains([]int{100, 200}, r.Epochs()) {
 					rc.epochs = 100 // the table's rows
 				}
-				if r.Method == "moco" {
+				if r.Method() == "moco" {
 					rc.method, rc.tau, rc.queues = "moco", f.tauMoCo, []int{f.shortQueue}
 				}
 				return rc
 			},
 			func(r reproduce.RunConfig) published {
 				tab := p.table(t, "tab:shortepoch")
-				col := map[string]string{"infonce": "SimCLR", "dcl": "SimCLR w/ DCL"}[r.Loss]
-				if r.Method == "moco" {
-					col = map[string]string{"infonce": "MoCo-v2", "dcl": "MoCo-v2 w/ DCL"}[r.Loss]
+				col := map[string]string{"infonce": "SimCLR", "dcl": "SimCLR w/ DCL"}[r.Loss()]
+				if r.Method() == "moco" {
+					col = map[string]string{"infonce": "MoCo-v2", "dcl": "MoCo-v2 w/ DCL"}[r.Loss()]
 				}
-				return published{linear: figure(t, tab.cell(t, fmt.Sprintf("%d Epoch", r.Epochs), map[string]string{"": col}), -1), source: p.source(t, tab.label)}
+				return published{linear: figure(t, tab.cell(t, fmt.Sprintf("%d Epoch", r.Epochs()), map[string]string{"": col}), -1), source: p.source(t, tab.label)}
 			}},
 		"cifar10-nnclr": nnclr("cifar10", "resnet18-cifar", "CIFAR10, 1000 Epoch (kNN)", 1000, true),
 		// The paper's ResNet-18 on ImageNet-100 has the ImageNet stem at 224 px, which this
@@ -320,8 +319,8 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 			},
 			func(r reproduce.RunConfig) published {
 				tab := p.table(t, "tab:hyper-stl10-batch")
-				row := map[string]string{"hypersphere": "Hypersphere", "dcl": "DCL"}[r.Loss]
-				return published{linear: figure(t, tab.cell(t, row, map[string]string{"Batch Size": strconv.Itoa(r.BatchSize)}), -1), source: p.source(t, tab.label)}
+				row := map[string]string{"hypersphere": "Hypersphere", "dcl": "DCL"}[r.Loss()]
+				return published{linear: figure(t, tab.cell(t, row, map[string]string{"Batch Size": strconv.Itoa(r.BatchSize())}), -1), source: p.source(t, tab.label)}
 			}},
 		// The scaled-down experiments follow Table 1's CIFAR recipe and print no figures.
 		"demo-fashion-mnist":     {cifar("cifar10"), nil},
@@ -420,29 +419,29 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			if want.dataset != "" && c.Dataset.Name != want.dataset {
 				differ("data", "dataset %s, the paper's %s", c.Dataset.Name, want.dataset)
 			}
-			if want.model != "" && r.Model != want.model {
-				differ("model", "run %s: model %s, the paper's %s", r.Name, r.Model, want.model)
+			if want.model != "" && r.Model() != want.model {
+				differ("model", "run %s: model %s, the paper's %s", r.Name, r.Model(), want.model)
 			}
-			if method := cmp.Or(r.Method, "simclr"); want.method != "" && method != want.method {
+			if method := r.Setting(trainstep.SettingMethod); want.method != "" && method != want.method {
 				differ("method", "run %s: method %s, the paper's %s", r.Name, method, want.method)
 			}
-			if want.epochs != 0 && r.Epochs != want.epochs {
-				differ("epochs", "run %s: %d epochs, the paper's %d", r.Name, r.Epochs, want.epochs)
+			if want.epochs != 0 && r.Epochs() != want.epochs {
+				differ("epochs", "run %s: %d epochs, the paper's %d", r.Name, r.Epochs(), want.epochs)
 			}
-			if want.tau != 0 && r.Temperature != want.tau {
-				differ("temperature", "run %s: τ %v, the paper's %v", r.Name, r.Temperature, want.tau)
+			if want.tau != 0 && r.Temperature() != want.tau {
+				differ("temperature", "run %s: τ %v, the paper's %v", r.Name, r.Temperature(), want.tau)
 			}
-			if want.lr != 0 && r.LR != want.lr {
-				differ("lr", "run %s: base lr %v, the paper's %v (·batch/256)", r.Name, r.LR, want.lr)
+			if want.lr != 0 && r.Setting(trainstep.SettingLR) != want.lr {
+				differ("lr", "run %s: base lr %v, the paper's %v (·batch/256)", r.Name, r.Setting(trainstep.SettingLR), want.lr)
 			}
 			if want.augment && !sameAugmentation(aug, paperAug) {
 				differ("augment", "preset %s, not the appendix's default augmentation", c.Preprocess.Augment)
 			}
-			if want.batches != nil && !slices.Contains(want.batches, r.BatchSize) {
-				differ("batch_size", "run %s: batch %d, the paper's %v", r.Name, r.BatchSize, want.batches)
+			if want.batches != nil && !slices.Contains(want.batches, r.BatchSize()) {
+				differ("batch_size", "run %s: batch %d, the paper's %v", r.Name, r.BatchSize(), want.batches)
 			}
-			if want.queues != nil && !slices.Contains(want.queues, r.Params.Int(trainstep.SettingQueueSize)) {
-				differ("queue_size", "run %s: queue %d, the paper's %v", r.Name, r.Params.Int(trainstep.SettingQueueSize), want.queues)
+			if want.queues != nil && !slices.Contains(want.queues, r.QueueSize()) {
+				differ("queue_size", "run %s: queue %d, the paper's %v", r.Name, r.QueueSize(), want.queues)
 			}
 			if want.knn && !c.Evaluate.Has("knn") {
 				differ("evaluation", "no kNN evaluation, which the paper reports")

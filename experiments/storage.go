@@ -3,7 +3,7 @@ package experiments
 // StorageFile is where the storage figures of the built-in configs are kept, relative to the
 // repository's root: TestStorageFigures writes it (go test ./experiments -run
 // TestStorageFigures -update-storage) and checks that it stays what the configs and the estimator
-// give; `make readme` puts its table in the README.
+// give; `make docs` puts its table in docs/preprocessing.md.
 const StorageFile = "docs/storage/storage.json"
 
 // Storage is what the built-in configs write for their datasets, as `dcl reproduce --plan`
@@ -17,8 +17,8 @@ type Storage struct {
 }
 
 // StorageFigure is one config's datasets, with the pretraining views stored for every epoch
-// (as the design first had it: a pass per epoch, so that every epoch has fresh views) and as
-// the config makes them now.
+// (a pass per epoch, the cost of fresh stored views every epoch) and as the config makes
+// them.
 type StorageFigure struct {
 	Config  string `json:"config"`
 	Dataset string `json:"dataset"`
@@ -33,8 +33,8 @@ type StorageFigure struct {
 	// "offline" (Passes stored passes).
 	Views  string `json:"views"`
 	Passes int    `json:"passes,omitempty"`
-	// StoredViews is the pretraining dataset with Epochs stored passes (before), Configured
-	// the same dataset as the config makes it (after), and Evaluation the two evaluation
+	// StoredViews is the pretraining dataset with Epochs stored passes, Configured the same
+	// dataset as the config makes it, and Evaluation the two evaluation
 	// datasets, the same either way; bytes.
 	StoredViews int64 `json:"stored_views_bytes"`
 	Configured  int64 `json:"configured_bytes"`

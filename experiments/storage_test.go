@@ -33,13 +33,13 @@ const storageTolerance = 0.01
 
 // TestStorageFigures plans every built-in config as `dcl reproduce --config NAME --input
 // FIXTURE --plan` does, once as the config is and once with the pretraining views stored
-// for every epoch (preprocess.passes = the epochs, views offline, as the design first had
-// it), on a small input of the dataset's published format, and scales each dataset stage's
+// for every epoch (preprocess.passes = the epochs, views offline: fresh stored views every
+// epoch), on a small input of the dataset's published format, and scales each dataset stage's
 // "writes ≈" to the dataset's published size (or the config's limit): the estimate is the
 // records times the mean size of the rows made from a fixed sample of records
 // (pipelines.PreprocessJob.StorageEstimate), linear in the record count. The figures must be
-// those kept in docs/storage/storage.json, which -update-storage rewrites and `make readme` puts in
-// the README.
+// those kept in docs/storage/storage.json, which -update-storage rewrites and `make docs` puts in
+// docs/preprocessing.md.
 func TestStorageFigures(t *testing.T) {
 	ctx := context.Background()
 	inputs, method := writeStorageFixtures(t)
@@ -76,7 +76,7 @@ func TestStorageFigures(t *testing.T) {
 		t.Fatalf("%s: %v", path, err)
 	}
 	if diffs := storageDiffs(kept, fresh); len(diffs) > 0 {
-		t.Errorf("%s is not what the configs and the estimator give now (run %s, then make readme):\n%s",
+		t.Errorf("%s is not what the configs and the estimator give now (run %s, then make docs):\n%s",
 			experiments.StorageFile, storageCommand, strings.Join(diffs, "\n"))
 	}
 }
@@ -109,7 +109,7 @@ func storageFigure(ctx context.Context, t *testing.T, name, input string) experi
 	c := loadConfig(t, name)
 	epochs := 0
 	for _, r := range c.Runs {
-		epochs = max(epochs, r.Epochs)
+		epochs = max(epochs, r.Epochs())
 	}
 	d := c.Dataset
 	f := experiments.StorageFigure{Config: name, Dataset: d.Name, Split: d.PretrainSplit, Epochs: epochs, Views: "offline", Passes: c.Preprocess.Passes}

@@ -7,5 +7,5 @@
 //
 // The kernels under the CPU backend are in gpu/kernels; kernels.Sgemm is a plain-Go float32
 // matrix multiply for anyone. GoMLX problems found on the way are listed, with their smallest
-// reproducers, in the README (section Engine).
+// reproducers, in docs/engine.md.
 package gpu

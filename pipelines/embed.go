@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"path"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -261,7 +260,7 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 // which has only the CPU backend: there auto means cpu, said on log, and cuda is a usage
 // error unless lenient (reproduce, whose runs' backend is the trainer's: a run trains on the
 // GPU here and is embedded by the remote workers on their CPUs, also said on log). A GPU
-// worker image is the way to embed on remote GPUs (README, section Evaluation).
+// worker image is the way to embed on remote GPUs (docs/evaluation.md).
 func ResolveEmbedBackend(kind gpu.Kind, lenient bool, log *slog.Logger) (gpu.Kind, error) {
 	if kind == "" {
 		kind = gpu.Auto
@@ -300,12 +299,11 @@ func checkImageSize(info trainstep.EncoderInfo, c shards.Config) error {
 	return model.CheckImageSize(c.Height, c.Width, c.Channels)
 }
 
-// The elements between the steps are Go structs that Beam encodes with schema row coders
-// (inferred from their exported fields when the types are registered).
+// The elements between the steps are Go structs, registered with registerElement.
 func init() {
-	beam.RegisterType(reflect.TypeOf(embedRange{}))
-	beam.RegisterType(reflect.TypeOf(embeddings.FileInfo{}))
-	beam.RegisterType(reflect.TypeOf(embeddings.Manifest{}))
+	registerElement[embedRange]()
+	registerElement[embeddings.FileInfo]()
+	registerElement[embeddings.Manifest]()
 	register.DoFn3x1[context.Context, embedRange, func(embeddings.FileInfo), error](&embedRangeFn{})
 	register.DoFn4x1[context.Context, []byte, func(*embeddings.FileInfo) bool, func(embeddings.Manifest), error](&commitEmbeddingsFn{})
 	register.Emitter1[embeddings.FileInfo]()

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"reflect"
 	"runtime"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -173,9 +172,9 @@ func groupFiles(files []embeddingFile, n int) [][]embeddingFile {
 // The elements between the steps are Go structs that Beam encodes with schema row coders
 // (inferred from their exported fields when the types are registered).
 func init() {
-	beam.RegisterType(reflect.TypeOf(queryTile{}))
-	beam.RegisterType(reflect.TypeOf(partialTopK{}))
-	beam.RegisterType(reflect.TypeOf(analysis.Tally{}))
+	registerElement[queryTile]()
+	registerElement[partialTopK]()
+	registerElement[analysis.Tally]()
 	register.DoFn3x1[context.Context, []byte, func(int, queryTile), error](&readQueriesFn{})
 	register.DoFn4x1[context.Context, int, queryTile, func(int, partialTopK), error](&searchTileFn{})
 	register.DoFn4x1[context.Context, int, func(*partialTopK) bool, func(analysis.Tally), error](&mergeVoteFn{})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,9 +143,9 @@ func PlanNPC(ctx context.Context, o NPCOptions) (*NPCJob, error) {
 
 // The elements between the steps are Go structs that Beam encodes with schema row coders.
 func init() {
-	beam.RegisterType(reflect.TypeOf(npcBatch{}))
-	beam.RegisterType(reflect.TypeOf(npcMultipliers{}))
-	beam.RegisterType(reflect.TypeOf(analysis.NPCStats{}))
+	registerElement[npcBatch]()
+	registerElement[npcMultipliers]()
+	registerElement[analysis.NPCStats]()
 	register.DoFn3x1[context.Context, []byte, func(npcBatch), error](&drawBatchesFn{})
 	register.DoFn3x1[context.Context, npcBatch, func(int, npcMultipliers), error](&multipliersFn{})
 	register.DoFn4x1[context.Context, int, func(*npcMultipliers) bool, func(analysis.NPCStats), error](&summariseFn{})

@@ -7,10 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"reflect"
 	"slices"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -18,7 +16,7 @@ import (
 )
 
 func init() {
-	beam.RegisterType(reflect.TypeOf(shards.Config{}))
+	registerElement[shards.Config]()
 	register.DoFn5x1[context.Context, []byte, func(*unitStats) bool, func(int, refBatch), func(shards.Config), error](&prepareOutputFn{})
 	register.DoFn6x1[context.Context, []byte, func(*shards.Config) bool, func(*shards.ShardInfo) bool, func(*shards.DeadLetter) bool, func(*unitStats) bool, error](&commitFn{})
 	register.Emitter1[shards.Config]()

@@ -9,7 +9,6 @@ import (
 	"hash"
 	"hash/crc32"
 	"maps"
-	"reflect"
 	"slices"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -22,10 +21,10 @@ import (
 // The elements between the steps are Go structs that Beam encodes with schema row coders
 // (inferred from their exported fields when the types are registered).
 func init() {
-	beam.RegisterType(reflect.TypeOf(unitTask{}))
-	beam.RegisterType(reflect.TypeOf(unitStats{}))
-	beam.RegisterType(reflect.TypeOf(refBatch{}))
-	beam.RegisterType(reflect.TypeOf(shards.DeadLetter{}))
+	registerElement[unitTask]()
+	registerElement[unitStats]()
+	registerElement[refBatch]()
+	registerElement[shards.DeadLetter]()
 	register.DoFn6x1[context.Context, int, func(*unitTask) bool, func(int, refBatch), func(shards.DeadLetter), func(unitStats), error](&readUnitsFn{})
 	register.Function1x2(keyByUnit)
 	register.Emitter2[int, unitTask]()

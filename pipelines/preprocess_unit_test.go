@@ -17,8 +17,8 @@ import (
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
-// The preprocess pipeline's elements go through the coders Beam infers for them (schema row
-// coders) and come back equal, with empty slices and maps still empty rather than nil: the
+// The preprocess pipeline's elements go through their coders (registerElement's, which
+// runners pass on as bytes) and come back equal, with empty slices and maps still empty rather than nil: the
 // shard entries and dead letters reach manifest.json and dead-letters.jsonl, whose bytes
 // must not change.
 func TestPreprocessElementsRoundTripThroughTheirCoders(t *testing.T) {
@@ -45,8 +45,9 @@ func TestPreprocessElementsRoundTripThroughTheirCoders(t *testing.T) {
 		shards.DeadLetter{Source: "x.tar", Position: 1536, Key: "train/x", Reason: "bad header"},
 	} {
 		rt := reflect.TypeOf(give)
-		if c := beam.NewCoder(typex.New(rt)); !strings.HasPrefix(c.String(), "R[") {
-			t.Errorf("%v is coded by %v, want a schema row coder", rt, c)
+		// A custom coder prints as TYPE[TYPE], a row coder as R[…].
+		if c := beam.NewCoder(typex.New(rt)); !strings.HasPrefix(c.String(), rt.String()+"[") {
+			t.Errorf("%v is coded by %v, want registerElement's opaque coder", rt, c)
 		}
 		var buf bytes.Buffer
 		if err := beam.NewElementEncoder(rt).Encode(give, &buf); err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -22,7 +21,7 @@ import (
 )
 
 func init() {
-	beam.RegisterType(reflect.TypeOf(shards.ShardInfo{}))
+	registerElement[shards.ShardInfo]()
 	register.DoFn5x1[context.Context, int, func(*refBatch) bool, func(shards.ShardInfo), func(shards.DeadLetter), error](&writePartFn{})
 	register.Emitter1[shards.ShardInfo]()
 	register.Iter1[refBatch]()

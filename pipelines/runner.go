@@ -35,7 +35,7 @@ type runnerSpec struct {
 	remoteWorkers bool
 }
 
-// runnerRegistry holds the runners the pipelines run on (README, section Runners).
+// runnerRegistry holds the runners the pipelines run on (docs/runners.md).
 var runnerRegistry = func() *registry.Registry[runnerSpec] {
 	r := registry.New[runnerSpec]("runner")
 	always := func() bool { return true }
@@ -60,7 +60,7 @@ var runnerRegistry = func() *registry.Registry[runnerSpec] {
 	return r
 }()
 
-// Runners are the --runner values the pipelines run on (README, section Runners). Beam also
+// Runners are the --runner values the pipelines run on (docs/runners.md). Beam also
 // registers aliases (DirectRunner, PortableRunner, …), accepted as Beam spells them.
 var Runners = runnerRegistry.Names()
 
@@ -179,6 +179,9 @@ func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.Pipel
 	if err := CheckRunner(); err != nil {
 		return nil, err
 	}
+	if err := checkElementCoders(p); err != nil {
+		return nil, err
+	}
 	if err := checkJobServer(ctx); err != nil {
 		return nil, err
 	}
@@ -196,6 +199,11 @@ func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.Pipel
 	}
 	if err != nil {
 		slog.Debug("the "+name+" pipeline failed", "error", err)
+		if usesJobServer(RunnerName()) {
+			// The job server may be the one that failed (it died, or lost its cluster):
+			// say which it was.
+			return nil, fmt.Errorf("%s pipeline failed on the job server at %s (--endpoint): %s", name, *jobopts.Endpoint, rootCause(err))
+		}
 		return nil, fmt.Errorf("%s pipeline failed: %s", name, rootCause(err))
 	}
 	return pr, nil

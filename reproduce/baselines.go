@@ -1,7 +1,6 @@
 package reproduce
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,13 +75,24 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 		return err
 	}
 	defer backend.Finalize()
-	step := stepConfig(run, m.Config.Channels, m.Config.Dataset)
+	training, err := run.Training()
+	if err != nil {
+		return err
+	}
+	step := training.Step
+	step.Model.Channels = m.Config.Channels
+	if step.Model.Dataset == "" {
+		step.Model.Dataset = m.Config.Dataset
+	}
+	// The untrained encoder is the one the run would start from: its seed's weights.
+	step.InitSeed = training.Run.Seed
 	s, err := trainstep.NewStep(backend, step, m.Config.Height, m.Config.Width)
 	if err != nil {
 		return err
 	}
 	defer s.Finalize()
-	cfg := trainstep.RunConfig{Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs, BaseLR: cmp.Or(run.LR, trainstep.PaperDefaults().BaseLR), Seed: cmp.Or(run.Seed, 1), Backend: backend.Name()}
+	cfg := trainstep.RunConfig{Data: r.pretrainDir(), Out: dir, BatchSize: training.Run.BatchSize, Epochs: training.Run.Epochs,
+		BaseLR: training.Run.BaseLR, Seed: training.Run.Seed, Backend: backend.Name()}
 	state := trainstep.TrainState{Seed: cfg.Seed, Data: cfg.Data, ImageHeight: m.Config.Height, ImageWidth: m.Config.Width}
 	return trainstep.SaveCheckpoint(ctx, storage.Join(dir, trainstep.CheckpointDir, trainstep.CheckpointName(0)), s, &cfg, state)
 }

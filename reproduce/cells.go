@@ -1,7 +1,6 @@
 package reproduce
 
 import (
-	"cmp"
 	"maps"
 	"reflect"
 	"slices"
@@ -43,7 +42,7 @@ func summarise(res *Results) {
 		c := CellResult{Name: g.name, Metrics: map[string]analysis.Spread{}}
 		for _, r := range g.runs {
 			c.Runs = append(c.Runs, r.Config.Name)
-			c.Seeds = append(c.Seeds, cmp.Or(r.Config.Seed, 1))
+			c.Seeds = append(c.Seeds, r.Config.Seed())
 		}
 		for _, m := range metrics {
 			var values []float64
@@ -59,11 +58,11 @@ func summarise(res *Results) {
 		res.Cells = append(res.Cells, c)
 	}
 	for i, g := range groups {
-		if g.runs[0].Config.Loss == string(trainstep.InfoNCE) {
+		if g.runs[0].Config.Loss() == string(trainstep.InfoNCE) {
 			continue
 		}
 		j := slices.IndexFunc(groups, func(b cellGroup) bool {
-			return b.runs[0].Config.Loss == string(trainstep.InfoNCE) && sameSetting(b.runs[0].Config, g.runs[0].Config)
+			return b.runs[0].Config.Loss() == string(trainstep.InfoNCE) && sameSetting(b.runs[0].Config, g.runs[0].Config)
 		})
 		if j < 0 {
 			continue
@@ -82,18 +81,16 @@ func summarise(res *Results) {
 // sameSetting reports whether two runs differ at most in their loss (and its own
 // parameters), name and seed: cells whose figures compare the losses alone.
 func sameSetting(a, b RunConfig) bool {
-	strip := func(r RunConfig) RunConfig {
-		r.Name, r.Cell, r.Loss, r.Seed, r.Seeds, r.Paper = "", "", "", 0, nil, PaperFigures{}
-		r.Params = maps.Clone(r.Params)
+	strip := func(r RunConfig) map[string]any {
+		s := maps.Clone(r.Settings)
+		delete(s, trainstep.SettingLoss)
+		delete(s, trainstep.SettingSeed)
 		for _, p := range trainstep.LossParams() {
-			delete(r.Params, p.Name)
+			delete(s, p.Name)
 		}
-		if len(r.Params) == 0 {
-			r.Params = nil
-		}
-		return r
+		return s
 	}
-	return reflect.DeepEqual(strip(a), strip(b))
+	return maps.EqualFunc(strip(a), strip(b), func(x, y any) bool { return reflect.DeepEqual(x, y) })
 }
 
 // cellSpread is a cell's spread of metric m, and whether it has the metric.

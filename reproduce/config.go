@@ -131,48 +131,27 @@ type SweepConfig struct {
 	QueueSize []int `yaml:"queue_size" json:"queue_size,omitempty"`
 }
 
-// RunConfig is one pretraining run. Zero values mean "the trainer's default" unless noted.
+// RunConfig is one pretraining run: its name, the training settings it gives, and its seeds
+// and the paper's figures.
 type RunConfig struct {
-	Name string `yaml:"name" json:"name,omitempty"`
-	// Method is the training method: simclr (default), moco or nnclr.
-	Method string `yaml:"method" json:"method,omitempty"`
-	Loss   string `yaml:"loss" json:"loss,omitempty"`   // infonce, dcl, dclw, dclw-exp, hypersphere
-	Model  string `yaml:"model" json:"model,omitempty"` // a registered model (trainstep.ModelNames)
-	// Width is the model's base channel width (0: its default; scaled-down runs use less).
-	Width       int     `yaml:"width" json:"width,omitempty"`
-	BatchSize   int     `yaml:"batch_size" json:"batch_size,omitempty"`
-	Epochs      int     `yaml:"epochs" json:"epochs,omitempty"`
-	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
-	// Params are the loss's and the method's parameters (sigma, queue_size, …), by the names
-	// the losses and methods declare (trainstep.LossSpec.Params, MethodSpec.Params): a run's
-	// keys beyond its fields. One left out takes the loss's or method's default; the
-	// declaration's check runs on the step configuration (stepConfig).
-	Params registry.Values `yaml:"-" json:"-"`
-	// ParamKeys holds those keys as the YAML gives them, until Parse reads them into Params.
-	ParamKeys map[string]paramText `yaml:",inline" json:"-"`
-	// LR is the base learning rate; the trainer scales it by batch/256.
-	LR           float64  `yaml:"lr" json:"lr,omitempty"`
-	Momentum     *float64 `yaml:"momentum" json:"momentum,omitempty"`
-	WeightDecay  *float64 `yaml:"weight_decay" json:"weight_decay,omitempty"`
-	WarmupEpochs int      `yaml:"warmup_epochs" json:"warmup_epochs,omitempty"`
-	Optimizer    string   `yaml:"optimizer" json:"optimizer,omitempty"` // sgd, lars
-	Backend      string   `yaml:"backend" json:"backend,omitempty"`     // cpu, cuda, auto
-	// Precision is the training arithmetic: float32 (the default), tf32 or bf16
-	// (trainstep.Precision).
-	Precision       string `yaml:"precision" json:"precision,omitempty"`
-	Seed            uint64 `yaml:"seed" json:"seed,omitempty"`
-	CheckpointEvery int    `yaml:"checkpoint_every" json:"checkpoint_every,omitempty"` // steps
-	// Normalization names the registered dataset whose per-channel mean and std normalise
-	// the encoder's input (empty: the training data's own).
-	Normalization string `yaml:"normalization" json:"normalization,omitempty"`
+	Name string `yaml:"name"`
+	// Settings are the training settings the run gives, by name (trainstep.RunParams: the
+	// settings of trainstep.TrainSettings a configuration takes, and the parameters the
+	// losses and methods declare), each as its declaration reads it: the keys of a run beyond
+	// its name, seeds and paper figures. One left out takes its declared default where the
+	// run is trained (trainstep.ApplySettings); a zero given for a setting whose zero is the
+	// default (registry.Param.ZeroIsDefault) is left out.
+	Settings map[string]any `yaml:"-"`
+	// SettingKeys holds those keys as the YAML gives them, until Parse reads them.
+	SettingKeys map[string]settingText `yaml:",inline"`
 	// Seeds makes the run a cell of several runs, one per training seed (the initial weights
 	// and the order of the batches; the augmented views are the same shards), named
-	// CELL-s1, CELL-s2, …; the report gives each cell's mean and spread. It replaces Seed.
-	Seeds []uint64 `yaml:"seeds" json:"seeds,omitempty"`
+	// CELL-s1, CELL-s2, …; the report gives each cell's mean and spread. It replaces seed.
+	Seeds []uint64 `yaml:"seeds"`
 	// Cell is the cell a run belongs to: its name without the seed's suffix (expand sets it).
-	Cell string `yaml:"-" json:"-"`
+	Cell string `yaml:"-"`
 	// Paper holds the paper's figures for this run, shown beside ours in the report.
-	Paper PaperFigures `yaml:"paper" json:"paper,omitempty"`
+	Paper PaperFigures `yaml:"paper"`
 }
 
 // PaperFigures are published accuracies (percent) for one run; zero means "not reported".
@@ -247,8 +226,8 @@ func Parse(r io.Reader, name string) (*Config, error) {
 	if err := c.Evaluate.readSections(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := c.Train.Defaults.readParams(); err != nil {
-		return nil, fmt.Errorf("%s: train.defaults: %w", name, err)
+	if err := c.Train.Defaults.readSettings("train.defaults"); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := c.expand(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -391,8 +370,8 @@ func (c *Config) expand() error {
 		if err := decodeStrict(raw, &run); err != nil {
 			return fmt.Errorf("train.runs[%d] (line %d): %w", i, node.Line, err)
 		}
-		if err := run.readParams(); err != nil {
-			return fmt.Errorf("train.runs[%d] (line %d): %w", i, node.Line, err)
+		if err := run.readSettings(fmt.Sprintf("train.runs[%d]", i)); err != nil {
+			return err
 		}
 		if run.Name == "" {
 			run.Name = runName(run, true, true, false, false, false, false)
@@ -402,18 +381,19 @@ func (c *Config) expand() error {
 	sw := c.Train.Sweep
 	if len(sw.Loss)+len(sw.BatchSize)+len(sw.Temperature)+len(sw.Model)+len(sw.Epochs)+len(sw.QueueSize) > 0 {
 		points := []RunConfig{c.Train.Defaults}
-		points = sweepOver(points, sw.Model, func(r *RunConfig, v string) { r.Model = v })
-		points = sweepOver(points, sw.Loss, func(r *RunConfig, v string) { r.Loss = v })
-		points = sweepOver(points, sw.BatchSize, func(r *RunConfig, v int) { r.BatchSize = v })
-		points = sweepOver(points, sw.Temperature, func(r *RunConfig, v float64) { r.Temperature = v })
-		points = sweepOver(points, sw.Epochs, func(r *RunConfig, v int) { r.Epochs = v })
-		points = sweepOver(points, sw.QueueSize, func(r *RunConfig, v int) {
-			r.Params = maps.Clone(r.Params)
-			if r.Params == nil {
-				r.Params = registry.Values{}
+		for _, axis := range []struct {
+			setting string
+			values  []string
+		}{
+			{trainstep.SettingModel, sw.Model}, {trainstep.SettingLoss, sw.Loss}, {trainstep.SettingBatchSize, texts(sw.BatchSize)},
+			{trainstep.SettingTemperature, texts(sw.Temperature)}, {trainstep.SettingEpochs, texts(sw.Epochs)},
+			{trainstep.SettingQueueSize, texts(sw.QueueSize)},
+		} {
+			var err error
+			if points, err = sweepOver(points, axis.setting, axis.values); err != nil {
+				return fmt.Errorf("train.sweep.%w", err)
 			}
-			r.Params[trainstep.SettingQueueSize] = float64(v)
-		})
+		}
 		for _, run := range points {
 			run.Name = runName(run, true, len(sw.BatchSize) > 0, len(sw.Temperature) > 0, len(sw.Model) > 0, len(sw.Epochs) > 0, len(sw.QueueSize) > 0)
 			if fig, ok := c.Train.Paper[run.Name]; ok {
@@ -433,11 +413,12 @@ func (c *Config) expandSeeds() error {
 	for _, r := range c.Runs {
 		r.Cell = r.Name
 		seeds := r.Seeds
+		given, _ := r.given(trainstep.SettingSeed).(uint64)
 		switch {
 		case len(r.Seeds) == 0:
-			seeds = []uint64{r.Seed}
-		case r.Seed != 0:
-			return fmt.Errorf("run %q: seed %d and seeds %v: give one (a seed in train.defaults applies to every run; seeds replaces it)", r.Name, r.Seed, r.Seeds)
+			seeds = []uint64{given}
+		case given != 0:
+			return fmt.Errorf("run %q: seed %d and seeds %v: give one (a seed in train.defaults applies to every run; seeds replaces it)", r.Name, given, r.Seeds)
 		}
 		seen := map[uint64]bool{}
 		for i, s := range seeds {
@@ -445,8 +426,11 @@ func (c *Config) expandSeeds() error {
 				return fmt.Errorf("run %q: seeds %v: want distinct seeds of 1 or more", r.Name, r.Seeds)
 			}
 			seen[s] = true
-			run := r
-			run.Seed, run.Seeds = s, nil
+			run, err := r.with(trainstep.SettingSeed, strconv.FormatUint(s, 10))
+			if err != nil {
+				return err
+			}
+			run.Seeds = nil
 			if len(seeds) > 1 {
 				run.Name = r.Name + "-s" + strconv.FormatUint(s, 10)
 			}
@@ -460,17 +444,29 @@ func (c *Config) expandSeeds() error {
 	return nil
 }
 
-func sweepOver[T any](points []RunConfig, values []T, set func(*RunConfig, T)) []RunConfig {
+// sweepOver returns every point with setting given each of values in turn.
+func sweepOver(points []RunConfig, setting string, values []string) ([]RunConfig, error) {
 	if len(values) == 0 {
-		return points
+		return points, nil
 	}
 	out := make([]RunConfig, 0, len(points)*len(values))
 	for _, p := range points {
 		for _, v := range values {
-			q := p
-			set(&q, v)
+			q, err := p.with(setting, v)
+			if err != nil {
+				return nil, err
+			}
 			out = append(out, q)
 		}
+	}
+	return out, nil
+}
+
+// texts are values as a YAML scalar writes them.
+func texts[T any](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = fmt.Sprint(v)
 	}
 	return out
 }
@@ -480,22 +476,22 @@ func sweepOver[T any](points []RunConfig, values []T, set func(*RunConfig, T)) [
 func runName(r RunConfig, loss, batch, temp, model, epochs, queue bool) string {
 	var parts []string
 	if model {
-		parts = append(parts, r.Model)
+		parts = append(parts, r.Model())
 	}
 	if loss {
-		parts = append(parts, r.Loss)
+		parts = append(parts, r.Loss())
 	}
 	if batch {
-		parts = append(parts, "b"+strconv.Itoa(r.BatchSize))
+		parts = append(parts, "b"+strconv.Itoa(r.BatchSize()))
 	}
 	if temp {
-		parts = append(parts, "t"+strconv.FormatFloat(r.Temperature, 'g', -1, 64))
+		parts = append(parts, "t"+strconv.FormatFloat(r.Temperature(), 'g', -1, 64))
 	}
 	if epochs {
-		parts = append(parts, "e"+strconv.Itoa(r.Epochs))
+		parts = append(parts, "e"+strconv.Itoa(r.Epochs()))
 	}
 	if queue {
-		parts = append(parts, "q"+strconv.Itoa(r.Params.Int(trainstep.SettingQueueSize)))
+		parts = append(parts, "q"+strconv.Itoa(r.QueueSize()))
 	}
 	return strings.Join(parts, "-")
 }
@@ -569,24 +565,27 @@ func (c *Config) validate() error {
 		check(validName.MatchString(r.Name), "%s: the name must be letters, digits, '.', '_' or '-'", where)
 		check(!seen[r.Name], "%s: two runs have this name", where)
 		seen[r.Name] = true
-		check(slices.Contains(trainstep.LossNames(), r.Loss), "%s: loss %q: want one of %s", where, r.Loss, strings.Join(trainstep.LossNames(), ", "))
-		if slices.Contains(trainstep.LossNames(), r.Loss) {
-			if err := stepConfig(r, 3, "").Validate(); err != nil {
+		check(slices.Contains(trainstep.LossNames(), r.Loss()), "%s: loss %q: want one of %s", where, r.Loss(), strings.Join(trainstep.LossNames(), ", "))
+		if slices.Contains(trainstep.LossNames(), r.Loss()) {
+			t, err := r.Training()
+			if err == nil {
+				err = t.Step.Validate()
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			}
 		}
-		check(r.Model != "", "%s: model is required", where)
-		check(r.BatchSize >= 2, "%s: batch_size %d: contrastive learning needs at least 2 images per batch", where, r.BatchSize)
-		check(r.Epochs >= 1, "%s: epochs %d: must be at least 1", where, r.Epochs)
-		check(r.Temperature > 0, "%s: temperature %g: must be positive", where, r.Temperature)
-		check(r.LR >= 0, "%s: lr %g: must not be negative", where, r.LR)
-		for _, v := range []struct {
-			key string
-			v   int
-		}{{"width", r.Width}, {"warmup_epochs", r.WarmupEpochs}, {"checkpoint_every", r.CheckpointEvery}} {
-			check(v.v >= 0, "%s: %s %d: must not be negative (0: the default)", where, v.key, v.v)
+		check(r.Model() != "", "%s: model is required", where)
+		check(r.BatchSize() >= 2, "%s: batch_size %d: contrastive learning needs at least 2 images per batch", where, r.BatchSize())
+		check(r.Epochs() >= 1, "%s: epochs %d: must be at least 1", where, r.Epochs())
+		check(r.Temperature() > 0, "%s: temperature %g: must be positive", where, r.Temperature())
+		lr, warmup := r.givenNumber(trainstep.SettingLR), r.givenNumber(trainstep.SettingWarmupEpochs)
+		check(lr >= 0, "%s: lr %g: must not be negative", where, lr)
+		for _, key := range []string{trainstep.SettingWidth, trainstep.SettingWarmupEpochs, trainstep.SettingCheckpointEvery} {
+			v := r.givenNumber(key)
+			check(v >= 0, "%s: %s %g: must not be negative (0: the default)", where, key, v)
 		}
-		check(r.WarmupEpochs < r.Epochs || r.WarmupEpochs == 0, "%s: warmup_epochs %d: must be fewer than the %d epochs", where, r.WarmupEpochs, r.Epochs)
+		check(warmup < float64(r.Epochs()) || warmup == 0, "%s: warmup_epochs %g: must be fewer than the %d epochs", where, warmup, r.Epochs())
 	}
 	if m := c.Evaluate.KNNMonitor; m != nil {
 		check(m.Bank >= 0 && m.Queries >= 0, "evaluate.knn_monitor: bank %d and queries %d must not be negative", m.Bank, m.Queries)

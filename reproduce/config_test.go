@@ -38,10 +38,10 @@ func TestParseExpandsRunsFromDefaults(t *testing.T) {
 		t.Fatalf("runs = %v, want %v", names, want)
 	}
 	dclw := c.Runs[0]
-	if dclw.Model != "small-cnn" || dclw.Epochs != 2 || dclw.BatchSize != 32 || dclw.Params.Float("sigma") != 0.5 || dclw.Loss != "dclw" {
+	if dclw.Model() != "small-cnn" || dclw.Epochs() != 2 || dclw.BatchSize() != 32 || dclw.Setting("sigma") != 0.5 || dclw.Loss() != "dclw" {
 		t.Errorf("explicit run did not start from the defaults: %+v", dclw)
 	}
-	if got := c.Runs[4]; got.Paper.KNNTop1 != 84.4 || got.BatchSize != 32 || got.Loss != "dcl" {
+	if got := c.Runs[4]; got.Paper.KNNTop1 != 84.4 || got.BatchSize() != 32 || got.Loss() != "dcl" {
 		t.Errorf("dcl-b32 = %+v, want the paper figure attached", got)
 	}
 	if got := c.PaperTable(); len(got) != 1 || got[0].Name != "dcl-b32" {
@@ -62,8 +62,8 @@ func TestParseSweepsQueueSizes(t *testing.T) {
 	var names []string
 	for _, r := range c.Runs[1:] {
 		names = append(names, r.Name)
-		if r.Method != "moco" || r.Params.Float("momentum_ema") != 0.99 {
-			t.Errorf("run %s: method %q, momentum %v; want the defaults' moco and 0.99", r.Name, r.Method, r.Params.Float("momentum_ema"))
+		if r.Method() != "moco" || r.Setting("momentum_ema") != 0.99 {
+			t.Errorf("run %s: method %q, momentum %v; want the defaults' moco and 0.99", r.Name, r.Method(), r.Setting("momentum_ema"))
 		}
 	}
 	if want := []string{"infonce-q32", "infonce-q8192", "dcl-q32", "dcl-q8192"}; !slices.Equal(names, want) {
@@ -176,8 +176,8 @@ func TestParseExpandsSeedsIntoCells(t *testing.T) {
 	if want := []string{"dclw", "infonce-b16", "infonce-b32", "dcl-b16", "dcl-b32", "infonce-b16", "infonce-b32", "dcl-b16", "dcl-b32"}; !slices.Equal(cells, want) {
 		t.Errorf("cells = %v, want %v", cells, want)
 	}
-	if c.Runs[0].Seed != 7 || c.Runs[1].Seed != 1 || c.Runs[5].Seed != 2 {
-		t.Errorf("seeds %d, %d and %d, want 7, 1 and 2", c.Runs[0].Seed, c.Runs[1].Seed, c.Runs[5].Seed)
+	if c.Runs[0].Seed() != 7 || c.Runs[1].Seed() != 1 || c.Runs[5].Seed() != 2 {
+		t.Errorf("seeds %d, %d and %d, want 7, 1 and 2", c.Runs[0].Seed(), c.Runs[1].Seed(), c.Runs[5].Seed())
 	}
 	for _, r := range []RunConfig{c.Runs[4], c.Runs[8]} {
 		if r.Paper.KNNTop1 != 84.4 {

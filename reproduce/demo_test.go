@@ -42,7 +42,16 @@ func TestDemoNamesClassesWithTheSameFigures(t *testing.T) {
 			fm.ViewSize, fm.Channels, fm.Augment, raw.ViewSize, raw.Channels, raw.Augment)
 	}
 	for _, run := range cfg.Runs {
-		m, err := trainstep.NewModel(stepConfig(run, 1, datasets.FashionMNIST).Model)
+		training, err := run.Training()
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := training.Step.Model
+		model.Channels = 1
+		if model.Dataset == "" {
+			model.Dataset = datasets.FashionMNIST
+		}
+		m, err := trainstep.NewModel(model)
 		if err != nil {
 			t.Fatal(err)
 		}

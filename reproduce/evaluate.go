@@ -64,7 +64,7 @@ func (r *runner) evaluate(ctx context.Context, dir, name string, run RunConfig, 
 			return nil
 		},
 		do: func() error {
-			n, err := r.embed(ctx, dir, r.backendOf(run), trainstep.Precision(run.Precision), sets)
+			n, err := r.embed(ctx, dir, r.backendOf(run), run.Precision(), sets)
 			images = n
 			return err
 		},
@@ -73,7 +73,7 @@ func (r *runner) evaluate(ctx context.Context, dir, name string, run RunConfig, 
 	if err != nil {
 		return err
 	}
-	return r.evaluateEmbeddings(ctx, dir, name, sets[0].out, sets[1].out, max(up, embedded), run.Temperature, npc, ev)
+	return r.evaluateEmbeddings(ctx, dir, name, sets[0].out, sets[1].out, max(up, embedded), run.Temperature(), npc, ev)
 }
 
 // evaluationsNeeded reports whether an evaluation of the encoder in dir that reads its
@@ -166,9 +166,9 @@ func (r *runner) embed(ctx context.Context, dir, backend string, precision train
 	return images, err
 }
 
-// backendOf is the compute backend of a run: --backend, else the run's own, else auto.
+// backendOf is the compute backend of a run: --backend, else the run's own.
 func (r *runner) backendOf(run RunConfig) string {
-	return cmp.Or(r.opts.Backend, run.Backend, string(gpu.Auto))
+	return cmp.Or(r.opts.Backend, run.Backend())
 }
 
 // evaluateEmbeddings runs the evaluations the config asks for (those of the pretraining

@@ -26,7 +26,7 @@ func machine(runs []RunConfig, backend, load string) string {
 	}
 	gpuPossible := backend == "cuda" || backend == "auto"
 	for _, r := range runs {
-		gpuPossible = gpuPossible || (backend == "" && r.Backend != "cpu")
+		gpuPossible = gpuPossible || (backend == "" && r.Backend() != "cpu")
 	}
 	if gpuPossible {
 		if g := gpuNames(); g != "" {

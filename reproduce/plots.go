@@ -12,6 +12,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 	"github.com/dcl-beam/dcl-beam/shards/embeddings"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // Plot files under plots/.
@@ -58,7 +59,8 @@ func newCellSeries(runs []RunResult) runSeries {
 	rs := runSeries{style: map[string]int{}}
 	for i, g := range groupCells(runs) {
 		c := g.runs[0].Config
-		c.Name, c.Seed = g.name, 0
+		c.Name = g.name
+		c.Set(trainstep.SettingSeed, 0)
 		configs = append(configs, c)
 		rs.style[g.name] = i + 1
 	}
@@ -348,21 +350,21 @@ func batchSizeSeries(res *Results) []figures.Series {
 			continue
 		}
 		c := g.runs[0].Config
-		l := c.Loss
+		l := c.Loss()
 		if byLoss[l] == nil {
 			byLoss[l] = &figures.Series{Name: lossName(l) + ", ours"}
 			paper[l] = &figures.Series{Name: lossName(l) + ", paper"}
 			order = append(order, l)
 		}
-		byLoss[l].X = append(byLoss[l].X, float64(c.BatchSize))
+		byLoss[l].X = append(byLoss[l].X, float64(c.BatchSize()))
 		byLoss[l].Y = append(byLoss[l].Y, s.Mean)
 		byLoss[l].YErr = append(byLoss[l].YErr, s.SD)
 		seeded = seeded || s.N > 1
 		if p := g.runs[0].Paper.KNNTop1; p != 0 {
-			paper[l].X = append(paper[l].X, float64(c.BatchSize))
+			paper[l].X = append(paper[l].X, float64(c.BatchSize()))
 			paper[l].Y = append(paper[l].Y, p)
 		}
-		batches[c.BatchSize] = true
+		batches[c.BatchSize()] = true
 	}
 	if len(batches) < 2 {
 		return nil

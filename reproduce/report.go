@@ -15,6 +15,16 @@ import (
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
+// runLabel is how the report names a run's training: the loss as the paper's tables name it,
+// after the method where it is not SimCLR, e.g. "MoCo-v2 (DCL)".
+func runLabel(run RunConfig) string {
+	name := lossName(run.Loss())
+	if spec, err := trainstep.LookupMethod(run.Method()); err == nil && spec.Name != trainstep.SimCLRMethod {
+		return spec.Display + " (" + name + ")"
+	}
+	return name
+}
+
 // lossName is a loss as the paper's tables name it (its registry entry's display name).
 func lossName(l string) string {
 	if spec, ok := trainstep.LookupLoss(trainstep.LossKind(l)); ok {
@@ -51,12 +61,12 @@ func seriesNames(runs []RunConfig) map[string]string {
 			name string
 			of   func(RunConfig) string
 		}{
-			{"batch", func(c RunConfig) string { return strconv.Itoa(c.BatchSize) }},
-			{"τ=", func(c RunConfig) string { return strconv.FormatFloat(c.Temperature, 'g', -1, 64) }},
-			{"", func(c RunConfig) string { return c.Model }},
-			{"epochs", func(c RunConfig) string { return strconv.Itoa(c.Epochs) }},
-			{"queue", func(c RunConfig) string { return strconv.Itoa(c.Params.Int(trainstep.SettingQueueSize)) }},
-			{"seed", func(c RunConfig) string { return strconv.FormatUint(cmp.Or(c.Seed, 1), 10) }},
+			{"batch", func(c RunConfig) string { return strconv.Itoa(c.BatchSize()) }},
+			{"τ=", func(c RunConfig) string { return strconv.FormatFloat(c.Temperature(), 'g', -1, 64) }},
+			{"", func(c RunConfig) string { return c.Model() }},
+			{"epochs", func(c RunConfig) string { return strconv.Itoa(c.Epochs()) }},
+			{"queue", func(c RunConfig) string { return strconv.Itoa(c.QueueSize()) }},
+			{"seed", func(c RunConfig) string { return strconv.FormatUint(c.Seed(), 10) }},
 		}
 		parts := make(map[string][]string, len(group))
 		for _, set := range settings {
@@ -313,7 +323,7 @@ func cellsTable(res *Results) analysis.Table {
 		c, p := g.runs[0].Config, g.runs[0].Paper
 		var seeds []string
 		for _, r := range g.runs {
-			seeds = append(seeds, strconv.FormatUint(cmp.Or(r.Config.Seed, 1), 10))
+			seeds = append(seeds, strconv.FormatUint(r.Config.Seed(), 10))
 		}
 		fig := func(m string) string {
 			if s, ok := res.cellSpread(g.name, m); ok {
@@ -328,7 +338,7 @@ func cellsTable(res *Results) analysis.Table {
 				loss += fmt.Sprintf(" ± %.3f", s.SD)
 			}
 		}
-		t.Rows = append(t.Rows, []string{g.name, runLabel(c), strconv.Itoa(c.BatchSize), strings.Join(seeds, ", "),
+		t.Rows = append(t.Rows, []string{g.name, runLabel(c), strconv.Itoa(c.BatchSize()), strings.Join(seeds, ", "),
 			fig("knn_top1"), paperFig(p.KNNTop1), fig("linear_top1"), paperFig(p.LinearTop1), loss})
 	}
 	return t
@@ -341,8 +351,8 @@ func runsTable(res *Results) analysis.Table {
 	}
 	for _, r := range res.Runs {
 		c := r.Config
-		row := []string{c.Name, runLabel(c), c.Model, strconv.Itoa(c.BatchSize), strconv.FormatFloat(c.Temperature, 'g', -1, 64),
-			strconv.Itoa(c.Epochs), strconv.FormatUint(cmp.Or(c.Seed, 1), 10), knnTop(r.KNN, 1), paperFig(r.Paper.KNNTop1), linTop(r.Linear, 1), paperFig(r.Paper.LinearTop1)}
+		row := []string{c.Name, runLabel(c), c.Model(), strconv.Itoa(c.BatchSize()), strconv.FormatFloat(c.Temperature(), 'g', -1, 64),
+			strconv.Itoa(c.Epochs()), strconv.FormatUint(c.Seed(), 10), knnTop(r.KNN, 1), paperFig(r.Paper.KNNTop1), linTop(r.Linear, 1), paperFig(r.Paper.LinearTop1)}
 		if r.Train != nil {
 			row = append(row, fmt.Sprintf("%.3f", r.Train.Loss), fmt.Sprintf("%.3f", r.Train.MeanQ))
 		} else {
@@ -374,14 +384,14 @@ func sweepTable(res *Results) (analysis.Table, bool) {
 			continue
 		}
 		c, paper := g.runs[0].Config, g.runs[0].Paper
-		if !slices.Contains(batches, c.BatchSize) {
-			batches = append(batches, c.BatchSize)
+		if !slices.Contains(batches, c.BatchSize()) {
+			batches = append(batches, c.BatchSize())
 		}
 		if hasKNN {
-			add(lossName(c.Loss)+", kNN", c.BatchSize, spreadShort(knn)+" / "+paperFig(paper.KNNTop1))
+			add(lossName(c.Loss())+", kNN", c.BatchSize(), spreadShort(knn)+" / "+paperFig(paper.KNNTop1))
 		}
 		if hasLinear {
-			add(lossName(c.Loss)+", linear", c.BatchSize, spreadShort(linear)+" / "+paperFig(paper.LinearTop1))
+			add(lossName(c.Loss())+", linear", c.BatchSize(), spreadShort(linear)+" / "+paperFig(paper.LinearTop1))
 		}
 	}
 	if len(batches) < 2 {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/analysis/figures"
-	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // Plots name runs by their method, with the settings that tell apart runs of one method.
@@ -25,19 +24,19 @@ func TestSeriesNames(t *testing.T) {
 		want map[string]string
 	}{
 		{name: "one run per method",
-			give: []RunConfig{{Name: "infonce-b32", Loss: "infonce", BatchSize: 32}, {Name: "dcl-b32", Loss: "dcl", BatchSize: 32}, {Name: "moco", Method: "moco", Loss: "dcl", BatchSize: 32}},
+			give: []RunConfig{newRun("infonce-b32", "loss", "infonce", "batch_size", 32), newRun("dcl-b32", "loss", "dcl", "batch_size", 32), newRun("moco", "method", "moco", "loss", "dcl", "batch_size", 32)},
 			want: map[string]string{"infonce-b32": "SimCLR (InfoNCE)", "dcl-b32": "DCL", "moco": "MoCo-v2 (DCL)"}},
 		{name: "a batch-size sweep",
-			give: []RunConfig{{Name: "a", Loss: "dcl", BatchSize: 32, Temperature: 0.1}, {Name: "b", Loss: "dcl", BatchSize: 256, Temperature: 0.1}, {Name: "c", Loss: "infonce", BatchSize: 32}},
+			give: []RunConfig{newRun("a", "loss", "dcl", "batch_size", 32, "temperature", 0.1), newRun("b", "loss", "dcl", "batch_size", 256, "temperature", 0.1), newRun("c", "loss", "infonce", "batch_size", 32)},
 			want: map[string]string{"a": "DCL, batch 32", "b": "DCL, batch 256", "c": "SimCLR (InfoNCE)"}},
 		{name: "temperatures and models",
-			give: []RunConfig{{Name: "a", Loss: "dcl", Temperature: 0.1, Model: "resnet18-cifar"}, {Name: "b", Loss: "dcl", Temperature: 0.5, Model: "resnet50-cifar"}},
+			give: []RunConfig{newRun("a", "loss", "dcl", "temperature", 0.1, "model", "resnet18-cifar"), newRun("b", "loss", "dcl", "temperature", 0.5, "model", "resnet50-cifar")},
 			want: map[string]string{"a": "DCL, τ=0.1, resnet18-cifar", "b": "DCL, τ=0.5, resnet50-cifar"}},
 		{name: "seeds",
-			give: []RunConfig{{Name: "dcl-s1", Loss: "dcl", Seed: 1}, {Name: "dcl-s2", Loss: "dcl", Seed: 2}},
+			give: []RunConfig{newRun("dcl-s1", "loss", "dcl", "seed", 1), newRun("dcl-s2", "loss", "dcl", "seed", 2)},
 			want: map[string]string{"dcl-s1": "DCL, seed 1", "dcl-s2": "DCL, seed 2"}},
 		{name: "no setting differs: the run names do",
-			give: []RunConfig{{Name: "a", Loss: "dcl", Params: registry.Values{"sigma": 0.5}}, {Name: "b", Loss: "dcl", Params: registry.Values{"sigma": 0.7}}},
+			give: []RunConfig{newRun("a", "loss", "dcl", "sigma", 0.5), newRun("b", "loss", "dcl", "sigma", 0.7)},
 			want: map[string]string{"a": "DCL (a)", "b": "DCL (b)"}},
 	}
 	for _, tt := range tests {
@@ -62,7 +61,7 @@ func sweepResults() *Results {
 			if loss == "dcl" {
 				base = 70
 			}
-			r := RunResult{Config: RunConfig{Name: loss + "-b" + map[int]string{32: "32", 256: "256"}[bs], Loss: loss, BatchSize: bs, Epochs: 3}}
+			r := RunResult{Config: newRun(loss+"-b"+map[int]string{32: "32", 256: "256"}[bs], "loss", loss, "batch_size", bs, "epochs", 3)}
 			r.Curves = Curves{Epoch: []float64{1, 2, 3}, Loss: []float64{5, 4.5, 4.2}, KNNEpoch: []float64{1, 2, 3}, KNNTop1: []float64{base - 10, base - 5, base}}
 			if loss == "dcl" {
 				r.Curves.Loss = []float64{-1, -1.5, -1.7} // DCL's loss is another quantity, here negative
@@ -182,7 +181,7 @@ func seededResults(dclGap float64) *Results {
 			if loss == "dcl" && bs == "32" {
 				v += dclGap
 			}
-			c := RunConfig{Name: fmt.Sprintf("%s-s%d", cell, i+1), Loss: loss, BatchSize: map[string]int{"32": 32, "256": 256}[bs], Seed: uint64(i + 1)}
+			c := newRun(fmt.Sprintf("%s-s%d", cell, i+1), "loss", loss, "batch_size", map[string]int{"32": 32, "256": 256}[bs], "seed", i+1)
 			if len(knn[cell]) == 1 {
 				c.Name = cell
 			}

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/dcl-beam/dcl-beam/internal/registry"
 )
 
 // legacyRun is RunConfig as it was before the losses and methods declared their parameters
@@ -53,10 +51,15 @@ func TestRunJSONIsUnchanged(t *testing.T) {
 	for _, c := range shippedConfigs(t) {
 		runs = append(runs, c.Runs...)
 	}
-	all := registry.Values{"sigma": 0.5, "delta": 3, "align_alpha": 2, "uniform_t": 1, "queue_size": 16,
-		"momentum_ema": 0.99, "symmetric": 1, "bn_splits": 4, "predictor_hidden": 32}
-	runs = append(runs, RunConfig{Params: all}, RunConfig{Params: all, LR: 0.1}, RunConfig{Name: "a", Params: registry.Values{"symmetric": 1}},
-		RunConfig{Name: "a", Loss: "dcl", Temperature: 0.1, Params: all, LR: 0.1, Paper: PaperFigures{KNNTop1: 1}})
+	all := []any{"sigma", 0.5, "delta", 3, "align_alpha", 2, "uniform_t", 1, "queue_size", 16,
+		"momentum_ema", 0.99, "symmetric", true, "bn_splits", 4, "predictor_hidden", 32}
+	every := append([]any{"method", "moco", "loss", "dclw", "model", "small-cnn", "width", 8, "batch_size", 32, "epochs", 3,
+		"temperature", 0.2, "lr", 0.1, "momentum", 0, "weight_decay", 1e-6, "warmup_epochs", 2, "optimizer", "lars",
+		"backend", "cpu", "precision", "tf32", "seed", 1 << 60, "checkpoint_every", 7, "normalization", "idx"}, all...)
+	paper := newRun("a", append([]any{"loss", "dcl", "temperature", 0.1, "lr", 0.1}, all...)...)
+	paper.Paper, paper.Seeds = PaperFigures{KNNTop1: 1}, []uint64{1, 2}
+	runs = append(runs, newRun("", all...), newRun("", append([]any{"lr", 0.1}, all...)...), newRun("a", "symmetric", true),
+		newRun("", "momentum", 0), paper, newRun("every", every...))
 	for _, r := range runs {
 		got, err := json.Marshal(r)
 		if err != nil {
@@ -105,4 +108,14 @@ func shippedConfigs(t *testing.T) []*Config {
 		cs = append(cs, c)
 	}
 	return cs
+}
+
+// newRun is a run named name with settings given as name, value pairs (values as YAML
+// writes them).
+func newRun(name string, settings ...any) RunConfig {
+	r := RunConfig{Name: name}
+	for i := 0; i+1 < len(settings); i += 2 {
+		r.Set(settings[i].(string), settings[i+1])
+	}
+	return r
 }

@@ -106,7 +106,7 @@ func StageTimesMarkdown(st StageTimes) string {
 	if c := st.Config; c != nil && len(c.Runs) > 0 {
 		var runs []string
 		for _, r := range c.Runs {
-			runs = append(runs, fmt.Sprintf("%s (%s, batch %d, %d epochs)", r.Name, r.Model, r.BatchSize, r.Epochs))
+			runs = append(runs, fmt.Sprintf("%s (%s, batch %d, %d epochs)", r.Name, r.Model(), r.BatchSize(), r.Epochs()))
 		}
 		fmt.Fprintf(&b, "Runs: %s.\n\n", strings.Join(runs, "; "))
 	}

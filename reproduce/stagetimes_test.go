@@ -1,60 +1,9 @@
 package reproduce
 
 import (
-	"bytes"
-	"encoding/json"
-	"flag"
-	"os"
 	"testing"
 	"time"
 )
-
-var update = flag.Bool("update-stages", false, "rewrite BENCHMARKS.md's GPU stage table from docs/gpu/reproduce-stages.json")
-
-// The GPU stage table in BENCHMARKS.md is generated: StageTimesMarkdown of the stage times
-// scripts/gpu-check.sh OUT eval wrote on a GPU, copied to docs/gpu/reproduce-stages.json.
-const (
-	stageTimesJSON    = "../docs/gpu/reproduce-stages.json"
-	benchmarksFile    = "../BENCHMARKS.md"
-	stageTableBegin   = "<!-- reproduce-stages: generated from docs/gpu/reproduce-stages.json by `go test ./reproduce -run TestBenchmarksStageTable -update-stages`; do not edit -->\n"
-	stageTableEnd     = "<!-- /reproduce-stages -->"
-	stageTablePending = "No GPU run yet: `scripts/gpu-check.sh OUT eval` on a GPU machine writes `OUT/reproduce-stages.json`.\n"
-)
-
-// TestBenchmarksStageTable checks that BENCHMARKS.md's GPU stage table is what the generator
-// makes of docs/gpu/reproduce-stages.json (when the file exists; until then, the section says
-// none was run), and with -update rewrites it.
-func TestBenchmarksStageTable(t *testing.T) {
-	md, err := os.ReadFile(benchmarksFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	begin, end := bytes.Index(md, []byte(stageTableBegin)), bytes.Index(md, []byte(stageTableEnd))
-	if begin < 0 || end < begin {
-		t.Fatalf("%s has no section between %q and %q", benchmarksFile, stageTableBegin, stageTableEnd)
-	}
-	want := stageTablePending
-	if raw, err := os.ReadFile(stageTimesJSON); err == nil {
-		var st StageTimes
-		if err := json.Unmarshal(raw, &st); err != nil {
-			t.Fatalf("%s: %v", stageTimesJSON, err)
-		}
-		want = StageTimesMarkdown(st)
-	} else if !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	got := string(md[begin+len(stageTableBegin) : end])
-	if got == want {
-		return
-	}
-	if !*update {
-		t.Fatalf("BENCHMARKS.md's GPU stage table is not what %s gives; run go test ./reproduce -run TestBenchmarksStageTable -update-stages\ngot:\n%s\nwant:\n%s", stageTimesJSON, got, want)
-	}
-	out := append(append(append([]byte{}, md[:begin+len(stageTableBegin)]...), want...), md[end:]...)
-	if err := os.WriteFile(benchmarksFile, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestStageTimesMarkdown pins the generator's table: every stage with its rate (a dash
 // where it has none), the time of each kind of stage and the evaluation's share of the wall.
@@ -63,7 +12,7 @@ func TestStageTimesMarkdown(t *testing.T) {
 	st := StageTimes{
 		Experiment: "fashion-mnist-gpu-eval", ConfigFingerprint: "abc123", CodeVersion: "v1", Time: time.Date(2026, 11, 27, 1, 2, 3, 0, time.UTC),
 		GPU: "NVIDIA H200", CPU: "Intel Xeon, 16 cores, avx512", Backend: "cuda", Runner: "prism", Wall: 200,
-		Config: &Config{Runs: []RunConfig{{Name: "dcl-b32", Model: "resnet18-cifar", BatchSize: 32, Epochs: 4}}},
+		Config: &Config{Runs: []RunConfig{newRun("dcl-b32", "model", "resnet18-cifar", "batch_size", 32, "epochs", 4)}},
 		Stages: []StageTime{
 			{Stage: "preprocess pretrain", Seconds: 10},
 			{Stage: "train dcl-b32", Seconds: 100, ImagesPerS: rate(19200.4), Images: 1920040},

@@ -1,7 +1,6 @@
 package reproduce
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,7 +53,7 @@ func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResu
 			sum = s
 			return err
 		},
-		images: func() int64 { return 2 * int64(run.BatchSize) * int64(sum.StepsDone-trainedFrom) }})
+		images: func() int64 { return 2 * int64(run.BatchSize()) * int64(sum.StepsDone-trainedFrom) }})
 	if err != nil {
 		return nil, err
 	}
@@ -161,21 +160,19 @@ func jsonDiff(was, now []byte) (string, error) {
 }
 
 func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int) (*trainstep.Summary, error) {
-	kind, err := gpu.ParseKind(r.backendOf(run))
+	training, err := run.Training()
 	if err != nil {
 		return nil, err
 	}
-	paper := trainstep.PaperDefaults()
-	step := stepConfig(run, 3, "")
-	if err := step.Validate(); err != nil {
+	if training.Backend, err = gpu.ParseKind(r.backendOf(run)); err != nil {
 		return nil, err
 	}
-	train := trainstep.RunConfig{
-		Data: r.pretrainDir(), Out: dir, BatchSize: run.BatchSize, Epochs: run.Epochs,
-		BaseLR: cmp.Or(run.LR, paper.BaseLR), WarmupEpochs: float64(run.WarmupEpochs), Seed: cmp.Or(run.Seed, 1),
-		CheckpointEvery: cmp.Or(run.CheckpointEvery, paper.CheckpointEvery), KeepCheckpoints: 2, MonitorEvery: r.cfg.Evaluate.KNNEvery,
+	if err := training.Step.Validate(); err != nil {
+		return nil, err
 	}
-	if err := train.Validate(); err != nil {
+	training.Run.Data, training.Run.Out = r.pretrainDir(), dir
+	training.Run.KeepCheckpoints, training.Run.MonitorEvery = 2, r.cfg.Evaluate.KNNEvery
+	if err := training.Run.Validate(); err != nil {
 		return nil, err
 	}
 	_, steps, err := trainstep.ListCheckpoints(ctx, dir)
@@ -192,15 +189,13 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int
 	if r.opts.TrainLog {
 		log = r.opts.Stderr
 	}
-	var monitor trainstep.KNNMonitorOptions
 	if m := r.cfg.Evaluate.KNNMonitor; m != nil {
-		monitor = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full}
+		training.KNN = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full}
 	}
-	return trainstep.TrainOnShards(ctx, trainstep.ShardTraining{
-		Step: step, Run: train, Backend: kind, Plugin: r.opts.Plugin, Resume: resume,
-		KNNData: r.evalTrainDir(), KNNTest: r.evalTestDir(), KNN: monitor,
-		Log: log, Progress: r.opts.Progress, Logger: r.log,
-	})
+	training.Plugin, training.Resume = r.opts.Plugin, resume
+	training.KNNData, training.KNNTest = r.evalTrainDir(), r.evalTestDir()
+	training.Log, training.Progress, training.Logger = log, r.opts.Progress, r.log
+	return trainstep.TrainOnShards(ctx, training)
 }
 
 func readSummary(ctx context.Context, dir string) (*trainstep.Summary, error) {

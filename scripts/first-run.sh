@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures what a newcomer's first `make demo` costs: a fresh clone, empty Go module and build
 # caches (in a temporary folder, so nothing already downloaded or compiled helps), the build,
-# then the demo. Writes key=value lines (the README's "First run" figures) to OUT, default
+# then the demo. Writes key=value lines (the figures of docs/development.md, "The first run") to OUT, default
 # docs/first-run.txt. The module proxy must be reachable. It takes the machine for half an
 # hour on 2 cores: run it once, on a quiet machine if there is one; the load is recorded.
 # Usage: scripts/first-run.sh [OUT]

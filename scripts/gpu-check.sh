@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issues 11 and 22), in one command, on a machine with an NVIDIA GPU, Python 3 with
+# The GPU check, in one command, on a machine with an NVIDIA GPU, Python 3 with
 # PyTorch (and JAX's CUDA plugin, whose PJRT plugin dcl loads), and no Go:
 #
 #   make gpu-pack                        # on a machine with Go: .gpu/ (dcl-cuda.xz, fashion-mnist/)
@@ -33,7 +33,7 @@
 # report), run.log (every step's output), doctor.json, torch-step.json, gpu-check.json,
 # gpu-check.md, experiment-report.md, experiment-state.tgz (results.json, report.md, plots/,
 # each finished run's log and evaluations, the stage ledger and history: unpack it and run
-# make readme GPU_RUN=DIR there); for eval: summary.md, run.log, doctor.json,
+# make docs GPU_RUN=DIR there); for eval: summary.md, run.log, doctor.json,
 # reproduce-stages.json, agreement-tf32.json, agreement-float32.json.
 #
 # Environment: DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),

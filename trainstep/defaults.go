@@ -3,9 +3,9 @@ package trainstep
 // Hyperparameters are the settings of a pretraining run that the paper fixes (Section 4.1,
 // CIFAR and STL-10: SGD with momentum 0.9, weight decay 5e-4, learning rate 0.03 per 256
 // pairs with cosine annealing, batch 256, 200 epochs, τ = 0.07; DCLW's σ = 0.5 is its
-// declared default, as every loss parameter's is: LossSpec.Params). The
-// command line's flags and reproduce's runs both start from PaperDefaults, so the two cannot
-// drift apart.
+// declared default, as every loss parameter's is: LossSpec.Params). They are the defaults of
+// the training settings (TrainSettings), which the command line's flags and reproduce's runs
+// both read.
 type Hyperparameters struct {
 	Loss        LossKind
 	Temperature float64

@@ -1,7 +1,7 @@
-// Package trainstep owns pretraining: the encoders (ResNet-18 with the CIFAR stem, ResNet-50,
-// a small CNN for tests and the demo, an MLP for tests), the projector, the contrastive losses
-// (InfoNCE, DCL, DCLW), SGD with momentum and LARS, the cosine learning-rate schedule, the
-// training loop and its checkpoints. Models are written once in GoMLX and run on whichever
+// Package trainstep owns pretraining: the encoders and the projector, the contrastive losses,
+// the training methods, SGD with momentum and LARS, the cosine learning-rate schedule, the
+// training loop and its checkpoints. Each encoder, loss and method is one registration
+// (models.go, losses.go, method.go), and ModelNames, LossNames and MethodNames list them. Models are written once in GoMLX and run on whichever
 // backend package gpu chooses (gpu.New); nothing here needs cgo.
 //
 // # What other packages call
@@ -59,8 +59,9 @@
 // model.Store under "/model/backbone", "/model/projector", "/optimizer" and, for methods
 // with state, their own scope; weight decay applies to variables
 // named "weights" (convolution kernels and dense weights) only, unless configured otherwise.
-// StepConfig.Precision selects float32 or bfloat16 mixed precision (float32 master weights).
+// StepConfig.Precision selects the arithmetic (the Precision constants in step.go).
 //
-// Checkpoints are single files (see SaveCheckpoint for the layout): a JSON header with the
-// configuration and TrainState, every variable's raw little-endian values, and a CRC-32C.
+// Checkpoints are single safetensors files (checkpoint.go describes the layout): every
+// variable as a tensor, and in the metadata a JSON header with the configuration and
+// TrainState, and a SHA-256 that a reader checks.
 package trainstep

@@ -18,7 +18,7 @@ import (
 
 // TestDotGradientIsMatrixProducts: the gradient of a matrix product equals dC·Bᵀ and Aᵀ·dC
 // computed with loops, and its graph holds no [i, j, k] temporary. GoMLX v0.26 built the
-// gradient as a broadcast product over [i, j, k] (README, Engine, bug 9), and this package
+// gradient as a broadcast product over [i, j, k] (docs/engine.md, bug 9), and this package
 // registered its own; v0.28 builds it as two matrix products itself, and this test guards
 // that the models, the projector and the loss (all Dot(...).Product()) keep getting them, on
 // the project's CPU backend and on GoMLX's pure-Go one.

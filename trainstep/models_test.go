@@ -96,7 +96,7 @@ func TestResNetParameterCounts(t *testing.T) {
 // sends each window's c to its largest input. The inputs are negative and positive normal
 // draws, so a zero padding would show, and have no ties.
 // It runs on GoMLX's pure-Go backend too: v0.26's had neither select-and-scatter nor Pad
-// (README, Engine, bug 6), and this pool was a maximum of nine strided slices.
+// (docs/engine.md, bug 6), and this pool was a maximum of nine strided slices.
 func TestMaxPoolMatchesLoops(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

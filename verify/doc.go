@@ -17,10 +17,9 @@
 //     Step.Gradients) from the same initial weights and batch on a CPU reference and on the
 //     backend under test, in float32 and in tf32, each within tolerances derived from the
 //     step's own rounding, measured in the same run (tolerance.go);
-//   - speed: images/s of the training step (both views of every pair count) for
-//     resnet18-cifar at 32 px and batch 32, 64 and 256 pairs, and resnet50 at 224 px, batch
-//     64 pairs, in tf32 and bf16 (and float32 for resnet18-cifar), median of synchronised
-//     steps after warm-up and pipelined throughput, with the peak memory of each (nvidia-smi
+//   - speed: images/s of the training step (both views of every pair count) at the batch
+//     sizes DCL is about and at throughput sizes, in each precision (speedRows in run.go
+//     lists the rows), median of synchronised steps after warm-up and pipelined throughput, with the peak memory of each (nvidia-smi
 //     and the GPU allocator's own statistics);
 //   - loop: `dcl train`'s loop on shards against the bare step;
 //   - feeding: the shard reader's images/s on this machine's cores, on shards the check writes
@@ -28,7 +27,7 @@
 //   - beside PyTorch: scripts/torch_step.py builds the same model, loss and optimiser and
 //     writes its own figures as JSON (eager, and torch.compile for the small batches), which
 //     Check merges (CheckConfig.Torch) into one JSON and one Markdown table with the ratios;
-//     docs.go renders the committed JSON into README.md and BENCHMARKS.md.
+//     docs.go renders the committed JSON's sections of docs/gpu.md and BENCHMARKS.md (make docs).
 //
 // Each measurement runs in a child process of its own (CheckConfig.Self re-executes the binary
 // with PhaseEnv set): its GPU memory can be attributed to it, its XLA and cuBLAS state does

@@ -1,27 +1,21 @@
 package verify
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
-// The GPU tables of README.md and BENCHMARKS.md are generated from the committed result of a
-// GPU run, docs/gpu/gpu-check.json, between marker lines, so no figure is typed by hand:
-// `dcl gpu-check --render=docs/gpu/gpu-check.json --update=README.md,BENCHMARKS.md` (make
-// gpu-docs) rewrites them; a test fails when they differ from what it would write.
+// The GPU tables of docs/gpu.md and BENCHMARKS.md are generated from the committed result of a
+// GPU run, docs/gpu/gpu-check.json, so that no figure is typed by hand: `make docs`
+// (internal/cmd/docsgen) puts Section's text between their markers.
 
-// Sections a document may hold, each between "<!-- gpu-check NAME: begin -->" and
-// "<!-- gpu-check NAME: end -->" lines.
+// The sections a check's result renders.
 const (
-	// SummarySection is README.md's: the machine, the agreement verdicts and the step table.
+	// SummarySection is docs/gpu.md's: the machine, the agreement verdicts and the step table.
 	SummarySection = "summary"
 	// TablesSection is BENCHMARKS.md's: every table of the run (Markdown).
 	TablesSection = "tables"
@@ -29,9 +23,9 @@ const (
 
 // CheckCommand is the GPU run that produces the results, for the sections' text while none
 // is committed.
-const CheckCommand = "make gpu-pack, then, on the GPU machine: scripts/gpu-check.sh OUT check; commit OUT/gpu-check.json as docs/gpu/gpu-check.json and run make gpu-docs"
+const CheckCommand = "make gpu-pack, then, on the GPU machine: scripts/gpu-check.sh OUT check; commit OUT/gpu-check.json as docs/gpu/gpu-check.json and run make docs"
 
-// ReadResult reads a gpu-check.json.
+// ReadCheckResult reads a gpu-check.json.
 func ReadCheckResult(ctx context.Context, path string) (*CheckResult, error) {
 	var r CheckResult
 	if err := storage.LoadJSON(ctx, path, &r); err != nil {
@@ -82,66 +76,4 @@ func (r *CheckResult) summaryMarkdown() string {
 	}
 	r.speedMarkdown(&b)
 	return b.String()
-}
-
-// UpdateSections rewrites every gpu-check section of doc with its rendering from r.
-func UpdateSections(doc []byte, r *CheckResult) ([]byte, error) {
-	var out bytes.Buffer
-	rest := doc
-	for {
-		i := bytes.Index(rest, []byte("<!-- gpu-check "))
-		if i < 0 {
-			out.Write(rest)
-			return out.Bytes(), nil
-		}
-		lineEnd := bytes.IndexByte(rest[i:], '\n')
-		if lineEnd < 0 {
-			return nil, errors.New("a gpu-check marker without a line end")
-		}
-		marker := string(rest[i : i+lineEnd])
-		name, ok := strings.CutSuffix(strings.TrimPrefix(marker, "<!-- gpu-check "), ": begin -->")
-		if !ok {
-			return nil, fmt.Errorf("marker %q: want <!-- gpu-check NAME: begin -->", marker)
-		}
-		endMarker := "<!-- gpu-check " + name + ": end -->"
-		j := bytes.Index(rest[i:], []byte(endMarker))
-		if j < 0 {
-			return nil, fmt.Errorf("section %q has no %q", name, endMarker)
-		}
-		text, err := Section(name, r)
-		if err != nil {
-			return nil, err
-		}
-		out.Write(rest[:i+lineEnd+1])
-		out.WriteString(text)
-		out.WriteString(endMarker)
-		rest = rest[i+j+len(endMarker):]
-	}
-}
-
-// UpdateFiles rewrites the gpu-check sections of each file from the result at resultPath
-// (absent: the sections say no run is committed yet).
-func UpdateFiles(ctx context.Context, resultPath string, files []string) error {
-	var r *CheckResult
-	if _, err := os.Stat(resultPath); err == nil {
-		if r, err = ReadCheckResult(ctx, resultPath); err != nil {
-			return err
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	for _, f := range files {
-		doc, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		updated, err := UpdateSections(doc, r)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := storage.WriteFile(ctx, f, updated); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -236,67 +236,30 @@ func TestQuickOnCPU(t *testing.T) {
 	t.Logf("\n%s", md)
 }
 
-// TestUpdateSections rewrites a document's sections from a result and leaves the rest alone;
-// a second pass changes nothing; a section without its end is an error.
-func TestUpdateSections(t *testing.T) {
+// TestSection renders the summary from a result and, without one, says no run is committed
+// and how to make one; an unknown section is an error.
+func TestSection(t *testing.T) {
 	r := &CheckResult{Host: Host{GPU: "NVIDIA H200", GPUMiB: 143771, Driver: "580.1", CPUs: 16}, Started: "2026-11-26T00:00:00Z",
 		Agreement: &AgreementResult{Precision: "float32", Pass: true, Variables: 65, FloorRatio: 1.2},
 		Speed:     []SpeedResult{{Model: "resnet18-cifar", Size: 32, Batch: 32, Precision: "tf32", ImagesPerSec: 1000}}}
-	doc := []byte("# Title\n\ntext\n<!-- gpu-check summary: begin -->\nold\n<!-- gpu-check summary: end -->\nafter\n")
-	got, err := UpdateSections(doc, r)
+	got, err := Section(SummarySection, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# Title\n\ntext\n<!-- gpu-check summary: begin -->\nMeasured on NVIDIA H200", "agreement, float32: **AGREE**",
-		"| resnet18-cifar | 32 | 32 | tf32 | 1000 |", "<!-- gpu-check summary: end -->\nafter\n"} {
-		if !strings.Contains(string(got), want) {
-			t.Errorf("updated document lacks %q:\n%s", want, got)
+	for _, want := range []string{"Measured on NVIDIA H200", "agreement, float32: **AGREE**", "| resnet18-cifar | 32 | 32 | tf32 | 1000 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(string(got), "old") {
-		t.Errorf("the old section text stayed:\n%s", got)
+	tables, err := Section(TablesSection, r)
+	if err != nil || strings.Contains(tables, "# dcl gpu-check") || strings.Contains(tables, "\n## ") {
+		t.Errorf("the tables keep the report's own headings (%v):\n%s", err, tables)
 	}
-	again, err := UpdateSections(got, r)
-	if err != nil || string(again) != string(got) {
-		t.Errorf("a second update changed the document (%v)", err)
-	}
-	none, err := UpdateSections(doc, nil)
-	if err != nil || !strings.Contains(string(none), "No GPU run of this check is committed yet") {
+	none, err := Section(SummarySection, nil)
+	if err != nil || !strings.Contains(none, "No GPU run of this check is committed yet") || !strings.Contains(none, "make docs") {
 		t.Errorf("without a result: %v\n%s", err, none)
 	}
-	if _, err := UpdateSections([]byte("<!-- gpu-check summary: begin -->\nx\n"), r); err == nil {
-		t.Error("a section without its end marker was accepted")
-	}
-	if _, err := UpdateSections([]byte("<!-- gpu-check other: begin -->\n<!-- gpu-check other: end -->\n"), r); err == nil {
+	if _, err := Section("other", r); err == nil {
 		t.Error("an unknown section was accepted")
-	}
-}
-
-// TestDocsMatchTheCommittedRun: README.md's and BENCHMARKS.md's GPU tables are what `make
-// gpu-docs` writes from docs/gpu/gpu-check.json (or, without it, say no run is committed).
-func TestDocsMatchTheCommittedRun(t *testing.T) {
-	ctx := context.Background()
-	var r *CheckResult
-	if _, err := os.Stat("../docs/gpu/gpu-check.json"); err == nil {
-		if r, err = ReadCheckResult(ctx, "../docs/gpu/gpu-check.json"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []struct{ path, section string }{{"../README.md", SummarySection}, {"../BENCHMARKS.md", TablesSection}} {
-		doc, err := os.ReadFile(f.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(doc), "<!-- gpu-check "+f.section+": begin -->") {
-			t.Errorf("%s has no gpu-check %s section", f.path, f.section)
-			continue
-		}
-		want, err := UpdateSections(doc, r)
-		if err != nil {
-			t.Fatalf("%s: %v", f.path, err)
-		}
-		if string(want) != string(doc) {
-			t.Errorf("%s's GPU tables are not what make gpu-docs writes from docs/gpu/gpu-check.json: run make gpu-docs", f.path)
-		}
 	}
 }

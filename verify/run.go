@@ -135,9 +135,9 @@ func feedRows(quick bool) []FeedSpec {
 		{Name: "32px-raw", Size: 32, Channels: 1, Encoding: shards.Raw, Pairs: 20480, Batch: 256, Epochs: 2, Against: "resnet18-cifar/256/bf16"},
 		// ImageNet-style views: 224 px RGB JPEG (quality 95), decoded by the reader.
 		{Name: "224px-jpeg", Size: 224, Channels: 3, Encoding: shards.JPEG, Pairs: 4096, Batch: 64, Epochs: 1, Against: "resnet50/64/bf16", Photos: true},
-		// The same two from base shards (issue 26): the reader makes every view as it reads,
-		// from the 28 px images, and from the photographs' JPEGs at their own sizes (about
-		// ImageNet's).
+		// The same two from base shards (views on the fly): the reader makes every view as it
+		// reads, from the 28 px images, and from the photographs' JPEGs at their own sizes
+		// (about ImageNet's).
 		{Name: "32px-online", Size: 32, Channels: 1, Encoding: shards.Raw, Pairs: 20480, Batch: 256, Epochs: 2, Against: "resnet18-cifar/256/bf16", Online: true},
 		{Name: "224px-online-jpeg", Size: 224, Channels: 3, Encoding: shards.JPEG, Pairs: 4096, Batch: 64, Epochs: 1, Against: "resnet50/64/bf16", Photos: true, Online: true},
 	}

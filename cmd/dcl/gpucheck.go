@@ -27,8 +27,6 @@ func gpuCheckCommand() *command {
 			warmup := fs.Int("warmup", 0, "untimed steps before timing each row (0: 5, or 1 with --quick)")
 			steps := fs.Int("steps", 0, "timed steps per row (0: 20, or 2 with --quick)")
 			skip := fs.String("skip", "", "comma-separated parts to leave out: agreement, speed, loop, feeding")
-			render := fs.String("render", "", "run nothing: render the tables of this gpu-check.json into the --update files (absent: say no run is committed)")
-			update := fs.String("update", "", "with --render: comma-separated Markdown files whose gpu-check sections to rewrite (README.md,BENCHMARKS.md)")
 			record := fs.String("record", "", "commands to record in the report, separated by ';;' (scripts/gpu-check.sh passes what it ran)")
 			return func(ctx context.Context, args []string) error {
 				// A child process of the check (see verify.PhaseEnv): run the one phase.
@@ -37,12 +35,6 @@ func gpuCheckCommand() *command {
 				}
 				if len(args) > 0 {
 					return usagef("takes no arguments, got %q", args)
-				}
-				if *render != "" || *update != "" {
-					if *render == "" || *update == "" {
-						return usagef("--render and --update go together")
-					}
-					return verify.UpdateFiles(ctx, *render, strings.Split(*update, ","))
 				}
 				exe, err := os.Executable()
 				if err != nil {

@@ -32,7 +32,7 @@ import (
 // killSeed seeds the kill points; DCL_KILL_SEED and DCL_KILL_ROUNDS change the seed and the
 // number of kills per command, for a longer hunt, and DCL_KILL_RESULTS names a folder
 // (relative to the repository's root) to write what the hunt found into (kill-seed-N.json, for
-// docs/reliability/ and make readme).
+// docs/reliability/ and make docs).
 const killSeed = 14
 
 // TestKilledRunsRerunToTheSameOutput is fault injection by SIGKILL: each of preprocess,

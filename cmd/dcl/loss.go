@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
-	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
@@ -40,23 +38,15 @@ type lossOutput struct {
 	GradZ2 [][]float64 `json:"grad_z2"`
 }
 
-// registerLossFlags registers the loss flags dcl train and dcl loss share, with the paper's
-// defaults, and one flag per parameter the registered losses declare; the returned function
-// reads them into a LossConfig (an unknown loss is a usage error; call Validate for the rest).
+// registerLossFlags registers the loss's flags (trainstep.LossSettings and every parameter
+// the registered losses declare); the returned function reads them into a LossConfig (call
+// Validate for what the flags cannot check alone).
 func registerLossFlags(fs *flag.FlagSet) func() (trainstep.LossConfig, error) {
-	def := trainstep.DefaultLossConfig()
-	loss := fs.String("loss", string(def.Kind), "loss: "+strings.Join(trainstep.LossNames(), ", "))
-	temperature := fs.Float64("temperature", def.Temperature, "temperature τ (paper: 0.07 for CIFAR and STL-10, 0.1 for ImageNet)")
-	params := registry.AddFlags(fs, "loss", trainstep.LossVariants())
-	reduction := fs.String("reduction", string(trainstep.Mean), "mean (over the 2N anchors) or sum (the paper's Σ)")
-	weightGrad := fs.Bool("dclw-grad", false, "let the gradient flow through DCLW's weights (otherwise they are constants in the backward pass)")
+	settings := registerSettingFlags(fs, trainstep.LossSettings(), false)
 	return func() (trainstep.LossConfig, error) {
-		kind, err := trainstep.ParseLossKind(*loss)
-		if err != nil {
-			return trainstep.LossConfig{}, usagef("--loss: %v", err)
-		}
-		return trainstep.LossConfig{Kind: kind, Temperature: *temperature, Params: params(),
-			Reduction: trainstep.Reduction(*reduction), WeightGrad: *weightGrad}, nil
+		var t trainstep.ShardTraining
+		err := settings(&t)
+		return t.Step.Loss, err
 	}
 }
 

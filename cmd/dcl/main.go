@@ -337,7 +337,7 @@ func (e *exitCodeError) Error() string { return e.err.Error() }
 func (e *exitCodeError) Unwrap() error { return e.err }
 func (e *exitCodeError) ExitCode() int { return e.code }
 
-// renamedFlag keeps an old name of the flag now working (see README, "Flag names"): it sets
+// renamedFlag keeps a flag's deprecated name working (docs/commands.md, "Flag names"): it sets
 // now, says on stderr which name to use, and is left out of -h.
 func renamedFlag(fs *flag.FlagSet, out streams, old, now string) {
 	fs.Var(&deprecatedFlag{fs: fs, old: old, now: now, stderr: out.stderr}, old, "deprecated name of --"+now)
@@ -392,7 +392,7 @@ func forwardBeamFlags(fs *flag.FlagSet) {
 		usage, def := f.Usage, f.DefValue
 		if f.Name == "runner" {
 			// Beam's text names neither the runners nor what an empty --runner runs on.
-			usage, def = "pipeline runner: "+strings.Join(pipelines.Runners, ", ")+" (README, section Runners)", pipelines.DefaultRunner
+			usage, def = "pipeline runner: "+strings.Join(pipelines.Runners, ", ")+" (docs/runners.md)", pipelines.DefaultRunner
 		}
 		fs.Var(&forwardedFlag{global: f}, f.Name, usage)
 		fs.Lookup(f.Name).DefValue = def
@@ -441,7 +441,7 @@ func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
 		}
 	})
 	if len(beamFlags) > 0 {
-		fmt.Fprintf(w, "\nBeam flags (runner selection and pipeline options; see README, section Runners):\n")
+		fmt.Fprintf(w, "\nBeam flags (runner selection and pipeline options; see docs/runners.md):\n")
 		for _, f := range beamFlags {
 			printFlag(w, f)
 		}

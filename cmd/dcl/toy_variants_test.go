@@ -157,8 +157,8 @@ train:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := c.Runs[0].Params; p.Float("toy_margin") != 0.5 || p.Float("toy_scale") != 3 {
-		t.Errorf("run params %v, want toy_margin 0.5 and toy_scale 3", p)
+	if r := c.Runs[0]; r.Setting("toy_margin") != 0.5 || r.Setting("toy_scale") != 3.0 {
+		t.Errorf("run settings %v, want toy_margin 0.5 and toy_scale 3", r.Settings)
 	}
 	for _, tc := range []struct{ give, want string }{
 		{"toy_margin: 0.5", "toy-margin 1: toy margin DCL: must be in [0, 1)"},

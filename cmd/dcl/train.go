@@ -8,10 +8,8 @@ import (
 	"io"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 
-	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
@@ -24,11 +22,36 @@ func trainCommand() *command {
 	}
 }
 
-// registerMethodFlags registers one flag per setting the training methods declare; one the
-// command line leaves out takes the method's default, which the help shows.
-func registerMethodFlags(fs *flag.FlagSet) func() trainstep.MethodConfig {
-	values := registry.AddFlags(fs, "method", trainstep.MethodVariants())
-	return func() trainstep.MethodConfig { return trainstep.MethodConfig(values()) }
+// registerSettingFlags registers one flag per setting of settings and per parameter the
+// registered losses (and, with methods, the training methods) declare, each with its
+// declaration's help and default; the returned function, called after parsing, puts what the
+// command line gives, and the defaults of the rest, into t (trainstep.ApplySettings).
+func registerSettingFlags(fs *flag.FlagSet, settings []trainstep.Setting, methods bool) func(t *trainstep.ShardTraining) error {
+	given := registry.SettingFlags(fs, fs.Name(), trainstep.SettingParams(settings))
+	lossParams := registry.AddFlags(fs, "loss", trainstep.LossVariants())
+	methodParams := func() registry.Values { return nil }
+	if methods {
+		methodParams = registry.AddFlags(fs, "method", trainstep.MethodVariants())
+	}
+	return func(t *trainstep.ShardTraining) error {
+		s, err := given()
+		if err != nil {
+			return err
+		}
+		values := map[string]any{}
+		for _, name := range s.GivenNames() {
+			values[name], _ = s.Given(name)
+		}
+		for _, params := range []registry.Values{lossParams(), methodParams()} {
+			for name, v := range params {
+				values[name] = v
+			}
+		}
+		if err := trainstep.ApplySettings(t, values); err != nil {
+			return usagef("%w", err)
+		}
+		return nil
+	}
 }
 
 // resumeFlag is --resume: bare, it resumes from the newest checkpoint in --output; with a value,
@@ -54,31 +77,10 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	outDir := fs.String("output", "", "run folder to write: checkpoints/, train.jsonl, summary.json, TensorBoard events (local or gs://); required")
 	renamedFlag(fs, out, "data", "input")
 	renamedFlag(fs, out, "out", "output")
-	model := fs.String("model", trainstep.ResNet18CIFAR, "encoder: "+strings.Join(trainstep.ModelNames(), ", "))
-	width := fs.Int("width", 0, "base channel width of the encoder (0: the model's default, 64 for the ResNets, 32 for small-cnn)")
-	projDim := fs.Int("projection-dim", trainstep.DefaultProjectionDim, "projector output dimension")
-	paper := trainstep.PaperDefaults()
-	method := fs.String("method", trainstep.SimCLRMethod, "training method: "+strings.Join(trainstep.MethodNames(), ", "))
-	methodConfig := registerMethodFlags(fs)
-	precision := fs.String("precision", "", "arithmetic: float32 (full float32 everywhere, the paper's V100 arithmetic), tf32 (float32 with\nconvolutions and matrix products on TF32 tensor cores: PyTorch's default for cuDNN convolutions;\nfull float32 on the CPU), or bf16 (mixed precision, float32 master weights; for GPUs);\nempty: float32, or the checkpoint's when resuming")
-	lossConfig := registerLossFlags(fs)
-	batch := fs.Int("batch-size", paper.BatchSize, "view pairs per step (2× as many images through the network)")
-	epochs := fs.Int("epochs", paper.Epochs, "epochs; epoch e reads the shards' augmented pass e mod E")
-	lr := fs.Float64("lr", paper.BaseLR, "base learning rate per 256 view pairs: the peak is lr·batch/256")
-	momentum := fs.Float64("momentum", paper.Momentum, "SGD momentum")
-	wd := fs.Float64("weight-decay", paper.WeightDecay, "weight decay (convolution and dense weights only, unless --decay-all)")
-	decayAll := fs.Bool("decay-all", false, "apply weight decay (and LARS scaling) to biases and batch-norm parameters too")
-	warmup := fs.Float64("warmup-epochs", 0, "linear learning-rate warm-up, in epochs (may be fractional); cosine annealing after")
-	optimizer := fs.String("optimizer", string(paper.Optimizer), "sgd (with momentum) or lars (for large batches)")
-	backendName := fs.String("backend", "auto", "compute backend: cpu, cuda, or auto (cuda when this build has it and a GPU is found)")
+	settings := registerSettingFlags(fs, trainstep.TrainSettings(), true)
 	plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto (empty: $DCL_PJRT_PLUGIN, $PJRT_PLUGIN_LIBRARY_PATH, then JAX's plugin)")
-	ckptEvery := fs.Int("checkpoint-every", paper.CheckpointEvery, "write a checkpoint every N steps (0: only at the end and when interrupted)")
-	keep := fs.Int("keep-checkpoints", 3, "checkpoints to keep, newest first (0: all)")
 	var resume resumeFlag
 	fs.Var(&resume, "resume", "continue a run: bare, from the newest checkpoint in --output; =PATH, from that checkpoint file or run folder")
-	seed := fs.Uint64("seed", 1, "seed of the data order (and of the initial weights unless --init-seed)")
-	initSeed := fs.Uint64("init-seed", 0, "seed of the initial weights (0: --seed; when resuming, the checkpoint's)")
-	maxSteps := fs.Int("max-steps", 0, "stop (with a checkpoint) after this many steps in total; --resume continues")
 	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-train")
 	knnData := fs.String("knn-train", "", "labelled shard folder (preset none) whose backbone features vote in the kNN monitor (as 'dcl knn --train')")
 	knnTest := fs.String("knn-test", "", "labelled shard folder classified by the kNN monitor (empty: every 10th image of --knn-train)")
@@ -97,42 +99,23 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 		if *data == "" || *outDir == "" {
 			return usagef("--input and --output are required")
 		}
-		kind, err := gpu.ParseKind(*backendName)
-		if err != nil {
-			return usagef("--backend: %v", err)
-		}
 		if *knnEvery > 0 && *knnData == "" {
 			return usagef("--knn-every=%d needs --knn-train", *knnEvery)
 		}
 		if *knnBank < 1 || *knnQueries < 1 {
 			return usagef("--knn-bank=%d and --knn-queries=%d: want at least 1 each (--knn-full for every image)", *knnBank, *knnQueries)
 		}
-		lossCfg, err := lossConfig()
-		if err != nil {
+		training := trainstep.ShardTraining{Plugin: *plugin, KNNData: *knnData, KNNTest: *knnTest,
+			KNN: trainstep.KNNMonitorOptions{Bank: *knnBank, Queries: *knnQueries, Seed: *knnSeed, Full: *knnFull}}
+		training.Step.Model.Channels = 3
+		training.Run.Data, training.Run.Out, training.Run.MonitorEvery = *data, *outDir, *knnEvery
+		if err := settings(&training); err != nil {
 			return err
 		}
-		var prec trainstep.Precision
-		if *precision != "" {
-			if prec, err = trainstep.ParsePrecision(*precision); err != nil {
-				return usagef("--precision: %v", err)
-			}
-		}
-		cfg := trainstep.StepConfig{
-			Method: *method, MethodConfig: methodConfig(), Precision: prec,
-			Model: trainstep.ModelConfig{Name: *model, BaseWidth: *width, ProjectionDim: *projDim, Channels: 3},
-			Loss:  lossCfg,
-			Optimizer: trainstep.OptimizerConfig{Kind: trainstep.OptimizerKind(*optimizer), Momentum: *momentum,
-				WeightDecay: *wd, DecayAll: *decayAll},
-			InitSeed: *initSeed,
-		}
-		if err := cfg.Validate(); err != nil {
+		if err := training.Step.Validate(); err != nil {
 			return usagef("%w", err)
 		}
-		run := trainstep.RunConfig{
-			Data: *data, Out: *outDir, BatchSize: *batch, Epochs: *epochs, BaseLR: *lr, WarmupEpochs: *warmup,
-			Seed: *seed, CheckpointEvery: *ckptEvery, KeepCheckpoints: *keep, MaxSteps: *maxSteps, MonitorEvery: *knnEvery,
-		}
-		if err := run.Validate(); err != nil {
+		if err := training.Run.Validate(); err != nil {
 			return usagef("%w", err)
 		}
 		display, err := progressOptions(out)
@@ -147,15 +130,12 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 			signal.Ignore(syscall.SIGPIPE)
 		}
 
-		resumeFrom := resume.from
+		training.Resume = resume.from
 		if resume.latest {
-			resumeFrom = *outDir
+			training.Resume = *outDir
 		}
-		sum, err := trainstep.TrainOnShards(ctx, trainstep.ShardTraining{
-			Step: cfg, Run: run, Backend: kind, Plugin: *plugin, Resume: resumeFrom,
-			KNNData: *knnData, KNNTest: *knnTest, Log: log, Progress: display,
-			KNN: trainstep.KNNMonitorOptions{Bank: *knnBank, Queries: *knnQueries, Seed: *knnSeed, Full: *knnFull},
-		})
+		training.Log, training.Progress = log, display
+		sum, err := trainstep.TrainOnShards(ctx, training)
 		if err != nil {
 			return setupOr(err)
 		}

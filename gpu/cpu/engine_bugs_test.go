@@ -11,12 +11,12 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 )
 
-// The reproducers of the README's GoMLX bug list (section Engine). A bug that still stands in
+// The reproducers of the GoMLX bug list in docs/engine.md. A bug that still stands in
 // the GoMLX release in go.mod runs its smallest graph on GoMLX's pure-Go backend (expecting the
 // failure, so an upstream fix shows up here) and on this backend (expecting the right answer,
 // so our workaround stays covered). A bug fixed upstream (GoMLX v0.28 with compute v0.1.3 and
 // later) runs its reproducer on both backends and expects the same answer: the upstream
-// operation, now correct, checks this backend's own kernel.
+// operation, correct from v0.28 on, checks this backend's own kernel.
 
 // tryGraph runs fn on be and returns its outputs, or the error or panic it ended with.
 func tryGraph(be compute.Backend, fn func(in []*Node) []*Node, inputs ...*tensors.Tensor) (out [][]float32, err error) {
@@ -188,7 +188,7 @@ func TestEngineBugEvenKernelInputGradient(t *testing.T) {
 	got := runGraph(t, newTestBackend(t), fn, x, k)[0]
 	want := []float32{10, 1, 10, 1}
 	if got[0] == want[0] {
-		t.Fatalf("dL/dx = %v is right: the GoMLX even-kernel bug may be fixed upstream (update the README's bug list)", got)
+		t.Fatalf("dL/dx = %v is right: the GoMLX even-kernel bug may be fixed upstream (update the bug list in docs/engine.md)", got)
 	}
 	t.Logf("dL/dx = %v, want %v (GoMLX bug: use odd kernels)", got, want)
 }

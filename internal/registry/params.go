@@ -58,6 +58,10 @@ type Param struct {
 	// accepts what Value parses. It runs where Reason is asked (a whole configuration's
 	// check), not while parsing.
 	CheckValue func(v any) string
+	// ZeroIsDefault says a configuration's zero (0, "", false) stands for the default: it is
+	// not a value given, and JSON leaves it out as an omitempty field. A command line's flag
+	// set to zero is still that value.
+	ZeroIsDefault bool
 }
 
 // Flag is the parameter's command-line flag name.

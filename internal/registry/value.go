@@ -566,17 +566,41 @@ func UnmarshalSettings(owner string, params []Param, data []byte) (Settings, err
 			given[key] = v
 			continue
 		}
-		text, err := jsonText(fields[key])
-		if err != nil {
-			return Settings{}, fmt.Errorf("%s.%s: %w", owner, key, err)
-		}
-		v, err := p.Value.Parse(text)
+		v, err := p.DecodeJSONValue(fields[key])
 		if err != nil {
 			return Settings{}, fmt.Errorf("%s.%s: %w", owner, key, err)
 		}
 		given[key] = v
 	}
 	return NewSettings(params, given), nil
+}
+
+// DecodeJSONValue reads a JSON value of parameter p as Settings holds it: a number as
+// DecodeJSON reads it, a Value's as it parses the value's text (a string's contents, a
+// number as written, a list's items joined by commas).
+func (p Param) DecodeJSONValue(raw json.RawMessage) (any, error) {
+	if p.Value == nil {
+		return p.DecodeJSON(raw)
+	}
+	text, err := jsonText(raw)
+	if err != nil {
+		return nil, err
+	}
+	return p.Value.Parse(text)
+}
+
+// AppendJSONValue appends a value of parameter p as JSON: a bool's as true or false, a
+// number's as a number, a Value's as encoding/json writes it.
+func (p Param) AppendJSONValue(buf []byte, v any) ([]byte, error) {
+	if p.Value == nil && p.Type == Bool {
+		f, _ := v.(float64)
+		v = f != 0
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return append(buf, raw...), nil
 }
 
 // jsonText is a JSON value as text: a string's contents, a number as written, a list's items

@@ -126,7 +126,7 @@ func init() {
 // Presets lists the preset names Preset accepts, in registration order.
 func Presets() []string { return presets.Names() }
 
-// Preset returns a named preset (see the package documentation) producing size×size views.
+// Preset returns a named preset (registered in init above) producing size×size views.
 func Preset(name string, size int) (Config, error) {
 	set, ok := presets.Lookup(name)
 	if !ok {

@@ -1,6 +1,6 @@
 // Package augment is the deterministic image augmentation of dcl-beam: torchvision's
 // SimCLR/BYOL transforms re-implemented in pure Go on transforms.Image (HWC uint8, 1 or 3
-// channels), with the presets of the design and every parameter overridable.
+// channels), with named presets and every parameter overridable.
 //
 // # Views are pure functions
 //
@@ -38,26 +38,15 @@
 //
 // # Presets
 //
-//	simclr-cifar     crop scale 0.08–1, ratio 3/4–4/3, flip 0.5, jitter (0.4,0.4,0.4,0.1) p 0.8,
-//	                 grayscale 0.2, no blur
-//	simclr-imagenet  as simclr-cifar with jitter (0.8,0.8,0.8,0.2) and blur p 0.5
-//	dcl-paper        the paper's appendix ("Default DCL augmentations": crop scale 0.08–1,
-//	                 flip, jitter (0.8,0.8,0.8,0.2) p 0.8, grayscale 0.2, blur σ 0.1–2) for any
-//	                 dataset: simclr-imagenet's parameters, with SimCLR's blur p 0.5 and
-//	                 kernel (10% of the side), which the paper leaves unstated
-//	byol             jitter (0.4,0.4,0.2,0.1) p 0.8, grayscale 0.2; blur p 1.0 on view 0 and
-//	                 0.1 on view 1; solarize p 0 on view 0 and 0.2 on view 1
-//	none             evaluation: resize shorter side (8/7·size when size ≥ 128, i.e. 256 for
-//	                 224; else size) and centre crop
-//
-// The view size is a preset parameter: Preset("simclr-cifar", 32), ("simclr-imagenet", 224),
-// 96 for STL-10, 28 for Fashion-MNIST. BYOL's "view 1" and "view 2" are view indices 0 and 1.
+// A preset is one registration in config.go's init, which says what it sets on top of the
+// common start; Presets lists them and `dcl preprocess -h` names them. They are SimCLR's for
+// CIFAR and for ImageNet, the paper's own appendix ("Default DCL augmentations", which leaves
+// the blur's probability and kernel unstated: SimCLR's are used), BYOL's (blur and solarize
+// with a probability per view) and the evaluation transform. The view size is a parameter of
+// every preset (Preset(name, size)); BYOL's "view 1" and "view 2" are view indices 0 and 1.
 //
 // # Flags
 //
-// RegisterFlags defines one flag per Config field (Params lists them): view-size,
-// eval-resize, crop-scale=MIN,MAX, crop-ratio=MIN,MAX, flip-p, jitter-p, brightness,
-// contrast, saturation, hue, gray-p, blur-p=P or P0,P1, blur-sigma=MIN,MAX, blur-kernel,
-// solarize-p=P or P0,P1, solarize-threshold. Overrides.Apply writes the given ones onto a
-// preset and validates.
+// RegisterFlags defines one flag per Config field, from Params (each field's comment names
+// its flag). Overrides.Apply writes the given ones onto a preset and validates.
 package augment

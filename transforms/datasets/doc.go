@@ -3,10 +3,10 @@
 // can spread over its workers. It is pure Go, with no Beam; every read goes through the
 // storage layer (internal/storage).
 //
-// Formats: CIFAR-10 and CIFAR-100 binary, STL-10 binary, ImageNet ILSVRC-2012 (train folder,
-// val folder with a labels file, the per-class train tars and the outer train tar, read in
-// place) and its ImageNet-100 subset, a generic folder of class subfolders of JPEG and PNG
-// files, and MNIST-style IDX files (MNIST, Fashion-MNIST, gzipped or not).
+// Formats: each file registers the datasets of one family of formats (fixed.go: fixed-size
+// binary records, CIFAR and STL-10; imagenet.go: ILSVRC-2012 folders and tars, read in place;
+// folder.go: a folder of class subfolders of JPEG and PNG files; idx.go: MNIST-style IDX
+// files, gzipped or not). Names lists the datasets, and `dcl preprocess -h` names them.
 //
 // Use:
 //

@@ -1,8 +1,8 @@
 package testfiles
 
 // KillHunt is what one run of cmd/dcl's kill test found (TestKilledRunsRerunToTheSameOutput
-// with DCL_KILL_RESULTS set): the test writes it, `make readme` puts the sum of the kept ones
-// (docs/reliability/kill-*.json) into the README's reliability section, so that its figures
+// with DCL_KILL_RESULTS set): the test writes it, `make docs` puts the sum of the kept ones
+// (docs/reliability/kill-*.json) into docs/reliability.md, so that its figures
 // are never typed.
 type KillHunt struct {
 	Seed   uint64 `json:"seed"`

@@ -11,22 +11,23 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
-// killHuntName is the README's marker name of the kill hunt's figures, and killHuntDocs
-// where the hunts are kept.
-const (
-	killHuntName = "kill-hunt"
-	killHuntDocs = "docs/reliability"
-)
+// killHuntDocs is where the hunts are kept, relative to the root.
+const killHuntDocs = "docs/reliability"
 
-// killHuntSection is the kill hunt's table: the sum of the hunts kept under root.
-func killHuntSection(ctx context.Context, root string) (string, error) {
+// killHuntSection is the kill hunt's table: the sum of the hunts kept under the root.
+func killHuntSection(ctx context.Context, g *generator, _ section) (string, []error, error) {
+	text, err := killHuntTable(ctx, g.root)
+	return text, nil, err
+}
+
+func killHuntTable(ctx context.Context, root string) (string, error) {
 	files, err := filepath.Glob(filepath.Join(root, killHuntDocs, "kill-seed-*.json"))
 	if err != nil {
 		return "", err
 	}
 	if len(files) == 0 {
 		return "No kill hunt is kept yet: run `DCL_KILL_RESULTS=" + killHuntDocs + " DCL_KILL_SEED=14 DCL_KILL_ROUNDS=20 " +
-			"go test -run TestKilledRunsRerunToTheSameOutput ./cmd/dcl`, then `make readme`.", nil
+			"go test -run TestKilledRunsRerunToTheSameOutput ./cmd/dcl`, then `make docs`.", nil
 	}
 	slices.Sort(files)
 	var sum testfiles.KillHunt
@@ -60,6 +61,6 @@ func killHuntSection(ctx context.Context, root string) (string, error) {
 	fmt.Fprintf(&b, "| records lost | %d |\n", sum.RecordsLost)
 	fmt.Fprintf(&b, "| seeds | %s |\n", strings.Join(seeds, ", "))
 	fmt.Fprintf(&b, "| machine | %s |\n", strings.Join(slices.Compact(machines), "; "))
-	fmt.Fprintf(&b, "| commands that made these figures | %s, then `make readme` |\n", strings.Join(commands, ", "))
+	fmt.Fprintf(&b, "| commands that made these figures | %s, then `make docs` |\n", strings.Join(commands, ", "))
 	return b.String(), nil
 }

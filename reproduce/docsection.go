@@ -1,10 +1,8 @@
 package reproduce
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -16,27 +14,17 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
-// A README section generated from a reproduction's results.json sits between two markers
-// that name it, so that the generator can rewrite it and a test can check it:
-//
-//	<!-- generated: NAME (make readme); do not edit between these markers -->
-//	…
-//	<!-- end of generated: NAME -->
-func readmeMarkers(name string) (begin, end string) {
-	return "<!-- generated: " + name + " (make readme); do not edit between these markers -->",
-		"<!-- end of generated: " + name + " -->"
-}
-
-// ReadmeFigures are the figures a README section shows, drawn from results.json (the t-SNE,
+// DocsFigures are the figures a section of the docs shows, drawn from results.json (the t-SNE,
 // which needs the embeddings, is copied from the run directory's plots).
-var ReadmeFigures = []string{KNNPlotName, BatchSizePlotName, NPCPlotName, TSNEPlotName}
+var DocsFigures = []string{KNNPlotName, BatchSizePlotName, NPCPlotName, TSNEPlotName}
 
-// ReadmeSection renders a README section of a reproduction's results: the machine and wall
-// time, each cell's figures over its seeds beside the baselines, every comparison with its
-// verdict and the rule behind it, the kNN monitor's figures by epoch, the NPC statistics of
-// the first InfoNCE encoder, and the figures in figDir (a path relative to the README) that
-// exist there (have lists them).
-func ReadmeSection(res *Results, command, figDir string, have []string) string {
+// DocsSection renders a section of the docs (make docs) of a reproduction's results: the
+// machine and wall time, each cell's figures over its seeds beside the baselines, every
+// comparison with its verdict and the rule behind it, the kNN monitor's figures by epoch, the
+// NPC statistics of the first InfoNCE encoder, and the figures that exist (have lists them).
+// keptDir is where results.json and the figures are kept, relative to the repository's root,
+// and linkDir the same folder relative to the document that shows them.
+func DocsSection(res *Results, command, keptDir, linkDir string, have []string) string {
 	summarise(res)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Results of `%s`", command)
@@ -47,7 +35,7 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 	if res.CodeVersion != "" {
 		fmt.Fprintf(&b, ", dcl %s", res.CodeVersion)
 	}
-	fmt.Fprintf(&b, " (from `%s`; `make readme` rewrites this section and the figures).\n\n", path.Join(figDir, ResultsName))
+	fmt.Fprintf(&b, " (from `%s`; `make docs` rewrites this section and the figures).\n\n", path.Join(keptDir, ResultsName))
 
 	t := analysis.Table{Header: []string{"encoder", "seeds", "kNN top-1", "kNN top-5", "linear top-1", "final loss", "mean q (training)"},
 		RightAlign: []bool{false, false, true, true, true, true, true}}
@@ -56,7 +44,7 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 		c := g.runs[0].Config
 		var seeds []string
 		for _, r := range g.runs {
-			seeds = append(seeds, strconv.FormatUint(cmp.Or(r.Config.Seed, 1), 10))
+			seeds = append(seeds, strconv.FormatUint(r.Config.Seed(), 10))
 		}
 		var q []float64
 		for _, r := range g.runs {
@@ -64,11 +52,11 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 				q = append(q, r.Train.MeanQ)
 			}
 		}
-		epochs := fmt.Sprintf("%d epochs", c.Epochs)
-		if c.Epochs == 1 {
+		epochs := fmt.Sprintf("%d epochs", c.Epochs())
+		if c.Epochs() == 1 {
 			epochs = "1 epoch"
 		}
-		t.Rows = append(t.Rows, []string{fmt.Sprintf("%s, batch %d, %s", runLabel(c), c.BatchSize, epochs), strings.Join(seeds, ", "),
+		t.Rows = append(t.Rows, []string{fmt.Sprintf("%s, batch %d, %s", runLabel(c), c.BatchSize(), epochs), strings.Join(seeds, ", "),
 			res.cellText(g.name, "knn_top1", 1), res.cellText(g.name, "knn_top5", 1), res.cellText(g.name, "linear_top1", 1),
 			res.cellText(g.name, "train_loss", 3), spreadFixed(analysis.SpreadOf(q), 3)})
 	}
@@ -96,11 +84,11 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 		b.WriteString(t.Markdown())
 	}
 	for _, r := range res.Runs {
-		if r.NPC == nil || len(r.NPC.Stats) == 0 || r.Config.Loss != "infonce" {
+		if r.NPC == nil || len(r.NPC.Stats) == 0 || r.Config.Loss() != "infonce" {
 			continue
 		}
 		fmt.Fprintf(&b, "\nNPC multiplier q on the projections of the %s encoder (seed %d; the paper's Fig. 1, the report has every encoder's):\n\n",
-			names.names[r.cell()], cmp.Or(r.Config.Seed, 1))
+			names.names[r.cell()], r.Config.Seed())
 		nt := analysis.Table{Header: []string{"batch size"}, RightAlign: []bool{false}}
 		mean, cv := []string{"mean q"}, []string{"C_v = σ/μ"}
 		for _, s := range r.NPC.Stats {
@@ -117,9 +105,9 @@ func ReadmeSection(res *Results, command, figDir string, have []string) string {
 		NPCPlotName:       "NPC multiplier q against batch size (the paper's Fig. 1a)",
 		TSNEPlotName:      "t-SNE of the test embeddings (the paper's Fig. 4c)",
 	}
-	for _, f := range ReadmeFigures {
+	for _, f := range DocsFigures {
 		if slices.Contains(have, f) {
-			fmt.Fprintf(&b, "\n![%s](%s)\n", captions[f], path.Join(figDir, f))
+			fmt.Fprintf(&b, "\n![%s](%s)\n", captions[f], path.Join(linkDir, f))
 		}
 	}
 	return b.String()
@@ -182,10 +170,10 @@ func knnByEpochTable(res *Results, names runSeries) (analysis.Table, bool) {
 	return t, true
 }
 
-// WriteReadmeFigures draws the README's figures of res into figDir from the results alone
-// (the kNN curves, accuracy by batch size, the NPC figure) and copies the t-SNE from runDir's
-// plots where it is there. It returns the figures it wrote, in ReadmeFigures' order.
-func WriteReadmeFigures(ctx context.Context, res *Results, runDir, figDir string) ([]string, error) {
+// WriteDocsFigures draws the docs' figures of res into figDir from the results alone (the kNN
+// curves, accuracy by batch size, the NPC figure) and copies the t-SNE from runDir's plots
+// where it is there. It returns the figures it wrote, in DocsFigures' order.
+func WriteDocsFigures(ctx context.Context, res *Results, runDir, figDir string) ([]string, error) {
 	summarise(res)
 	var wrote []string
 	save := func(name string, cols int, panels ...figures.Panel) error {
@@ -241,49 +229,4 @@ func WriteReadmeFigures(ctx context.Context, res *Results, runDir, figDir string
 		}
 	}
 	return wrote, nil
-}
-
-// SpliceReadme returns readme with the generated section called name replaced by content.
-func SpliceReadme(readme []byte, name, content string) ([]byte, error) {
-	begin, end := readmeMarkers(name)
-	i, j := bytes.Index(readme, []byte(begin)), bytes.Index(readme, []byte(end))
-	if i < 0 || j < i {
-		return nil, fmt.Errorf("the README has no generated section %q: put the lines\n%s\n%s\nwhere it goes", name, begin, end)
-	}
-	var out bytes.Buffer
-	out.Write(readme[:i+len(begin)])
-	out.WriteString("\n\n" + strings.TrimSpace(content) + "\n\n")
-	out.Write(readme[j:])
-	return out.Bytes(), nil
-}
-
-// ErrReadmeStale is CheckReadme's answer when the README's section is not what the results
-// give.
-var ErrReadmeStale = errors.New("the README's generated section is not what its results give")
-
-// CheckReadme reports whether readme's section called name is content; the error says where
-// they first differ.
-func CheckReadme(readme []byte, name, content string) error {
-	want, err := SpliceReadme(readme, name, content)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(want, readme) {
-		return nil
-	}
-	got, exp := strings.Split(string(readme), "\n"), strings.Split(string(want), "\n")
-	for i := range max(len(got), len(exp)) {
-		g, e := lineAt(got, i), lineAt(exp, i)
-		if g != e {
-			return fmt.Errorf("%w (section %q, line %d):\n  README:  %s\n  results: %s", ErrReadmeStale, name, i+1, g, e)
-		}
-	}
-	return ErrReadmeStale
-}
-
-func lineAt(lines []string, i int) string {
-	if i < len(lines) {
-		return lines[i]
-	}
-	return "(end of file)"
 }

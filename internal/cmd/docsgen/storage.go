@@ -14,22 +14,24 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
-// storageName is the README's marker name of the built-in configs' storage table.
-const storageName = "storage"
-
 // storageSection is the table of what each built-in config writes for its datasets, with
-// stored views and as configured, from experiments.StorageFile under root.
-func storageSection(ctx context.Context, root string) (string, error) {
+// stored views and as configured, from experiments.StorageFile under the root.
+func storageSection(ctx context.Context, g *generator, _ section) (string, []error, error) {
+	text, err := storageTable(ctx, g.root)
+	return text, nil, err
+}
+
+func storageTable(ctx context.Context, root string) (string, error) {
 	path := filepath.Join(root, experiments.StorageFile)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return "No storage figures are kept yet: run `go test ./experiments -run TestStorageFigures -update-storage`, then `make readme`.", nil
+		return "No storage figures are kept yet: run `go test ./experiments -run TestStorageFigures -update-storage`, then `make docs`.", nil
 	}
 	var s experiments.Storage
 	if err := storage.LoadJSON(ctx, path, &s); err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	b.WriteString("| config | pretraining images | epochs | stored views, a pass per epoch (before) | as configured (now) | before ÷ now | evaluation datasets (either way) |\n")
+	b.WriteString("| config | pretraining images | epochs | stored views, a pass per epoch | as configured | stored ÷ configured | evaluation datasets (either way) |\n")
 	b.WriteString("|---|---|---:|---:|---|---:|---:|\n")
 	for _, f := range s.Configs {
 		now := "base shards " + progress.Bytes(f.Configured)
@@ -44,7 +46,7 @@ func storageSection(ctx context.Context, root string) (string, error) {
 		fmt.Fprintf(&b, "| `%s` | %s %s, %s | %d | %s | %s | %s | %s |\n", f.Config, f.Dataset, f.Split, thousands(f.Records), f.Epochs,
 			progress.Bytes(f.StoredViews), now, r, progress.Bytes(f.Evaluation))
 	}
-	fmt.Fprintf(&b, "\nHow: %s. Made by `%s`, then `make readme`; the test checks that the kept figures stay what the configs and the estimator give.\n",
+	fmt.Fprintf(&b, "\nHow: %s. Made by `%s`, then `make docs`; the test checks that the kept figures stay what the configs and the estimator give.\n",
 		s.Method, s.Command)
 	return b.String(), nil
 }

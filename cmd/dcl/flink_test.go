@@ -1,0 +1,618 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
+)
+
+// The Flink tests run the pipelines on Apache Flink through Beam's Flink job server, fetched by
+// make deps-flink (scripts/flink.sh), with PROCESS workers that Beam's boot loader starts from
+// the staged worker binary, and compare every output with prism's. make test-flink runs them
+// with the cgo-free worker binary (DCL_WORKER_BINARY) and fails without Java or the jars
+// (DCL_FLINK_REQUIRED); elsewhere they skip, saying why, in one line.
+
+// flinkSetup is what the Flink tests share: the repository's scripts, the worker binary and
+// Beam's boot loader.
+type flinkSetup struct {
+	root, script, worker string
+	bootLog              string
+}
+
+func needFlink(t *testing.T) *flinkSetup {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts JVMs (make test-flink)")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &flinkSetup{root: root, script: filepath.Join(root, "scripts", "flink.sh")}
+	out, err := exec.Command(s.script, "check").CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if os.Getenv("DCL_FLINK_REQUIRED") != "" {
+			t.Fatalf("Flink is required here (make test-flink) but: %s", msg)
+		}
+		t.Skipf("Flink tests skipped: %s", msg)
+	}
+	t.Logf("on %s", strings.TrimSpace(string(out)))
+
+	s.worker = os.Getenv("DCL_WORKER_BINARY")
+	if s.worker == "" {
+		// The test binary is dcl when DCL_TEST_AS_MAIN is set (TestMain), the job server and
+		// boot pass the variable on to the workers they start.
+		if s.worker, err = os.Executable(); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("DCL_TEST_AS_MAIN", "1")
+	}
+	t.Logf("worker binary %s", s.worker)
+	dir := t.TempDir()
+	boot := filepath.Join(dir, "boot")
+	build := exec.Command("go", "build", "-o", boot, "github.com/apache/beam/sdks/v2/go/container")
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building Beam's boot loader: %v\n%s", err, msg)
+	}
+	s.bootLog = filepath.Join(dir, "starts.log")
+	t.Setenv("DCL_BEAM_BOOT", boot)
+	t.Setenv("DCL_BOOT_LOG", s.bootLog)
+	return s
+}
+
+// runnerFlags are the Beam flags of a job on the job server at endpoint, with PROCESS workers.
+func (s *flinkSetup) runnerFlags(endpoint string) []string {
+	config, _ := json.Marshal(map[string]string{"command": filepath.Join(s.root, "deploy", "flink", "boot.sh")})
+	return []string{"--runner=flink", "--endpoint=" + endpoint, "--environment_type=PROCESS",
+		"--environment_config=" + string(config), "--worker_binary=" + s.worker}
+}
+
+// jvm is a JVM that scripts/flink.sh started in a process group of its own (with the workers
+// its TaskManager starts).
+type jvm struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func (s *flinkSetup) start(t *testing.T, name string, env []string, args ...string) *jvm {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(s.script, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	j := &jvm{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		f.Close()
+		close(j.done)
+	}()
+	t.Cleanup(func() { j.kill(t) })
+	return j
+}
+
+// kill ends the JVM and whatever it started, at once (SIGKILL to its process group), as a
+// machine that is lost would.
+func (j *jvm) kill(t *testing.T) {
+	select {
+	case <-j.done:
+		return
+	default:
+	}
+	syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-j.done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s (pid %d) did not end within 30s of SIGKILL", j.name, j.cmd.Process.Pid)
+	}
+}
+
+func (j *jvm) tail() string {
+	data, _ := os.ReadFile(j.log)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.Join(lines[max(0, len(lines)-30):], "\n")
+}
+
+// waitFor polls until ok or the JVM ends or the time is up.
+func (j *jvm) waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		select {
+		case <-j.done:
+			t.Fatalf("%s ended before %s:\n%s", j.name, what, j.tail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %s within %s:\n%s", j.name, what, limit, j.tail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func answers(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+// startJobServer starts Beam's Flink job server on a free loopback port, submitting to master.
+func (s *flinkSetup) startJobServer(t *testing.T, master, confDir string, port int) (*jvm, string) {
+	t.Helper()
+	if port == 0 {
+		port = freeTCPPort(t)
+	}
+	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
+	js := s.start(t, "job-server", []string{"FLINK_HEAP=768m"}, "jobserver", fmt.Sprint(port), master, confDir)
+	js.waitFor(t, "job service on "+endpoint, 2*time.Minute, func() bool { return answers(endpoint) })
+	return js, endpoint
+}
+
+func writeFlinkConf(t *testing.T, dir string, lines ...string) string {
+	t.Helper()
+	testfiles.WriteFile(t, filepath.Join(dir, "flink-conf.yaml"), []byte(strings.Join(lines, "\n")+"\n"))
+	return dir
+}
+
+// flinkJobs are the jobs run on Flink and on prism: the folder dataset (JPEG and PNG files
+// with bad files among them) preprocessed as stored passes, as base images for online views
+// and as evaluation shards, then embed, knn, linear and npc on prism's datasets and
+// embeddings (each job's inputs are the same for both runners, so its outputs must be too).
+type flinkJob struct {
+	name string
+	args []string // without --output (outDir adds it) and runner flags
+	// output names what the job writes: a folder or file, compared byte for byte.
+	output string
+}
+
+// writeBadFolder writes the folder dataset: perClass images in each of three classes and
+// four bad files (two corrupt JPEGs, an empty file, text named .jpg).
+func writeBadFolder(t *testing.T, dir string, perClass int) {
+	t.Helper()
+	pipelinetest.WriteFolder(t, dir, []string{"ant", "bee", "cat"}, perClass, 40, 32)
+	testfiles.WriteFile(t, filepath.Join(dir, "ant", "zz-corrupt.jpg"), testfiles.CorruptJPEG(t))
+	testfiles.WriteFile(t, filepath.Join(dir, "bee", "zz-corrupt.jpg"), testfiles.CorruptJPEG(t))
+	testfiles.WriteFile(t, filepath.Join(dir, "cat", "zz-empty.jpg"), nil)
+	testfiles.WriteFile(t, filepath.Join(dir, "cat", "zz-text.jpg"), []byte("not an image\n"))
+}
+
+// timingKey matches the JSON fields that say how long something took.
+var timingKey = regexp.MustCompile(`(?i)(wall|seconds|elapsed|duration|_ms$|_s$|per_sec|_time|time_)`)
+
+var wallTime = regexp.MustCompile(`wall [0-9.]+[a-zµ]+`)
+
+// normalJSON is a command's JSON output without its timing fields, with the given paths
+// replaced by a placeholder.
+func normalJSON(t *testing.T, out string, paths ...string) string {
+	t.Helper()
+	for _, p := range paths {
+		out = strings.ReplaceAll(out, p, "OUT")
+	}
+	var v any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &v); err != nil {
+		return wallTime.ReplaceAllString(strings.TrimSpace(out), "wall T") // preprocess's summary line
+	}
+	var strip func(any) any
+	strip = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if timingKey.MatchString(k) {
+					delete(x, k)
+				} else {
+					x[k] = strip(e)
+				}
+			}
+		case []any:
+			for i := range x {
+				x[i] = strip(x[i])
+			}
+		}
+		return v
+	}
+	b, _ := json.Marshal(strip(v))
+	return string(b)
+}
+
+// checksums is TreeChecksums of a folder, or the checksum of a single file.
+func checksums(t *testing.T, p string) map[string]string {
+	t.Helper()
+	info, err := os.Stat(p)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if info.IsDir() {
+		return testfiles.TreeChecksums(t, p)
+	}
+	return testfiles.TreeChecksums(t, filepath.Dir(p))
+}
+
+// sameOutputs fails the test unless got and want hold the same files with the same bytes.
+func sameOutputs(t *testing.T, what, want, got string) {
+	t.Helper()
+	w, g := checksums(t, want), checksums(t, got)
+	if !maps.Equal(w, g) {
+		var diff []string
+		for _, k := range slices.Sorted(maps.Keys(w)) {
+			if g[k] != w[k] {
+				diff = append(diff, fmt.Sprintf("%s: flink %.12s, prism %.12s", k, g[k], w[k]))
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(g)) {
+			if _, ok := w[k]; !ok {
+				diff = append(diff, k+": only on flink")
+			}
+		}
+		t.Errorf("%s: flink wrote other bytes than prism:\n%s", what, strings.Join(diff, "\n"))
+		return
+	}
+	t.Logf("%s: %d files byte-identical to prism's", what, len(w))
+}
+
+// dcl runs a dcl command as a child process and fails the test when it fails.
+func dcl(t *testing.T, timeout time.Duration, args ...string) string {
+	t.Helper()
+	start := time.Now()
+	stdout, stderr, err := dclProcess(t, timeout, args...)
+	if err != nil {
+		t.Fatalf("dcl %s: %v after %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, time.Since(start).Round(time.Second), stdout, lastLines(stderr, 40))
+	}
+	return stdout
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// flinkFixture is the data of the Flink tests and prism's outputs for them, made once per
+// test.
+type flinkFixture struct {
+	folder, work string
+	prism        map[string]string // job name → prism's output
+	prismStdout  map[string]string
+	jobs         []flinkJob
+}
+
+func newFlinkFixture(t *testing.T, perClass int) *flinkFixture {
+	t.Helper()
+	f := &flinkFixture{folder: t.TempDir(), work: t.TempDir(), prism: map[string]string{}, prismStdout: map[string]string{}}
+	writeBadFolder(t, f.folder, perClass)
+	common := []string{"--dataset=folder", "--input=" + f.folder, "--view-size=24", "--seed=3", "--unit-records=16", "--max-bad-fraction=0.1", "--progress=off"}
+	pre := func(name string, extra ...string) flinkJob {
+		return flinkJob{name: name, args: append(append([]string{"preprocess"}, common...), extra...)}
+	}
+	f.jobs = []flinkJob{
+		pre("preprocess-stored", "--passes=2", "--shards=2"),
+		pre("preprocess-online", "--views=online", "--shards=2"),
+		pre("preprocess-eval", "--augment=none", "--shards=2"),
+	}
+	for _, j := range f.jobs {
+		f.runPrism(t, j)
+	}
+	run := filepath.Join(f.work, "run")
+	dcl(t, 5*time.Minute, "train", "--input", f.prism["preprocess-stored"], "--output", run, "--model", "mlp", "--width", "4",
+		"--batch-size", "8", "--epochs", "1", "--lr", "0.1", "--backend", "cpu", "--temperature", "0.2", "--progress", "off")
+	evalJobs := []flinkJob{
+		{name: "embed-train", args: []string{"embed", "--checkpoint", run, "--input", f.prism["preprocess-eval"], "--parts", "2", "--progress", "off"}},
+		{name: "embed-pairs", args: []string{"embed", "--checkpoint", run, "--input", f.prism["preprocess-stored"], "--feature", "projection", "--views", "2", "--progress", "off"}},
+	}
+	for _, j := range evalJobs {
+		f.runPrism(t, j)
+	}
+	train := f.prism["embed-train"]
+	evalJobs = append(evalJobs,
+		flinkJob{name: "knn", args: []string{"knn", "--train", train, "--test", train, "--k", "5", "--per-class"}},
+		flinkJob{name: "linear", args: []string{"linear", "--train", train, "--test", train, "--probe-epochs", "3", "--batch-size", "4", "--lr", "0.5"}},
+		flinkJob{name: "npc", args: []string{"npc", "--input", f.prism["embed-pairs"], "--batch-sizes", "4,8"}, output: "npc"},
+	)
+	for _, j := range evalJobs[2:] {
+		f.runPrism(t, j)
+	}
+	f.jobs = append(f.jobs, evalJobs...)
+	return f
+}
+
+// outArgs are the output flags of job j writing under dir, and what it writes.
+func outArgs(j flinkJob, dir string) ([]string, string) {
+	switch j.name {
+	case "knn", "linear":
+		return nil, "" // JSON on stdout only
+	}
+	out := filepath.Join(dir, j.name)
+	return []string{"--output=" + out}, out
+}
+
+func (f *flinkFixture) runPrism(t *testing.T, j flinkJob) {
+	t.Helper()
+	extra, out := outArgs(j, filepath.Join(f.work, "prism"))
+	f.prismStdout[j.name] = dcl(t, 5*time.Minute, append(append([]string{}, j.args...), extra...)...)
+	f.prism[j.name] = out
+}
+
+// compare runs job j with runner flags under dir and compares its outputs with prism's.
+func (f *flinkFixture) compare(t *testing.T, j flinkJob, dir string, flags []string, timeout time.Duration) {
+	t.Helper()
+	extra, out := outArgs(j, dir)
+	start := time.Now()
+	stdout := dcl(t, timeout, append(append(append([]string{}, j.args...), extra...), flags...)...)
+	t.Logf("%s on Flink: %s", j.name, time.Since(start).Round(100*time.Millisecond))
+	f.check(t, j, out, stdout)
+}
+
+func (f *flinkFixture) check(t *testing.T, j flinkJob, out, stdout string) {
+	t.Helper()
+	if out != "" {
+		sameOutputs(t, j.name, f.prism[j.name], out)
+	}
+	got, want := normalJSON(t, stdout, out), normalJSON(t, f.prismStdout[j.name], f.prism[j.name])
+	if got != want {
+		t.Errorf("%s printed, without timings:\n%s\nprism:\n%s", j.name, got, want)
+	}
+}
+
+// TestFlinkEmbedded runs every job on the job server's embedded Flink (parallelism 2).
+func TestFlinkEmbedded(t *testing.T) {
+	s := needFlink(t)
+	f := newFlinkFixture(t, 40)
+	conf := writeFlinkConf(t, t.TempDir(), "parallelism.default: 2", "taskmanager.numberOfTaskSlots: 2")
+	_, endpoint := s.startJobServer(t, "[local]", conf, 0)
+	flags := s.runnerFlags(endpoint)
+	dir := t.TempDir()
+	for _, j := range f.jobs {
+		t.Run(j.name, func(t *testing.T) { f.compare(t, j, dir, flags, 5*time.Minute) })
+	}
+	t.Run("reproduce", func(t *testing.T) {
+		config := nightly(t)(1)
+		prismOut, flinkOut := filepath.Join(dir, "reproduce-prism"), filepath.Join(dir, "reproduce-flink")
+		common := []string{"reproduce", "--config=" + config, "--log-level=warn", "--progress=off"}
+		dcl(t, 10*time.Minute, append(common, "--output="+prismOut)...)
+		start := time.Now()
+		dcl(t, 10*time.Minute, append(append(common, "--output="+flinkOut), flags...)...)
+		t.Logf("reproduce with its Beam stages on Flink: %s", time.Since(start).Round(100*time.Millisecond))
+		sameBeamOutputs(t, prismOut, flinkOut)
+	})
+	if n := countLines(t, s.bootLog); n == 0 {
+		t.Error("no worker was started through boot")
+	} else {
+		t.Logf("%d workers started through boot", n)
+	}
+}
+
+func countLines(t *testing.T, p string) int {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		n++
+	}
+	return n
+}
+
+// flinkCluster is a standalone Flink session cluster on loopback: a JobManager and
+// TaskManagers as JVMs of their own, started from the same jars as the job server.
+type flinkCluster struct {
+	s        *flinkSetup
+	conf     string
+	rest     string
+	managers map[string]*jvm
+}
+
+// The TaskManagers' memory, set out in full as Flink's own scripts would derive it; their
+// JVMs' limits (scripts/flink.sh taskmanager) match: heap 64+320 MiB, direct 64+512+64 MiB.
+// The worker binary reaches each worker through the TaskManager's direct memory, whole.
+var taskManagerMemory = []string{
+	"taskmanager.cpu.cores: 1",
+	"taskmanager.memory.framework.heap.size: 64m",
+	"taskmanager.memory.task.heap.size: 320m",
+	"taskmanager.memory.managed.size: 128m",
+	"taskmanager.memory.framework.off-heap.size: 64m",
+	"taskmanager.memory.task.off-heap.size: 512m",
+	"taskmanager.memory.network.min: 64m",
+	"taskmanager.memory.network.max: 64m",
+	"taskmanager.memory.jvm-metaspace.size: 256m",
+	"taskmanager.memory.jvm-overhead.min: 64m",
+	"taskmanager.memory.jvm-overhead.max: 64m",
+}
+
+func startFlinkCluster(t *testing.T, s *flinkSetup, taskManagers int) *flinkCluster {
+	t.Helper()
+	rpc, rest := freeTCPPort(t), freeTCPPort(t)
+	lines := append([]string{
+		"jobmanager.rpc.address: 127.0.0.1",
+		"jobmanager.bind-host: 127.0.0.1",
+		fmt.Sprintf("jobmanager.rpc.port: %d", rpc),
+		"jobmanager.memory.process.size: 768m",
+		"rest.address: 127.0.0.1",
+		"rest.bind-address: 127.0.0.1",
+		fmt.Sprintf("rest.port: %d", rest),
+		"taskmanager.host: 127.0.0.1",
+		"taskmanager.bind-host: 127.0.0.1",
+		"taskmanager.numberOfTaskSlots: 1",
+		"parallelism.default: 2",
+		// A lost TaskManager fails the tasks it ran; the job restarts them on the others.
+		"restart-strategy.type: fixed-delay",
+		"restart-strategy.fixed-delay.attempts: 5",
+		"restart-strategy.fixed-delay.delay: 2 s",
+		"heartbeat.interval: 2000",
+		"heartbeat.timeout: 10000",
+	}, taskManagerMemory...)
+	c := &flinkCluster{s: s, conf: writeFlinkConf(t, t.TempDir(), lines...), rest: fmt.Sprintf("127.0.0.1:%d", rest), managers: map[string]*jvm{}}
+	jm := s.start(t, "jobmanager", []string{"FLINK_HEAP=512m"}, "jobmanager", c.conf)
+	jm.waitFor(t, "REST API on "+c.rest, 2*time.Minute, func() bool { return answers(c.rest) })
+	for i := range taskManagers {
+		c.addTaskManager(t, fmt.Sprintf("tm%d", i+1))
+	}
+	jm.waitFor(t, fmt.Sprintf("%d TaskManagers", taskManagers), 2*time.Minute, func() bool { return c.overview(t).TaskManagers == taskManagers })
+	o := c.overview(t)
+	t.Logf("standalone Flink %s session cluster at %s: %d TaskManagers, %d slots", o.Version, c.rest, o.TaskManagers, o.Slots)
+	return c
+}
+
+func (c *flinkCluster) addTaskManager(t *testing.T, id string) {
+	t.Helper()
+	c.managers[id] = c.s.start(t, id, []string{"FLINK_HEAP=384m", "FLINK_DIRECT=640m"}, "taskmanager", c.conf, id)
+}
+
+type clusterOverview struct {
+	TaskManagers int    `json:"taskmanagers"`
+	Slots        int    `json:"slots-total"`
+	Version      string `json:"flink-version"`
+}
+
+func (c *flinkCluster) overview(t *testing.T) clusterOverview {
+	var o clusterOverview
+	out, err := exec.Command("curl", "-s", "-m", "5", "http://"+c.rest+"/overview").Output()
+	if err == nil {
+		json.Unmarshal(out, &o)
+	}
+	return o
+}
+
+// whenWorkerStarts waits until boot has started a worker more than before (the job is under
+// way on the TaskManagers) and a moment more, then calls act.
+func (s *flinkSetup) whenWorkerStarts(t *testing.T, before int, act func()) chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		deadline := time.Now().Add(3 * time.Minute)
+		for countLines(t, s.bootLog) <= before && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		act()
+	}()
+	return done
+}
+
+// TestFlinkCluster runs the jobs on a standalone session cluster of two TaskManagers, loses a
+// TaskManager (SIGKILL, with the workers it started) in the middle of a preprocess and of an
+// embed, and loses the job server in the middle of a job: every run that completes, first
+// time or run again, writes what prism writes.
+func TestFlinkCluster(t *testing.T) {
+	s := needFlink(t)
+	f := newFlinkFixture(t, 80)
+	c := startFlinkCluster(t, s, 2)
+	jsPort := freeTCPPort(t)
+	js, endpoint := s.startJobServer(t, c.rest, c.conf, jsPort)
+	flags := s.runnerFlags(endpoint)
+	dir := t.TempDir()
+	jobs := map[string]flinkJob{}
+	for _, j := range f.jobs {
+		jobs[j.name] = j
+	}
+	for _, name := range []string{"preprocess-stored", "preprocess-online", "embed-train", "knn"} {
+		t.Run(name, func(t *testing.T) { f.compare(t, jobs[name], dir, flags, 5*time.Minute) })
+	}
+
+	// A lost TaskManager: its tasks fail, Flink restarts them on the others (a third one
+	// joins, as a cluster manager would start one), and the job completes.
+	tm := 2
+	for _, name := range []string{"preprocess-stored", "embed-train"} {
+		t.Run(name+"-taskmanager-killed", func(t *testing.T) {
+			j := jobs[name]
+			out := filepath.Join(t.TempDir(), j.name)
+			args := append(append(append([]string{}, j.args...), "--output="+out), flags...)
+			victim, replacement := fmt.Sprintf("tm%d", tm), fmt.Sprintf("tm%d", tm+1)
+			tm++
+			killed := s.whenWorkerStarts(t, countLines(t, s.bootLog), func() {
+				c.managers[victim].kill(t)
+				c.addTaskManager(t, replacement)
+				t.Logf("killed TaskManager %s (SIGKILL, with its workers); %s joins", victim, replacement)
+			})
+			start := time.Now()
+			stdout, stderr, err := dclProcess(t, 8*time.Minute, args...)
+			<-killed
+			if err != nil {
+				t.Logf("the job failed after %s once its TaskManager was lost (%v): %s; running it again",
+					time.Since(start).Round(time.Second), err, lastLines(stderr, 3))
+				stdout = dcl(t, 8*time.Minute, args...)
+			} else {
+				t.Logf("the job completed in %s despite the lost TaskManager", time.Since(start).Round(time.Second))
+			}
+			f.check(t, j, out, stdout)
+		})
+	}
+
+	t.Run("job-server-killed", func(t *testing.T) {
+		j := jobs["preprocess-stored"]
+		out := filepath.Join(t.TempDir(), j.name)
+		args := append(append(append([]string{}, j.args...), "--output="+out), flags...)
+		var killedAt time.Time
+		killed := s.whenWorkerStarts(t, countLines(t, s.bootLog), func() { js.kill(t); killedAt = time.Now() })
+		_, stderr, err := dclProcess(t, 5*time.Minute, args...)
+		<-killed
+		took := time.Since(killedAt)
+		if err == nil {
+			t.Fatal("the job completed although its job server was killed")
+		}
+		if !strings.Contains(stderr, endpoint) || took > 3*time.Minute {
+			t.Errorf("after the job server died: %v %s later, stderr %q; want a failure naming %s within 3m", err, took.Round(time.Second), lastLines(stderr, 5), endpoint)
+		} else {
+			t.Logf("the run failed %s after the job server died, naming the endpoint: %s", took.Round(time.Second), lastLines(stderr, 1))
+		}
+		_, endpoint = s.startJobServer(t, c.rest, c.conf, jsPort)
+		stdout := dcl(t, 5*time.Minute, args...)
+		f.check(t, j, out, stdout)
+	})
+}
+
+// sameBeamOutputs compares what the Beam stages of two reproductions wrote (datasets and
+// embeddings: Parquet files, manifests, dead letters) byte for byte, and their results.json
+// without timings.
+func sameBeamOutputs(t *testing.T, want, got string) {
+	t.Helper()
+	w, g := testfiles.TreeChecksums(t, want), testfiles.TreeChecksums(t, got)
+	n := 0
+	for name, sum := range w {
+		base := filepath.Base(name)
+		switch {
+		case strings.HasSuffix(base, ".parquet"), base == "manifest.json", base == "dead-letters.jsonl", base == "knn.json":
+			n++
+			if g[name] != sum {
+				t.Errorf("reproduce: %s differs from prism's (%.12s, prism %.12s)", name, g[name], sum)
+			}
+		case base == "results.json":
+			n++
+			a, _ := os.ReadFile(filepath.Join(want, name))
+			b, _ := os.ReadFile(filepath.Join(got, name))
+			if x, y := normalJSON(t, string(b), got), normalJSON(t, string(a), want); x != y {
+				t.Errorf("reproduce: %s without timings differs from prism's:\n%s\nprism:\n%s", name, x, y)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("reproduce wrote no Beam outputs under %s", want)
+	}
+	t.Logf("reproduce: %d Beam outputs and results identical to prism's", n)
+}

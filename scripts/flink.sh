@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Beam's Flink job server and a Flink session cluster, from Maven Central's jars (docs/flink.md).
+#
+#   scripts/flink.sh deps                       fetch the jars deploy/flink/pom.xml names into the
+#                                                cache and check them against deploy/flink/jars.sha256
+#   scripts/flink.sh versions                   the Beam and Flink versions the pinned jars hold
+#   scripts/flink.sh check                      exit 0 when Java and the pinned jars are here, else
+#                                                say what is missing and exit 1
+#   scripts/flink.sh jobserver PORT MASTER [CONF_DIR]
+#                                                Beam's Flink job server on 127.0.0.1:PORT, submitting
+#                                                to MASTER ([local]: an embedded Flink; HOST:PORT: a
+#                                                cluster's REST address), Flink settings from CONF_DIR
+#   scripts/flink.sh jobmanager CONF_DIR        a standalone session cluster's JobManager
+#   scripts/flink.sh taskmanager CONF_DIR ID    one of its TaskManagers
+#
+# The last four replace this shell by the JVM (exec), so a caller's process id is the JVM's.
+# FLINK_CACHE (default .cache/flink in the repository) holds the jars; FLINK_HEAP caps each
+# JVM's heap (default 512m).
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+pom="$root/deploy/flink/pom.xml"
+lock="$root/deploy/flink/jars.sha256"
+cache="${FLINK_CACHE:-$root/.cache/flink}"
+lib="$cache/lib"
+heap="${FLINK_HEAP:-512m}"
+# Maven's dependency plugin, pinned like the jars it fetches.
+dependency_plugin="org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+
+# Flink 1.19 on Java 17 reflects into these JDK packages (Flink's own scripts open them too).
+java_opens=(
+	--add-opens=java.base/java.lang=ALL-UNNAMED
+	--add-opens=java.base/java.lang.reflect=ALL-UNNAMED
+	--add-opens=java.base/java.io=ALL-UNNAMED
+	--add-opens=java.base/java.net=ALL-UNNAMED
+	--add-opens=java.base/java.nio=ALL-UNNAMED
+	--add-opens=java.base/java.util=ALL-UNNAMED
+	--add-opens=java.base/java.util.concurrent=ALL-UNNAMED
+	--add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+)
+
+die() {
+	echo "flink: $*" >&2
+	exit 1
+}
+
+# verified says whether $lib holds exactly the pinned jars, each with its pinned checksum.
+verified() {
+	[ -d "$lib" ] || return 1
+	diff -q <(awk '{print $2}' "$lock" | sort) <(cd "$lib" && ls | sort) >/dev/null 2>&1 || return 1
+	(cd "$lib" && sha256sum --quiet -c "$lock") >/dev/null 2>&1
+}
+
+versions() {
+	local beam flink
+	beam="$(grep -oE 'beam-runners-flink-[0-9.]+-[0-9.]+\.jar' "$lock" | sed -E 's/^beam-runners-flink-([0-9.]+)-([0-9.]+)\.jar$/\2 (beam-runners-flink-\1)/')"
+	flink="$(grep -oE 'flink-runtime-[0-9.]+\.jar' "$lock" | sed -E 's/^flink-runtime-(.*)\.jar$/\1/')"
+	echo "Beam Flink job server $beam, Flink $flink"
+}
+
+need_java() {
+	command -v java >/dev/null 2>&1 || die "no java here: install a Java 17 runtime (Debian: apt-get install openjdk-17-jre-headless)"
+	verified || die "the Flink jars are missing or differ from deploy/flink/jars.sha256 in $lib: run make deps-flink"
+}
+
+deps() {
+	if verified; then
+		echo "deps-flink: $(versions): $(wc -l <"$lock") jars found in $lib, checksums match"
+		return
+	fi
+	command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || {
+		SUDO=""
+		[ "$(id -u)" = 0 ] || SUDO="sudo -n"
+		echo "deps-flink: installing Debian packages openjdk-17-jre-headless and maven"
+		$SUDO apt-get install -y -q openjdk-17-jre-headless maven >/dev/null 2>&1 ||
+			{ $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q openjdk-17-jre-headless maven >/dev/null 2>&1; } ||
+			die "could not install Java 17 and Maven (needs root or sudo)"
+	}
+	echo "deps-flink: fetching $(versions) from Maven Central into $lib"
+	local tmp="$cache/lib.tmp"
+	rm -rf "$tmp"
+	mkdir -p "$cache"
+	mvn -B -q -Dstyle.color=never -f "$pom" -Dmaven.repo.local="$cache/m2" \
+		"$dependency_plugin:copy-dependencies" -DoutputDirectory="$tmp" -DincludeScope=runtime ||
+		die "Maven could not fetch the jars deploy/flink/pom.xml names (see its lines above)"
+	local lib_saved="$lib"
+	lib="$tmp"
+	if ! verified; then
+		(cd "$tmp" && sha256sum -c "$lock" 2>&1 | grep -v ': OK$' | head -5) >&2 || true
+		diff <(awk '{print $2}' "$lock" | sort) <(cd "$tmp" && ls | sort) >&2 || true
+		die "the fetched jars differ from deploy/flink/jars.sha256 (above); nothing was installed"
+	fi
+	lib="$lib_saved"
+	rm -rf "$lib" "$cache/m2"
+	mv "$tmp" "$lib"
+	echo "deps-flink: $(versions): $(wc -l <"$lock") jars in $lib, checksums match"
+}
+
+case "${1:-}" in
+deps) deps ;;
+versions) versions ;;
+check)
+	need_java
+	versions
+	;;
+jobserver)
+	[ $# -ge 3 ] || die "usage: scripts/flink.sh jobserver PORT MASTER [CONF_DIR]"
+	need_java
+	conf=()
+	[ -n "${4:-}" ] && conf=(--flink-conf-dir="$4")
+	exec java -Xmx"$heap" "${java_opens[@]}" -cp "$lib/*" org.apache.beam.runners.flink.FlinkJobServerDriver \
+		--job-host=127.0.0.1 --job-port="$2" --artifact-port=0 --expansion-port=-1 \
+		--flink-master="$3" "${conf[@]}"
+	;;
+jobmanager)
+	[ $# -ge 2 ] || die "usage: scripts/flink.sh jobmanager CONF_DIR"
+	need_java
+	exec java -Xmx"$heap" "${java_opens[@]}" -cp "$lib/*" \
+		org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint --configDir "$2"
+	;;
+taskmanager)
+	[ $# -ge 3 ] || die "usage: scripts/flink.sh taskmanager CONF_DIR ID"
+	need_java
+	# The JVM's limits match the memory the configuration gives the TaskManager (Flink's own
+	# scripts derive them the same way): heap = framework + task heap, direct = framework +
+	# task off-heap + network.
+	exec java -Xmx"$heap" -XX:MaxDirectMemorySize="${FLINK_DIRECT:-640m}" "${java_opens[@]}" -cp "$lib/*" \
+		org.apache.flink.runtime.taskexecutor.TaskManagerRunner --configDir "$2" -Dtaskmanager.resource-id="$3"
+	;;
+*)
+	sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+	exit 2
+	;;
+esac
