@@ -228,3 +228,33 @@ func readEpoch(t *testing.T, dir string, epoch int) []epochBatch {
 			passes: append([]int32{}, b.Passes...), view1: bytes.Clone(b.View1), view2: bytes.Clone(b.View2)})
 	}
 }
+
+// TestModesThatDifferSaySo: at the default encoding above 96 px stored views are JPEG and
+// views made on the fly raw, so the two modes train on other pixels; each dataset's summary
+// line says so, and the trainer's record of the views (shards.Config.TrainerViews) tells
+// them apart. With --encoding=raw the two agree (TestOnlineViewsAreTheStoredPasses) and
+// nothing is said.
+func TestModesThatDifferSaySo(t *testing.T) {
+	var folder onlineSource
+	for _, src := range onlineSources() {
+		if src.name == "folder" {
+			folder = src
+		}
+	}
+	spec := folder.spec(t)
+	for _, enc := range []shards.Encoding{"", shards.Raw} {
+		o := PreprocessOptions{Spec: spec, Augment: preset(t, augment.SimCLRImageNet, 100), Seed: 5, Parts: 1, CodeVersion: "test", Encoding: enc}
+		offline, online := o, o
+		offline.Output, offline.Passes = filepath.Join(t.TempDir(), "offline"), 1
+		online.Output, online.Passes, online.Online = filepath.Join(t.TempDir(), "online"), 1, true
+		resOff, resOn := mustPreprocess(t, offline), mustPreprocess(t, online)
+		same := readEpoch(t, offline.Output, 0)[0].equal(readEpoch(t, online.Output, 0)[0])
+		noteOff := strings.Contains(resOff.Summary(offline.Output), "runs on the two differ")
+		noteOn := strings.Contains(resOn.Summary(online.Output), "runs on the two differ")
+		viewsDiffer := resOff.Manifest.Config.TrainerViews() != resOn.Manifest.Config.TrainerViews()
+		if same == noteOff || same == noteOn || enc == "" && !viewsDiffer {
+			t.Errorf("encoding %q: the modes' first batches equal %v; the summaries say they differ: stored %v, online %v; trainer's views %q and %q",
+				enc, same, noteOff, noteOn, resOff.Manifest.Config.TrainerViews(), resOn.Manifest.Config.TrainerViews())
+		}
+	}
+}

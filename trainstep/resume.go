@@ -243,7 +243,7 @@ func finishedAlready(ctx context.Context, plan *runPlan, run RunConfig, info Sou
 		if err := pruneCheckpoints(ctx, run, plan.checkpoint); err != nil {
 			return nil, err
 		}
-		if sum, err = summaryFromLog(ctx, run.Out, h, stepsPerEpoch*run.Epochs, stepsPerEpoch); err != nil {
+		if sum, err = summaryFromLog(ctx, run.Out, h, stepsPerEpoch*run.Epochs, stepsPerEpoch, info.Views); err != nil {
 			return nil, err
 		}
 		sum.Checkpoint = plan.checkpoint

@@ -25,8 +25,8 @@ func writeSummary(ctx context.Context, out string, s *Summary) error {
 // summaryFromLog rebuilds the summary of a finished run from its final checkpoint's header
 // and its log: the last step's loss and mean q, the last monitor results, the parameter count
 // from the header's variables. The throughput is not recorded anywhere and stays 0.
-func summaryFromLog(ctx context.Context, out string, h *CheckpointHeader, total, stepsPerEpoch int) (Summary, error) {
-	sum := Summary{StepsDone: h.State.StepsDone, TotalSteps: total, Epoch: h.State.Epoch, Finished: true, StepsPerEpoch: stepsPerEpoch}
+func summaryFromLog(ctx context.Context, out string, h *CheckpointHeader, total, stepsPerEpoch int, views string) (Summary, error) {
+	sum := Summary{StepsDone: h.State.StepsDone, TotalSteps: total, Epoch: h.State.Epoch, Finished: true, StepsPerEpoch: stepsPerEpoch, Views: views}
 	for _, v := range h.Variables {
 		if v.Trainable && isModelScope(v.Scope) {
 			size := 1

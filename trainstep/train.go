@@ -81,6 +81,8 @@ type Summary struct {
 	Monitor       map[string]any `json:"monitor,omitempty"`
 	Parameters    int            `json:"parameters"`
 	StepsPerEpoch int            `json:"steps_per_epoch"`
+	// Views is what the run trained on (SourceInfo.Views).
+	Views string `json:"views,omitempty"`
 }
 
 // LogLine is one line of the training log (train.jsonl in the output folder).
@@ -185,7 +187,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	}
 	logger.Info("training", "model", cfg.Model.Name, "precision", cfg.Precision, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
 		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
-		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
+		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone, "views", info.Views)
 
 	log, err := openRunLog(ctx, run.Out, opts.Log, state.StepsDone)
 	if log != nil {
@@ -208,7 +210,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	l := &loop{
 		step: step, run: run, opts: opts, sched: sched, state: state, log: log, tb: tb, logger: logger,
 		stepsPerEpoch: stepsPerEpoch, total: total, clock: runClock{startSteps: state.StepsDone, monitorImages: opts.MonitorImages},
-		summary: &Summary{TotalSteps: total, StepsPerEpoch: stepsPerEpoch, Parameters: step.NumParameters()},
+		summary: &Summary{TotalSteps: total, StepsPerEpoch: stepsPerEpoch, Parameters: step.NumParameters(), Views: info.Views},
 	}
 	// Epochs are shown as the log numbers them: from 0, the epoch under way.
 	l.bar = opts.Progress.Start("train", int64(state.StepsDone), int64(total), "steps")
