@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -255,6 +256,42 @@ func TestModesThatDifferSaySo(t *testing.T) {
 		if same == noteOff || same == noteOn || enc == "" && !viewsDiffer {
 			t.Errorf("encoding %q: the modes' first batches equal %v; the summaries say they differ: stored %v, online %v; trainer's views %q and %q",
 				enc, same, noteOff, noteOn, resOff.Manifest.Config.TrainerViews(), resOn.Manifest.Config.TrainerViews())
+		}
+	}
+}
+
+// TestBaseShardsKeepPublishedFiles: base shards hold a published image file that needs no
+// shrinking as it is, at every view size: at 24 px (raw views) as at 100 px (JPEG views), no
+// row holds decoded pixels, and the rows' bytes are the files'.
+func TestBaseShardsKeepPublishedFiles(t *testing.T) {
+	in := t.TempDir()
+	pipelinetest.WriteFolder(t, in, []string{"cat", "dog"}, 3, 50, 38) // JPEG and PNG files
+	var files int64
+	err := filepath.WalkDir(in, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			st, _ := d.Info()
+			files += st.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{24, 100} {
+		o := PreprocessOptions{Spec: datasets.Spec{Dataset: datasets.Folder, Input: in, Split: "train"}, Augment: preset(t, augment.SimCLRCIFAR, size),
+			Seed: 5, Parts: 1, CodeVersion: "test", Online: true, Passes: 1, Output: filepath.Join(t.TempDir(), "base")}
+		m := mustPreprocess(t, o).Manifest
+		var stored int64
+		for _, sh := range m.Shards {
+			for _, row := range readShardRows(t, filepath.Join(o.Output, sh.Path)) {
+				if row.Encoding == string(shards.Raw) {
+					t.Errorf("%d px: row %s holds decoded pixels (%d bytes)", size, row.Key, len(row.View1))
+				}
+				stored += int64(len(row.View1))
+			}
+		}
+		if stored != files {
+			t.Errorf("%d px: the rows hold %d bytes of images, the files are %d bytes", size, stored, files)
 		}
 	}
 }
