@@ -177,7 +177,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	}
 	state := plan.fresh
 	if plan.checkpoint != "" {
-		if state, err = resume(ctx, plan.checkpoint, step, run, logger); err != nil {
+		if state, err = resume(ctx, plan.checkpoint, plan.header, step, run, logger); err != nil {
 			return nil, err
 		}
 	}
