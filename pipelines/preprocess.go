@@ -468,7 +468,7 @@ func dryRun() bool {
 // only then.
 func checkOutput(ctx context.Context, job *PreprocessJob) error {
 	if job.Overwrite {
-		return nil
+		return shards.CheckOverwritable(ctx, job.Output)
 	}
 	p := storage.Join(job.Output, shards.ManifestName)
 	ok, err := storage.Exists(ctx, p)

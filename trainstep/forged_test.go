@@ -1,6 +1,7 @@
 package trainstep
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -130,5 +131,56 @@ func TestForgedCheckpointsAreRefused(t *testing.T) {
 	opts.Resume = out
 	if _, err := Train(ctx, cfg, run, opts); err != nil {
 		t.Errorf("the pristine checkpoint: %v", err)
+	}
+}
+
+// TestKeepCheckpointsRemovesOnlyTheRunsOwn: pruning to --keep-checkpoints removes the run's
+// own older checkpoints and nothing else in the folder: not another run's checkpoint under a
+// name this run would give, nor files named like checkpoints.
+func TestKeepCheckpointsRemovesOnlyTheRunsOwn(t *testing.T) {
+	ctx := context.Background()
+	cfg := testStepConfig(SmallCNN)
+	src := mustMemorySource(t, syntheticPairs(1, 16, 2, 8, 8, 1))
+	_, out, run := stoppedRun(t, cfg, src)
+	// Another run (another seed), stopped after one step.
+	other := testRunConfig(t, t.TempDir())
+	other.Seed, other.MaxSteps = 99, 1
+	if _, err := Train(ctx, cfg, other, quietOptions(t, src)); err != nil {
+		t.Fatal(err)
+	}
+	otherPaths, _, err := ListCheckpoints(ctx, other.Out)
+	if err != nil || len(otherPaths) != 1 {
+		t.Fatal(otherPaths, err)
+	}
+	planted := map[string][]byte{CheckpointName(1): nil, "step-1" + CheckpointExt: []byte("not a checkpoint"), "step-0000000x1" + CheckpointExt: nil}
+	if planted[CheckpointName(1)], err = os.ReadFile(otherPaths[0]); err != nil {
+		t.Fatal(err)
+	}
+	ours, _, _ := ListCheckpoints(ctx, out)
+	if planted["step-0000000x1"+CheckpointExt], err = os.ReadFile(ours[0]); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range planted {
+		if err := os.WriteFile(filepath.Join(out, CheckpointDir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := quietOptions(t, src)
+	opts.Resume = ours[len(ours)-1]
+	run.KeepCheckpoints = 1
+	sum, err := Train(ctx, cfg, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range planted {
+		if got, err := os.ReadFile(filepath.Join(out, CheckpointDir, name)); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s, which the run did not write, is gone or changed: %v", name, err)
+		}
+	}
+	left, _, _ := ListCheckpoints(ctx, out)
+	for _, p := range left {
+		if _, isPlanted := planted[filepath.Base(p)]; !isPlanted && p != sum.Checkpoint {
+			t.Errorf("the run's own %s was kept (--keep-checkpoints=1)", filepath.Base(p))
+		}
 	}
 }
