@@ -202,6 +202,19 @@ func agreesWithManifest(ctx context.Context, dir string, f FileSummary, info Fil
 	return nil
 }
 
+// CheckFile refuses the file p unless its size and SHA-256 are what info says (what its
+// writer reported).
+func CheckFile(ctx context.Context, p string, info FileInfo) error {
+	size, sum, err := fileSHA256(ctx, p)
+	switch {
+	case err != nil:
+		return err
+	case size != info.Bytes || sum != info.SHA256:
+		return fmt.Errorf("%s is %d bytes of SHA-256 %s, its writer wrote %d bytes of SHA-256 %s: it changed since", p, size, sum, info.Bytes, info.SHA256)
+	}
+	return nil
+}
+
 // fileSHA256 reads p whole and returns its size and SHA-256.
 func fileSHA256(ctx context.Context, p string) (int64, string, error) {
 	r, err := storage.Open(ctx, p)
