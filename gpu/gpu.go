@@ -13,13 +13,17 @@ import (
 
 // Options chooses and configures a backend.
 type Options struct {
-	// Kind is CPU, CUDA or Auto (the zero value means Auto).
+	// Kind is CPU, CUDA, XLACPU or Auto (the zero value means Auto).
 	Kind Kind
-	// Plugin is the path of a CUDA PJRT plugin (a .so); empty means search: $DCL_PJRT_PLUGIN,
-	// $GOMLX_BACKEND=xla:/absolute/path, $PJRT_PLUGIN_LIBRARY_PATH, then the CUDA plugin that
-	// JAX ships (jax_plugins/xla_cuda*/xla_cuda_plugin.so in the Python site-packages); see
-	// cuda.FindPlugin.
+	// Plugin is the path of the PJRT plugin (a .so) of CUDA or XLACPU; empty means search.
+	// For CUDA: $DCL_PJRT_PLUGIN, $GOMLX_BACKEND=xla:/absolute/path, $PJRT_PLUGIN_LIBRARY_PATH,
+	// then the CUDA plugin that JAX ships (jax_plugins/xla_cuda*/xla_cuda_plugin.so in the
+	// Python site-packages); see cuda.FindPlugin. For XLACPU: $DCL_XLA_CPU_PLUGIN,
+	// $PJRT_PLUGIN_LIBRARY_PATH, then the one `make deps` installed (cuda.FindCPUPlugin).
 	Plugin string
+	// Devices is how many devices XLACPU's client creates (XLA's cpu_device_count; 0: one):
+	// virtual devices sharing the cores, for SPMD programs without GPUs. Ignored by the others.
+	Devices int
 	// TF32 lets CUDA run float32 convolutions and matrix products on TF32 tensor cores
 	// (trainstep.Precision.AllowsTF32). Off (the default), they run in full float32: XLA
 	// precision HIGHEST on every convolution and dot. The CPU backend always computes in full
@@ -69,6 +73,13 @@ func New(ctx context.Context, opts Options) (compute.Backend, error) {
 		}
 		log.Info("compute backend", "backend", CUDA, "description", be.Description())
 		return be, nil
+	case XLACPU:
+		be, err := cuda.LoadCPU(ctx, cuda.CPUOptions{Plugin: opts.Plugin, Devices: opts.Devices, TF32: opts.TF32})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("compute backend", "backend", XLACPU, "description", be.Description())
+		return be, nil
 	case Auto:
 		be, err := loadCUDA(ctx, opts)
 		if err == nil {
@@ -80,7 +91,7 @@ func New(ctx context.Context, opts Options) (compute.Backend, error) {
 		}
 		return newCPU(opts, log, "auto: "+err.Error())
 	default:
-		return nil, fmt.Errorf("unknown backend %q: want cpu, cuda or auto", kind)
+		return nil, fmt.Errorf("unknown backend %q: want %s", kind, kindList())
 	}
 }
 

@@ -271,8 +271,8 @@ func ResolveEmbedBackend(kind gpu.Kind, lenient bool, log *slog.Logger) (gpu.Kin
 	if workersHere() || kind == gpu.CPU {
 		return kind, nil
 	}
-	if kind == gpu.CUDA && !lenient {
-		return "", usage.Errorf("--backend=cuda: the Beam workers of --runner=%s run elsewhere, on the CGO_ENABLED=0 worker binary, which has only the CPU backend; run the workers in this process (prism, direct, or --environment_type=LOOPBACK), or give --backend=cpu", RunnerName())
+	if kind.IsXLA() && !lenient {
+		return "", usage.Errorf("--backend=%s: the Beam workers of --runner=%s run elsewhere, on the CGO_ENABLED=0 worker binary, which has only the CPU backend; run the workers in this process (prism, direct, or --environment_type=LOOPBACK), or give --backend=cpu", kind, RunnerName())
 	}
 	if log == nil {
 		log = slog.Default()

@@ -10,7 +10,6 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
-	"github.com/dcl-beam/dcl-beam/gpu/cpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
@@ -109,10 +108,7 @@ func acquireShared(ctx context.Context, key encoderKey, log *slog.Logger) (*shar
 
 	s.backend, s.enc, s.err = loadEncoder(ctx, key, log)
 	if s.err == nil {
-		s.kind = gpu.CUDA
-		if s.backend.Name() == cpu.BackendName {
-			s.kind = gpu.CPU
-		}
+		s.kind = gpu.KindOf(s.backend)
 	}
 	close(s.ready)
 	if s.err != nil {
@@ -128,10 +124,7 @@ func loadEncoder(ctx context.Context, key encoderKey, log *slog.Logger) (compute
 	if err != nil {
 		return nil, nil, fmt.Errorf("the encoder's backend: %w", err)
 	}
-	kind := gpu.CUDA
-	if be.Name() == cpu.BackendName {
-		kind = gpu.CPU
-	}
+	kind := gpu.KindOf(be)
 	// How a call is batched depends on the backend and on the image size (the checkpoint's).
 	h, err := trainstep.ReadCheckpointHeader(ctx, key.Checkpoint)
 	if err != nil {

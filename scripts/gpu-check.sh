@@ -36,7 +36,12 @@
 # make docs GPU_RUN=DIR there); for eval: summary.md, run.log, doctor.json,
 # reproduce-stages.json, agreement-tf32.json, agreement-float32.json.
 #
-# Environment: DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),
+# DCL_BACKEND=xla-cpu runs every step on XLA's CPU plugin (make deps installs it) in place of
+# CUDA, on any machine: the same binary, go-xla and StableHLO, so every GPU command is known to
+# work before it meets a GPU; the check is then sized for a CPU (--quick), and PyTorch runs on
+# the CPU or, without torch, its step fails and the rest goes on.
+#
+# Environment: DCL_BACKEND (cuda), DCL_GPU_PACK (default .gpu), DCL_GPU_WORK (default .gpu-work), PYTHON (python3),
 # CHECK_TIMEOUT (360 s), TORCH_TIMEOUT (240 s), TORCH_COMPILE_BUDGET (90 s of torch.compile
 # rows), EXPERIMENT_TIMEOUT (480 s: the experiment is sized for 8 minutes, so that the part
 # "experiment" fits one 9-minute command), DCL_EXPERIMENT_STATE (.gpu-state/experiment-state.tgz),
@@ -63,6 +68,16 @@ esac
 PACK=${DCL_GPU_PACK:-$ROOT/.gpu}
 WORK=${DCL_GPU_WORK:-$ROOT/.gpu-work}
 PYTHON=${PYTHON:-python3}
+BACKEND=${DCL_BACKEND:-cuda}
+case $BACKEND in cuda | xla-cpu) ;; *)
+	echo "gpu-check.sh: DCL_BACKEND=$BACKEND: want cuda or xla-cpu" >&2
+	exit 2
+	;;
+esac
+# On XLA's CPU plugin the check's full-size rows would take hours on a few cores.
+CHECK_SIZE=()
+TORCH_DEVICE=()
+[ "$BACKEND" = xla-cpu ] && CHECK_SIZE=(--quick) && TORCH_DEVICE=(--device cpu --quick --warmup 1 --steps 1 --compile "")
 DATA=$PACK/fashion-mnist
 mkdir -p "$OUT" "$WORK" || exit 1
 OUT=$(cd "$OUT" && pwd)
@@ -122,7 +137,7 @@ fi
 # gpu/cuda).
 step doctor 180 "$DCL" doctor
 "$DCL" doctor --json >"$OUT/doctor.json" 2>>"$LOG"
-if ! grep -q '"cuda_available": true' "$OUT/doctor.json"; then
+if [ "$BACKEND" = cuda ] && ! grep -q '"cuda_available": true' "$OUT/doctor.json"; then
 	NVLIBS=$("$PYTHON" - <<'PY' 2>/dev/null
 import glob, os, site, sysconfig
 dirs = []
@@ -150,7 +165,7 @@ if [ "$PART" = all ] || [ "$PART" = check ]; then
 	# 3. PyTorch, first, so that gpu-check can put its figures beside dcl's.
 	# shellcheck disable=SC2086 # the extra flags are words
 	step torch "${TORCH_TIMEOUT:-240}" "$PYTHON" "$ROOT/scripts/torch_step.py" --out "$OUT/torch-step.json" \
-		--compile-budget "${TORCH_COMPILE_BUDGET:-90}" ${DCL_TORCH_FLAGS:-}
+		--compile-budget "${TORCH_COMPILE_BUDGET:-90}" "${TORCH_DEVICE[@]}" ${DCL_TORCH_FLAGS:-}
 	# 4. The check.
 	TORCH_ARG=()
 	[ -s "$OUT/torch-step.json" ] && TORCH_ARG=(--torch="$OUT/torch-step.json")
@@ -158,7 +173,7 @@ if [ "$PART" = all ] || [ "$PART" = check ]; then
 	[ -f "$DATA/train-images-idx3-ubyte.gz" ] && DATA_ARG=(--input="$DATA")
 	[ -d "$PACK/photos" ] && DATA_ARG+=(--photos="$PACK/photos")
 	# shellcheck disable=SC2086
-	step gpu-check "${CHECK_TIMEOUT:-360}" "$DCL" gpu-check --backend=cuda --output="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
+	step gpu-check "${CHECK_TIMEOUT:-360}" "$DCL" gpu-check --backend="$BACKEND" "${CHECK_SIZE[@]}" --output="$OUT" "${DATA_ARG[@]}" "${TORCH_ARG[@]}" \
 		--record="$PYTHON scripts/torch_step.py --out OUT/torch-step.json ${DCL_TORCH_FLAGS:-}" ${DCL_GPU_CHECK_FLAGS:-}
 fi
 
@@ -172,7 +187,7 @@ if [ "$PART" = all ] || [ "$PART" = experiment ]; then
 		[ -f "$STATE_IN" ] && RESTORE=(--restore-state="$STATE_IN") && log "continuing from $STATE_IN unless $WORK/experiment holds a reproduction"
 		# shellcheck disable=SC2086
 		step experiment "${EXPERIMENT_TIMEOUT:-480}" "$DCL" reproduce --config="$CONFIG" --input="$DATA" \
-			--output="$WORK/experiment" --backend=cuda --progress=off "${RESTORE[@]}" ${DCL_EXPERIMENT_FLAGS:-}
+			--output="$WORK/experiment" --backend="$BACKEND" --progress=off "${RESTORE[@]}" ${DCL_EXPERIMENT_FLAGS:-}
 		step experiment-state 120 "$DCL" reproduce --config="$CONFIG" --output="$WORK/experiment" --save-state="$OUT/experiment-state.tgz"
 		cp "$WORK/experiment/report.md" "$OUT/experiment-report.md" 2>/dev/null ||
 			log "the experiment wrote no report yet: run the same command again (with .gpu-state/experiment-state.tgz from this OUTDIR on a fresh machine) to continue it"
@@ -190,7 +205,7 @@ case $PART in eval)
 		rm -rf "$EVAL"
 		# shellcheck disable=SC2086
 		step eval-reproduce "${EVAL_TIMEOUT:-360}" "$DCL" reproduce --config=fashion-mnist-gpu-eval --input="$DATA" \
-			--output="$EVAL" --backend=cuda --progress=off --stage-times="$OUT/reproduce-stages.json" ${DCL_EVAL_FLAGS:-}
+			--output="$EVAL" --backend="$BACKEND" --progress=off --stage-times="$OUT/reproduce-stages.json" ${DCL_EVAL_FLAGS:-}
 		FIRST=$(find "$EVAL/runs" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | head -n 1)
 		if [ -n "$FIRST" ]; then
 			# CUDA in the precision the run trained and embedded in (TF32 tensor cores: TF32's
@@ -198,7 +213,7 @@ case $PART in eval)
 			for PREC in tf32 float32; do
 				# shellcheck disable=SC2086
 				step "eval-agree-$PREC" "${AGREE_TIMEOUT:-60}" "$DCL" agree --checkpoint="$FIRST" --train="$EVAL/data/eval-train" \
-					--test="$EVAL/data/eval-test" --a=cuda --b=cpu --precision="$PREC" --output="$OUT/agreement-$PREC.json" ${DCL_AGREE_FLAGS:-}
+					--test="$EVAL/data/eval-test" --a="$BACKEND" --b=cpu --precision="$PREC" --output="$OUT/agreement-$PREC.json" ${DCL_AGREE_FLAGS:-}
 			done
 		else
 			log "no trained run in $EVAL/runs: skipping the agreement check"

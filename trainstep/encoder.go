@@ -56,14 +56,14 @@ type EncoderOptions struct {
 	Float64 bool
 }
 
-// EncoderOptionsFor is how an encoder on a backend of kind batches images of h×w pixels. The
-// CPU takes EncoderMaxBatch images a call, a short call padded to a power of two (a padded
-// image costs as much as a real one there). An accelerator takes calls of one fixed size
-// (compiling a shape costs seconds, a padded image next to nothing) and large enough to keep
-// it busy: 1,024 images of 32 px, fewer of larger images (about 2^20 pixels a call, at least
-// 64 images).
+// EncoderOptionsFor is how an encoder on a backend of kind batches images of h×w pixels. A
+// CPU, the pure-Go backend's or XLA's, takes EncoderMaxBatch images a call, a short call
+// padded to a power of two (a padded image costs as much as a real one there). A GPU takes
+// calls of one fixed size (compiling a shape costs seconds, a padded image next to nothing)
+// and large enough to keep it busy: 1,024 images of 32 px, fewer of larger images (about 2^20
+// pixels a call, at least 64 images).
 func EncoderOptionsFor(kind gpu.Kind, h, w int) EncoderOptions {
-	if kind == gpu.CPU {
+	if kind != gpu.CUDA {
 		return EncoderOptions{MaxBatch: EncoderMaxBatch}
 	}
 	n := 1024

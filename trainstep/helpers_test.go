@@ -11,10 +11,14 @@ import (
 	"github.com/dcl-beam/dcl-beam/gpu"
 )
 
-// newTestBackend returns the project's CPU backend, released when the test ends.
+// testBackendKind is the backend newTestBackend makes: the project's CPU backend, or XLA's
+// CPU plugin while a TestXLACPU test runs one of the others on it (xlacpu_test.go).
+var testBackendKind = gpu.CPU
+
+// newTestBackend returns a backend of testBackendKind, released when the test ends.
 func newTestBackend(t testing.TB) compute.Backend {
 	t.Helper()
-	b, err := gpu.New(context.Background(), gpu.Options{Kind: gpu.CPU, Logger: slog.New(slog.DiscardHandler)})
+	b, err := gpu.New(context.Background(), gpu.Options{Kind: testBackendKind, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

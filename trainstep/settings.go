@@ -107,7 +107,7 @@ func TrainSettings() []Setting {
 			func(t *ShardTraining) any { return &t.Run.WarmupEpochs }),
 		with(value(SettingOptimizer, registry.Word(paper.Optimizer, nil), "sgd (with momentum) or lars (for large batches)"),
 			func(t *ShardTraining) any { return &t.Step.Optimizer.Kind }),
-		with(value(SettingBackend, registry.Word(gpu.Auto, gpu.ParseKind), "compute backend: cpu, cuda, or auto (cuda when this build has it and a GPU is found)"),
+		with(value(SettingBackend, registry.Word(gpu.Auto, gpu.ParseKind), "compute backend: "+gpu.BackendsHelp),
 			func(t *ShardTraining) any { return &t.Backend }),
 		with(value(SettingPrecision, registry.Word(Precision(""), parsePrecisionOrEmpty),
 			"arithmetic: float32 (full float32 everywhere, the paper's V100 arithmetic), tf32 (float32 with\n"+

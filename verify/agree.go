@@ -9,7 +9,6 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/gpu"
-	"github.com/dcl-beam/dcl-beam/gpu/cpu"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -218,14 +217,14 @@ func embedBoth(ctx context.Context, o AgreeOptions, backend string, bank, querie
 		return b, q, arith, err
 	}
 	defer be.Finalize()
-	onCUDA := be.Name() != cpu.BackendName
-	arith = EncoderArithmetic(onCUDA, o.Precision)
+	got := gpu.KindOf(be)
+	arith = EncoderArithmetic(got == gpu.CUDA, o.Precision)
 	if opts.Float64 {
 		arith = Float64RefArithmetic
-	} else if onCUDA {
+	} else if got.IsXLA() {
 		info, err := trainstep.ReadCheckpointHeader(ctx, o.Checkpoint)
 		if err == nil {
-			opts = trainstep.EncoderOptionsFor(gpu.CUDA, info.State.ImageHeight, info.State.ImageWidth)
+			opts = trainstep.EncoderOptionsFor(got, info.State.ImageHeight, info.State.ImageWidth)
 		}
 	}
 	enc, err := trainstep.LoadEncoderWith(ctx, be, o.Checkpoint, opts)

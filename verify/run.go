@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/gpu/cuda"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -22,7 +23,9 @@ import (
 
 // CheckConfig is one run of the GPU check.
 type CheckConfig struct {
-	// Backend is the backend under test: "cuda" (the point) or "cpu" (the check's own test).
+	// Backend is the backend under test: "cuda" (the point), "xla-cpu" (the same code and
+	// programs on XLA's CPU plugin: every GPU command known to work before it meets a GPU) or
+	// "cpu" (the check's own test).
 	Backend string
 	// Plugin is the CUDA PJRT plugin (empty: search).
 	Plugin string
@@ -214,6 +217,14 @@ func Check(ctx context.Context, c CheckConfig) (*CheckResult, error) {
 		r.Errors = append(r.Errors, "cuda: not available ("+r.Doctor.Why+"); agreement and speed skipped (`dcl doctor` says more)")
 		c.Skip = append(c.Skip, "agreement", "speed", "loop")
 	}
+	if x := r.Doctor.XLACPU; c.Backend == string(gpu.XLACPU) && (!cuda.Compiled || x == nil || x.Plugin.Path == "") {
+		why := "this binary was built without the XLA backend"
+		if x != nil && cuda.Compiled {
+			why = x.Why
+		}
+		r.Errors = append(r.Errors, "xla-cpu: not available ("+why+"); agreement and speed skipped (`dcl doctor` says more)")
+		c.Skip = append(c.Skip, "agreement", "speed", "loop")
+	}
 
 	// The results so far are written after each part: a check stopped by its time limit
 	// leaves what it measured.
@@ -362,7 +373,7 @@ func (c CheckConfig) child(ctx context.Context, work string, p Phase, out any, e
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	}
 	var gm *gpuMemory
-	if p.Backend != "cpu" {
+	if p.Backend == string(gpu.CUDA) {
 		gm = newGPUMemory(ctx)
 	}
 	if err := cmd.Start(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/verify"
@@ -22,8 +23,8 @@ func agreeCommand() *command {
 			train := fs.String("train", "", "labelled evaluation shards (preset none) whose sample is the kNN bank and the probe's training set; required")
 			test := fs.String("test", "", "labelled evaluation shards whose sample is classified; required")
 			feature := fs.String("feature", string(trainstep.Backbone), "backbone or projection")
-			a := fs.String("a", "cuda", "first backend: cpu, cuda, auto or reference")
-			b := fs.String("b", "cpu", "second backend: cpu, cuda, auto or reference (the CPU with float64 sums)")
+			a := fs.String("a", "cuda", "first backend: "+gpu.BackendsHelp+", or reference (the CPU with float64 sums)")
+			b := fs.String("b", "cpu", "second backend, as --a")
 			precision := fs.String("precision", string(trainstep.Float32), "what CUDA embeds in: float32 (full float32: XLA precision HIGHEST) or tf32 (TF32 tensor cores); bf16 embeds as tf32 (the encoder's activations are float32). The CPU computes in float32 and the reference in float64 sums whatever it is; each side's arithmetic sets the tolerance")
 			bank := fs.Int("bank", trainstep.DefaultKNNBank, "images of --train embedded on each backend (a seeded sample)")
 			queries := fs.Int("queries", trainstep.DefaultKNNQueries, "images of --test embedded on each backend (a seeded sample)")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/verify"
 )
 
@@ -15,8 +16,8 @@ func gpuCheckCommand() *command {
 		name:    "gpu-check",
 		summary: "check and time the GPU: CPU/CUDA agreement, training-step images/s beside PyTorch, shard-reader feeding, peak memory",
 		setup: func(fs *flag.FlagSet, out streams) func(context.Context, []string) error {
-			backend := fs.String("backend", "cuda", "backend under test: cuda, or cpu (to try the check without a GPU)")
-			plugin := fs.String("plugin", "", "CUDA PJRT plugin (default: search, as --backend=cuda does)")
+			backend := fs.String("backend", "cuda", "backend under test: cuda, xla-cpu (the same code on XLA's CPU plugin, with --quick), or cpu (to try the check without XLA)")
+			plugin := fs.String("plugin", "", gpu.PluginHelp)
 			quick := fs.Bool("quick", false, "tiny models and batches: seconds on a CPU, to see the check work")
 			data := fs.String("input", "", "folder of Fashion-MNIST's four .gz IDX files for the feeding test (default: random images)")
 			photos := fs.String("photos", "", "folder of photographs for the 224 px JPEG feeding test (scripts/photos.sh; default: --input's images, upscaled)")

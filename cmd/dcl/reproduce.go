@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/reproduce"
@@ -37,8 +38,8 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 	f := reproduceFlags{
 		out:      fs.String("output", defaultOut, "run directory: every stage's output, results.json, report.md, plots/, history/ (local or gs://)"),
 		input:    fs.String("input", "", inputUsage),
-		backend:  fs.String("backend", "", "compute backend for every run: cpu, cuda or auto (overrides the config)"),
-		plugin:   fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto"),
+		backend:  fs.String("backend", "", "compute backend for every run (overrides the config): "+gpu.BackendsHelp),
+		plugin:   fs.String("plugin", "", gpu.PluginHelp),
 		progress: addProgressFlags(fs),
 		trainLog: fs.Bool("train-log", false, "also print every training step's JSON line on stderr (always in each run's train.jsonl)"),
 		rerun: fs.String("rerun", "", "recompute these stages even where complete, and what depends on them: a comma-separated list of "+

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
@@ -78,7 +79,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	renamedFlag(fs, out, "data", "input")
 	renamedFlag(fs, out, "out", "output")
 	settings := registerSettingFlags(fs, trainstep.TrainSettings(), true)
-	plugin := fs.String("plugin", "", "CUDA PJRT plugin file (.so) for --backend=cuda|auto (empty: $DCL_PJRT_PLUGIN, $PJRT_PLUGIN_LIBRARY_PATH, then JAX's plugin)")
+	plugin := fs.String("plugin", "", gpu.PluginHelp)
 	var resume resumeFlag
 	fs.Var(&resume, "resume", "continue a run: bare, from the newest checkpoint in --output; =PATH, from that checkpoint file or run folder")
 	knnEvery := fs.Int("knn-every", 0, "run a kNN monitor every N epochs (0: never); needs --knn-train")

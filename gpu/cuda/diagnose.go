@@ -17,7 +17,8 @@ import (
 // which plugin would load and from where, whether it loads, the GPUs it sees, and for every
 // problem the fix.
 type Report struct {
-	// Compiled lists the backends compiled into this binary ("cpu", and "cuda" with the tag).
+	// Compiled lists the backends compiled into this binary ("cpu", and "cuda" and "xla-cpu"
+	// with the tag).
 	Compiled []string `json:"compiled"`
 	// Available is whether `--backend=cuda` would work now.
 	Available bool `json:"cuda_available"`
@@ -45,6 +46,8 @@ type Report struct {
 	Load *LoadResult `json:"load,omitempty"`
 	// Problems are what stands in the way (errors) or may (warnings), each with its fix.
 	Problems []Problem `json:"problems,omitempty"`
+	// XLACPU is the xla-cpu backend: XLA's CPU plugin, found and loaded by the same code.
+	XLACPU *CPUReport `json:"xla_cpu"`
 	// Seconds is how long the diagnosis took.
 	Seconds float64 `json:"seconds"`
 }
@@ -86,6 +89,8 @@ const GoXLAPJRTVersion = "0.104"
 type DiagnoseOptions struct {
 	// Plugin is an explicit plugin path (--plugin), searched for when empty.
 	Plugin string
+	// CPUPlugin is an explicit XLA CPU plugin path, searched for when empty.
+	CPUPlugin string
 	// NoLoad skips loading the plugin even in a cuda build with a GPU (for a report in
 	// milliseconds, or when loading is what crashes).
 	NoLoad bool
@@ -102,7 +107,7 @@ func (e Env) Diagnose(ctx context.Context, opts DiagnoseOptions) Report {
 	start := time.Now()
 	r := Report{Compiled: []string{"cpu"}}
 	if Compiled {
-		r.Compiled = append(r.Compiled, "cuda")
+		r.Compiled = append(r.Compiled, "cuda", "xla-cpu")
 	} else {
 		r.problem("error", "this binary was built without CUDA support (no cuda build tag)",
 			"build it with `make build-cuda` (CGO_ENABLED=1 go build -tags cuda ./cmd/dcl; needs gcc, nothing from CUDA) and run that binary on a machine with an NVIDIA GPU")
@@ -182,6 +187,7 @@ func (e Env) Diagnose(ctx context.Context, opts DiagnoseOptions) Report {
 		}
 	}
 	r.Available = Compiled && r.Why == "" && r.Load != nil && r.Load.OK && len(r.Load.Devices) > 0
+	r.XLACPU = e.diagnoseCPU(ctx, opts.CPUPlugin, opts.NoLoad)
 	if !r.Available && r.Why == "" {
 		r.Why = "the plugin was not loaded (--no-load)"
 	}
@@ -419,6 +425,9 @@ func (r Report) String() string {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "%s: %s\n  fix: %s\n", p.Severity, p.What, p.Fix)
+	}
+	if r.XLACPU != nil {
+		b.WriteString(r.XLACPU.String())
 	}
 	return b.String()
 }

@@ -52,6 +52,13 @@ import (
 	"github.com/gomlx/go-xla/pjrt"
 )
 
+// xlaOptions are the go-xla options every plugin is loaded with: TF32 said explicitly (left
+// out, go-xla allows it on CUDA), and parameters marked as buffer donors so that a step's
+// donated weights, optimiser state and batch-norm statistics are updated in place.
+func xlaOptions(tf32 bool) string {
+	return tf32Option(tf32) + ",buffer_donors=true"
+}
+
 // Compiled is true: this binary has the XLA backend and can load a CUDA plugin.
 const Compiled = true
 
@@ -102,11 +109,11 @@ func Load(ctx context.Context, opts Options) (compute.Backend, error) {
 	// preallocate=false is go-xla v0.4's default for plugins whose name says CUDA; said
 	// explicitly, it holds for a plugin file named otherwise too (the whole GPU is not taken
 	// at start, so PyTorch or a second process can share it, and nvidia-smi shows real use).
-	config := found.Path + ",preallocate=false" + tf32Option(opts.TF32)
+	config := found.Path + ",preallocate=false" + xlaOptions(opts.TF32)
 	if opts.ConvDefaultPrecision {
 		config += ",conv_default_precision=true"
 	}
-	be, _, err := load(ctx, config, r.Preload, r.CUDADataDir)
+	be, _, err := load(ctx, config, nil, r.Preload, r.CUDADataDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: loading PJRT plugin %s: %w (run `dcl doctor` for the fix)", ErrUnavailable, found.Path, err)
 	}
@@ -117,9 +124,67 @@ func Load(ctx context.Context, opts Options) (compute.Backend, error) {
 	return be, nil
 }
 
-// load does the loading for Load and probe; config is the plugin's absolute path and go-xla
-// options ("…/xla_cuda_plugin.so,tf32=false").
-func load(_ context.Context, config string, preload []string, dataDir string) (be *xla.Backend, plugin *pjrt.Plugin, err error) {
+// LoadCPU finds XLA's CPU PJRT plugin and returns go-xla's XLA backend on it: Load's code,
+// go-xla options and patches, with the CPU client's create options (cpu_device_count) in
+// place of CUDA's. Nothing is downloaded; `make deps` installs the plugin.
+func LoadCPU(ctx context.Context, opts CPUOptions) (compute.Backend, error) {
+	env := DefaultEnv()
+	if opts.Env != nil {
+		env = *opts.Env
+	}
+	found, err := env.FindCPUPlugin(opts.Plugin)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCPUPluginUnavailable, err)
+	}
+	be, _, err := load(ctx, found.Path+xlaOptions(opts.TF32), cpuCreateOptions(opts.Devices), nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("%w: loading PJRT plugin %s: %w (run `dcl doctor` for the fix)", ErrCPUPluginUnavailable, found.Path, err)
+	}
+	if p := be.Platform(); p != "cpu" {
+		be.Finalize()
+		return nil, fmt.Errorf("%w: PJRT plugin %s is for platform %q, not cpu", ErrCPUPluginUnavailable, found.Path, p)
+	}
+	return be, nil
+}
+
+// cpuCreateOptions are the CPU client's create options for n devices (0: one). The count is
+// said always: left out, XLA's CPU client makes one device per few cores.
+func cpuCreateOptions(n int) pjrt.NamedValuesMap {
+	return pjrt.NamedValuesMap{"cpu_device_count": int64(max(1, n))}
+}
+
+// probeCPU loads XLA's CPU plugin for Diagnose and lists its devices.
+func probeCPU(ctx context.Context, path string) LoadResult {
+	start := time.Now()
+	res := LoadResult{GoXLAPJRT: GoXLAPJRTVersion}
+	be, plugin, err := load(ctx, path, cpuCreateOptions(0), nil, "")
+	res.Seconds = since(start)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer be.Finalize()
+	res.OK = true
+	if plugin != nil {
+		major, minor := plugin.Version()
+		res.PJRTVersion = fmt.Sprintf("%d.%d", major, minor)
+	}
+	for i := 0; i < be.NumDevices(); i++ {
+		res.Devices = append(res.Devices, be.DeviceDescription(compute.DeviceNum(i)))
+	}
+	return res
+}
+
+// IsXLACPU says whether be is go-xla's backend on a CPU plugin.
+func IsXLACPU(be compute.Backend) bool {
+	xb, ok := be.(*xla.Backend)
+	return ok && xb.Platform() == "cpu"
+}
+
+// load does the loading for Load, LoadCPU and the probes; config is the plugin's absolute
+// path and go-xla options ("…/xla_cuda_plugin.so,tf32=false"), create the client's create
+// options beyond those go-xla derives from config.
+func load(_ context.Context, config string, create pjrt.NamedValuesMap, preload []string, dataDir string) (be *xla.Backend, plugin *pjrt.Plugin, err error) {
 	loadMu.Lock()
 	defer loadMu.Unlock()
 	xla.EnableAutoInstall(false)
@@ -137,7 +202,7 @@ func load(_ context.Context, config string, preload []string, dataDir string) (b
 			be, plugin, err = nil, nil, errors.Join(fmt.Errorf("go-xla panicked: %v", p), preErr)
 		}
 	}()
-	be, err = xla.NewWithOptions(config, nil)
+	be, err = xla.NewWithOptions(config, create)
 	if err != nil {
 		return nil, nil, errors.Join(err, preErr)
 	}
@@ -178,7 +243,7 @@ func preloadLibraries(paths []string) error {
 func probe(ctx context.Context, _ Env, path string, preload []string, dataDir string) LoadResult {
 	start := time.Now()
 	res := LoadResult{GoXLAPJRT: GoXLAPJRTVersion}
-	be, plugin, err := load(ctx, path+",preallocate=false", preload, dataDir)
+	be, plugin, err := load(ctx, path+",preallocate=false", nil, preload, dataDir)
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		res.Error = err.Error()
@@ -235,3 +300,24 @@ func DeviceMemory(be compute.Backend) (MemoryStats, error) {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// RecordPrograms makes be, an XLA backend, keep every program it compiles from now on: its
+// StableHLO text and the compiled executable's memory statistics, for tests and checks of
+// what XLA was asked to compute and how it laid out memory.
+func RecordPrograms(be compute.Backend) (*ProgramLog, error) {
+	xb, ok := be.(*xla.Backend)
+	if !ok {
+		return nil, fmt.Errorf("backend %s is not XLA: it compiles no StableHLO", be.Name())
+	}
+	log := &ProgramLog{}
+	xb.CompileObserver = func(p xla.CompiledProgram) {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		log.programs = append(log.programs, Program{
+			Name: p.Name, StableHLO: p.StableHLO, Err: p.Err,
+			ArgumentBytes: p.OnDevice.Inputs, OutputBytes: p.OnDevice.Outputs,
+			AliasBytes: p.OnDevice.Aliases, TempBytes: p.OnDevice.Temporary,
+		})
+	}
+	return log, nil
+}

@@ -17,7 +17,7 @@ func TestLoadThroughPreloadedLibraries(t *testing.T) {
 	m := newFakeMachine(t, machineOpts{driver: "580.82.07", devices: true, libcuda: true, libdevice: true})
 	// The control, first: libraries stay loaded for the whole process once preloaded, so
 	// only before that does the plain load show what the preloading fixes.
-	if _, _, err := load(context.Background(), m.plugin, nil, ""); err == nil || !strings.Contains(err.Error(), "cannot open shared object file") {
+	if _, _, err := load(context.Background(), m.plugin, nil, nil, ""); err == nil || !strings.Contains(err.Error(), "cannot open shared object file") {
 		t.Fatalf("loading without preloading: %v; want a library the loader cannot find", err)
 	}
 	r := m.env.Diagnose(context.Background(), DiagnoseOptions{})

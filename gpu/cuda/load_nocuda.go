@@ -41,6 +41,24 @@ func probe(context.Context, Env, string, []string, string) LoadResult {
 
 func driverCUDA() int { return 0 }
 
+// LoadCPU fails: this binary has no XLA backend.
+func LoadCPU(context.Context, CPUOptions) (compute.Backend, error) {
+	return nil, fmt.Errorf("%w: this binary was built without the XLA backend; build it with `make build-cuda` "+
+		"(CGO_ENABLED=1 go build -tags cuda ./cmd/dcl)", ErrCPUPluginUnavailable)
+}
+
+func probeCPU(context.Context, string) LoadResult {
+	return LoadResult{GoXLAPJRT: GoXLAPJRTVersion, Error: "not compiled in"}
+}
+
+// IsXLACPU is false: this binary has no XLA backend.
+func IsXLACPU(compute.Backend) bool { return false }
+
+// RecordPrograms fails: this binary has no XLA backend.
+func RecordPrograms(be compute.Backend) (*ProgramLog, error) {
+	return nil, fmt.Errorf("backend %s is not XLA: it compiles no StableHLO", be.Name())
+}
+
 // DeviceMemory fails: this binary has no XLA backend.
 func DeviceMemory(be compute.Backend) (MemoryStats, error) {
 	return MemoryStats{}, fmt.Errorf("backend %s keeps no device allocator statistics", be.Name())

@@ -35,6 +35,9 @@ type Env struct {
 	// SitePackages, when set, names more site-packages folders, searched last (DefaultEnv asks
 	// python3 for its own, so a Python installed anywhere is found).
 	SitePackages func(context.Context) []string
+	// CacheDir is the user's cache folder (os.UserCacheDir), under which `make deps` puts
+	// XLA's CPU plugin (CPUPluginDir); empty: nowhere.
+	CacheDir string
 }
 
 // DefaultEnv reads the process environment and the usual Python installations.
@@ -45,7 +48,9 @@ func DefaultEnv() Env {
 		roots = append(roots, filepath.Join(home, ".local"))
 	}
 	roots = append(roots, "/usr/local", "/usr", "/opt/conda", "/opt/venv")
+	cache, _ := os.UserCacheDir()
 	return Env{
+		CacheDir:          cache,
 		Getenv:            os.Getenv,
 		PythonRoots:       roots,
 		DriverVersionFile: "/proc/driver/nvidia/version",

@@ -81,6 +81,19 @@ func TrainTinyEncoder(t testing.TB, data string) string {
 	return TrainEncoder(t, data, cfg, trainstep.RunConfig{BatchSize: 4, Epochs: 1, BaseLR: 0.1, Seed: 1, MaxSteps: 3})
 }
 
+// TrainTinyCNNEncoder is TrainTinyEncoder with a small-cnn (convolutions and batch norm, the
+// operations whose arithmetic backends differ in) in place of the MLP.
+func TrainTinyCNNEncoder(t testing.TB, data string) string {
+	t.Helper()
+	cfg := trainstep.StepConfig{
+		Model:     trainstep.ModelConfig{Name: trainstep.SmallCNN, BaseWidth: 4, ProjectionDim: 8, Channels: 1},
+		Loss:      trainstep.LossConfig{Kind: trainstep.DCL, Temperature: 0.2, Reduction: trainstep.Mean},
+		Optimizer: trainstep.OptimizerConfig{Kind: trainstep.SGDMomentum, Momentum: 0.9},
+		InitSeed:  1,
+	}
+	return TrainEncoder(t, data, cfg, trainstep.RunConfig{BatchSize: 4, Epochs: 1, BaseLR: 0.1, Seed: 1, MaxSteps: 3})
+}
+
 // TrainEncoder trains the step cfg on the CPU backend on the pairs in data, as run says (its
 // Data and Out are set here), and returns its run folder.
 func TrainEncoder(t testing.TB, data string, cfg trainstep.StepConfig, run trainstep.RunConfig) string {

@@ -30,6 +30,31 @@ type Backend struct {
 	// ConvDefaultPrecision keeps convolutions at precision DEFAULT whatever DotGeneralUseTF32
 	// says (the "conv_default_precision" option; dcl-beam patch, see PATCHES.md).
 	ConvDefaultPrecision bool
+
+	// BufferDonors marks every parameter of a program's main function as a buffer donor
+	// (jax.buffer_donor), so that XLA may write an output into the memory of a parameter of
+	// the same shape when the caller donates that parameter's buffer, as JAX does for
+	// donate_argnums: training updates its weights and optimiser state in place instead of
+	// holding two copies (the "buffer_donors" option; dcl-beam patch, see PATCHES.md).
+	BufferDonors bool
+
+	// CompileObserver, when set, is called for every program this backend compiles, after
+	// compiling (or failing to): the StableHLO text it was given, and what the plugin says of
+	// the compiled executable (dcl-beam patch, see PATCHES.md).
+	CompileObserver func(CompiledProgram)
+}
+
+// CompiledProgram is what Backend.CompileObserver sees of one compilation.
+type CompiledProgram struct {
+	// Name is the computation's name.
+	Name string
+	// StableHLO is the program's text as sent to the plugin.
+	StableHLO string
+	// OnDevice and OnHost are the executable's compiled memory statistics; Aliases is the
+	// memory of parameters that outputs reuse (input-output aliasing).
+	OnDevice, OnHost pjrt.ExecutableMemoryUsageStats
+	// Err is the compilation's error, if it failed.
+	Err error
 }
 
 // Compile-time check:
@@ -57,6 +82,12 @@ func (backend *Backend) Name() string {
 // PluginName returns the name of the PJRT plugin.
 func (backend *Backend) PluginName() string {
 	return backend.pluginName
+}
+
+// Platform is the platform the plugin's client names ("cpu", "cuda", …), whatever its file is
+// called (dcl-beam patch, see PATCHES.md).
+func (backend *Backend) Platform() string {
+	return backend.client.Platform()
 }
 
 // Config returns the config used to create the backend.

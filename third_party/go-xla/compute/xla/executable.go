@@ -86,6 +86,14 @@ func (b *Builder) Compile() (compute.Executable, error) {
 		klog.Infof("Compiling %q", b.name)
 	}
 	exec, err := compileConfig.Done()
+	if observe := b.backend.CompileObserver; observe != nil {
+		// dcl-beam patch (PATCHES.md).
+		seen := CompiledProgram{Name: b.name, StableHLO: string(program), Err: err}
+		if err == nil {
+			seen.OnDevice, seen.OnHost = exec.OnDeviceMemoryUsageStats, exec.OnHostMemoryUsageStats
+		}
+		observe(seen)
+	}
 	if err != nil {
 		return nil, errors.WithMessagef(err,
 			"backend %q: failed to compile computation %q", BackendName, b.name)

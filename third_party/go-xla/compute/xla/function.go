@@ -160,7 +160,12 @@ func (f *Function) Parameter(name string, shape shapes.Shape, sharding *compute.
 			return nil, errors.WithMessagef(err, "while creating sharding spec for parameter %q", name)
 		}
 	}
-	value, err := f.fn.NamedInputWithSharding(name, ShapeToXLA(shape), shardySpec)
+	var attributes map[string]any
+	if f.builder.backend.BufferDonors && f == f.builder.mainFn {
+		// dcl-beam patch (PATCHES.md): XLA pairs donors with outputs of the same shape.
+		attributes = map[string]any{"jax.buffer_donor": true}
+	}
+	value, err := f.fn.NamedInputWithShardingAndAttributes(name, ShapeToXLA(shape), shardySpec, attributes)
 	if err != nil {
 		return nil, errors.WithMessagef(err, "while building parameter %q", name)
 	}

@@ -613,12 +613,13 @@ func (f *Function) ConvGeneral(input, kernel compute.Value,
 }
 
 // convPrecision is the precision config of a convolution (dcl-beam patch, see PATCHES.md):
-// on CUDA, a float32 convolution asks for HIGHEST unless the backend allows TF32
-// (DotGeneralUseTF32, the "tf32" option), as DotGeneral does; DEFAULT lets XLA and cuDNN use
-// TF32 tensor cores for float32 convolutions whatever that option says.
+// a float32 convolution asks for HIGHEST unless the backend allows TF32 (DotGeneralUseTF32,
+// the "tf32" option), as DotGeneral does; DEFAULT lets XLA and cuDNN use TF32 tensor cores
+// for float32 convolutions whatever that option says. Every plugin gets the same program, so
+// that one compiled on XLA's CPU plugin is the one a GPU would run.
 func (f *Function) convPrecision(dtype dtypes.DType) stablehlotypes.DotGeneralPrecisionType {
 	b := f.builder.backend
-	if b.plugin.IsCUDA() && dtype == dtypes.Float32 && !b.DotGeneralUseTF32 && !b.ConvDefaultPrecision {
+	if dtype == dtypes.Float32 && !b.DotGeneralUseTF32 && !b.ConvDefaultPrecision {
 		return stablehlotypes.DotGeneralPrecisionHighest
 	}
 	return stablehlotypes.DotGeneralPrecisionDefault

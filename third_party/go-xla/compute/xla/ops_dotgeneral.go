@@ -86,7 +86,9 @@ func (f *Function) DotGeneral(
 		lhsReady.value, lhsContractingAxes, lhsBatchAxes,
 		rhsReady.value, rhsContractingAxes, rhsBatchAxes)
 
-	isCUDA := f.builder.backend.plugin.IsCUDA()
+	// dcl-beam patch (PATCHES.md): the precision config, as for CUDA, on every plugin, so
+	// that a program compiled on XLA's CPU plugin is the one a GPU would run.
+	isCUDA := true
 	if isCUDA {
 		// Set "precision_config". If TF32 is NOT requested, we must explicitly request highest precision.
 		// If TF32 is requested, we leave it at Default (which enables TF32).

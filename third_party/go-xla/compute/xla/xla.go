@@ -236,6 +236,14 @@ func NewWithOptions(config string, options pjrt.NamedValuesMap) (*Backend, error
 		backend.ConvDefaultPrecision = b
 	}
 
+	// dcl-beam patch (PATCHES.md): "buffer_donors" marks the main function's parameters as
+	// buffer donors.
+	if b, found, err := parseOptions[bool]("buffer_donors", backendOptions); err != nil {
+		return nil, err
+	} else if found {
+		backend.BufferDonors = b
+	}
+
 	// Support "preallocate":
 	if isCuda {
 		// Only defined for CUDA, so we only set the default if we expect the name to be CUDA.
