@@ -115,6 +115,11 @@ func DecodeBaseRegion(data []byte, e Encoding, h, w, c int, region image.Rectang
 		}
 		return transforms.Image{Pix: data, H: h, W: w, C: c}, nil
 	case PNG, JPEG:
+		// The header first: the decoder allocates pixels for the size the file claims, which
+		// a damaged or forged file need not share with its row.
+		if err := checkImageHeader("base image", data, e, h, w, c); err != nil {
+			return transforms.Image{}, err
+		}
 		var img image.Image
 		var err error
 		if e == JPEG {

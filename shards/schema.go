@@ -150,10 +150,16 @@ func DecodeView(data []byte, e Encoding, h, w, c int, dst *transforms.Image) err
 // checkViewHeader checks cheaply (without decoding pixels) that a view's bytes agree with
 // the row's size and encoding: raw views by length, PNG and JPEG by their headers.
 func checkViewHeader(data []byte, e Encoding, h, w, c int) error {
+	return checkImageHeader("view", data, e, h, w, c)
+}
+
+// checkImageHeader is checkViewHeader for an image of any role (what: "view", "base
+// image"), named so in its errors.
+func checkImageHeader(what string, data []byte, e Encoding, h, w, c int) error {
 	switch e {
 	case Raw:
 		if len(data) != h*w*c {
-			return fmt.Errorf("raw view has %d bytes, want %dx%dx%d = %d", len(data), h, w, c, h*w*c)
+			return fmt.Errorf("raw %s has %d bytes, want %dx%dx%d = %d", what, len(data), h, w, c, h*w*c)
 		}
 		return nil
 	case PNG, JPEG:
@@ -167,10 +173,10 @@ func checkViewHeader(data []byte, e Encoding, h, w, c int) error {
 			cfg, err = jpeg.DecodeConfig(bytes.NewReader(data))
 		}
 		if err != nil {
-			return fmt.Errorf("%s view header: %w", e, err)
+			return fmt.Errorf("%s %s header: %w", e, what, err)
 		}
 		if cfg.Height != h || cfg.Width != w {
-			return fmt.Errorf("%s view is %dx%d, the row says %dx%d", e, cfg.Height, cfg.Width, h, w)
+			return fmt.Errorf("%s %s is %dx%d, the row says %dx%d", e, what, cfg.Height, cfg.Width, h, w)
 		}
 		return nil
 	}
