@@ -64,12 +64,16 @@ type Claim struct {
 }
 
 // CheckOverlap refuses, with a usage error in one line naming both, an output that is, holds
-// or lies in an input, or that is or holds a holder. Empty paths and "-" (standard input or
+// or lies in an input, or that is or holds a holder; and an output that would be made
+// through a link to nothing (storage.DanglingLink). Empty paths and "-" (standard input or
 // output) are skipped.
 func CheckOverlap(c Claim) error {
 	for _, out := range c.Outputs {
 		if skip(out.Path) {
 			continue
+		}
+		if link, target := storage.DanglingLink(out.Path); link != "" {
+			return usage.Errorf("%s: %s is a symbolic link to %s, which does not exist: create %s, or write elsewhere", out, link, target, target)
 		}
 		for _, in := range c.Inputs {
 			if skip(in.Path) {

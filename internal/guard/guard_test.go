@@ -28,6 +28,9 @@ func TestCheckOverlap(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "data"), filepath.Join(dir, "alias")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(filepath.Join(dir, "missing"), filepath.Join(dir, "dangling")); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name            string
 		out, in, holder string
@@ -43,6 +46,9 @@ func TestCheckOverlap(t *testing.T) {
 		{name: "stdin", out: dir + "/x", in: "-"},
 		{name: "inside a holder", out: dir + "/run/embeddings", holder: dir + "/run"},
 		{name: "equal to a holder", out: dir + "/run", holder: dir + "/run/", want: "is or holds --checkpoint"},
+		{name: "a link to nothing", out: dir + "/dangling", want: "--output=" + dir + "/dangling: " + dir + "/dangling is a symbolic link to " + dir + "/missing, which does not exist"},
+		{name: "inside a link to nothing", out: dir + "/dangling/run/x", want: dir + "/dangling is a symbolic link to " + dir + "/missing"},
+		{name: "a link to a folder", out: dir + "/alias/new"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
