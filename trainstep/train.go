@@ -119,6 +119,10 @@ func setupErr(err error) error {
 	return &SetupError{Err: err}
 }
 
+// MaxEpochs is the most epochs a run may have: with fewer than 2³¹ steps an epoch (a
+// dataset of fewer than 2³² view pairs), the run's step count stays within 2⁶².
+const MaxEpochs = math.MaxInt32
+
 // Validate checks the settings that do not depend on the data.
 func (r RunConfig) Validate() error {
 	switch {
@@ -126,8 +130,12 @@ func (r RunConfig) Validate() error {
 		return usage.Value("batch-size", r.BatchSize, "a contrastive batch needs at least 2 view pairs (each image's negatives are the others)")
 	case r.Epochs < 1:
 		return usage.Value("epochs", r.Epochs, "want at least 1")
+	case r.Epochs > MaxEpochs:
+		return usage.Value("epochs", r.Epochs, "want at most %d (the run's steps, epochs times the steps of an epoch, are counted in 64 bits)", MaxEpochs)
 	case !(r.BaseLR > 0) || math.IsInf(r.BaseLR, 0):
 		return usage.Value("lr", r.BaseLR, "want a positive number")
+	case r.BaseLR*float64(max(r.BatchSize, ReferenceBatch))/ReferenceBatch > math.MaxFloat32:
+		return usage.Value("lr", r.BaseLR, "the peak learning rate, lr·batch/%d, must be a float32 number (at most %.3g)", ReferenceBatch, math.MaxFloat32)
 	case r.WarmupEpochs < 0 || r.WarmupEpochs > float64(r.Epochs) || math.IsNaN(r.WarmupEpochs):
 		return usage.Value("warmup-epochs", r.WarmupEpochs, "want between 0 and the %d epochs of the run", r.Epochs)
 	case r.CheckpointEvery < 0:
