@@ -117,8 +117,9 @@ func stateEntries(t *testing.T, state []byte) map[string]bool {
 	return names
 }
 
-// A state whose entries leave the run directory, are not files, or lack the ledger is
-// refused, naming the state and the entry; nothing of it is written as a ledger.
+// A state whose entries leave the run directory, are not files, are files no state holds,
+// or lack the ledger is refused, naming the state and the entry; nothing of it is left in
+// the run directory, however many good entries came before the bad one.
 func TestRestoreStateRefusesBadArchives(t *testing.T) {
 	archive := func(entries ...tar.Header) []byte {
 		var b bytes.Buffer
@@ -147,6 +148,11 @@ func TestRestoreStateRefusesBadArchives(t *testing.T) {
 		{"a link", archive(tar.Header{Name: "runs/x", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, file(LedgerName)), `entry "runs/x"`},
 		{"no ledger", archive(file("results.json")), "has no stages.json"},
 		{"not gzip", []byte("plain text"), "is not a gzipped state"},
+		{"a bad entry after good ones", archive(file("results.json"), file("history/a.parquet"), file("../escape.json"), file(LedgerName)), `entry "../escape.json"`},
+		{"a file no state holds", archive(file("results.json"), file("runs/x/run.sh"), file(LedgerName)), `entry "runs/x/run.sh" is no file a state holds`},
+		{"a checkpoint", archive(file("runs/x/checkpoints/step-000000001.safetensors"), file(LedgerName)), "is no file a state holds"},
+		{"an entry twice", archive(file("results.json"), file("results.json"), file(LedgerName)), `entry "results.json" is given twice`},
+		{"cut short", archive(file("results.json"), file(LedgerName))[:40], "s.tgz"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,8 +161,8 @@ func TestRestoreStateRefusesBadArchives(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "s.tgz") {
 				t.Errorf("RestoreState = %v, want an error naming s.tgz and %q", err, tt.want)
 			}
-			if _, err := os.Stat(filepath.Join(out, LedgerName)); err == nil {
-				t.Error("a refused state left a ledger")
+			if left, _ := os.ReadDir(out); len(left) != 0 {
+				t.Errorf("a refused state left %v in the run directory", left)
 			}
 		})
 	}

@@ -175,6 +175,10 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(), StageTimes: *f.stageTimes,
 	}
+	if *f.restoreState != "" && *f.plan {
+		// The plan writes nothing, and a restore writes the run directory.
+		return usagef("--plan with --restore-state: --plan writes nothing, and --restore-state unpacks into --output; restore first (a run with --restore-state), then plan")
+	}
 	if *f.saveState != "" {
 		return saveState(ctx, cfg, *f.out, *f.saveState, out)
 	}

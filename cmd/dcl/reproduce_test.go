@@ -37,12 +37,16 @@ train: {defaults: {model: small-cnn, epochs: 1, batch_size: 8, temperature: 0.1}
 		{[]string{"reproduce", "--config=no-such-experiment"}, "no built-in config of that name"},
 		{[]string{"reproduce", "--config=" + unknownKey}, "field bogus not found"},
 		{[]string{"reproduce", "--config=" + badBeam, "--output=" + dir}, `"--not_a_beam_flag=1" is not a Beam flag`},
+		{[]string{"reproduce", "--config=demo-fashion-mnist", "--output=" + filepath.Join(dir, "planned"), "--plan", "--restore-state=" + unknownKey}, "--plan with --restore-state"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(tt.give...)
 		if code != exitUsage || !strings.Contains(stderr, tt.want) {
 			t.Errorf("dcl %q = %d, %q; want exit 2 and %q", tt.give, code, stderr, tt.want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "planned")); !os.IsNotExist(err) {
+		t.Errorf("a refused --plan wrote its --output: %v", err)
 	}
 }
 
