@@ -6,10 +6,15 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testing/mutate"
 )
 
 // A reproduction stopped on one machine continues on another from its saved state alone (no
@@ -200,4 +205,52 @@ func TestRemovedDataMadeAgainFromAnotherInputRedoesTheRuns(t *testing.T) {
 			t.Errorf("stage %s: %+v, want it redone from the new data", s.Name, s)
 		}
 	}
+}
+
+// Every test run restores a second's worth of mutated states (the tar inside the gzip): each
+// is refused, leaving nothing in the run directory, or restored, leaving the ledger and only
+// files a state holds.
+func TestMutatedStatesUnpackAllOrNothing(t *testing.T) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, name := range []string{ResultsName, "history/20260101T000000Z.parquet", "runs/dcl/run.json", "runs/dcl/npc/npc.json", "baselines/raw-pixels/knn.json", LedgerName} {
+		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Size: 3, Mode: 0o644})
+		tw.Write([]byte("{}\n"))
+	}
+	tw.Close()
+	base := t.TempDir()
+	n := 0
+	mutate.Run(t, [][]byte{b.Bytes()}, func(data []byte) error {
+		n++
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		zw.Write(data)
+		zw.Close()
+		out := filepath.Join(base, strconv.Itoa(n))
+		defer os.RemoveAll(out)
+		err := RestoreState(context.Background(), out, &z, "s.tgz")
+		var files []string
+		filepath.WalkDir(out, func(p string, d os.DirEntry, werr error) error {
+			if werr == nil && !d.IsDir() {
+				rel, _ := filepath.Rel(out, p)
+				files = append(files, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		if err != nil {
+			if len(files) > 0 {
+				return fmt.Errorf("refused (%v), and left %q", err, files)
+			}
+			return nil
+		}
+		if !slices.Contains(files, LedgerName) {
+			return fmt.Errorf("restored without a ledger: %q", files)
+		}
+		for _, f := range files {
+			if !isStateFile(f) {
+				return fmt.Errorf("restored %q, no file a state holds", f)
+			}
+		}
+		return nil
+	})
 }
