@@ -123,6 +123,11 @@ func demoCommand() *command {
 
 // loadConfig reads a config file, or a built-in config by name.
 func loadConfig(name string) (*reproduce.Config, error) {
+	// A named pipe would block the open until some other process writes to it (signals
+	// included), and a device would stream forever.
+	if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
+		return nil, usagef("--config=%s: not a regular file (%s)", name, st.Mode().Type())
+	}
 	var r io.ReadCloser
 	file, err := os.Open(name)
 	switch {
