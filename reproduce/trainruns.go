@@ -104,7 +104,11 @@ func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) 
 		return "", fmt.Errorf("%s: %w", p, err)
 	}
 	if diff != "" && !r.rerun[StageTrain] {
-		return "", fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --output", p, diff, dir)
+		err := fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --output", p, diff, dir)
+		if r.plan {
+			return "", &planStop{stage: StageRecord{Name: "train " + run.Name, Refused: true, Reason: err.Error()}}
+		}
+		return "", err
 	}
 	return diff, nil
 }
@@ -190,7 +194,7 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int
 		log = r.opts.Stderr
 	}
 	if m := r.cfg.Evaluate.KNNMonitor; m != nil {
-		training.KNN = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full}
+		training.KNN = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full, Linear: m.Linear}
 	}
 	training.Plugin, training.Resume = r.opts.Plugin, resume
 	training.KNNData, training.KNNTest = r.evalTrainDir(), r.evalTestDir()

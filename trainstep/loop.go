@@ -120,7 +120,7 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 	epoch := l.state.Epoch
 	it, err := l.opts.Source.Batches(ctx, epoch, l.run.Seed, l.run.BatchSize, l.state.Batch)
 	if err != nil {
-		return false, fmt.Errorf("reading epoch %d of %s: %w", epoch, l.run.Data, err)
+		return false, fmt.Errorf("reading epoch %d/%d of %s: %w", epoch+1, l.run.Epochs, l.run.Data, err)
 	}
 	readCtx, cancelRead := context.WithCancel(ctx)
 	ch := prefetch(readCtx, it)
@@ -129,7 +129,7 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 		for range ch { // let the reader goroutine finish before closing its iterator
 		}
 		if cerr := it.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("closing epoch %d of %s: %w", epoch, l.run.Data, cerr)
+			err = fmt.Errorf("closing epoch %d/%d of %s: %w", epoch+1, l.run.Epochs, l.run.Data, cerr)
 		}
 	}()
 
@@ -142,15 +142,18 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 			if ctx.Err() != nil {
 				return true, l.finishStep(ctx)
 			}
-			return false, fmt.Errorf("epoch %d of %s ended after %d of %d batches", epoch, l.run.Data, l.state.Batch, l.stepsPerEpoch)
+			return false, fmt.Errorf("epoch %d/%d of %s ended after %d of %d batches", epoch+1, l.run.Epochs, l.run.Data, l.state.Batch, l.stepsPerEpoch)
 		}
 		if p.err != nil {
 			if ctx.Err() != nil {
 				return true, l.finishStep(ctx)
 			}
-			return false, fmt.Errorf("reading batch %d of epoch %d of %s: %w", l.state.Batch, epoch, l.run.Data, p.err)
+			return false, fmt.Errorf("reading batch %d of epoch %d/%d of %s: %w", l.state.Batch, epoch+1, l.run.Epochs, l.run.Data, p.err)
 		}
 		lr := l.sched.At(l.state.StepsDone)
+		if err := l.step.SetProgress(l.state.StepsDone, l.total); err != nil {
+			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
+		}
 		launched := time.Now()
 		pending, err := l.step.Launch(p.batch, lr)
 		if err != nil {
@@ -246,7 +249,7 @@ func (l *loop) finishStepAt(ctx context.Context, next time.Time) error {
 		tensorboard.Scalar{Tag: "train/images_per_s", Value: line.ImagesPerSec}); err != nil {
 		return err
 	}
-	l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", f.epoch, l.run.Epochs-1, res.Loss, res.MeanQ, f.lr, line.ImagesPerSec, l.monitorNote))
+	l.bar.Status(fmt.Sprintf("epoch %d/%d loss %.4f q %.3f lr %.4g %.0f img/s%s", f.epoch+1, l.run.Epochs, res.Loss, res.MeanQ, f.lr, line.ImagesPerSec, l.monitorNote))
 	l.bar.Set(int64(f.step))
 	if left, ok := l.clock.remaining(l); ok {
 		l.bar.SetETA(left)
@@ -271,7 +274,7 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 		return nil
 	}
 	began := time.Now()
-	res, err := l.opts.Monitor(ctx, epoch, l.step, l.bar)
+	res, err := l.opts.Monitor(ctx, epoch+1, l.step, l.bar)
 	if err != nil {
 		return fmt.Errorf("monitor after epoch %d: %w", epoch+1, err)
 	}

@@ -1,6 +1,7 @@
 package trainstep
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -48,6 +49,9 @@ func TrainOnShards(ctx context.Context, o ShardTraining) (*Summary, error) {
 	if err := CheckRun(ctx, o.Step, o.Run, src.Info(), o.Resume); err != nil {
 		return nil, err
 	}
+	if err := writeSettingsFile(ctx, o); err != nil {
+		return nil, err
+	}
 	opts := TrainOptions{Source: src, Resume: o.Resume, Log: o.Log, Progress: o.Progress, Logger: o.Logger}
 	if o.Run.MonitorEvery > 0 {
 		mon, err := NewKNNMonitor(ctx, o.KNNData, o.KNNTest, o.KNN)
@@ -62,6 +66,9 @@ func TrainOnShards(ctx context.Context, o ShardTraining) (*Summary, error) {
 		}
 		if err := mon.Check(model); err != nil {
 			return nil, &SetupError{Err: err}
+		}
+		if n := mon.Notice(); n != "" {
+			cmp.Or(o.Logger, slog.Default()).Warn("kNN monitor: " + n)
 		}
 		opts.Monitor, opts.MonitorImages = mon.Run, mon.Images()
 	}

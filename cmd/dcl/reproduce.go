@@ -32,6 +32,8 @@ type reproduceFlags struct {
 	trainLog, rerunOnCodeChange, gate, plan *bool
 	waitLock                                *bool
 	progress                                func(streams) (progress.Options, error)
+	// sets are the --set KEY=VALUE overrides of the config's keys, in order.
+	sets *[]reproduce.Override
 }
 
 func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage string) reproduceFlags {
@@ -54,6 +56,16 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 		restoreState: fs.String("restore-state", "", "before running, unpack a --save-state file into --output when it holds no reproduction yet"),
 	}
 	renamedFlag(fs, out, "out", "output")
+	f.sets = new([]reproduce.Override)
+	fs.Func("set", "KEY=VALUE: set a config key, KEY its dotted path, VALUE as YAML reads it (--set train.defaults.epochs=3\n"+
+		"--set evaluate.knn.k=20 --set train.runs.0.loss=dcl); repeatable, later ones win; the report lists them", func(v string) error {
+		o, err := reproduce.ParseOverride(v)
+		if err != nil {
+			return err
+		}
+		*f.sets = append(*f.sets, o)
+		return nil
+	})
 	return f
 }
 
@@ -78,7 +90,7 @@ func reproduceCommand() *command {
 				if *config == "" {
 					return usagef("--config is required (a YAML file or one of %s)", strings.Join(experiments.Names(), ", "))
 				}
-				cfg, err := loadConfig(*config)
+				cfg, err := loadConfig(*config, *f.sets)
 				if err != nil {
 					return err
 				}
@@ -111,7 +123,7 @@ func demoCommand() *command {
 						return fmt.Errorf("Fashion-MNIST is not in %s: install Debian's package (sudo apt-get install dataset-fashion-mnist) or pass --input=PATH to a folder with the four IDX files", *data)
 					}
 				}
-				cfg, err := loadConfig(DemoConfig)
+				cfg, err := loadConfig(DemoConfig, *f.sets)
 				if err != nil {
 					return err
 				}
@@ -121,8 +133,9 @@ func demoCommand() *command {
 	}
 }
 
-// loadConfig reads a config file, or a built-in config by name.
-func loadConfig(name string) (*reproduce.Config, error) {
+// loadConfig reads a config file, or a built-in config by name, with the overrides of its
+// keys.
+func loadConfig(name string, sets []reproduce.Override) (*reproduce.Config, error) {
 	// A named pipe would block the open until some other process writes to it (signals
 	// included), and a device would stream forever.
 	if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
@@ -141,7 +154,7 @@ func loadConfig(name string) (*reproduce.Config, error) {
 		return nil, usagef("--config: %v", err)
 	}
 	defer r.Close()
-	cfg, err := reproduce.Parse(r, name)
+	cfg, err := reproduce.ParseWith(r, name, sets)
 	if err != nil {
 		return nil, usagef("%w", err)
 	}
@@ -198,7 +211,15 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 			return err
 		}
 		fmt.Fprintf(out.stdout, "%s in %s (dcl %s):\n", cfg.Name, *f.out, opts.CodeVersion)
-		return reproduce.WritePlan(out.stdout, stages)
+		if err := reproduce.WritePlan(out.stdout, stages); err != nil {
+			return err
+		}
+		// A script that plans before it runs must not go on to a run that would stop: the
+		// plan says why, the exit status that it would.
+		if last := stages[len(stages)-1]; last.Refused {
+			return fmt.Errorf("a run would stop at %s (the plan above says why)", last.Name)
+		}
+		return nil
 	}
 	res, err := reproduce.Run(ctx, cfg, opts)
 	if errors.Is(err, reproduce.ErrLocked) {
@@ -216,6 +237,9 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	}
 	fmt.Fprintf(out.stderr, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
 		res.Wall, storage.Join(*f.out, reproduce.ReportName))
+	for _, w := range res.GateWarnings {
+		fmt.Fprintf(out.stderr, "dcl: warning: %s\n", w)
+	}
 	failed := res.FailedGates()
 	if len(failed) == 0 {
 		return nil
