@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -55,8 +56,9 @@ type TSNEResult struct {
 }
 
 // TSNE lays the vectors out in two dimensions with exact t-SNE. source names the vectors in
-// errors.
-func TSNE(v Vectors, cfg TSNEConfig, source string) (TSNEResult, error) {
+// errors. A cancelled ctx stops it within a row of the affinities or an iteration (a second
+// or so at MaxTSNEPoints), with ctx's error.
+func TSNE(ctx context.Context, v Vectors, cfg TSNEConfig, source string) (TSNEResult, error) {
 	n := v.Len()
 	switch {
 	case n == 0:
@@ -89,8 +91,11 @@ func TSNE(v Vectors, cfg TSNEConfig, source string) (TSNEResult, error) {
 	if n == 1 {
 		return TSNEResult{X: []float64{0}, Y: []float64{0}}, nil
 	}
-	p := affinities(v, cfg.Perplexity, cfg.Workers)
-	return optimize(p, n, cfg), nil
+	p := affinities(ctx, v, cfg.Perplexity, cfg.Workers)
+	if err := ctx.Err(); err != nil {
+		return TSNEResult{}, err
+	}
+	return optimize(ctx, p, n, cfg)
 }
 
 // parallelRows runs f on rows [0, n) split into contiguous ranges, one per worker.
@@ -107,13 +112,13 @@ func parallelRows(n, workers int, f func(from, to int)) {
 // affinities returns the symmetric joint probabilities P (N×N, row-major, zero diagonal,
 // summing to 1): each row's Gaussian conditional p_j|i has the precision that gives it the
 // perplexity's entropy, and p_ij = (p_j|i + p_i|j) / 2N.
-func affinities(v Vectors, perplexity float64, workers int) []float64 {
+func affinities(ctx context.Context, v Vectors, perplexity float64, workers int) []float64 {
 	n := v.Len()
 	p := make([]float64, n*n)
 	target := math.Log(perplexity)
 	parallelRows(n, workers, func(from, to int) {
 		d := make([]float64, n)
-		for i := from; i < to; i++ {
+		for i := from; i < to && ctx.Err() == nil; i++ {
 			a := v.Row(i)
 			for j := range n {
 				if j == i {
@@ -186,8 +191,8 @@ func conditional(d []float64, i int, target float64, row []float64) {
 	}
 }
 
-// optimize runs t-SNE's gradient descent on P from a seeded layout.
-func optimize(p []float64, n int, cfg TSNEConfig) TSNEResult {
+// optimize runs t-SNE's gradient descent on P from a seeded layout, until ctx is cancelled.
+func optimize(ctx context.Context, p []float64, n int, cfg TSNEConfig) (TSNEResult, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x75e6e))
 	y := make([]float64, 2*n)
 	for i := range y {
@@ -201,6 +206,9 @@ func optimize(p []float64, n int, cfg TSNEConfig) TSNEResult {
 	grad := make([]float64, 2*n)
 	rowZ := make([]float64, n)
 	for it := range cfg.Iterations {
+		if err := ctx.Err(); err != nil {
+			return TSNEResult{}, err
+		}
 		exaggeration, momentum := 1.0, 0.8
 		if it < cfg.ExaggerationIters {
 			exaggeration, momentum = cfg.Exaggeration, 0.5
@@ -242,7 +250,7 @@ func optimize(p []float64, n int, cfg TSNEConfig) TSNEResult {
 		res.X[i], res.Y[i] = y[2*i], y[2*i+1]
 	}
 	res.KL = klDivergence(p, y, n, rowZ, cfg.Workers)
-	return res
+	return res, nil
 }
 
 // studentZ returns Z = Σ_{i≠j} 1/(1+|y_i-y_j|²), the normaliser of the layout's affinities

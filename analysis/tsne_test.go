@@ -1,11 +1,14 @@
 package analysis
 
 import (
+	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // gaussianClusters returns perCluster points around each of k centres in dim dimensions:
@@ -36,7 +39,7 @@ func TestTSNESeparatesClusters(t *testing.T) {
 	cfg := DefaultTSNEConfig()
 	cfg.Normalize = false
 	cfg.Iterations = 500
-	res, err := TSNE(v, cfg, "clusters")
+	res, err := TSNE(t.Context(), v, cfg, "clusters")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func TestTSNEIsDeterministic(t *testing.T) {
 	run := func(seed uint64, workers int) TSNEResult {
 		cfg := DefaultTSNEConfig()
 		cfg.Iterations, cfg.Seed, cfg.Workers = 200, seed, workers
-		res, err := TSNE(v, cfg, "clusters")
+		res, err := TSNE(t.Context(), v, cfg, "clusters")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +109,7 @@ func TestTSNERefusesBadInput(t *testing.T) {
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
 			}
-			_, err := TSNE(tt.give, cfg, "src.parquet")
+			_, err := TSNE(t.Context(), tt.give, cfg, "src.parquet")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("TSNE = %v, want an error containing %q", err, tt.want)
 			}
@@ -120,14 +123,14 @@ func TestTSNESmallSets(t *testing.T) {
 	v, labels := gaussianClusters(2, 4, 6, 4)
 	cfg := DefaultTSNEConfig()
 	cfg.Normalize = false
-	res, err := TSNE(v, cfg, "small")
+	res, err := TSNE(t.Context(), v, cfg, "small")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if agree, _ := NeighbourAgreement(res.X, res.Y, labels, 2); agree < 1 {
 		t.Errorf("8 points in 2 separated clusters: agreement %.2f, want 1", agree)
 	}
-	one, err := TSNE(Vectors{Dim: 2, Data: []float32{3, 4}}, cfg, "one")
+	one, err := TSNE(t.Context(), Vectors{Dim: 2, Data: []float32{3, 4}}, cfg, "one")
 	if err != nil || len(one.X) != 1 || one.X[0] != 0 || one.Y[0] != 0 {
 		t.Errorf("TSNE of one point = %+v, %v; want it at the origin", one, err)
 	}
@@ -179,5 +182,38 @@ func TestClassSample(t *testing.T) {
 	s.Add(0, 0, []float32{1, 2})
 	if err := s.Add(1, 0, []float32{1}); err == nil || !strings.Contains(err.Error(), "row 1") {
 		t.Errorf("a vector of another length = %v, want an error naming row 1", err)
+	}
+}
+
+// A cancelled context (dcl tsne's, on SIGINT or SIGTERM) stops t-SNE with the context's
+// error, while it computes the affinities (1000 points, cancelled after 20 ms) and while it
+// iterates (100 points), however many iterations remain.
+func TestTSNEStopsWhenCancelled(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		perCluster int
+		after      time.Duration
+	}{{"affinities", 250, 20 * time.Millisecond}, {"iterations", 25, 200 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, _ := gaussianClusters(4, tc.perCluster, 20, 3)
+			cfg := DefaultTSNEConfig()
+			cfg.Iterations = 1 << 30
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() {
+				_, err := TSNE(ctx, v, cfg, "clusters")
+				done <- err
+			}()
+			time.Sleep(tc.after)
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("cancelled t-SNE returned %v, want %v", err, context.Canceled)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("t-SNE still runs 10 s after its context was cancelled")
+			}
+		})
 	}
 }

@@ -494,41 +494,54 @@ func (f *commitEmbeddingsFn) ProcessElement(ctx context.Context, _ []byte, infos
 		return fmt.Errorf("the embedding files hold %d rows, the shards %d", rows, f.Rows)
 	}
 	dir := partsDir(f.Output)
-	m, err := embeddings.Commit(ctx, dir, f.Dim, files, f.Meta)
-	if err != nil {
-		return err
-	}
-	if dir != f.Output {
-		if err := concatEmbeddings(ctx, dir, f.Output, f.Dim, f.Meta); err != nil {
+	if dir == f.Output {
+		m, err := embeddings.Commit(ctx, dir, f.Dim, files, f.Meta)
+		if err != nil {
 			return err
 		}
+		emit(*m)
+		return nil
 	}
-	emit(*m)
+	// A single file: its parts are never committed (given names that end in .parquet),
+	// since a kill before the file is whole would leave them for any glob to read as data.
+	if err := concatEmbeddings(ctx, dir, f.Output, f.Dim, f.Meta, files); err != nil {
+		return err
+	}
+	emit(embeddings.Manifest{Format: shards.FormatVersion, Dim: f.Dim, Rows: rows, Files: files, Meta: f.Meta})
 	return nil
 }
 
-// concatEmbeddings writes the rows of the embeddings directory dir into the single file
-// out, then removes dir.
-func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[string]string) error {
-	r, err := embeddings.Open(ctx, dir, 0)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
+// concatEmbeddings writes the rows of the staged parts files (embeddings.PartPath under dir,
+// each checked against what its writer reported) into the single file out, then removes
+// dir.
+func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[string]string, files []embeddings.FileInfo) error {
 	w, err := embeddings.NewWriter(ctx, out, dim, meta)
 	if err != nil {
 		return err
 	}
 	defer w.Abort()
-	for b, err := range r.Blocks() {
+	for part, info := range files {
+		p := embeddings.PartPath(dir, part, len(files))
+		if err := embeddings.CheckFile(ctx, p, info); err != nil {
+			return err
+		}
+		r, err := embeddings.Open(ctx, p, 0)
 		if err != nil {
 			return err
 		}
-		for i := range b.Len() {
-			if err := w.WriteKey(b.IDs[i], b.Keys[i], b.Labels[i], b.Vector(i)); err != nil {
+		for b, err := range r.Blocks() {
+			if err != nil {
+				r.Close()
 				return err
 			}
+			for i := range b.Len() {
+				if err := w.WriteKey(b.IDs[i], b.Keys[i], b.Labels[i], b.Vector(i)); err != nil {
+					r.Close()
+					return err
+				}
+			}
 		}
+		r.Close()
 	}
 	if _, err := w.Close(); err != nil {
 		return err

@@ -202,3 +202,78 @@ func TestEmbedPlanErrors(t *testing.T) {
 		}
 	}
 }
+
+// A single-file output's parts stay staged until the file is whole: a run that fails (or is
+// killed) while it concatenates them leaves no file that a reader's *.parquet glob takes for
+// data, and a rerun finishes the file.
+func TestSingleFileEmbeddingsStageNoParquet(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	out := filepath.Join(root, "emb.parquet")
+	dir := partsDir(out)
+	const parts, dim = 2, 4
+	var infos []embeddings.FileInfo
+	for p := range parts {
+		w, err := embeddings.NewWriter(ctx, embeddings.PartPath(dir, p, parts), dim, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			if err := w.Write(int64(10*p+i), int32(i%3), []float32{float32(p), float32(i), 1, 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	commit := func(infos []embeddings.FileInfo) error {
+		fn := &commitEmbeddingsFn{Output: out, Dim: dim, Parts: parts, Rows: 10}
+		i := 0
+		next := func(info *embeddings.FileInfo) bool {
+			if i == len(infos) {
+				return false
+			}
+			*info = infos[i]
+			i++
+			return true
+		}
+		return fn.ProcessElement(ctx, nil, next, func(embeddings.Manifest) {})
+	}
+	parquetFiles := func() []string {
+		var found []string
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") {
+				found = append(found, strings.TrimPrefix(p, root+"/"))
+			}
+			return err
+		})
+		return found
+	}
+
+	// The second part is not what its writer wrote (a disk that lost it): the commit fails
+	// part-way through.
+	damaged := slices.Clone(infos)
+	damaged[1].SHA256 = strings.Repeat("0", 64)
+	if err := commit(damaged); err == nil || !strings.Contains(err.Error(), "part-00001-of-00002") {
+		t.Fatalf("commit of a damaged part: error %v, want one naming the part", err)
+	}
+	if found := parquetFiles(); len(found) != 0 {
+		t.Fatalf("a failed commit left %q, which a *.parquet glob reads as data", found)
+	}
+	if err := commit(infos); err != nil {
+		t.Fatalf("the rerun's commit: %v", err)
+	}
+	if found := parquetFiles(); !slices.Equal(found, []string{"emb.parquet"}) {
+		t.Fatalf("after the commit: %q, want only emb.parquet", found)
+	}
+	got, ids, err := LoadEmbeddings(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 10 || got.Vectors.Row(7)[1] != 2 {
+		t.Errorf("the file holds ids %v, row 7 %v", ids, got.Vectors.Row(7))
+	}
+}

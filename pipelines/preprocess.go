@@ -351,9 +351,23 @@ func (r *PreprocessResult) Summary(dir string) string {
 	if m.Config.Online {
 		views = "base images: the trainer makes the views"
 	}
-	return fmt.Sprintf("%s %s: %d records → %d rows (%s) in %d shards, %s, %d dead letters, wall %s → %s",
+	line := fmt.Sprintf("%s %s: %d records → %d rows (%s) in %d shards, %s, %d dead letters, wall %s → %s",
 		m.Config.Dataset, m.Config.Split, m.Records, m.Rows, views, len(m.Shards), progress.Bytes(m.Bytes),
 		m.DeadLetters.Count, r.Wall.Round(time.Millisecond), dir)
+	return line + modesNote(&m.Config)
+}
+
+// modesNote is what a dataset's summary adds when its views are other pixels than those of
+// the other mode with the same flags (shards.Config.ModesDiffer): a run on it cannot be
+// compared with a run on the other.
+func modesNote(c *shards.Config) string {
+	if !c.ModesDiffer() {
+		return ""
+	}
+	if c.Online {
+		return "; views made on the fly are raw pixels, stored views of these flags JPEG q95: runs on the two differ (--encoding=raw stores views both modes share)"
+	}
+	return "; views stored as JPEG q95, views made on the fly (--views=online) raw pixels: runs on the two differ (--encoding=raw stores views both modes share)"
 }
 
 // Preprocess adds the preprocessing pipeline of job to s. It writes job.Output and outputs
@@ -462,7 +476,7 @@ func dryRun() bool {
 // only then.
 func checkOutput(ctx context.Context, job *PreprocessJob) error {
 	if job.Overwrite {
-		return nil
+		return shards.CheckOverwritable(ctx, job.Output)
 	}
 	p := storage.Join(job.Output, shards.ManifestName)
 	ok, err := storage.Exists(ctx, p)

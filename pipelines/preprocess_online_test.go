@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -226,5 +227,71 @@ func readEpoch(t *testing.T, dir string, epoch int) []epochBatch {
 		}
 		out = append(out, epochBatch{keys: strings.Join(b.Keys, ","), labels: append([]int32{}, b.Labels...),
 			passes: append([]int32{}, b.Passes...), view1: bytes.Clone(b.View1), view2: bytes.Clone(b.View2)})
+	}
+}
+
+// TestModesThatDifferSaySo: at the default encoding above 96 px stored views are JPEG and
+// views made on the fly raw, so the two modes train on other pixels; each dataset's summary
+// line says so, and the trainer's record of the views (shards.Config.TrainerViews) tells
+// them apart. With --encoding=raw the two agree (TestOnlineViewsAreTheStoredPasses) and
+// nothing is said.
+func TestModesThatDifferSaySo(t *testing.T) {
+	var folder onlineSource
+	for _, src := range onlineSources() {
+		if src.name == "folder" {
+			folder = src
+		}
+	}
+	spec := folder.spec(t)
+	for _, enc := range []shards.Encoding{"", shards.Raw} {
+		o := PreprocessOptions{Spec: spec, Augment: preset(t, augment.SimCLRImageNet, 100), Seed: 5, Parts: 1, CodeVersion: "test", Encoding: enc}
+		offline, online := o, o
+		offline.Output, offline.Passes = filepath.Join(t.TempDir(), "offline"), 1
+		online.Output, online.Passes, online.Online = filepath.Join(t.TempDir(), "online"), 1, true
+		resOff, resOn := mustPreprocess(t, offline), mustPreprocess(t, online)
+		same := readEpoch(t, offline.Output, 0)[0].equal(readEpoch(t, online.Output, 0)[0])
+		noteOff := strings.Contains(resOff.Summary(offline.Output), "runs on the two differ")
+		noteOn := strings.Contains(resOn.Summary(online.Output), "runs on the two differ")
+		viewsDiffer := resOff.Manifest.Config.TrainerViews() != resOn.Manifest.Config.TrainerViews()
+		if same == noteOff || same == noteOn || enc == "" && !viewsDiffer {
+			t.Errorf("encoding %q: the modes' first batches equal %v; the summaries say they differ: stored %v, online %v; trainer's views %q and %q",
+				enc, same, noteOff, noteOn, resOff.Manifest.Config.TrainerViews(), resOn.Manifest.Config.TrainerViews())
+		}
+	}
+}
+
+// TestBaseShardsKeepPublishedFiles: base shards hold a published image file that needs no
+// shrinking as it is, at every view size: at 24 px (raw views) as at 100 px (JPEG views), no
+// row holds decoded pixels, and the rows' bytes are the files'.
+func TestBaseShardsKeepPublishedFiles(t *testing.T) {
+	in := t.TempDir()
+	pipelinetest.WriteFolder(t, in, []string{"cat", "dog"}, 3, 50, 38) // JPEG and PNG files
+	var files int64
+	err := filepath.WalkDir(in, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			st, _ := d.Info()
+			files += st.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{24, 100} {
+		o := PreprocessOptions{Spec: datasets.Spec{Dataset: datasets.Folder, Input: in, Split: "train"}, Augment: preset(t, augment.SimCLRCIFAR, size),
+			Seed: 5, Parts: 1, CodeVersion: "test", Online: true, Passes: 1, Output: filepath.Join(t.TempDir(), "base")}
+		m := mustPreprocess(t, o).Manifest
+		var stored int64
+		for _, sh := range m.Shards {
+			for _, row := range readShardRows(t, filepath.Join(o.Output, sh.Path)) {
+				if row.Encoding == string(shards.Raw) {
+					t.Errorf("%d px: row %s holds decoded pixels (%d bytes)", size, row.Key, len(row.View1))
+				}
+				stored += int64(len(row.View1))
+			}
+		}
+		if stored != files {
+			t.Errorf("%d px: the rows hold %d bytes of images, the files are %d bytes", size, stored, files)
+		}
 	}
 }

@@ -600,6 +600,11 @@ func (c *Config) validate() error {
 			if err == nil {
 				err = t.Step.Validate()
 			}
+			if err == nil {
+				// The run's own checks, the output folder aside (the stage picks it).
+				t.Run.Out = "-"
+				err = t.Run.Validate()
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			}

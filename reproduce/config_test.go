@@ -127,6 +127,12 @@ func TestParseRejectsBadConfigs(t *testing.T) {
 		{"negative probe lr", "knn: {k: 20, temperature: 0.1}\n  linear: {lr: -30}", "knn: {k: 20, temperature: 0.1}", "evaluate.linear.lr -30: must not be negative"},
 		{"negative npc samples", "knn: {k: 20, temperature: 0.1}\n  npc: {batch_sizes: [8], samples: -1}", "knn: {k: 20, temperature: 0.1}", "evaluate.npc.samples -1"},
 		{"negative width", "model: small-cnn, width: -4, epochs: 2", "model: small-cnn, epochs: 2", "width -4: must not be negative"},
+		// Values no run can compute: refused when the config is read (so by --plan), not after
+		// the data are prepared.
+		{"denormal temperature", "temperature: 1e-320,", "temperature: 0.1,", "temperature 1e-320: must be between 1.18e-38 and 3.4e+38"},
+		{"lr past float32", "temperature: 0.1, batch_size: 32, lr: 1e308}", "temperature: 0.1, batch_size: 32}", "lr 1e+308: the peak learning rate"},
+		{"epochs past 2³¹", "model: small-cnn, epochs: 4503599627370496", "model: small-cnn, epochs: 2", "epochs 4503599627370496: want at most 2147483647"},
+		{"epochs past 2⁵³", "model: small-cnn, epochs: 9223372036854775807", "model: small-cnn, epochs: 2", "not a whole number"},
 		{"absurd image size", "input: /data/fashion-mnist, image_size: 100000}", "input: /data/fashion-mnist}", "dataset.image_size 100000"},
 		{"second document", "knn: {k: 20, temperature: 0.1}\n---\nname: other\n", "knn: {k: 20, temperature: 0.1}\n", "a second YAML document"},
 		{"inputs for a split the config does not read", "input: /data/fashion-mnist, inputs: {val: /x}}", "input: /data/fashion-mnist}", "val"},

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testing/mutate"
 )
 
 // Any config bytes give a config or an error, never a panic; a config Parse accepts
@@ -36,27 +38,58 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add(minimalWith("seed: 3", "seed: 3.0"))
 	f.Add(append([]byte(minimal), "---\nname: other\n"...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse(bytes.NewReader(data), "fuzz.yaml")
-		if err != nil {
-			return
-		}
-		if err := c.validate(); err != nil {
-			t.Errorf("Parse accepted a config that validate refuses: %v", err)
-		}
-		// What a parsed config is used for must not panic: its fingerprint is JSON, which
-		// holds no NaN or infinity.
-		_ = c.Fingerprint()
-		if err := finiteFloats(reflect.ValueOf(c), "config"); err != nil {
-			t.Errorf("Parse accepted %v", err)
-		}
-		seen := map[string]bool{}
-		for _, n := range c.runNames() {
-			if seen[n] {
-				t.Errorf("Parse accepted two runs named %q", n)
-			}
-			seen[n] = true
+		if err := checkParsedConfig(data); err != nil {
+			t.Error(err)
 		}
 	})
+}
+
+// Every test run parses a second's worth of mutations of the built-in configs.
+func TestMutatedConfigs(t *testing.T) {
+	mutate.Run(t, configSeeds(t), checkParsedConfig)
+}
+
+// configSeeds are the built-in configs, the minimal test config and a few edge cases.
+func configSeeds(t testing.TB) [][]byte {
+	files, err := filepath.Glob(filepath.Join("..", "experiments", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no built-in configs to seed from: %v", err)
+	}
+	var seeds [][]byte
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, data)
+	}
+	return append(seeds, []byte(minimal), []byte("a: &a [1, 2]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b, *b]\n"))
+}
+
+// checkParsedConfig parses data as a config: an error is fine, a panic is not, and a config
+// Parse accepts validates, holds only finite numbers and names its runs uniquely.
+func checkParsedConfig(data []byte) error {
+	c, err := Parse(bytes.NewReader(data), "fuzz.yaml")
+	if err != nil {
+		return nil
+	}
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("Parse accepted a config that validate refuses: %v", err)
+	}
+	// What a parsed config is used for must not panic: its fingerprint is JSON, which
+	// holds no NaN or infinity.
+	_ = c.Fingerprint()
+	if err := finiteFloats(reflect.ValueOf(c), "config"); err != nil {
+		return fmt.Errorf("Parse accepted %v", err)
+	}
+	seen := map[string]bool{}
+	for _, n := range c.runNames() {
+		if seen[n] {
+			return fmt.Errorf("Parse accepted two runs named %q", n)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // finiteFloats reports the first float reachable from v that is NaN or infinite.

@@ -55,10 +55,19 @@ func TestHistoryThatWouldLie(t *testing.T) {
 	if err := os.Remove(report); err != nil {
 		t.Fatal(err)
 	}
+	// A kill while the history file was written leaves its temporary: the next reproduction
+	// removes it.
+	leftover := filepath.Join(out, HistoryDir, ".killed-reproduction.parquet"+storage.TempMarker+"123456")
+	if err := os.WriteFile(leftover, []byte("PAR1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rerun = []StageKind{StageKNN} // a reproduction of its own, not the last one again
 	res, err := run(same)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("a killed history write's temporary is still there: %v", err)
 	}
 	if res.Previous == nil || res.Previous.File != first.HistoryFile || len(historyFiles(t, out)) != 2 {
 		t.Errorf("previous %+v, want the first reproduction %s", res.Previous, first.HistoryFile)

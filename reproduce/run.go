@@ -153,6 +153,12 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Results, error) {
 	if r.ledger, err = loadLedger(ctx, r.opts.Out); err != nil {
 		return nil, err
 	}
+	// A reproduction killed while it wrote its history file left the file's temporary, under
+	// a name no later reproduction writes again (each has its own): only its writer, which
+	// holds the lock as this one does, could have been writing it.
+	if _, err := storage.RemoveTemporaries(ctx, storage.Join(r.opts.Out, HistoryDir)); err != nil {
+		return nil, err
+	}
 	// Read before any stage runs, so that an unreadable history fails in seconds.
 	history, err := ReadHistory(ctx, r.opts.Out)
 	if err != nil {

@@ -120,9 +120,34 @@ func SaveState(ctx context.Context, cfg *Config, out string, w io.Writer) error 
 // reproduction: its own state is newer than any carried one, and the two are not mixed.
 var ErrNotEmpty = errors.New("the run directory already holds a reproduction")
 
+// statePatterns are the files a state may hold (path.Match patterns, relative to the run
+// directory): what SaveState writes. RestoreState refuses any other entry.
+var statePatterns = []string{
+	LedgerName, ResultsName, ReportName, HistoryDir + "/*", PlotsDir + "/*",
+	RunsDir + "/*/" + runRecordName, RunsDir + "/*/" + trainstep.SummaryName, RunsDir + "/*/" + trainstep.LogName,
+	RunsDir + "/*/knn.json", RunsDir + "/*/linear.json", RunsDir + "/*/npc/*",
+	BaselinesDir + "/*/knn.json", BaselinesDir + "/*/linear.json",
+}
+
+// isStateFile reports whether rel (clean and relative) is a file a state may hold.
+func isStateFile(rel string) bool {
+	for _, p := range statePatterns {
+		if ok, _ := path.Match(p, rel); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// restoringDir is where RestoreState unpacks a state before it moves its files into place.
+const restoringDir = ".restoring-state"
+
 // RestoreState unpacks a state that SaveState wrote into out, which must not hold a
-// reproduction yet (no stages.json). Every entry must be a regular file at a relative path
-// inside out; name is the state's name for messages.
+// reproduction yet (no stages.json). Every entry must be a regular file that SaveState
+// writes (statePatterns), inside out; name is the state's name for messages. The state is
+// unpacked into a hidden folder of out first and its files moved into place only once every
+// entry is read, so that a refused or damaged state leaves nothing of itself in out, and the
+// ledger last, so that a restore cut short leaves no ledger that names it.
 func RestoreState(ctx context.Context, out string, r io.Reader, name string) error {
 	if ok, err := storage.Exists(ctx, storage.Join(out, LedgerName)); err != nil || ok {
 		if err == nil {
@@ -130,44 +155,76 @@ func RestoreState(ctx context.Context, out string, r io.Reader, name string) err
 		}
 		return err
 	}
+	staging := storage.Join(out, restoringDir)
+	// What a restore killed before its moves left.
+	if err := storage.RemoveTree(ctx, staging); err != nil {
+		return err
+	}
+	files, err := unpackState(ctx, staging, r, name)
+	if err != nil {
+		if rmErr := storage.RemoveTree(ctx, staging); rmErr != nil {
+			return errors.Join(err, rmErr)
+		}
+		return err
+	}
+	for _, rel := range files { // the ledger is the last
+		if err := storage.Rename(ctx, storage.Join(staging, rel), storage.Join(out, rel)); err != nil {
+			return err
+		}
+	}
+	return storage.RemoveTree(ctx, staging)
+}
+
+// unpackState writes the entries of the state r into staging and returns their names, the
+// ledger's last.
+func unpackState(ctx context.Context, staging string, r io.Reader, name string) ([]string, error) {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
-		return fmt.Errorf("%s is not a gzipped state: %w", name, err)
+		return nil, fmt.Errorf("%s is not a gzipped state: %w", name, err)
 	}
 	tr := tar.NewReader(zr)
-	var ledger []byte
+	var files []string
+	seen, hasLedger := map[string]bool{}, false
 	for n := 0; ; n++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if n >= MaxStateFiles {
-			return fmt.Errorf("%s holds more than %d files: not a state SaveState wrote", name, MaxStateFiles)
+			return nil, fmt.Errorf("%s holds more than %d files: not a state SaveState wrote", name, MaxStateFiles)
 		}
 		clean := path.Clean(h.Name)
 		if h.Typeflag != tar.TypeReg || path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(clean, `\`) {
-			return fmt.Errorf("%s: entry %q is not a file inside the run directory", name, h.Name)
+			return nil, fmt.Errorf("%s: entry %q is not a file inside the run directory", name, h.Name)
 		}
+		if !isStateFile(clean) {
+			return nil, fmt.Errorf("%s: entry %q is no file a state holds (%s): not a state SaveState wrote", name, h.Name, strings.Join(statePatterns, ", "))
+		}
+		if seen[clean] {
+			return nil, fmt.Errorf("%s: entry %q is given twice", name, h.Name)
+		}
+		seen[clean] = true
 		if h.Size > MaxStateFile {
-			return fmt.Errorf("%s: entry %q is %d bytes, more than a state holds (%d)", name, h.Name, h.Size, MaxStateFile)
+			return nil, fmt.Errorf("%s: entry %q is %d bytes, more than a state holds (%d)", name, h.Name, h.Size, MaxStateFile)
 		}
 		data, err := io.ReadAll(io.LimitReader(tr, MaxStateFile+1))
 		if err != nil {
-			return fmt.Errorf("%s: %s: %w", name, h.Name, err)
+			return nil, fmt.Errorf("%s: %s: %w", name, h.Name, err)
+		}
+		if err := storage.WriteFile(ctx, storage.Join(staging, clean), data); err != nil {
+			return nil, err
 		}
 		if clean == LedgerName {
-			ledger = data // last, so that a state cut short leaves no ledger that names it
+			hasLedger = true
 			continue
 		}
-		if err := storage.WriteFile(ctx, storage.Join(out, clean), data); err != nil {
-			return err
-		}
+		files = append(files, clean)
 	}
-	if ledger == nil {
-		return fmt.Errorf("%s has no %s: not a state SaveState wrote", name, LedgerName)
+	if !hasLedger {
+		return nil, fmt.Errorf("%s has no %s: not a state SaveState wrote", name, LedgerName)
 	}
-	return storage.WriteFile(ctx, storage.Join(out, LedgerName), ledger)
+	return append(files, LedgerName), nil
 }

@@ -6,10 +6,15 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/internal/testing/mutate"
 )
 
 // A reproduction stopped on one machine continues on another from its saved state alone (no
@@ -117,8 +122,9 @@ func stateEntries(t *testing.T, state []byte) map[string]bool {
 	return names
 }
 
-// A state whose entries leave the run directory, are not files, or lack the ledger is
-// refused, naming the state and the entry; nothing of it is written as a ledger.
+// A state whose entries leave the run directory, are not files, are files no state holds,
+// or lack the ledger is refused, naming the state and the entry; nothing of it is left in
+// the run directory, however many good entries came before the bad one.
 func TestRestoreStateRefusesBadArchives(t *testing.T) {
 	archive := func(entries ...tar.Header) []byte {
 		var b bytes.Buffer
@@ -147,6 +153,11 @@ func TestRestoreStateRefusesBadArchives(t *testing.T) {
 		{"a link", archive(tar.Header{Name: "runs/x", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, file(LedgerName)), `entry "runs/x"`},
 		{"no ledger", archive(file("results.json")), "has no stages.json"},
 		{"not gzip", []byte("plain text"), "is not a gzipped state"},
+		{"a bad entry after good ones", archive(file("results.json"), file("history/a.parquet"), file("../escape.json"), file(LedgerName)), `entry "../escape.json"`},
+		{"a file no state holds", archive(file("results.json"), file("runs/x/run.sh"), file(LedgerName)), `entry "runs/x/run.sh" is no file a state holds`},
+		{"a checkpoint", archive(file("runs/x/checkpoints/step-000000001.safetensors"), file(LedgerName)), "is no file a state holds"},
+		{"an entry twice", archive(file("results.json"), file("results.json"), file(LedgerName)), `entry "results.json" is given twice`},
+		{"cut short", archive(file("results.json"), file(LedgerName))[:40], "s.tgz"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,8 +166,8 @@ func TestRestoreStateRefusesBadArchives(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "s.tgz") {
 				t.Errorf("RestoreState = %v, want an error naming s.tgz and %q", err, tt.want)
 			}
-			if _, err := os.Stat(filepath.Join(out, LedgerName)); err == nil {
-				t.Error("a refused state left a ledger")
+			if left, _ := os.ReadDir(out); len(left) != 0 {
+				t.Errorf("a refused state left %v in the run directory", left)
 			}
 		})
 	}
@@ -194,4 +205,52 @@ func TestRemovedDataMadeAgainFromAnotherInputRedoesTheRuns(t *testing.T) {
 			t.Errorf("stage %s: %+v, want it redone from the new data", s.Name, s)
 		}
 	}
+}
+
+// Every test run restores a second's worth of mutated states (the tar inside the gzip): each
+// is refused, leaving nothing in the run directory, or restored, leaving the ledger and only
+// files a state holds.
+func TestMutatedStatesUnpackAllOrNothing(t *testing.T) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, name := range []string{ResultsName, "history/20260101T000000Z.parquet", "runs/dcl/run.json", "runs/dcl/npc/npc.json", "baselines/raw-pixels/knn.json", LedgerName} {
+		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Size: 3, Mode: 0o644})
+		tw.Write([]byte("{}\n"))
+	}
+	tw.Close()
+	base := t.TempDir()
+	n := 0
+	mutate.Run(t, [][]byte{b.Bytes()}, func(data []byte) error {
+		n++
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		zw.Write(data)
+		zw.Close()
+		out := filepath.Join(base, strconv.Itoa(n))
+		defer os.RemoveAll(out)
+		err := RestoreState(context.Background(), out, &z, "s.tgz")
+		var files []string
+		filepath.WalkDir(out, func(p string, d os.DirEntry, werr error) error {
+			if werr == nil && !d.IsDir() {
+				rel, _ := filepath.Rel(out, p)
+				files = append(files, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		if err != nil {
+			if len(files) > 0 {
+				return fmt.Errorf("refused (%v), and left %q", err, files)
+			}
+			return nil
+		}
+		if !slices.Contains(files, LedgerName) {
+			return fmt.Errorf("restored without a ledger: %q", files)
+		}
+		for _, f := range files {
+			if !isStateFile(f) {
+				return fmt.Errorf("restored %q, no file a state holds", f)
+			}
+		}
+		return nil
+	})
 }

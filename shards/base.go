@@ -35,12 +35,13 @@ func (c *Config) BaseSize(h, w int) (int, int) {
 }
 
 // KeepsFile reports whether a published image file (format "jpeg" or "png", h×w) is stored
-// in base shards as it is: one that needs no shrinking, unless the dataset stores decoded
-// pixels (Raw). Base images of decoded records (CIFAR, STL-10, IDX) are raw pixels, and
-// shrunk images are stored in the dataset's encoding.
+// in base shards as it is: one that needs no shrinking, whatever the views' encoding (the
+// file is smaller than its pixels, and decoding it is what a pass of stored views does
+// too). Base images of decoded records (CIFAR, STL-10, IDX) are raw pixels, and shrunk
+// images are stored in the dataset's encoding.
 func (c *Config) KeepsFile(format string, h, w int) bool {
 	bh, bw := c.BaseSize(h, w)
-	return c.Encoding != Raw && (format == string(JPEG) || format == string(PNG)) && bh == h && bw == w
+	return (format == string(JPEG) || format == string(PNG)) && bh == h && bw == w
 }
 
 // BaseMaker makes base images; it reuses its buffers and is not safe for concurrent use.
@@ -114,6 +115,11 @@ func DecodeBaseRegion(data []byte, e Encoding, h, w, c int, region image.Rectang
 		}
 		return transforms.Image{Pix: data, H: h, W: w, C: c}, nil
 	case PNG, JPEG:
+		// The header first: the decoder allocates pixels for the size the file claims, which
+		// a damaged or forged file need not share with its row.
+		if err := checkImageHeader("base image", data, e, h, w, c); err != nil {
+			return transforms.Image{}, err
+		}
 		var img image.Image
 		var err error
 		if e == JPEG {
@@ -122,7 +128,7 @@ func DecodeBaseRegion(data []byte, e Encoding, h, w, c int, region image.Rectang
 			img, err = decodeStd(data, e)
 		}
 		if err != nil {
-			return transforms.Image{}, fmt.Errorf("decoding %s base image: %w", e, err)
+			return transforms.Image{}, fmt.Errorf("decoding %dx%d %s base image: %w", w, h, e, err)
 		}
 		if b := img.Bounds(); b.Dy() != h || b.Dx() != w {
 			return transforms.Image{}, fmt.Errorf("%s base image is %dx%d, the row says %dx%d", e, b.Dy(), b.Dx(), h, w)

@@ -3,6 +3,11 @@ package shards
 import (
 	"bytes"
 	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
@@ -45,6 +50,36 @@ func TestViewsDecodeOnlyTheirCropsExactly(t *testing.T) {
 					t.Fatalf("%s, %s epoch %d view %d: differs from the view of the whole image", preset, row.Key, i%5, view)
 				}
 			}
+		}
+	}
+}
+
+// A base image whose file disagrees with its row's size is refused from its header, before
+// the decoder allocates the pixels the file claims.
+func TestBaseImageHeaderIsCheckedFirst(t *testing.T) {
+	const side = 1024
+	gray := image.NewGray(image.Rect(0, 0, side, side))
+	for _, e := range []Encoding{JPEG, PNG} {
+		var buf bytes.Buffer
+		var err error
+		if e == JPEG {
+			err = jpeg.Encode(&buf, gray, &jpeg.Options{Quality: 50})
+		} else {
+			err = png.Encode(&buf, gray)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dst, scratch transforms.Image
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err = DecodeBase(buf.Bytes(), e, 16, 16, 1, &dst, &scratch)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s base image is %dx%d, the row says 16x16", e, side, side)) {
+			t.Errorf("%s of %dx%d in a 16x16 row: error %v", e, side, side, err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got >= side*side/4 {
+			t.Errorf("%s of %dx%d in a 16x16 row: %d bytes allocated to refuse it, the pixels are %d", e, side, side, got, side*side)
 		}
 	}
 }

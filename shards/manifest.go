@@ -409,7 +409,9 @@ func (e *DifferentDatasetError) Error() string {
 //     starts clean and ends with exactly the files it writes.
 //
 // Files that are not shards (anything but Parquet files at the top or in pass-NNN folders,
-// and the staging folder) are left alone.
+// and the staging folder) are left alone. Even with overwrite, it removes only what a
+// preprocessing run writes: a directory that holds something else that readers take for
+// data (embeddings, Parquet files at the top that are no dataset's shards) is refused.
 func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -422,6 +424,8 @@ func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error 
 		if err := checkSameDataset(ctx, dir, cfg, files); err != nil {
 			return err
 		}
+	} else if err := checkOnlyDatasetFiles(ctx, dir, files); err != nil {
+		return err
 	}
 	// The manifest goes first: from here on no reader takes the directory for data.
 	if err := storage.Remove(ctx, storage.Join(dir, ManifestName)); err != nil {
@@ -435,6 +439,40 @@ func Prepare(ctx context.Context, dir string, cfg Config, overwrite bool) error 
 		}
 	}
 	return storage.RemoveTree(ctx, storage.Join(dir, StagingDir))
+}
+
+// CheckOverwritable refuses, as Prepare with overwrite does, a directory that holds what no
+// preprocessing run wrote and readers take for data; a command checks it before it reads
+// its input.
+func CheckOverwritable(ctx context.Context, dir string) error {
+	files, err := storage.ListTree(ctx, dir)
+	if err != nil {
+		return err
+	}
+	return checkOnlyDatasetFiles(ctx, dir, files)
+}
+
+// embeddingsManifest is the manifest of an embeddings directory (shards/embeddings).
+const embeddingsManifest = "embeddings.json"
+
+// checkOnlyDatasetFiles refuses a directory that --overwrite would strip of files no
+// preprocessing run wrote: an embeddings directory, or Parquet files at its top whose footer
+// is not a dataset's (shards in pass folders are a dataset's by their place).
+func checkOnlyDatasetFiles(ctx context.Context, dir string, files []string) error {
+	refuse := func(f, what string) error {
+		return fmt.Errorf("%s holds %s, %s: --overwrite replaces a dataset only; write the dataset elsewhere", dir, f, what)
+	}
+	for _, f := range files {
+		switch {
+		case f == embeddingsManifest:
+			return refuse(f, "so it is an embeddings directory, not a dataset")
+		case isShardLike(f) && !strings.Contains(f, "/"):
+			if _, err := readFooterConfig(ctx, storage.Join(dir, f)); err != nil {
+				return refuse(f, "which is no shard of a dataset ("+err.Error()+")")
+			}
+		}
+	}
+	return nil
 }
 
 func checkSameDataset(ctx context.Context, dir string, cfg Config, files []string) error {

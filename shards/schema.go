@@ -150,10 +150,16 @@ func DecodeView(data []byte, e Encoding, h, w, c int, dst *transforms.Image) err
 // checkViewHeader checks cheaply (without decoding pixels) that a view's bytes agree with
 // the row's size and encoding: raw views by length, PNG and JPEG by their headers.
 func checkViewHeader(data []byte, e Encoding, h, w, c int) error {
+	return checkImageHeader("view", data, e, h, w, c)
+}
+
+// checkImageHeader is checkViewHeader for an image of any role (what: "view", "base
+// image"), named so in its errors.
+func checkImageHeader(what string, data []byte, e Encoding, h, w, c int) error {
 	switch e {
 	case Raw:
 		if len(data) != h*w*c {
-			return fmt.Errorf("raw view has %d bytes, want %dx%dx%d = %d", len(data), h, w, c, h*w*c)
+			return fmt.Errorf("raw %s has %d bytes, want %dx%dx%d = %d", what, len(data), h, w, c, h*w*c)
 		}
 		return nil
 	case PNG, JPEG:
@@ -167,10 +173,10 @@ func checkViewHeader(data []byte, e Encoding, h, w, c int) error {
 			cfg, err = jpeg.DecodeConfig(bytes.NewReader(data))
 		}
 		if err != nil {
-			return fmt.Errorf("%s view header: %w", e, err)
+			return fmt.Errorf("%s %s header: %w", e, what, err)
 		}
 		if cfg.Height != h || cfg.Width != w {
-			return fmt.Errorf("%s view is %dx%d, the row says %dx%d", e, cfg.Height, cfg.Width, h, w)
+			return fmt.Errorf("%s %s is %dx%d, the row says %dx%d", e, what, cfg.Height, cfg.Width, h, w)
 		}
 		return nil
 	}
@@ -214,8 +220,9 @@ type Config struct {
 	// Online marks base shards (`dcl preprocess --views=online`): one pass whose rows hold
 	// each image once (View1, in Encoding, at the row's own Height×Width), from which the
 	// reader makes the Views views of epoch e on the fly, seeded exactly as preprocessing
-	// seeds pass e, so they are the views a run with Passes > e stores in pass e. Height
-	// and Width are then the views' size, not the rows'.
+	// seeds pass e, so they are the views a run with Passes > e stores in pass e before
+	// that pass encodes them (see TrainerViews). Height and Width are then the views' size,
+	// not the rows'.
 	Online bool `json:"online,omitempty"`
 	// MaxSide, when positive, bounds the longer side of the images views are cut from:
 	// larger images are first downscaled (antialiased, as Pillow) and, in base shards,
@@ -459,3 +466,22 @@ func decodeStd(data []byte, e Encoding) (image.Image, error) {
 	}
 	return jpegdec.Decode(bytes.NewReader(data))
 }
+
+// TrainerViews says what a trainer reading a dataset of this configuration trains on: views
+// stored in Encoding and decoded, or views made on the fly, which are never encoded. Stored
+// views in a lossy encoding (JPEG, the default above 96 px) are other pixels than the views
+// made on the fly from the same images; lossless ones are the same.
+func (c *Config) TrainerViews() string {
+	switch {
+	case c.Online:
+		return "made on the fly, raw pixels"
+	case c.Encoding == JPEG:
+		return "stored as JPEG (quality 95), decoded"
+	}
+	return "stored " + string(c.Encoding) + " (lossless)"
+}
+
+// ModesDiffer reports whether the views of this configuration's stored passes (Encoding)
+// and of its base shards are other pixels: the same flags give runs with other results in
+// the two modes.
+func (c *Config) ModesDiffer() bool { return c.Views == 2 && c.Encoding == JPEG }

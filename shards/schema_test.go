@@ -75,3 +75,21 @@ func TestSourcesChecksum(t *testing.T) {
 		t.Errorf("ChecksumFile = %s, %d, %v", sum, n, err)
 	}
 }
+
+// TestTrainerViewsTellTheModesApart: stored JPEG views and views made on the fly are other
+// pixels, and a configuration says so; lossless stored views are the same pixels.
+func TestTrainerViewsTellTheModesApart(t *testing.T) {
+	for _, tt := range []struct {
+		enc    Encoding
+		differ bool
+	}{{JPEG, true}, {Raw, false}, {PNG, false}} {
+		stored := Config{Encoding: tt.enc, Views: 2}
+		online := Config{Encoding: tt.enc, Views: 2, Online: true}
+		if stored.ModesDiffer() != tt.differ || online.ModesDiffer() != tt.differ {
+			t.Errorf("%s: ModesDiffer %v and %v, want %v", tt.enc, stored.ModesDiffer(), online.ModesDiffer(), tt.differ)
+		}
+		if tt.differ && !strings.Contains(stored.TrainerViews(), "JPEG") || !strings.Contains(online.TrainerViews(), "raw") {
+			t.Errorf("%s: TrainerViews %q and %q", tt.enc, stored.TrainerViews(), online.TrainerViews())
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
@@ -347,5 +350,38 @@ func TestDeadLettersAddUp(t *testing.T) {
 	os.Remove(filepath.Join(dir, DeadLettersName))
 	if _, err := Verify(ctx, dir); err == nil || !strings.Contains(err.Error(), "dead-letter file") {
 		t.Errorf("Verify without the dead-letter file = %v", err)
+	}
+}
+
+// TestOverwriteRemovesOnlyDatasets: --overwrite into a directory of embeddings, or one with
+// Parquet files at its top that are no dataset's shards, is refused and removes nothing.
+func TestOverwriteRemovesOnlyDatasets(t *testing.T) {
+	ctx := context.Background()
+	for _, plant := range []string{"embeddings.json", "part-00000-of-00001.parquet"} {
+		t.Run(plant, func(t *testing.T) {
+			dir := t.TempDir()
+			var buf bytes.Buffer
+			if err := parquet.Write(&buf, []struct{ ID int64 }{{1}, {2}}); err != nil {
+				t.Fatal(err)
+			}
+			files := map[string][]byte{"part-00000-of-00001.parquet": buf.Bytes(), plant: []byte(`{"format": 1}`)}
+			if plant != "embeddings.json" {
+				files = map[string][]byte{plant: buf.Bytes()}
+			}
+			for name, data := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := Prepare(ctx, dir, testConfig(), true)
+			if err == nil || !strings.Contains(err.Error(), "--overwrite replaces a dataset only") {
+				t.Errorf("Prepare with overwrite = %v", err)
+			}
+			for name, data := range files {
+				if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, data) {
+					t.Errorf("%s was removed or changed: %v", name, err)
+				}
+			}
+		})
 	}
 }

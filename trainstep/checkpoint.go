@@ -2,7 +2,6 @@ package trainstep
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -244,7 +243,51 @@ func ReadCheckpoint(ctx context.Context, path string) (*Checkpoint, error) {
 	for name := range byName {
 		return nil, bad("tensor %s is not a variable of the header", name)
 	}
+	if err := c.checkFinite(); err != nil {
+		return nil, bad("%v", err)
+	}
 	return c, nil
+}
+
+// checkFinite refuses a checkpoint with a NaN or an infinity in a floating-point variable: no
+// step of a run that trains writes one, and a model holding one embeds and exports nothing
+// but NaNs.
+func (c *Checkpoint) checkFinite() error {
+	for _, v := range c.Header.Variables {
+		data := c.raw(v)
+		var bad int
+		switch v.DType {
+		case dtypes.Float32.String():
+			bad = firstNonFinite(data, 4, func(b []byte) bool {
+				return binary.LittleEndian.Uint32(b)&0x7f800000 == 0x7f800000
+			})
+		case dtypes.Float64.String():
+			bad = firstNonFinite(data, 8, func(b []byte) bool {
+				return binary.LittleEndian.Uint64(b)&0x7ff0000000000000 == 0x7ff0000000000000
+			})
+		case dtypes.Float16.String():
+			bad = firstNonFinite(data, 2, func(b []byte) bool { return binary.LittleEndian.Uint16(b)&0x7c00 == 0x7c00 })
+		case dtypes.BFloat16.String():
+			bad = firstNonFinite(data, 2, func(b []byte) bool { return binary.LittleEndian.Uint16(b)&0x7f80 == 0x7f80 })
+		default:
+			continue
+		}
+		if bad >= 0 {
+			return fmt.Errorf("variable %s/%s holds a NaN or an infinity (element %d): the run that wrote it diverged, or the file was altered", v.Scope, v.Name, bad)
+		}
+	}
+	return nil
+}
+
+// firstNonFinite returns the index of the first element of size bytes in data for which
+// nonFinite holds, or -1.
+func firstNonFinite(data []byte, size int, nonFinite func([]byte) bool) int {
+	for i := 0; i+size <= len(data); i += size {
+		if nonFinite(data[i : i+size]) {
+			return i / size
+		}
+	}
+	return -1
 }
 
 // checkpointHeader decodes and checks the header a safetensors checkpoint's metadata holds.
@@ -253,15 +296,70 @@ func checkpointHeader(meta map[string]string) (*CheckpointHeader, error) {
 		return nil, fmt.Errorf("not a dcl checkpoint (metadata %s is %q, want %q)", metaFormat, meta[metaFormat], checkpointFormat)
 	}
 	var h CheckpointHeader
-	dec := json.NewDecoder(strings.NewReader(meta[metaHeader]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
+	if err := storage.DecodeJSON([]byte(meta[metaHeader]), &h); err != nil {
 		return nil, fmt.Errorf("header: %v", err)
 	}
 	if h.FormatVersion != checkpointVersion {
 		return nil, fmt.Errorf("format version %d; this program reads versions %d and %d", h.FormatVersion, legacyVersion, checkpointVersion)
 	}
+	if err := h.check(); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
 	return &h, nil
+}
+
+// check refuses a header whose state no run can have reached, whatever its data: a
+// checksum proves a file whole, not that what it says is possible (a header can be edited
+// and its checksum computed again). Where the run's data is known, checkPosition checks
+// the position against it too.
+func (h *CheckpointHeader) check() error {
+	st := h.State
+	switch {
+	case st.StepsDone < 0 || st.Epoch < 0 || st.Batch < 0:
+		return fmt.Errorf("state: steps done %d, epoch %d, batch %d: none may be negative", st.StepsDone, st.Epoch, st.Batch)
+	case st.Batch > st.StepsDone:
+		return fmt.Errorf("state: at batch %d after %d steps: each batch is a step", st.Batch, st.StepsDone)
+	case st.ImageHeight < 0 || st.ImageWidth < 0:
+		return fmt.Errorf("state: images of %dx%d", st.ImageHeight, st.ImageWidth)
+	}
+	if r := h.Run; r != nil {
+		switch {
+		case r.BatchSize <= 0 || r.Epochs < 0:
+			return fmt.Errorf("run: batch size %d, %d epochs", r.BatchSize, r.Epochs)
+		case st.Epoch > r.Epochs || st.Epoch == r.Epochs && st.Batch > 0:
+			return fmt.Errorf("state: at epoch %d batch %d of a run of %d epochs", st.Epoch, st.Batch, r.Epochs)
+		case st.Finished && st.Epoch != r.Epochs:
+			return fmt.Errorf("state: finished at epoch %d of a run of %d epochs", st.Epoch, r.Epochs)
+		}
+		// Every step is one batch and every epoch the same number of them: the steps are
+		// Epoch whole epochs and Batch more.
+		if st.Epoch == 0 && st.StepsDone != st.Batch ||
+			st.Epoch > 0 && ((st.StepsDone-st.Batch)%st.Epoch != 0 || (st.StepsDone-st.Batch)/st.Epoch <= st.Batch) {
+			return fmt.Errorf("state: at epoch %d batch %d after %d steps, which no number of steps an epoch gives", st.Epoch, st.Batch, st.StepsDone)
+		}
+	}
+	for _, v := range h.Variables {
+		for _, d := range v.Dims {
+			if d < 0 {
+				return fmt.Errorf("variable %s/%s has a negative dimension in %v", v.Scope, v.Name, v.Dims)
+			}
+		}
+	}
+	return nil
+}
+
+// checkPosition refuses a run's checkpoint whose position does not follow from its steps on
+// data of stepsPerEpoch batches an epoch: every step is one batch, and an epoch ends after
+// stepsPerEpoch of them.
+func checkPosition(path string, st TrainState, stepsPerEpoch int) error {
+	if stepsPerEpoch <= 0 {
+		return nil
+	}
+	if st.Batch >= stepsPerEpoch || st.StepsDone != st.Epoch*stepsPerEpoch+st.Batch {
+		return fmt.Errorf("checkpoint %s is at epoch %d batch %d after %d steps, which no run on this data (%d steps an epoch) reaches: it is not this run's, or it was altered",
+			path, st.Epoch, st.Batch, st.StepsDone, stepsPerEpoch)
+	}
+	return nil
 }
 
 // readLegacyCheckpoint reads a checkpoint of the first format: magic, checksum, version, and
@@ -283,13 +381,14 @@ func readLegacyCheckpoint(path string, raw []byte) (*Checkpoint, error) {
 	}
 	data := body[16+headerLen:]
 	c := &Checkpoint{Path: path, values: map[string][]byte{}}
-	dec := json.NewDecoder(bytes.NewReader(body[16 : 16+headerLen]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c.Header); err != nil {
+	if err := storage.DecodeJSON(body[16:16+headerLen], &c.Header); err != nil {
 		return nil, bad("header: %v", err)
 	}
 	if c.Header.FormatVersion != legacyVersion {
 		return nil, bad("format version %d in a %s file, which holds version %d", c.Header.FormatVersion, legacyMagic, legacyVersion)
+	}
+	if err := c.Header.check(); err != nil {
+		return nil, bad("header: %v", err)
 	}
 	for _, v := range c.Header.Variables {
 		dt, err := dtypes.DTypeString(v.DType)
@@ -313,6 +412,9 @@ func readLegacyCheckpoint(path string, raw []byte) (*Checkpoint, error) {
 				v.Scope, v.Name, v.DType, v.Dims, v.Offset, v.Bytes, len(data))
 		}
 		c.values[variablePath(v.Scope, v.Name)] = data[v.Offset : v.Offset+v.Bytes]
+	}
+	if err := c.checkFinite(); err != nil {
+		return nil, bad("%v", err)
 	}
 	return c, nil
 }
@@ -358,13 +460,14 @@ func readLegacyHeader(path string, r io.Reader) (*CheckpointHeader, error) {
 		return nil, fmt.Errorf("checkpoint %s: reading header: %w", path, err)
 	}
 	var h CheckpointHeader
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
+	if err := storage.DecodeJSON(raw, &h); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: header: %w", path, err)
 	}
 	if h.FormatVersion != legacyVersion {
 		return nil, fmt.Errorf("checkpoint %s: format version %d in a %s file, which holds version %d", path, h.FormatVersion, legacyMagic, legacyVersion)
+	}
+	if err := h.check(); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: header: %w", path, err)
 	}
 	return &h, nil
 }

@@ -2,13 +2,16 @@ package trainstep
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"math"
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/gomlx/ml/model"
@@ -122,19 +125,20 @@ class MLP(nn.Module):
 
 // torchModuleFile is the module file: build() and a reader of the weights that needs no
 // safetensors package (Debian has none).
-const torchModuleFile = `"""The encoder of %[1]s, written by dcl export: build() makes its backbone in
-PyTorch, whose state dict the weights beside this file fill with strict=True:
+const torchModuleFile = `r"""The encoder of model %[1]s, written by dcl export: build() makes its backbone
+in PyTorch, whose state dict the weights beside this file fill with strict=True:
 
     import runpy
-    m = runpy.run_path("%[2]s")
+    m = runpy.run_path(%[2]s)
     model = m["build"]()
-    model.load_state_dict(m["load_state_dict"]("%[3]s"), strict=True)
+    model.load_state_dict(m["load_state_dict"](%[3]s), strict=True)
     model.eval()
 
 Feed it NCHW images scaled to [0, 1] and normalised with the sidecar's mean and std: it
 returns the backbone's features. An export with --projector also holds the projector, which
 build_projector() makes and load_state_dict(path, "projector") fills.
 """
+import hashlib
 import json
 import struct
 from collections import OrderedDict
@@ -158,17 +162,23 @@ def build_projector(features=%[8]d, projection=%[9]d):
 
 
 _DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
-_PROJECTOR = "%[12]s"
+_PROJECTOR = %[12]s
+_CHECKSUM = %[13]s
 
 
 def load_state_dict(path, part="backbone"):
     """The state dict of the backbone, or of the projector (part="projector"), from a
     safetensors file, without the safetensors package: an 8-byte header length, a JSON
-    header, the raw data."""
+    header, the raw data, whose SHA-256 the header's metadata holds."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
         data = f.read()
+    want = header.get("__metadata__", {}).get(_CHECKSUM)
+    if want is None:
+        raise ValueError(f"{path}: no {_CHECKSUM} in the metadata: not a file dcl export wrote")
+    if hashlib.sha256(data).hexdigest() != want:
+        raise ValueError(f"{path}: the tensor data do not match their SHA-256 in the metadata: the file is damaged")
     out = OrderedDict()
     for name, e in header.items():
         if name == "__metadata__" or name.startswith(_PROJECTOR) != (part == "projector"):
@@ -277,8 +287,36 @@ func torchModule(info *TorchInfo, weights, module string) string {
 	} else {
 		classes = fmt.Sprintf(torchModuleClasses, bnEpsilon, bnMomentum)
 	}
-	return fmt.Sprintf(torchModuleFile, info.Model, module, weights, imports, classes, what, arch.build(info),
-		info.FeatureDim, max(info.ProjectionDim, DefaultProjectionDim), bnEpsilon, bnMomentum, ProjectorPrefix)
+	return fmt.Sprintf(torchModuleFile, pyString(info.Model), pyString(module), pyString(weights), imports, classes, what, arch.build(info),
+		info.FeatureDim, max(info.ProjectionDim, DefaultProjectionDim), bnEpsilon, bnMomentum, pyString(ProjectorPrefix), pyString(TorchChecksumKey))
+}
+
+// pyString is the one way a string reaches generated Python: a double-quoted literal of
+// printable ASCII in which nothing but its own quotes is a quote and no backslash is taken
+// for anything but the start of an escape, so that it is the same string in plain code and
+// in a raw docstring, and no name can end either. Bytes that are not UTF-8 become the lone
+// surrogates Python's file functions turn back into those bytes (surrogateescape).
+func pyString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, "\\udc%02x", s[0])
+		case r >= 0x20 && r < 0x7f && r != '"' && r != '\\':
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case r < 0x10000:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			fmt.Fprintf(&b, "\\U%08x", r)
+		}
+		s = s[size:]
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // torchParams maps this package's variable names to PyTorch's parameter and buffer names.
@@ -378,6 +416,17 @@ func torchLayout(name string, dims []int, v []float32) ([]int, []float32) {
 	return dims, v
 }
 
+// TorchChecksumKey names the metadata entry of an export that holds the SHA-256 of its
+// tensor data (what follows the header), which the module file's reader checks.
+const TorchChecksumKey = "dcl_data_sha256"
+
+// dataSHA256 is the SHA-256, in hexadecimal, of a safetensors file's data.
+func dataSHA256(file []byte) string {
+	n := binary.LittleEndian.Uint64(file[:8])
+	sum := sha256.Sum256(file[8+n:])
+	return hex.EncodeToString(sum[:])
+}
+
 // TorchExtension ends the name of an exported encoder; its sidecar has the same name ending in
 // .json instead, its module file .py.
 const TorchExtension = ".safetensors"
@@ -419,6 +468,11 @@ func SaveTorch(ctx context.Context, checkpoint, output string, projector bool) (
 	}
 	data, err := safetensors.Encode(tensors, meta)
 	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", output, err)
+	}
+	// The data's checksum goes in the header, which moves the data but leaves it as it is.
+	meta[TorchChecksumKey] = dataSHA256(data)
+	if data, err = safetensors.Encode(tensors, meta); err != nil {
 		return nil, fmt.Errorf("export %s: %w", output, err)
 	}
 	module := TorchModulePath(output)

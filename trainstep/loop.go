@@ -340,17 +340,44 @@ func pruneCheckpoints(ctx context.Context, run RunConfig, newest string) error {
 	if run.KeepCheckpoints == 0 {
 		return nil
 	}
-	paths, _, err := ListCheckpoints(ctx, run.Out)
+	paths, steps, err := ListCheckpoints(ctx, run.Out)
 	if err != nil {
 		return err
 	}
-	for len(paths) > run.KeepCheckpoints {
-		if paths[0] != newest {
-			if err := storage.Remove(ctx, paths[0]); err != nil {
+	mine, err := ReadCheckpointHeader(ctx, newest)
+	if err != nil {
+		return err
+	}
+	// Only the run's own checkpoints count and go: a file is one when its name is the one
+	// the run gives the checkpoint of its step and its header is of this run. Anything else
+	// in the folder (a copy of another run's, a file named like one) is left as it is.
+	var ours []string
+	for i, p := range paths {
+		base := storage.Base(p)
+		if p != newest {
+			if base != CheckpointName(steps[i]) && base != strings.TrimSuffix(CheckpointName(steps[i]), CheckpointExt)+LegacyCheckpointExt {
+				continue
+			}
+			if h, err := ReadCheckpointHeader(ctx, p); err != nil || h.State.StepsDone != steps[i] || !sameRun(h, mine) {
+				continue
+			}
+		}
+		ours = append(ours, p)
+	}
+	for len(ours) > run.KeepCheckpoints {
+		if ours[0] != newest {
+			if err := storage.Remove(ctx, ours[0]); err != nil {
 				return err
 			}
 		}
-		paths = paths[1:]
+		ours = ours[1:]
 	}
 	return nil
+}
+
+// sameRun reports whether two checkpoints' headers are of one run: the same model from the
+// same initial weights, trained on the same data in the same order.
+func sameRun(a, b *CheckpointHeader) bool {
+	return a.Step.Model.Name == b.Step.Model.Name && a.Step.InitSeed == b.Step.InitSeed &&
+		a.State.Seed == b.State.Seed && a.State.DataFingerprint == b.State.DataFingerprint
 }

@@ -140,6 +140,9 @@ func ParseLossKind(s string) (LossKind, error) {
 	return LossKind(name), nil
 }
 
+// minTemperature is float32's smallest normal number.
+const minTemperature = 0x1p-126
+
 // Validate reports a configuration that cannot be computed: an unknown loss, τ, a parameter
 // outside its declared range (each check runs here once), or an unknown reduction.
 func (c LossConfig) Validate() error {
@@ -149,6 +152,11 @@ func (c LossConfig) Validate() error {
 	}
 	if !(c.Temperature > 0) || math.IsInf(c.Temperature, 0) {
 		return usage.Value("temperature", c.Temperature, "must be a positive number")
+	}
+	// The loss divides float32 similarities by τ: τ must be a float32 number whose inverse
+	// is one too.
+	if c.Temperature < minTemperature || c.Temperature > math.MaxFloat32 {
+		return usage.Value("temperature", c.Temperature, "must be between %.3g and %.3g (float32 numbers whose inverses are float32 numbers)", minTemperature, math.MaxFloat32)
 	}
 	if _, err := registry.Resolve(spec.Display, spec.Params, c.Params, false); err != nil {
 		return err

@@ -10,7 +10,9 @@ import (
 // memory), naming the largest value that could fit. The bounds are lower bounds of what
 // training holds, so they refuse only what is sure not to fit:
 //   - the projector's first layer alone has FeatureDim² weights, held with their gradient and
-//     momentum: 12·FeatureDim² bytes, and FeatureDim grows with the width;
+//     momentum: 12·FeatureDim² bytes, and FeatureDim grows with the width; its last layer
+//     12·FeatureDim·ProjectionDim bytes;
+//   - NNCLR's prediction head, 12·2·ProjectionDim·PredictorHidden bytes;
 //   - a queue (MoCo's negatives, NNCLR's support set) of K rows of the projection, with the
 //     batch's similarities to every row: 4·K·(ProjectionDim + batch) bytes.
 func checkMemory(m *Model, cfg StepConfig, batch int, mem int64) error {
@@ -22,8 +24,23 @@ func checkMemory(m *Model, cfg StepConfig, batch int, mem int64) error {
 		return fmt.Errorf("--width=%d: %s at this width needs more than %s (its projector alone has %.0f×%.0f weights, with their gradients and momentum); this machine has %s, which fits a width of at most %d",
 			m.cfg.BaseWidth, m.cfg.Name, human(need), f, f, human(float64(mem)), maxWidth)
 	}
+	p := float64(m.cfg.ProjectionDim)
+	if need := bytesPerWeight * f * p; need > float64(mem) {
+		return fmt.Errorf("--projection-dim=%d: a projection this wide needs more than %s (the projector's last layer alone has %.0f×%.0f weights, with their gradients and momentum); this machine has %s, which fits a projection dimension of at most %d",
+			m.cfg.ProjectionDim, human(need), f, p, human(float64(mem)), int64(float64(mem)/(bytesPerWeight*f)))
+	}
 	c, err := cfg.withMethodDefaults()
-	if err != nil || c.MethodConfig.Int(SettingQueueSize) == 0 {
+	if err != nil {
+		return nil
+	}
+	if c.Method == NNCLRMethod {
+		hidden := float64(c.MethodConfig.Int(SettingPredictorHidden))
+		if need := bytesPerWeight * 2 * p * hidden; need > float64(mem) {
+			return fmt.Errorf("--predictor-hidden=%.0f: a prediction head this wide needs more than %s (its two layers have 2×%.0f×%.0f weights, with their gradients and momentum); this machine has %s, which fits a hidden width of at most %d",
+				hidden, human(need), p, hidden, human(float64(mem)), int64(float64(mem)/(bytesPerWeight*2*p)))
+		}
+	}
+	if c.MethodConfig.Int(SettingQueueSize) == 0 {
 		return nil
 	}
 	row := 4 * float64(m.cfg.ProjectionDim+batch)

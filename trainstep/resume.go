@@ -94,7 +94,7 @@ func planRun(ctx context.Context, cfg StepConfig, run RunConfig, info SourceInfo
 	if err != nil {
 		return nil, err
 	}
-	if err := checkResume(p.checkpoint, h, model, run, p.fresh); err != nil {
+	if err := checkResume(p.checkpoint, h, model, run, p.fresh, stepsPerEpoch); err != nil {
 		return nil, setupErr(err)
 	}
 	cfg = cfg.withTrainedParams(h.Step)
@@ -201,7 +201,7 @@ func sameMethodSettings(path string, trained, asked StepConfig) error {
 
 // checkResume reports a checkpoint that does not belong to this run: another model, batch
 // size, seed, data or image size.
-func checkResume(path string, h *CheckpointHeader, model *Model, run RunConfig, fresh TrainState) error {
+func checkResume(path string, h *CheckpointHeader, model *Model, run RunConfig, fresh TrainState, stepsPerEpoch int) error {
 	if err := model.SameVariables(h.Step.Model); err != nil {
 		return fmt.Errorf("checkpoint %s does not fit: %w", path, err)
 	}
@@ -217,7 +217,7 @@ func checkResume(path string, h *CheckpointHeader, model *Model, run RunConfig, 
 	case st.ImageHeight != fresh.ImageHeight || st.ImageWidth != fresh.ImageWidth:
 		return fmt.Errorf("checkpoint %s was trained on %dx%d images, the data has %dx%d", path, st.ImageHeight, st.ImageWidth, fresh.ImageHeight, fresh.ImageWidth)
 	}
-	return nil
+	return checkPosition(path, st, stepsPerEpoch)
 }
 
 // finishedAlready returns the summary of a run that resumes from the end of a finished run
@@ -248,7 +248,7 @@ func finishedAlready(ctx context.Context, plan *runPlan, run RunConfig, info Sou
 		if err := pruneCheckpoints(ctx, run, plan.checkpoint); err != nil {
 			return nil, err
 		}
-		if sum, err = summaryFromLog(ctx, run.Out, h, stepsPerEpoch*run.Epochs, stepsPerEpoch); err != nil {
+		if sum, err = summaryFromLog(ctx, run.Out, h, stepsPerEpoch*run.Epochs, stepsPerEpoch, info.Views); err != nil {
 			return nil, err
 		}
 		sum.Checkpoint = plan.checkpoint
@@ -261,11 +261,15 @@ func finishedAlready(ctx context.Context, plan *runPlan, run RunConfig, info Sou
 	return &sum, nil
 }
 
-// resume restores the checkpoint at path (checked by planRun) into step and returns its state.
-func resume(ctx context.Context, path string, step *Step, run RunConfig, logger *slog.Logger) (TrainState, error) {
+// resume restores the checkpoint at path (checked by planRun, whose header planned is) into
+// step and returns its state.
+func resume(ctx context.Context, path string, planned *CheckpointHeader, step *Step, run RunConfig, logger *slog.Logger) (TrainState, error) {
 	ckpt, err := ReadCheckpoint(ctx, path)
 	if err != nil {
 		return TrainState{}, err
+	}
+	if ckpt.Header.State != planned.State {
+		return TrainState{}, fmt.Errorf("checkpoint %s changed while the run started: resume again", path)
 	}
 	if err := ckpt.Restore(step); err != nil {
 		return TrainState{}, setupErr(err)

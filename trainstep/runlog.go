@@ -25,8 +25,8 @@ func writeSummary(ctx context.Context, out string, s *Summary) error {
 // summaryFromLog rebuilds the summary of a finished run from its final checkpoint's header
 // and its log: the last step's loss and mean q, the last monitor results, the parameter count
 // from the header's variables. The throughput is not recorded anywhere and stays 0.
-func summaryFromLog(ctx context.Context, out string, h *CheckpointHeader, total, stepsPerEpoch int) (Summary, error) {
-	sum := Summary{StepsDone: h.State.StepsDone, TotalSteps: total, Epoch: h.State.Epoch, Finished: true, StepsPerEpoch: stepsPerEpoch}
+func summaryFromLog(ctx context.Context, out string, h *CheckpointHeader, total, stepsPerEpoch int, views string) (Summary, error) {
+	sum := Summary{StepsDone: h.State.StepsDone, TotalSteps: total, Epoch: h.State.Epoch, Finished: true, StepsPerEpoch: stepsPerEpoch, Views: views}
 	for _, v := range h.Variables {
 		if v.Trainable && isModelScope(v.Scope) {
 			size := 1
@@ -96,10 +96,10 @@ func openRunLog(ctx context.Context, out string, echo io.Writer, stepsDone int) 
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o777); err != nil {
 		return nil, fmt.Errorf("creating output folder %s: %w", out, err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("opening log %s: %w", path, err)
 	}

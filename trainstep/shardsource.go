@@ -53,7 +53,7 @@ func OpenShards(ctx context.Context, dir string) (*ShardSource, error) {
 		dir: dir, m: m, window: window,
 		info: SourceInfo{
 			Examples: int(perPass), Passes: passes, Height: c.Height, Width: c.Width, Channels: c.Channels,
-			Dataset: c.Dataset,
+			Dataset: c.Dataset, Views: c.TrainerViews(),
 			// The order of an epoch depends on the manifest and the reader's window.
 			Fingerprint: fmt.Sprintf("manifest-sha256:%s/window:%d", hex.EncodeToString(sum[:]), window),
 		},

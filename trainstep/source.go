@@ -46,6 +46,9 @@ type SourceInfo struct {
 	Dataset string
 	// Fingerprint identifies the data (e.g. the manifest's checksum); a resumed run checks it.
 	Fingerprint string
+	// Views says what the views are (shards.Config.TrainerViews): the run's summary records
+	// it, since stored JPEG views and views made on the fly are other pixels.
+	Views string
 }
 
 // OnlinePasses is SourceInfo.Passes of a source that makes fresh views every epoch: no

@@ -88,6 +88,8 @@ type Summary struct {
 	Monitor       map[string]any `json:"monitor,omitempty"`
 	Parameters    int            `json:"parameters"`
 	StepsPerEpoch int            `json:"steps_per_epoch"`
+	// Views is what the run trained on (SourceInfo.Views).
+	Views string `json:"views,omitempty"`
 }
 
 // LogLine is one line of the training log (train.jsonl in the output folder).
@@ -124,6 +126,10 @@ func setupErr(err error) error {
 	return &SetupError{Err: err}
 }
 
+// MaxEpochs is the most epochs a run may have: with fewer than 2³¹ steps an epoch (a
+// dataset of fewer than 2³² view pairs), the run's step count stays within 2⁶².
+const MaxEpochs = math.MaxInt32
+
 // Validate checks the settings that do not depend on the data.
 func (r RunConfig) Validate() error {
 	switch {
@@ -131,8 +137,12 @@ func (r RunConfig) Validate() error {
 		return usage.Value("batch-size", r.BatchSize, "a contrastive batch needs at least 2 view pairs (each image's negatives are the others)")
 	case r.Epochs < 1:
 		return usage.Value("epochs", r.Epochs, "want at least 1")
+	case r.Epochs > MaxEpochs:
+		return usage.Value("epochs", r.Epochs, "want at most %d (the run's steps, epochs times the steps of an epoch, are counted in 64 bits)", MaxEpochs)
 	case !(r.BaseLR > 0) || math.IsInf(r.BaseLR, 0):
 		return usage.Value("lr", r.BaseLR, "want a positive number")
+	case r.BaseLR*float64(max(r.BatchSize, ReferenceBatch))/ReferenceBatch > math.MaxFloat32:
+		return usage.Value("lr", r.BaseLR, "the peak learning rate, lr·batch/%d, must be a float32 number (at most %.3g)", ReferenceBatch, math.MaxFloat32)
 	case r.WarmupEpochs < 0 || r.WarmupEpochs > float64(r.Epochs) || math.IsNaN(r.WarmupEpochs):
 		return usage.Value("warmup-epochs", r.WarmupEpochs, "want between 0 and the %d epochs of the run", r.Epochs)
 	case r.CheckpointEvery < 0:
@@ -191,7 +201,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	}
 	state := plan.fresh
 	if plan.checkpoint != "" {
-		if state, err = resume(ctx, plan.checkpoint, step, run, logger); err != nil {
+		if state, err = resume(ctx, plan.checkpoint, plan.header, step, run, logger); err != nil {
 			return nil, err
 		}
 	}
@@ -201,7 +211,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	}
 	logger.Info("training", "model", cfg.Model.Name, "precision", cfg.Precision, "devices", devices, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
 		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
-		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone)
+		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone, "views", info.Views)
 
 	log, err := openRunLog(ctx, run.Out, opts.Log, state.StepsDone)
 	if log != nil {
@@ -224,7 +234,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	l := &loop{
 		step: step, run: run, opts: opts, sched: sched, state: state, log: log, tb: tb, logger: logger,
 		stepsPerEpoch: stepsPerEpoch, total: total, clock: runClock{startSteps: state.StepsDone, monitorImages: opts.MonitorImages},
-		summary: &Summary{TotalSteps: total, StepsPerEpoch: stepsPerEpoch, Parameters: step.NumParameters()},
+		summary: &Summary{TotalSteps: total, StepsPerEpoch: stepsPerEpoch, Parameters: step.NumParameters(), Views: info.Views},
 	}
 	// Epochs are shown as the log numbers them: from 0, the epoch under way.
 	l.bar = opts.Progress.Start("train", int64(state.StepsDone), int64(total), "steps")

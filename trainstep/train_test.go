@@ -654,10 +654,22 @@ func TestResumeFinishedRunChangesNothing(t *testing.T) {
 	if len(paths) != 1 || run.KeepCheckpoints != 2 {
 		t.Fatalf("the test wants one checkpoint kept of two, has %d of %d", len(paths), run.KeepCheckpoints)
 	}
+	// The run's checkpoints of steps 1 and 2, as its earlier checkpoints wrote them: the same
+	// run again, elsewhere, with a checkpoint every step and none pruned.
+	every := testRunConfig(t, t.TempDir())
+	every.CheckpointEvery, every.KeepCheckpoints = 1, 0
+	if _, err := Train(ctx, cfg, every, quietOptions(t, src)); err != nil {
+		t.Fatal(err)
+	}
 	var older []string
-	for step := range 2 { // older than the final one, as if written by earlier checkpoints
-		older = append(older, filepath.Join(out, CheckpointDir, CheckpointName(step)))
-		if err := os.WriteFile(older[step], read(filepath.Join(CheckpointDir, filepath.Base(paths[0]))), 0o644); err != nil {
+	for step := 1; step <= 2; step++ {
+		name := filepath.Join(CheckpointDir, CheckpointName(step))
+		data, err := os.ReadFile(filepath.Join(every.Out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		older = append(older, filepath.Join(out, name))
+		if err := os.WriteFile(older[len(older)-1], data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

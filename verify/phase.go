@@ -372,7 +372,7 @@ func floors(ctx context.Context, p Phase) (Floors, error) {
 	fl.Reference, fl.Shape = r, shape
 	if p.Floors != "" {
 		if b, err := json.Marshal(fl); err == nil {
-			_ = os.WriteFile(p.Floors, b, 0o644) // a cache: the next row computes them again without it
+			_ = os.WriteFile(p.Floors, b, 0o666) // a cache: the next row computes them again without it
 		}
 	}
 	return fl, nil

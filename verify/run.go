@@ -417,7 +417,7 @@ func (r *CheckResult) write(ctx context.Context, dir string) error {
 	if dir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
 	if err := storage.SaveJSON(ctx, filepath.Join(dir, "gpu-check.json"), r); err != nil {

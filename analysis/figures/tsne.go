@@ -110,7 +110,7 @@ func TSNE(ctx context.Context, o TSNEOptions) (*TSNEResult, error) {
 	for i, sample := range samples {
 		slog.Info("t-SNE", "embeddings", sample.Source, "points", len(sample.Labels), "iterations", o.Config.Iterations,
 			"rows_of_other_classes", res.Panels[i].OtherClasses)
-		layout, err := analysis.TSNE(sample.Vectors, o.Config, sample.Source)
+		layout, err := analysis.TSNE(ctx, sample.Vectors, o.Config, sample.Source)
 		if err != nil {
 			return nil, err
 		}

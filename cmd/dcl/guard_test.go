@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,7 +45,6 @@ func TestGuardedFlagsExist(t *testing.T) {
 // a running command holds it), every command that writes that output, under any spelling of
 // its path, refuses at once and names the holder.
 func TestEveryWriterTakesTheLock(t *testing.T) {
-	t.Setenv(guard.LockDirEnv, t.TempDir())
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	config := filepath.Join(dir, "tiny.yaml")
@@ -88,7 +88,6 @@ func TestEveryWriterTakesTheLock(t *testing.T) {
 // TestOutputsThatWouldDestroyInputsAreRefused: an output that is, holds or lies in an input
 // is a usage error naming both, before anything is read or written.
 func TestOutputsThatWouldDestroyInputsAreRefused(t *testing.T) {
-	t.Setenv(guard.LockDirEnv, t.TempDir())
 	dir := t.TempDir()
 	s, e := filepath.Join(dir, "shards"), filepath.Join(dir, "emb")
 	photos := filepath.Join(dir, "photos")
@@ -134,7 +133,6 @@ func TestTwoWritersAtOnce(t *testing.T) {
 		t.Skip("trains and embeds in child processes")
 	}
 	root := t.TempDir()
-	t.Setenv(guard.LockDirEnv, filepath.Join(root, "locks"))
 	input := filepath.Join(root, "idx")
 	pipelinetest.WriteIDX(t, input, "train", 96, false)
 	data := filepath.Join(root, "data")
@@ -263,5 +261,23 @@ func TestUnwritableTempDirIsOneLine(t *testing.T) {
 				t.Errorf("TMPDIR=%s dcl %s exited %d: %q", tmp, args[0], code, stderr)
 			}
 		}
+	}
+}
+
+// TestLocksNeedNoTempDir: the lock lives beside the output, so a missing temporary folder is
+// never made for it.
+func TestLocksNeedNoTempDir(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nonexistent")
+	t.Setenv("TMPDIR", missing)
+	out, err := runChild(t, dir, []string{"train", "--input=" + filepath.Join(dir, "in"), "--output=" + filepath.Join(dir, "run")})
+	if err == nil {
+		t.Fatalf("train on a missing input succeeded: %s", out)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dcl train made the missing TMPDIR %s (%v): %s", missing, err, out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left beside the output: %v", entries)
 	}
 }

@@ -38,12 +38,14 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 	renamedFlag(fs, out, "epochs", "passes")
 	views := fs.String("views", "offline", "offline: store --passes augmented passes of view pairs; online: store each image once\n"+
 		"(decoded pixels for CIFAR, STL-10 and IDX, the published JPEG or PNG for image files) and let 'dcl train'\n"+
-		"make every epoch's views on the fly, the same bytes as pass e of stored views")
+		"make every epoch's views on the fly, the same bytes as pass e of stored views before --encoding: above 96 px\n"+
+		"stored views are JPEG q95 by default and views made on the fly raw, so runs on the two differ unless --encoding=raw")
 	maxSide := fs.Int("max-side", 0, "shrink images whose longer side is larger to this many pixels before cutting views\n"+
 		"(as FFCV's max_resolution; both modes); 0 keeps every image as published")
 	seed := fs.Uint64("seed", 1, "seed of the augmentations and of the rows' order in the shards")
 	parts := fs.Int("shards", 0, fmt.Sprintf("shards per pass (0: about one per %d MiB of output)", pipelines.DefaultShardBytes>>20))
-	encoding := fs.String("encoding", "", "view encoding: raw, png or jpeg; empty: raw up to 96 px, jpeg above")
+	encoding := fs.String("encoding", "", "view encoding: raw, png or jpeg; empty: raw up to 96 px, jpeg above (quality 95, lossy:\n"+
+		"other pixels than the raw views --views=online makes)")
 	size := fs.Int("size", 0, "view side in pixels; 0: the dataset's ("+
 		datasets.Describe(func(d datasets.Descriptor) string { return strconv.Itoa(d.ViewSize) })+");\nthe same as --view-size")
 	channels := fs.Int("channels", 0, "view channels, 1 or 3; 0: the dataset's ("+

@@ -136,6 +136,11 @@ func demoCommand() *command {
 // loadConfig reads a config file, or a built-in config by name, with the overrides of its
 // keys.
 func loadConfig(name string, sets []reproduce.Override) (*reproduce.Config, error) {
+	// A named pipe would block the open until some other process writes to it (signals
+	// included), and a device would stream forever.
+	if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
+		return nil, usagef("--config=%s: not a regular file (%s)", name, st.Mode().Type())
+	}
 	var r io.ReadCloser
 	file, err := os.Open(name)
 	switch {
@@ -187,6 +192,10 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeIdentity(),
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(), StageTimes: *f.stageTimes,
+	}
+	if *f.restoreState != "" && *f.plan {
+		// The plan writes nothing, and a restore writes the run directory.
+		return usagef("--plan with --restore-state: --plan writes nothing, and --restore-state unpacks into --output; restore first (a run with --restore-state), then plan")
 	}
 	if *f.saveState != "" {
 		return saveState(ctx, cfg, *f.out, *f.saveState, out)

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,20 +30,30 @@ dataset: {name: idx, input: /nowhere}
 preprocess: {augment: simclr-cifar, passes: 1, beam_flags: ["--not_a_beam_flag=1"]}
 train: {defaults: {model: small-cnn, epochs: 1, batch_size: 8, temperature: 0.1}, runs: [{name: a, loss: dcl}]}
 `), 0o644)
+	fifo := filepath.Join(dir, "config.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		give []string
 		want string
 	}{
 		{[]string{"reproduce"}, "--config is required"},
+		{[]string{"reproduce", "--config=" + fifo}, "--config=" + fifo + ": not a regular file (p"},
+		{[]string{"reproduce", "--config=" + dir}, "not a regular file (d"},
 		{[]string{"reproduce", "--config=no-such-experiment"}, "no built-in config of that name"},
 		{[]string{"reproduce", "--config=" + unknownKey}, "field bogus not found"},
 		{[]string{"reproduce", "--config=" + badBeam, "--output=" + dir}, `"--not_a_beam_flag=1" is not a Beam flag`},
+		{[]string{"reproduce", "--config=demo-fashion-mnist", "--output=" + filepath.Join(dir, "planned"), "--plan", "--restore-state=" + unknownKey}, "--plan with --restore-state"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runDCL(tt.give...)
 		if code != exitUsage || !strings.Contains(stderr, tt.want) {
 			t.Errorf("dcl %q = %d, %q; want exit 2 and %q", tt.give, code, stderr, tt.want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "planned")); !os.IsNotExist(err) {
+		t.Errorf("a refused --plan wrote its --output: %v", err)
 	}
 }
 

@@ -76,8 +76,9 @@ func TestTrainRunsAndResumes(t *testing.T) {
 	if code != exitOK || !strings.Contains(stderr, "train: finished after 6 of 6 steps, 2 of 2 epochs completed") {
 		t.Fatalf("dcl train --resume = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
-		t.Error(err)
+	// The summary says what the run trained on (stored views here: raw, lossless).
+	if b, err := os.ReadFile(filepath.Join(out, "summary.json")); err != nil || !strings.Contains(string(b), `"views": "stored raw (lossless)"`) {
+		t.Errorf("summary.json: %v\n%s", err, b)
 	}
 	// Resuming with another model is a command-line error in one line.
 	code, _, stderr = runDCL(append(resumed, "--model", "small-cnn")...)

@@ -6,52 +6,32 @@
 //   - locks the output for as long as the command runs, so that two commands never write
 //     it at once (and a third never writes a folder that holds it, or one inside it).
 //
-// Locks are flocks on files of one lock folder (DCL_LOCK_DIR, by default dcl-locks in the
-// temporary folder the process started with), named after the output as storage.Clean
-// spells it, so that every spelling of a path (gs://b/r/, gs://b//r, a local path through a
-// link) takes the same lock. A writer holds its output's lock exclusively and those of the
-// folders above it shared: two writers of different folders of one run directory go on side
-// by side, and a writer of the run directory waits for both. The kernel releases a lock when
-// its process ends, however it ends, so a lock is never stale. Locks keep apart the commands
-// of one machine (one lock folder); commands on two machines writing one gs:// folder are
-// kept apart by the scheduler that runs them, and found out by the readers' checks that
-// metadata and data agree.
+// A lock lives with the data (storage.TryLock): in a lock file beside the output as
+// storage.Clean spells it, so that every spelling of a path (gs://b/r/, gs://b//r, a local
+// path through a link) and every writer, from any machine, user or temporary folder, meets
+// the same lock, and no one who cannot write the output's folder can make or hold it. A
+// local lock is a flock, which the kernel lets go when its process ends, however it ends; a
+// gs:// lock is an object created under a generation precondition, refreshed while held and
+// taken over once its holder stops refreshing it. A writer holds its output's lock
+// exclusively and those of the folders above it shared: two writers of different folders of
+// one run directory go on side by side, and a writer of the run directory waits for both.
 package guard
 
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
-// LockDirEnv names the environment variable that sets the lock folder.
-const LockDirEnv = "DCL_LOCK_DIR"
-
 // ErrLocked is Acquire's error when another command holds an output and Claim.Wait is off.
 var ErrLocked = errors.New("another dcl command is writing")
-
-// startTemp is the temporary folder when the process started: pipelines point TMPDIR
-// elsewhere while they run, and the lock folder must not move with it.
-var startTemp = os.TempDir()
-
-// LockDir is the folder of the lock files.
-func LockDir() string {
-	if d := os.Getenv(LockDirEnv); d != "" {
-		return d
-	}
-	return filepath.Join(startTemp, "dcl-locks")
-}
 
 // Path is a path a command reads or writes, with the flag that gave it.
 type Path struct {
@@ -84,12 +64,16 @@ type Claim struct {
 }
 
 // CheckOverlap refuses, with a usage error in one line naming both, an output that is, holds
-// or lies in an input, or that is or holds a holder. Empty paths and "-" (standard input or
+// or lies in an input, or that is or holds a holder; and an output that would be made
+// through a link to nothing (storage.DanglingLink). Empty paths and "-" (standard input or
 // output) are skipped.
 func CheckOverlap(c Claim) error {
 	for _, out := range c.Outputs {
 		if skip(out.Path) {
 			continue
+		}
+		if link, target := storage.DanglingLink(out.Path); link != "" {
+			return usage.Errorf("%s: %s is a symbolic link to %s, which does not exist: create %s, or write elsewhere", out, link, target, target)
 		}
 		for _, in := range c.Inputs {
 			if skip(in.Path) {
@@ -146,43 +130,40 @@ func Acquire(ctx context.Context, c Claim) (release func(), err error) {
 	return release, nil
 }
 
-// lock is one output's lock: its file, held exclusively, and the files of the folders above
-// it, held shared.
+// lock is one output's lock: its own, held exclusively, and those of the folders above it,
+// held shared.
 type lock struct {
-	self    *os.File
-	parents []*os.File
+	self    *storage.Lock
+	parents []*storage.Lock
 }
 
 func (l *lock) release() {
-	_ = l.self.Truncate(0)
-	for _, f := range append([]*os.File{l.self}, l.parents...) {
-		_ = unlock(f)
-		f.Close()
+	l.self.Release()
+	for i := len(l.parents) - 1; i >= 0; i-- {
+		l.parents[i].Release()
 	}
 }
 
 func acquire(ctx context.Context, c Claim, out string) (*lock, error) {
 	key := storage.Clean(out)
+	host, _ := os.Hostname()
+	// Who holds it, for the message of the next one that finds it locked.
+	holder := fmt.Sprintf("%s (pid %d on %s since %s, writing %s)\n", cmp.Or(c.Command, "dcl"), os.Getpid(), host,
+		time.Now().UTC().Format(time.RFC3339), key)
 	delay := 50 * time.Millisecond
 	for waited := false; ; waited = true {
-		l, holder, err := tryAcquire(key)
+		l, heldBy, err := tryAcquire(ctx, key, holder)
 		if err != nil {
 			return nil, err
 		}
 		if l != nil {
-			host, _ := os.Hostname()
-			// Who holds it, for the message of the next one that finds it locked.
-			if err := l.self.Truncate(0); err == nil {
-				fmt.Fprintf(l.self, "%s (pid %d on %s since %s, writing %s)\n", cmp.Or(c.Command, "dcl"), os.Getpid(), host,
-					time.Now().UTC().Format(time.RFC3339), key)
-			}
 			return l, nil
 		}
 		if !c.Wait {
-			return nil, fmt.Errorf("%w %s: %s", ErrLocked, out, holder)
+			return nil, fmt.Errorf("%w %s: %s", ErrLocked, out, heldBy)
 		}
 		if !waited && c.Logger != nil {
-			c.Logger.Info("waiting for another dcl command to finish writing", "output", out, "holder", holder)
+			c.Logger.Info("waiting for another dcl command to finish writing", "output", out, "holder", heldBy)
 		}
 		select {
 		case <-ctx.Done():
@@ -194,47 +175,45 @@ func acquire(ctx context.Context, c Claim, out string) (*lock, error) {
 }
 
 // tryAcquire takes key's lock without waiting: the folders above it shared, from the top,
-// then key exclusively. When another command holds one, it returns nil and who holds it.
-func tryAcquire(key string) (*lock, string, error) {
-	chain := ancestors(key)
-	files := make([]*os.File, 0, len(chain)+1)
-	closeAll := func(locked int) {
-		for i, f := range files {
-			if i < locked {
-				_ = unlock(f)
-			}
-			f.Close()
-		}
-	}
-	for _, k := range append(chain, key) {
-		f, err := openLockFile(k)
-		if err != nil {
-			closeAll(0)
-			return nil, "", err
-		}
-		files = append(files, f)
-	}
-	for i, f := range files {
-		exclusive := i == len(files)-1
-		ok, err := tryLock(f, exclusive)
-		if err != nil {
-			closeAll(i)
-			return nil, "", fmt.Errorf("locking %s (lock file %s): %w", key, f.Name(), err)
-		}
-		if !ok {
-			holder := holderOf(f)
+// then key exclusively. A folder above it that takes no lock file (one this process may not
+// write) is skipped: whoever cannot write there cannot write it as an output either. When
+// another command holds one, it returns nil and who holds it.
+func tryAcquire(ctx context.Context, key, holder string) (*lock, string, error) {
+	l := &lock{}
+	chain := append(ancestors(key), key)
+	for i, k := range chain {
+		exclusive := i == len(chain)-1
+		got, heldBy, err := storage.TryLock(ctx, k, exclusive, holder)
+		switch {
+		case err != nil && !exclusive && errors.Is(err, storage.ErrNoLock):
+			continue
+		case err != nil:
+			l.releaseHeld()
+			return nil, "", fmt.Errorf("locking %s (lock file %s): %w", key, storage.LockFile(k), err)
+		case got == nil:
+			l.releaseHeld()
 			switch {
-			case holder != "":
+			case heldBy != "":
 			case exclusive:
-				holder = "a command writing inside it"
+				heldBy = "a command writing inside it"
 			default:
-				holder = "a command writing " + append(chain, key)[i] + ", which holds it"
+				heldBy = "a command writing " + k + ", which holds it"
 			}
-			closeAll(i)
-			return nil, holder + "; lock file " + f.Name(), nil
+			return nil, heldBy + "; lock file " + storage.LockFile(k), nil
+		case exclusive:
+			l.self = got
+		default:
+			l.parents = append(l.parents, got)
 		}
 	}
-	return &lock{self: files[len(files)-1], parents: files[:len(files)-1]}, "", nil
+	return l, "", nil
+}
+
+// releaseHeld lets go of what a failed tryAcquire took.
+func (l *lock) releaseHeld() {
+	for i := len(l.parents) - 1; i >= 0; i-- {
+		l.parents[i].Release()
+	}
 }
 
 // ancestors lists the folders above a cleaned path, from the top: /, /home, /home/u for
@@ -245,32 +224,4 @@ func ancestors(key string) []string {
 		out = append([]string{p}, out...)
 	}
 	return out
-}
-
-// openLockFile opens (creating it) the lock file of a cleaned path.
-func openLockFile(key string) (*os.File, error) {
-	dir := LockDir()
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o777); err != nil {
-			return nil, fmt.Errorf("creating the lock folder %s (set %s or TMPDIR to a writable folder): %w", dir, LockDirEnv, err)
-		}
-		// Shared by every user of the machine, as the temporary folder is.
-		_ = os.Chmod(dir, 0o777|os.ModeSticky)
-	}
-	sum := sha256.Sum256([]byte(key))
-	p := filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o666)
-	if errors.Is(err, os.ErrPermission) {
-		f, err = os.Open(p) // another user's lock file: flock needs no write access
-	}
-	if err != nil {
-		return nil, fmt.Errorf("opening the lock file of %s (set %s or TMPDIR to a writable folder): %w", key, LockDirEnv, err)
-	}
-	return f, nil
-}
-
-func holderOf(f *os.File) string {
-	b := make([]byte, 400)
-	n, _ := f.ReadAt(b, 0)
-	return strings.TrimSpace(string(b[:n]))
 }

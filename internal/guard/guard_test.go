@@ -4,11 +4,19 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	gcstorage "cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
+	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/internal/testing/gcstest"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 )
 
@@ -18,6 +26,9 @@ func TestCheckOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Join(dir, "data"), filepath.Join(dir, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "missing"), filepath.Join(dir, "dangling")); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -35,6 +46,9 @@ func TestCheckOverlap(t *testing.T) {
 		{name: "stdin", out: dir + "/x", in: "-"},
 		{name: "inside a holder", out: dir + "/run/embeddings", holder: dir + "/run"},
 		{name: "equal to a holder", out: dir + "/run", holder: dir + "/run/", want: "is or holds --checkpoint"},
+		{name: "a link to nothing", out: dir + "/dangling", want: "--output=" + dir + "/dangling: " + dir + "/dangling is a symbolic link to " + dir + "/missing, which does not exist"},
+		{name: "inside a link to nothing", out: dir + "/dangling/run/x", want: dir + "/dangling is a symbolic link to " + dir + "/missing"},
+		{name: "a link to a folder", out: dir + "/alias/new"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +78,7 @@ func claim(out string) Claim {
 // writer of a folder inside it exclude each other, writers of two folders side by side do
 // not; the holder is named; waiting ends when the holder lets go, or with the context.
 func TestLocks(t *testing.T) {
-	t.Setenv(LockDirEnv, t.TempDir())
+	gcstest.Start(t, "b")
 	ctx := context.Background()
 	release, err := Acquire(ctx, claim("gs://b/runs/r"))
 	if err != nil {
@@ -133,15 +147,200 @@ func TestLocks(t *testing.T) {
 	}
 }
 
-// TestUnwritableLockDir: a lock folder that cannot be made is one clear error.
-func TestUnwritableLockDir(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
+// TestLocksLiveWithTheData: an output's lock is a file beside it, the same for every writer
+// whatever its temporary folder or environment, gone when the lock is let go, as are the
+// folders taking it made.
+func TestLocksLiveWithTheData(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "new", "run")
+	t.Setenv("DCL_LOCK_DIR", t.TempDir())
+	t.Setenv("TMPDIR", t.TempDir())
+	release, err := Acquire(ctx, claim(out))
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(LockDirEnv, filepath.Join(file, "locks"))
-	_, err := Acquire(context.Background(), claim(t.TempDir()))
-	if err == nil || !strings.Contains(err.Error(), "lock f") || !strings.Contains(err.Error(), LockDirEnv) {
-		t.Errorf("got %v", err)
+	lockFile := filepath.Join(dir, "new", ".run.dcl-lock")
+	if b, err := os.ReadFile(lockFile); err != nil || !strings.Contains(string(b), "dcl test (pid") {
+		t.Errorf("the lock file beside the output: %q, %v", b, err)
+	}
+	// A writer with another temporary folder and lock folder meets the same lock.
+	t.Setenv("DCL_LOCK_DIR", t.TempDir())
+	t.Setenv("TMPDIR", t.TempDir())
+	if _, err := Acquire(ctx, claim(out)); !errors.Is(err, ErrLocked) {
+		t.Errorf("another TMPDIR: got %v, want ErrLocked", err)
+	}
+	release()
+	if _, err := os.Stat(filepath.Join(dir, "new")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the folder made for the lock is left after the release: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Errorf("left beside the output after the release: %v", entries)
+	}
+	r, err := Acquire(ctx, claim(out))
+	if err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	r()
+}
+
+// TestLockFilesCannotBeTurnedAgainstOtherFiles: a link, a second name of another file or a
+// FIFO planted where a lock file goes is refused in one line; the file it points to is left
+// as it was, and nothing blocks.
+func TestLockFilesCannotBeTurnedAgainstOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	plants := map[string]func(victim, lockFile string) error{
+		"symbolic link": func(v, l string) error { return os.Symlink(v, l) },
+		"hard link":     func(v, l string) error { return os.Link(v, l) },
+		"FIFO":          func(_, l string) error { return syscall.Mkfifo(l, 0o666) },
+	}
+	for name, plant := range plants {
+		t.Run(name, func(t *testing.T) {
+			victim := filepath.Join(t.TempDir(), "victim")
+			if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+			lockFile := filepath.Join(dir, "."+filepath.Base(out)+".dcl-lock")
+			if err := plant(victim, lockFile); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				r, err := Acquire(context.Background(), claim(out))
+				if err == nil {
+					r()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "lock file") || errors.Is(err, ErrLocked) {
+					t.Errorf("got %v, want the planted lock file refused", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Acquire blocked on the planted lock file")
+			}
+			if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
+				t.Errorf("the file the plant points to: %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// TestLockFilesAreTheFolderWritersOnly: a lock file can be opened (and so held) only by those
+// who may write the folder it is in: its mode follows the folder's write bits.
+func TestLockFilesAreTheFolderWritersOnly(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	for _, tt := range []struct {
+		folder, want os.FileMode
+	}{{0o755, 0o600}, {0o775, 0o660}, {0o777, 0o666}, {0o733, 0o666}, {0o700, 0o600}} {
+		dir := filepath.Join(t.TempDir(), "d")
+		if err := os.Mkdir(dir, tt.folder); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Acquire(context.Background(), claim(filepath.Join(dir, "out")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(filepath.Join(dir, ".out.dcl-lock"))
+		if err != nil || st.Mode().Perm() != tt.want {
+			t.Errorf("folder %o: lock file %v, %v; want mode %o", tt.folder, st.Mode(), err, tt.want)
+		}
+		r()
+	}
+}
+
+// TestLocksOnGCS: on gs:// the lock is an object beside the output, created under a
+// generation precondition: a second writer is refused naming the first, a writer inside a
+// held folder too, and a lock left by a process that is gone is taken over.
+func TestLocksOnGCS(t *testing.T) {
+	root := gcstest.Start(t, "locks")
+	ctx := context.Background()
+	run := root + "/runs/r"
+	release, err := Acquire(ctx, claim(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := storage.Exists(ctx, root+"/runs/.r.dcl-lock"); !ok || err != nil {
+		t.Errorf("the lock object beside the output: %v, %v", ok, err)
+	}
+	for _, other := range []string{run + "/", root + "//runs/r", run + "/embeddings", root + "/runs"} {
+		_, err := Acquire(ctx, claim(other))
+		if !errors.Is(err, ErrLocked) {
+			t.Errorf("%s: got %v, want ErrLocked", other, err)
+		}
+	}
+	if _, err := Acquire(ctx, claim(run)); err == nil || !strings.Contains(err.Error(), "dcl test (pid") {
+		t.Errorf("got %v, want the holder named", err)
+	}
+	side, err := Acquire(ctx, claim(root+"/runs/r2"))
+	if err != nil {
+		t.Errorf("a folder beside the held one: %v", err)
+	} else {
+		side()
+	}
+	inside, err := Acquire(ctx, claim(root+"/runs/r2/embeddings"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Acquire(ctx, claim(root+"/runs/r2")); !errors.Is(err, ErrLocked) {
+		t.Errorf("a folder holding a held one: got %v, want ErrLocked", err)
+	}
+	inside()
+	release()
+	if ok, _ := storage.Exists(ctx, root+"/runs/.r.dcl-lock"); ok {
+		t.Error("the lock object is left after the release")
+	}
+
+	// A lock object left by a killed process of this machine (a pid that no longer runs).
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	plantGCSLock(t, root+"/runs/.k.dcl-lock", dead.Process.Pid, time.Now())
+	r, err := Acquire(ctx, claim(root+"/runs/k"))
+	if err != nil {
+		t.Fatalf("a lock of a process that is gone: %v", err)
+	}
+	r()
+	// One of another machine, refreshed long ago.
+	plantGCSLock(t, root+"/runs/.m.dcl-lock", 0, time.Now().Add(-time.Hour))
+	if r, err := Acquire(ctx, claim(root+"/runs/m")); err != nil {
+		t.Errorf("a lock its holder stopped refreshing: %v", err)
+	} else {
+		r()
+	}
+	// One of another machine, fresh: held.
+	plantGCSLock(t, root+"/runs/.f.dcl-lock", 0, time.Now())
+	if _, err := Acquire(ctx, claim(root+"/runs/f")); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "planted") {
+		t.Errorf("a fresh lock of another machine: got %v, want ErrLocked naming it", err)
+	}
+}
+
+// plantGCSLock writes a lock object as a holder would: on another machine when pid is 0.
+func plantGCSLock(t *testing.T, p string, pid int, refreshed time.Time) {
+	t.Helper()
+	host, _ := os.Hostname()
+	if pid == 0 {
+		host, pid = "elsewhere", 1
+	}
+	_, object, _ := strings.Cut(strings.TrimPrefix(p, "gs://"), "/")
+	bucket, _, _ := strings.Cut(strings.TrimPrefix(p, "gs://"), "/")
+	client, err := gcstorage.NewClient(context.Background(), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	w := client.Bucket(bucket).Object(object).NewWriter(context.Background())
+	w.Metadata = map[string]string{"dcl-holder": "planted", "dcl-host": host, "dcl-pid": strconv.Itoa(pid),
+		"dcl-token": "planted", "dcl-refreshed": refreshed.UTC().Format(time.RFC3339Nano)}
+	if _, err := w.Write([]byte("planted\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -29,6 +29,12 @@ type UnsupportedError string
 
 func (e UnsupportedError) Error() string { return "unsupported JPEG feature: " + string(e) }
 
+// MaxScansPerComponent is the most scans of one component a JPEG may hold. Encoders write a
+// few (libjpeg's simple progression six of the luma), and every scan costs the decoder a
+// pass over its components' blocks, so the bound caps the work of decoding an image at that
+// many passes over it, whatever its file holds.
+const MaxScansPerComponent = 64
+
 var errUnsupportedSubsamplingRatio = UnsupportedError("luma/chroma subsampling ratio")
 
 // Component specification, specified in section B.2.2.
@@ -145,6 +151,7 @@ type decoder struct {
 	eobRun              uint16 // End-of-Band run, specified in section G.1.2.2.
 
 	comp       [maxComponents]component
+	scans      [maxComponents]int     // the scans read so far that hold each component
 	progCoeffs [maxComponents][]block // Saved state between progressive-mode scans.
 	huff       [maxTc + 1][maxTh + 1]huffman
 	fastTables *fastTables      // the AC tables' fast look-ups, from fastPool (huffman.fast)

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"image"
+	"strconv"
 )
 
 // makeImg allocates and initializes the destination image.
@@ -102,6 +103,14 @@ func (d *decoder) processSOS(n int) error {
 		scan[i].ta = d.tmp[2+2*i] & 0x0f
 		if t := scan[i].ta; t > maxTh || (d.baseline && t > 1) {
 			return FormatError("bad Ta value")
+		}
+	}
+	// Every scan visits each block of its components, however little data it holds: a file
+	// of a few bytes a scan could otherwise buy a pass over the whole image per scan.
+	for i := 0; i < nComp; i++ {
+		c := scan[i].compIndex
+		if d.scans[c]++; d.scans[c] > MaxScansPerComponent {
+			return UnsupportedError("more than " + strconv.Itoa(MaxScansPerComponent) + " scans of one component")
 		}
 	}
 	// Section B.2.3 states that if there is more than one component then the

@@ -83,7 +83,10 @@ func (p Param) Format(v float64) string {
 	case Bool:
 		return strconv.FormatBool(v != 0)
 	case Int:
-		return strconv.FormatInt(int64(v), 10)
+		if math.Abs(v) < 1<<63 {
+			return strconv.FormatInt(int64(v), 10)
+		}
+		return strconv.FormatFloat(v, 'f', 0, 64) // int64 would wrap
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
@@ -169,6 +172,10 @@ func (p Param) reason(v float64) string {
 		return "not a finite number"
 	case p.Type == Int && v != math.Trunc(v):
 		return "not a whole number"
+	case p.Type == Int && math.Abs(v) > 1<<53:
+		// Values are float64s: past 2⁵³ they are no longer every whole number, and past 2⁶³
+		// a conversion to int wraps to a negative number.
+		return "not a whole number between -2⁵³ and 2⁵³"
 	case p.Type == Bool && v != 0 && v != 1:
 		return "want true or false"
 	case p.Check != nil:

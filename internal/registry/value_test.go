@@ -63,6 +63,9 @@ func TestSettingFlags(t *testing.T) {
 		{"--batch-sizes=1,4", "want at least 2"},
 		{"--scale=0.2", "want 2 comma-separated numbers, got 1"},
 		{"--seed=-1", "not a whole number of 0 or more"},
+		// A whole number past 2⁶³ would wrap to a negative one where it becomes an int.
+		{"--k=9223372036854775807", "--k=9223372036854775808: toy: not a whole number between -2⁵³ and 2⁵³"},
+		{"--max-batches=9007199254740995", "not a whole number between"},
 	} {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

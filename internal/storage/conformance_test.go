@@ -51,6 +51,7 @@ func runConformance(t *testing.T, newRoot func(t *testing.T) string) {
 		{"Present", checkPresent},
 		{"Temporaries", checkTemporaries},
 		{"RemoveTree", checkRemoveTree},
+		{"Locks", checkLocks},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -376,6 +377,53 @@ func checkRemoveTree(t *testing.T, ctx context.Context, dir string) {
 
 // A scheme no driver stores is refused with the path and the scheme named, yet its paths
 // still join.
+// checkLocks: one exclusive holder, named to the next; shared holders side by side and
+// excluding an exclusive one; a released lock can be taken again and leaves nothing that
+// listings show.
+func checkLocks(t *testing.T, ctx context.Context, dir string) {
+	p := Join(dir, "out")
+	mustWrite(t, ctx, Join(dir, "data.bin"), []byte("x"))
+	ex, _, err := TryLock(ctx, p, true, "the first")
+	if err != nil || ex == nil {
+		t.Fatalf("TryLock = %v, %v", ex, err)
+	}
+	if l, heldBy, err := TryLock(ctx, p, true, "the second"); l != nil || err != nil || heldBy != "the first" {
+		t.Errorf("a second exclusive: %v, %q, %v; want refused naming the first", l, heldBy, err)
+	}
+	if l, _, err := TryLock(ctx, p, false, ""); l != nil || err != nil {
+		t.Errorf("a shared one while held exclusive: %v, %v", l, err)
+	}
+	if files, err := ListTree(ctx, dir); err != nil || !slices.Equal(files, []string{"data.bin"}) {
+		t.Errorf("ListTree while locked = %v, %v", files, err)
+	}
+	ex.Release()
+	ex.Release()
+	s1, _, err := TryLock(ctx, p, false, "")
+	if err != nil || s1 == nil {
+		t.Fatalf("shared after the release: %v, %v", s1, err)
+	}
+	s2, _, err := TryLock(ctx, p, false, "")
+	if err != nil || s2 == nil {
+		t.Fatalf("a second shared: %v, %v", s2, err)
+	}
+	if l, _, err := TryLock(ctx, p, true, "x"); l != nil || err != nil {
+		t.Errorf("an exclusive one while held shared: %v, %v", l, err)
+	}
+	s1.Release()
+	if l, _, err := TryLock(ctx, p, true, "x"); l != nil || err != nil {
+		t.Errorf("an exclusive one while one shared holder is left: %v, %v", l, err)
+	}
+	s2.Release()
+	ex, _, err = TryLock(ctx, p, true, "x")
+	if err != nil || ex == nil {
+		t.Fatalf("after every release: %v, %v", ex, err)
+	}
+	ex.Release()
+	if names, err := ListDir(ctx, dir); err != nil || !slices.Equal(names, []string{"data.bin"}) {
+		t.Errorf("ListDir after the releases = %v, %v", names, err)
+	}
+}
+
 func TestUnknownSchemeIsNamed(t *testing.T) {
 	_, err := ReadFile(context.Background(), "s3://bucket/x.bin")
 	if err == nil || !strings.Contains(err.Error(), "s3://bucket/x.bin") || !strings.Contains(err.Error(), `"s3"`) {

@@ -17,6 +17,11 @@
 // process left. Globs (List) match alike on every store, as Beam's gcs filesystem matches
 // them. SaveJSON and LoadJSON write and read JSON results (unknown fields refused).
 //
+// Locks live with the data: TryLock takes the lock of a path in a lock file beside it
+// (LockFile), a flock on local files and an object created under a generation precondition
+// on gs://, so that every writer of one path meets the same lock wherever it runs. Listings
+// leave lock files out.
+//
 // # Drivers
 //
 // Each store is a driver (driver.go): local files, GCS through cloud.google.com/go/storage,

@@ -45,6 +45,9 @@ type driver interface {
 	// removeFolder deletes what is left of the folder dir once its files are removed (local
 	// folders); object stores have nothing to remove.
 	removeFolder(op *op, dir string) error
+	// tryLock takes the lock held in the lock file name without waiting (see TryLock): its
+	// release, or nil and what the holder said.
+	tryLock(op *op, name string, exclusive bool, holder string) (release func(), heldBy string, err error)
 }
 
 // blobWriter is a write in progress (gocloud's driver.Writer, with the abort explicit).

@@ -2,18 +2,19 @@ package storage
 
 import (
 	"context"
+	"path"
 	"slices"
 	"strings"
 )
 
 // ListDir returns the names of the files and folders directly in dir (on an object store, a
-// folder is a prefix with objects under it), temporaries included. A missing dir lists as
-// empty.
+// folder is a prefix with objects under it), temporaries included, lock files (see LockFile)
+// left out. A missing dir lists as empty.
 func ListDir(ctx context.Context, dir string) ([]string, error) {
 	return run(ctx, "listing", dir, func(d driver, o *op) ([]string, error) {
 		names := []string{}
 		err := d.list(o, dir, false, func(rel string, _ bool) bool {
-			if rel != "" && !strings.Contains(rel, "/") {
+			if rel != "" && !strings.Contains(rel, "/") && !isLockFile(rel) {
 				names = append(names, rel)
 			}
 			return true
@@ -23,13 +24,14 @@ func ListDir(ctx context.Context, dir string) ([]string, error) {
 }
 
 // ListTree returns the paths, relative to dir and slash-separated, of every file under dir,
-// sorted. Temporaries are included: callers decide what to do with them. A missing
-// directory lists as empty.
+// sorted. Temporaries are included: callers decide what to do with them. Lock files (see
+// LockFile) are left out: they belong to the writers of what they lock. A missing directory
+// lists as empty.
 func ListTree(ctx context.Context, dir string) ([]string, error) {
 	return run(ctx, "listing", dir, func(d driver, o *op) ([]string, error) {
 		var out []string
 		err := d.list(o, dir, true, func(rel string, _ bool) bool {
-			if rel != "" && !strings.HasSuffix(rel, "/") { // not a folder's placeholder
+			if rel != "" && !strings.HasSuffix(rel, "/") && !isLockFile(path.Base(rel)) { // not a folder's placeholder
 				out = append(out, rel)
 			}
 			return true

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -78,14 +80,29 @@ func (f *localFile) Size() int64 { return f.size }
 
 func (localDriver) newWriter(_ *op, name string) (blobWriter, error) {
 	dir := filepath.Dir(name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, fmt.Errorf("creating its folder: %w", err)
 	}
-	f, err := os.CreateTemp(dir, tempPrefix(filepath.Base(name))+"*")
+	f, err := createTemp(dir, tempPrefix(filepath.Base(name)))
 	if err != nil {
 		return nil, err
 	}
 	return &localWriter{File: f, name: name}, nil
+}
+
+// createTemp creates a new file in dir named prefix and random digits, with the permissions
+// a plain create gives (0666 less the umask, or the folder's default ACL): the file keeps
+// them when it is renamed to its final name. os.CreateTemp's 0600 would not.
+func createTemp(dir, prefix string) (*os.File, error) {
+	for range 10000 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("creating a temporary in %s: every name tried exists", dir)
 }
 
 type localWriter struct {
@@ -103,9 +120,6 @@ func (w *localWriter) commit() (err error) {
 		return err
 	}
 	if err := w.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(w.Name(), 0o644); err != nil {
 		return err
 	}
 	if err := os.Rename(w.Name(), w.name); err != nil {
@@ -160,7 +174,7 @@ func syncDir(dir string) error {
 func (localDriver) remove(_ *op, name string) error { return os.Remove(name) }
 
 func (localDriver) rename(_ *op, from, to string) error {
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(to), 0o777); err != nil {
 		return err
 	}
 	if err := os.Rename(from, to); err != nil {

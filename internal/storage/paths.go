@@ -39,6 +39,39 @@ func cleanLocal(p string) string {
 	}
 }
 
+// DanglingLink returns the symbolic link, and its target, through which the local path p
+// would be created where its target does not exist: p itself or the last of its folders that
+// exists. Making p would fail on it ("file exists"), and p's lock (keyed by Clean, which
+// cannot resolve the link) would not be the lock of the place written. It returns "" for a
+// remote path and for one without such a link.
+func DanglingLink(p string) (link, target string) {
+	if Scheme(p) != "" {
+		return "", ""
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", ""
+	}
+	for cur := abs; ; {
+		fi, err := os.Lstat(cur)
+		if err == nil {
+			if fi.Mode()&os.ModeSymlink == 0 {
+				return "", ""
+			}
+			if _, err := os.Stat(cur); !errors.Is(err, os.ErrNotExist) {
+				return "", ""
+			}
+			target, _ := os.Readlink(cur)
+			return cur, target
+		}
+		parent := filepath.Dir(cur)
+		if !errors.Is(err, os.ErrNotExist) || parent == cur {
+			return "", ""
+		}
+		cur = parent
+	}
+}
+
 // Within reports whether p is dir or lies under it, both as Clean spells them: what a
 // command that writes p could destroy of dir, or read of it.
 func Within(p, dir string) bool {

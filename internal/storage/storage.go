@@ -15,10 +15,15 @@ import (
 const TempMarker = ".tmp-for-creation-"
 
 // tempPrefix starts the temporary names of the file name: ".NAME.tmp-for-creation-" and
-// random digits. Other programs must not take a temporary for data either: the leading dot
-// hides it from the readers that skip hidden files (pyarrow datasets, Spark, Hadoop), and
-// the digits at the end keep it out of globs such as DuckDB's '**/*.parquet'.
-func tempPrefix(name string) string { return "." + name + TempMarker }
+// random digits (at most tempDigits). Other programs must not take a temporary for data
+// either: the leading dot hides it from the readers that skip hidden files (pyarrow datasets,
+// Spark, Hadoop), and the digits at the end keep it out of globs such as DuckDB's
+// '**/*.parquet'. A name too long to take the marker and the digits is shortened (see
+// hiddenName), so that every name a filesystem takes can be written atomically.
+func tempPrefix(name string) string { return hiddenName(name, TempMarker, tempDigits) }
+
+// tempDigits is the most digits a temporary's random number has.
+const tempDigits = 10
 
 // isTemporary reports whether the file name (the last element of a path) is a temporary.
 func isTemporary(name string) bool { return strings.Contains(name, TempMarker) }
@@ -263,7 +268,8 @@ func Rename(ctx context.Context, from, to string) error {
 	return err
 }
 
-// List returns the files matching glob, sorted, leaving out temporaries (see TempMarker).
+// List returns the files matching glob, sorted, leaving out temporaries (see TempMarker) and
+// lock files (see LockFile).
 // Every store matches globs as Beam's gcs filesystem (and the Java and Python SDKs) match
 // them: * and ? match within one path element, ** across elements, and [...] a class
 // ([!...] negated). Only files match, never folders.
@@ -272,7 +278,7 @@ func List(ctx context.Context, glob string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(p string) bool { return isTemporary(Base(p)) }), nil
+	return slices.DeleteFunc(all, func(p string) bool { return isTemporary(Base(p)) || isLockFile(Base(p)) }), nil
 }
 
 // listGlob returns every file matching glob, temporaries included: it lists the folder

@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // A crash between creating the temporary file and renaming it leaves a temporary behind:
@@ -191,5 +193,54 @@ func TestWriteRemovesWhatKilledWritesOfTheFileLeft(t *testing.T) {
 		if _, err := os.Stat(f); (err == nil) != want {
 			t.Errorf("%s: present %v, want %v", filepath.Base(f), err == nil, want)
 		}
+	}
+}
+
+// TestWritesKeepTheUmask: a file written atomically, and the folders made for it, get the
+// permissions a plain create gives under the process's umask.
+func TestWritesKeepTheUmask(t *testing.T) {
+	for _, tt := range []struct{ umask, file, folder os.FileMode }{{0o077, 0o600, 0o700}, {0o002, 0o664, 0o775}, {0o022, 0o644, 0o755}} {
+		old := syscall.Umask(int(tt.umask))
+		dir := t.TempDir()
+		p := filepath.Join(dir, "made", "out.json")
+		err := WriteFile(context.Background(), p, []byte("{}"))
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f, want := range map[string]os.FileMode{p: tt.file, filepath.Dir(p): tt.folder} {
+			if st, err := os.Stat(f); err != nil || st.Mode().Perm() != want {
+				t.Errorf("umask %03o: %s is %v (%v), want %v", tt.umask, filepath.Base(f), st.Mode().Perm(), err, want)
+			}
+		}
+	}
+}
+
+// TestLongNamesAreWritten: every name the filesystem takes can be written atomically and
+// locked, although the temporary and the lock file derive longer names from it.
+func TestLongNamesAreWritten(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{200, 248, 255} {
+		name := strings.Repeat("é", n/2) + strings.Repeat("x", n%2)
+		p := filepath.Join(dir, name)
+		if err := WriteFile(context.Background(), p, []byte("x")); err != nil {
+			t.Errorf("a %d-byte name: %v", n, err)
+		}
+		l, _, err := TryLock(context.Background(), Clean(p), true, "test")
+		if err != nil {
+			t.Errorf("locking a %d-byte name: %v", n, err)
+			continue
+		}
+		if base := filepath.Base(LockFile(Clean(p))); len(base) > maxNameLen || !utf8.ValidString(base) {
+			t.Errorf("the lock file of a %d-byte name is %q", n, base)
+		}
+		l.Release()
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Errorf("left in the folder: %v", entries)
+	}
+	if a, b := tempPrefix(strings.Repeat("a", 250)+"1"), tempPrefix(strings.Repeat("a", 250)+"2"); a == b {
+		t.Errorf("two long names share the temporary prefix %q", a)
 	}
 }

@@ -68,7 +68,7 @@ func Create(ctx context.Context, dir string, now time.Time, firstStep int64) (*W
 	base := fmt.Sprintf("%s%d.%s", NamePrefix, now.Unix(), host)
 	w := &Writer{}
 	if storage.Scheme(dir) == "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return nil, fmt.Errorf("creating TensorBoard folder %s: %w", dir, err)
 		}
 	}
@@ -90,7 +90,7 @@ func Create(ctx context.Context, dir string, now time.Time, firstStep int64) (*W
 			}
 			continue
 		}
-		f, err := os.OpenFile(w.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(w.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
 		if os.IsExist(err) {
 			continue
 		}

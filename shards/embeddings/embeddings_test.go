@@ -3,6 +3,7 @@ package embeddings
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -562,6 +564,88 @@ func TestEmbeddingsWrittenByTwoWritersAreRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = Open(ctx, dir, 4)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestEmbeddingsManifestMustDescribeItsFiles: an embeddings.json whose dimension, row count,
+// file sizes or SHA-256s are not its files' is refused, as is a file with a byte flipped.
+func TestEmbeddingsManifestMustDescribeItsFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var infos []FileInfo
+	for part := range 2 {
+		w, err := NewWriter(ctx, storage.Join(dir, FileName(part, 2)), 4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := range int64(50) {
+			if err := w.Write(id, 0, testEmbedding(id, 4)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	if _, err := Commit(ctx, dir, 4, infos, nil); err != nil {
+		t.Fatal(err)
+	}
+	mp := filepath.Join(dir, ManifestName)
+	pristine, err := os.ReadFile(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(dir, FileName(1, 2))
+	partData, err := os.ReadFile(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, dir, 0)
+	if err != nil {
+		t.Fatalf("the pristine directory: %v", err)
+	}
+	r.Close()
+	for _, tt := range []struct {
+		name string
+		edit func(m *Manifest)
+		flip bool
+		want string
+	}{
+		{"dimension", func(m *Manifest) { m.Dim = 5 }, false, "says 5-dimensional vectors, its files hold 4-dimensional ones"},
+		{"rows", func(m *Manifest) { m.Rows = 7 }, false, "says 7 rows, its files hold 100"},
+		{"size", func(m *Manifest) { m.Files[1].Bytes++ }, false, "is " + strconv.Itoa(len(partData)) + " bytes"},
+		{"sha256", func(m *Manifest) { m.Files[1].SHA256 = strings.Repeat("0", 64) }, false, "has SHA-256 " + infos[1].SHA256},
+		{"a flipped byte", nil, true, FileName(1, 2)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var m Manifest
+			if err := json.Unmarshal(pristine, &m); err != nil {
+				t.Fatal(err)
+			}
+			data := slices.Clone(partData)
+			if tt.edit != nil {
+				tt.edit(&m)
+			}
+			if tt.flip {
+				data[len(data)/3] ^= 0x40
+			}
+			b, _ := json.Marshal(m)
+			if err := os.WriteFile(mp, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(part, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Open(ctx, dir, 0)
+			if err == nil {
+				r.Close()
+			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want %q", err, tt.want)
 			}

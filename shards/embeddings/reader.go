@@ -2,6 +2,8 @@ package embeddings
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +94,7 @@ func Open(ctx context.Context, path string, blockRows int) (*Reader, error) {
 	}
 	var paths []string
 	var listed []FileInfo // the manifest's entries of paths, for a directory
+	var manifest Manifest
 	if single {
 		paths = []string{path}
 	} else {
@@ -107,8 +110,8 @@ func Open(ctx context.Context, path string, blockRows int) (*Reader, error) {
 		if err != nil {
 			return nil, err
 		}
-		var m Manifest
-		if err := storage.DecodeJSON(data, &m); err != nil {
+		m := &manifest
+		if err := storage.DecodeJSON(data, m); err != nil {
 			return nil, fmt.Errorf("reading %s: %w", mp, err)
 		}
 		if m.Format != shards.FormatVersion {
@@ -142,7 +145,7 @@ func Open(ctx context.Context, path string, blockRows int) (*Reader, error) {
 			return nil, err
 		}
 		if listed != nil {
-			if err := agreesWithManifest(path, f, listed[i], r.meta); err != nil {
+			if err := agreesWithManifest(ctx, path, f, listed[i], r.meta); err != nil {
 				return nil, err
 			}
 		}
@@ -156,6 +159,15 @@ func Open(ctx context.Context, path string, blockRows int) (*Reader, error) {
 		r.files = append(r.files, f)
 		r.rows += f.Rows
 	}
+	if listed != nil {
+		mp := storage.Join(path, ManifestName)
+		switch {
+		case r.rows != manifest.Rows:
+			return nil, fmt.Errorf("%s says %d rows, its files hold %d: it does not describe them; embed again", mp, manifest.Rows, r.rows)
+		case r.rows > 0 && r.dim != manifest.Dim:
+			return nil, fmt.Errorf("%s says %d-dimensional vectors, its files hold %d-dimensional ones: it does not describe them; embed again", mp, manifest.Dim, r.dim)
+		}
+	}
 	if single {
 		// A single file carries in its footer what a directory's manifest carries: the
 		// evaluations read the same facts (views, temperature, dataset…) from either.
@@ -164,12 +176,13 @@ func Open(ctx context.Context, path string, blockRows int) (*Reader, error) {
 	return r, nil
 }
 
-// agreesWithManifest refuses a file of an embeddings directory whose rows or footer differ
-// from what embeddings.json says of it: the directory holds files of two writers (another
-// command wrote into it meanwhile), and its vectors are not those its metadata describes.
-func agreesWithManifest(dir string, f FileSummary, info FileInfo, meta map[string]string) error {
+// agreesWithManifest refuses a file of an embeddings directory whose rows, footer, size or
+// SHA-256 differ from what embeddings.json says of it: the directory holds files of two
+// writers (another command wrote into it meanwhile), or a file was damaged or altered, and
+// its vectors are not those its metadata describes.
+func agreesWithManifest(ctx context.Context, dir string, f FileSummary, info FileInfo, meta map[string]string) error {
 	differ := func(has, says string) error {
-		return fmt.Errorf("%s: %s %s, but %s says %s: another command wrote into the folder meanwhile; embed again",
+		return fmt.Errorf("%s: %s %s, but %s says %s: another command wrote into the folder meanwhile, or the file was damaged; embed again",
 			dir, storage.Base(f.Path), has, ManifestName, says)
 	}
 	if f.Rows != info.Rows {
@@ -180,7 +193,44 @@ func agreesWithManifest(dir string, f FileSummary, info FileInfo, meta map[strin
 			return differ(fmt.Sprintf("was written with %s %q", k, v), strconv.Quote(meta[k]))
 		}
 	}
+	size, sum, err := fileSHA256(ctx, f.Path)
+	switch {
+	case err != nil:
+		return err
+	case size != info.Bytes:
+		return differ(fmt.Sprintf("is %d bytes", size), strconv.FormatInt(info.Bytes, 10))
+	case sum != info.SHA256:
+		return differ("has SHA-256 "+sum, info.SHA256)
+	}
 	return nil
+}
+
+// CheckFile refuses the file p unless its size and SHA-256 are what info says (what its
+// writer reported).
+func CheckFile(ctx context.Context, p string, info FileInfo) error {
+	size, sum, err := fileSHA256(ctx, p)
+	switch {
+	case err != nil:
+		return err
+	case size != info.Bytes || sum != info.SHA256:
+		return fmt.Errorf("%s is %d bytes of SHA-256 %s, its writer wrote %d bytes of SHA-256 %s: it changed since", p, size, sum, info.Bytes, info.SHA256)
+	}
+	return nil
+}
+
+// fileSHA256 reads p whole and returns its size and SHA-256.
+func fileSHA256(ctx context.Context, p string) (int64, string, error) {
+	r, err := storage.Open(ctx, p)
+	if err != nil {
+		return 0, "", err
+	}
+	defer r.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // summarizeEmbeddingFile opens p, checks its schema and learns the dimension: from the

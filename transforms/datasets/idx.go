@@ -281,6 +281,17 @@ func planIDX(ctx context.Context, s Spec) (Plan, error) {
 	if ls.header.Count != is.header.Count {
 		return Plan{}, fmt.Errorf("IDX %s: %s holds %d images but %s holds %d labels", s.Split, images, is.header.Count, labels, ls.header.Count)
 	}
+	// A named dataset's file with its header rewritten to what it holds is read as any other
+	// copy of a published file: a little short of the published count is a cut copy.
+	if s.Dataset != IDX {
+		want, err := publishedPerFile(s, 1)
+		if err != nil {
+			return Plan{}, err
+		}
+		if err := checkPublishedFile(s.Dataset+" "+s.Split, images, is.header.Count, want); err != nil {
+			return Plan{}, err
+		}
+	}
 	var classes []string
 	if s.Dataset == IDX {
 		// Any byte is a label: the classes are 0..the largest label seen (a pass over a

@@ -135,6 +135,35 @@ func TestIDXBadInput(t *testing.T) {
 	}
 }
 
+// A Fashion-MNIST or MNIST file a record short of the published file, its header saying so,
+// is a cut copy and refused, as CIFAR's is; a smaller file is a sample, read with a warning.
+func TestIDXCutCopiesAreRefused(t *testing.T) {
+	const published = 10000 // the test split's
+	for _, tt := range []struct {
+		dataset string
+		n       int
+		want    []string
+	}{
+		{FashionMNIST, published - 1, []string{"fashion-mnist test", "t10k-images-idx3-ubyte", "holds 9999 records, 1 fewer than the published file's 10000", "cut short"}},
+		{MNIST, published - published/100, []string{"mnist test", "holds 9900 records, 100 fewer"}},
+		{FashionMNIST, published - published/100 - 1, nil},
+		{FashionMNIST, published, nil},
+	} {
+		dir := t.TempDir()
+		testfiles.WriteFile(t, filepath.Join(dir, "t10k-images-idx3-ubyte"), idxImages(tt.n, 28, 28))
+		testfiles.WriteFile(t, filepath.Join(dir, "t10k-labels-idx1-ubyte"), idxLabels(repeatLabels(tt.n, 10)))
+		s := Spec{Dataset: tt.dataset, Input: dir, Split: "test"}
+		if tt.want != nil {
+			wantErrorMentions(t, planErr(t, s), tt.want...)
+			continue
+		}
+		p := mustPlan(t, s)
+		if p.Records != int64(tt.n) || (tt.n < published) != (len(p.Warnings) == 1) {
+			t.Errorf("%s of %d records: %d records, warnings %q", tt.dataset, tt.n, p.Records, p.Warnings)
+		}
+	}
+}
+
 func TestIDXMissingFiles(t *testing.T) {
 	dir := t.TempDir()
 	writeIDX(t, dir, 2, 2, true)
