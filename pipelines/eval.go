@@ -173,7 +173,7 @@ func checkLabels(file string, first int64, labels []int32, numClasses int) error
 
 // submitOnly reports a run that does not wait for the job: --dry_run translates it,
 // --async submits it and returns.
-func submitOnly() bool { return dryRun() || *jobopts.Async }
+func submitOnly() bool { return DryRun() || *jobopts.Async }
 
 // discardLogger keeps the compute backend's one-line notice out of workers' logs and plans.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

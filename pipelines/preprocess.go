@@ -446,7 +446,7 @@ func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, 
 	Preprocess(s, job)
 	pr, err := runPipeline(ctx, "preprocess", p)
 	end(err == nil)
-	res := &PreprocessResult{Wall: time.Since(start), DryRun: dryRun()}
+	res := &PreprocessResult{Wall: time.Since(start), DryRun: DryRun()}
 	if err != nil {
 		return res, err
 	}
@@ -464,8 +464,8 @@ func RunPreprocess(ctx context.Context, job *PreprocessJob) (*PreprocessResult, 
 	return res, nil
 }
 
-// dryRun reports Dataflow's --dry_run: the job is translated, not run.
-func dryRun() bool {
+// DryRun reports Dataflow's --dry_run: the job is translated, not run.
+func DryRun() bool {
 	f := flag.Lookup("dry_run")
 	return f != nil && f.Value.String() == "true"
 }

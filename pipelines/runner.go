@@ -137,7 +137,7 @@ func CheckRunner() error {
 	}
 	// Without a binary Beam cross-compiles the program's sources, which only exist on the
 	// machine that built dcl: say what to give instead.
-	needsBinary := (usesJobServer(name) && !jobopts.IsLoopback()) || (spec.remoteWorkers && !dryRun())
+	needsBinary := (usesJobServer(name) && !jobopts.IsLoopback()) || (spec.remoteWorkers && !DryRun())
 	if needsBinary && *jobopts.WorkerBinary == "" {
 		if spec.remoteWorkers {
 			return usage.Errorf("--runner=%s needs --worker_binary=PATH, the program its workers run (make worker builds bin/dcl-worker-linux-amd64)", name)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/dcl-beam/dcl-beam/internal/guard"
+	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // guarded lists, for each command that writes, the flags of what it writes and of what it
@@ -37,7 +38,9 @@ type guardFlags struct {
 // claimOutputs claims what the command about to run writes, once its flags are parsed.
 func claimOutputs(ctx context.Context, name string, fs *flag.FlagSet, args []string) (release func(), err error) {
 	g, ok := guarded[name]
-	if !ok {
+	// A dry run only translates the job: it writes nothing, so it claims nothing (on gs://
+	// a claim would be a write to the bucket).
+	if !ok || pipelines.DryRun() {
 		return func() {}, nil
 	}
 	c := guard.Claim{Command: "dcl " + name, Logger: slog.Default()}
