@@ -46,7 +46,7 @@ GPU_PACK_MAX_MIB ?= 60
 XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
 XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-flink deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
+.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -75,7 +75,7 @@ gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz), Fashion-MNI
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
 
-deps: deps-go deps-data deps-torch deps-xla-cpu ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch, XLA's CPU plugin
+deps: deps-go deps-data deps-torch deps-lightly deps-xla-cpu ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch, lightly's losses, XLA's CPU plugin
 
 deps-go:
 	@echo "deps: Go modules (go mod download) and staticcheck"
@@ -125,6 +125,61 @@ deps-torch:
 deps-xla-cpu:
 	@scripts/deps-xla-cpu.sh
 
+# deps-lightly makes $(LIGHTLY_VENV), a virtual environment over Debian's python3-torch
+# (--system-site-packages) holding lightly, installed by hash and without its dependencies
+# (trainstep/testdata/lightly-requirements.txt says why), for TestLossMatchesLightly. It is
+# remade when the requirements file changes; like deps-torch it only warns where it cannot
+# install, and that test then skips.
+LIGHTLY_VENV         := .cache/lightly
+LIGHTLY_REQUIREMENTS := trainstep/testdata/lightly-requirements.txt
+deps-lightly: deps-torch
+	@if [ -x $(LIGHTLY_VENV)/bin/python ] && cmp -s $(LIGHTLY_REQUIREMENTS) $(LIGHTLY_VENV)/requirements.txt && \
+		$(LIGHTLY_VENV)/bin/python -c 'import lightly.loss' >/dev/null 2>&1; then \
+		echo "deps: lightly $$($(LIGHTLY_VENV)/bin/python -c 'import lightly; print(lightly.__version__)') found in $(LIGHTLY_VENV)"; \
+	elif ! $(TORCH_PYTHON) -c 'import torch' >/dev/null 2>&1; then \
+		echo "deps: WARNING: no PyTorch for $(TORCH_PYTHON), so no lightly in $(LIGHTLY_VENV); the comparison with lightly's losses will skip"; \
+	else \
+		echo "deps: installing lightly into $(LIGHTLY_VENV) (pinned by hash in $(LIGHTLY_REQUIREMENTS), over $(TORCH_PYTHON)'s PyTorch)"; \
+		rm -rf $(LIGHTLY_VENV); \
+		if $(TORCH_PYTHON) -m venv --system-site-packages $(LIGHTLY_VENV) && \
+			$(LIGHTLY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --require-hashes -r $(LIGHTLY_REQUIREMENTS) && \
+			$(LIGHTLY_VENV)/bin/python -c 'import lightly.loss' && cp $(LIGHTLY_REQUIREMENTS) $(LIGHTLY_VENV)/requirements.txt; then \
+			echo "deps: lightly installed in $(LIGHTLY_VENV)"; \
+		else \
+			rm -rf $(LIGHTLY_VENV); \
+			echo "deps: WARNING: could not install lightly (python3-venv missing, or PyPI out of reach); the comparison with lightly's losses will skip"; \
+		fi; \
+	fi
+
+# deps-bench installs the references of scripts/cpu_compare.py, which make test never needs:
+# PyTorch 2.15 from PyPI in $(TORCH_BENCH_VENV) (pinned by hash in $(TORCH_BENCH_REQUIREMENTS),
+# which says what it leaves out; about 4.5 GB, most of it CUDA libraries torch will not load
+# without), and Debian's OpenBLAS (libopenblas0-pthread, numpy's BLAS for the GEMM row), the
+# compilers and Python headers torch.compile's C++ back end builds with.
+TORCH_BENCH_VENV         := .cache/torch-bench
+TORCH_BENCH_REQUIREMENTS := scripts/torch-bench-requirements.txt
+deps-bench: deps-torch ## PyTorch 2.15 ($(TORCH_BENCH_VENV), about 4.5 GB) and Debian's OpenBLAS, for scripts/cpu_compare.py
+	@SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	if dpkg -s libopenblas0-pthread python3-dev g++ >/dev/null 2>&1; then \
+		echo "deps: libopenblas0-pthread, python3-dev and g++ found"; \
+	else \
+		echo "deps: installing Debian packages libopenblas0-pthread python3-dev g++"; \
+		$$SUDO apt-get install -y -q --no-install-recommends libopenblas0-pthread python3-dev g++ >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q --no-install-recommends libopenblas0-pthread python3-dev g++ >/dev/null 2>&1; } || \
+		{ echo "deps: could not install libopenblas0-pthread python3-dev g++ (needs root or sudo)"; exit 1; }; \
+	fi
+	@if [ -x $(TORCH_BENCH_VENV)/bin/python ] && cmp -s $(TORCH_BENCH_REQUIREMENTS) $(TORCH_BENCH_VENV)/requirements.txt; then \
+		echo "deps: PyTorch $$($(TORCH_BENCH_VENV)/bin/python -c 'import torch; print(torch.__version__)' 2>/dev/null) found in $(TORCH_BENCH_VENV)"; \
+	else \
+		echo "deps: installing PyTorch into $(TORCH_BENCH_VENV) (pinned by hash in $(TORCH_BENCH_REQUIREMENTS); about 4.5 GB, minutes)"; \
+		rm -rf $(TORCH_BENCH_VENV) && /usr/bin/python3 -m venv $(TORCH_BENCH_VENV) && \
+		$(TORCH_BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --require-hashes -r $(TORCH_BENCH_REQUIREMENTS) && \
+		$(TORCH_BENCH_VENV)/bin/python -c 'import torch; torch.ones(2) @ torch.ones(2)' && \
+		cp $(TORCH_BENCH_REQUIREMENTS) $(TORCH_BENCH_VENV)/requirements.txt && \
+		echo "deps: PyTorch installed in $(TORCH_BENCH_VENV)" || \
+		{ rm -rf $(TORCH_BENCH_VENV); echo "deps: could not install PyTorch into $(TORCH_BENCH_VENV)"; exit 1; }; \
+	fi
+
 # deps-flink fetches Beam's Flink job server and Flink's own jars from Maven Central into
 # .cache/flink (FLINK_CACHE), pinned by deploy/flink/jars.sha256; the newest Beam release whose
 # Flink runner Maven Central serves with all its dependencies (docs/flink.md).
@@ -142,14 +197,14 @@ test-flink: deps-flink worker ## run every Beam job on Flink (embedded and a 2-T
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
 test: deps generated ## run every test (race detector on all but the numeric kernels and the Beam packages)
-	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test (race)" -- \
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) DCL_LIGHTLY_PYTHON=$(CURDIR)/$(LIGHTLY_VENV)/bin/python $(RUNWATCH) -gotest -label "test (race)" -- \
 		$(GO) test -json $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
-	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) $(RUNWATCH) -gotest -label "test" -- \
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) DCL_LIGHTLY_PYTHON=$(CURDIR)/$(LIGHTLY_VENV)/bin/python $(RUNWATCH) -gotest -label "test" -- \
 		$(GO) test -json -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
 	@# The GPU's code path (go-xla, the XLA backend, the same StableHLO) on XLA's CPU plugin.
 	@if [ -f $(XLA_CPU_PLUGIN) ]; then \
 		DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_XLA_CPU_PLUGIN=$(XLA_CPU_PLUGIN) CGO_ENABLED=1 $(RUNWATCH) -gotest -label "test (xla-cpu)" -- \
-			$(GO) test -json -tags cuda -run XLACPU -timeout $(TEST_TIMEOUT) $(XLA_PKGS); \
+			$(GO) test -json -p 1 -tags cuda -run XLACPU -timeout $(TEST_TIMEOUT) $(XLA_PKGS); \
 	else \
 		echo "test (xla-cpu): SKIPPED: no XLA CPU plugin at $(XLA_CPU_PLUGIN) (make deps-xla-cpu could not fetch it; it said why): the XLA backend's tests did not run"; \
 	fi

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/gpu/cpu"
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
 
+	"github.com/gomlx/compute"
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 )
@@ -34,8 +36,21 @@ func peakRSSMiB() float64 {
 
 // benchmarkStep times one training step (forward and backward of 2·batch images, loss,
 // update) and reports ms per image and the peak RSS.
+// With DCL_PROFILE_OPS set it runs on a CPU backend that times each operation, and logs the
+// times per operation kind.
 func benchmarkStep(b *testing.B, cfg StepConfig, batch, size int) {
-	backend := newTestBackend(b)
+	var backend compute.Backend
+	var profiled *cpu.Backend
+	if os.Getenv("DCL_PROFILE_OPS") != "" {
+		be, err := cpu.New(cpu.Config{ProfileOps: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(be.Finalize)
+		backend, profiled = be, be
+	} else {
+		backend = newTestBackend(b)
+	}
 	s, err := NewStep(backend, cfg, size, size)
 	if err != nil {
 		b.Fatal(err)
@@ -58,6 +73,9 @@ func benchmarkStep(b *testing.B, cfg StepConfig, batch, size int) {
 	// it uses): other processes' turns do not inflate it.
 	b.ReportMetric((cputime.Process().Seconds()-cpu0)*1000/images, "cpu-ms/image")
 	b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
+	if profiled != nil {
+		b.Logf("operation times over %d steps (the first compiles):\n%s", b.N+1, cpu.FormatOpStats(profiled.OpStats()))
+	}
 }
 
 // BenchmarkStepResNet18 is one resnet18-cifar training step at batch 64 (128 images of
@@ -102,6 +120,28 @@ func BenchmarkStepResNet18Batch256(b *testing.B) {
 		cfg.Model.BaseWidth, batch = 8, 16
 	}
 	benchmarkStep(b, cfg, batch, 32)
+}
+
+// BenchmarkStepResNet18Batch32 is one resnet18-cifar training step at batch 32 (64 images of
+// 32×32×3); -short: width 8, batch 4.
+func BenchmarkStepResNet18Batch32(b *testing.B) {
+	cfg := BenchStepConfig(ResNet18CIFAR, 3)
+	batch := 32
+	if testing.Short() {
+		cfg.Model.BaseWidth, batch = 8, 4
+	}
+	benchmarkStep(b, cfg, batch, 32)
+}
+
+// BenchmarkStepResNet50 is one resnet50 training step at 224×224, batch 8 (16 images);
+// -short: width 8, 64×64, batch 2.
+func BenchmarkStepResNet50(b *testing.B) {
+	cfg := BenchStepConfig(ResNet50, 3)
+	batch, size := 8, 224
+	if testing.Short() {
+		cfg.Model.BaseWidth, batch, size = 8, 2, 64
+	}
+	benchmarkStep(b, cfg, batch, size)
 }
 
 // BenchmarkStepSmallCNN is one small-cnn step at batch 64 on 28×28 grayscale (Fashion-MNIST's

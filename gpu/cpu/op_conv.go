@@ -81,7 +81,7 @@ func (b *Builder) ConvGeneral(input, kernel compute.Value, axes compute.Convolve
 	if b.backend.onConv != nil {
 		b.backend.onConv(cs)
 	}
-	node := b.addNode("ConvGeneral", execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
+	node := b.addNode("ConvGeneral/"+convRole(xStr, axes, inputDilations), execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		out, y, err := be.newF32(outShape)
 		if err != nil {
 			return nil, err
@@ -99,6 +99,20 @@ func (b *Builder) ConvGeneral(input, kernel compute.Value, axes compute.Convolve
 		return []compute.Buffer{out}, nil
 	}), in, outShape)
 	return node.outputs[0], nil
+}
+
+// convRole names what a convolution is in a training graph, for the operation timings:
+// GoMLX's kernel gradient convolves with the batch as the contracted axis (the input's
+// "batch" axis is its channel axis, the fastest), its input gradient with the kernel's
+// channel axes swapped or the input dilated by the forward stride.
+func convRole(xStrides []int, axes compute.ConvolveAxesConfig, inputDilations []int) string {
+	switch {
+	case xStrides[axes.InputBatch] == 1:
+		return "kernel-gradient"
+	case axes.KernelOutputChannels < axes.KernelInputChannels || slices.ContainsFunc(inputDilations, func(d int) bool { return d > 1 }):
+		return "input-gradient"
+	}
+	return "forward"
 }
 
 // onesIfEmpty returns s, or n ones when s is empty.
