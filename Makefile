@@ -44,15 +44,17 @@ GPU_PACK_MAX_MIB ?= 60
 # xla-cpu backend's tests run the GPU's code path on it. XLA_PKGS are the packages with such
 # tests, all named TestXLACPU*; built with the cuda tag, they run in their own step of make test.
 XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
-XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/
+XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/ ./cmd/dcl/
 
 .PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}' | \
-		sed -e 's|\$$(GPU_PACK_MAX_MIB)|$(GPU_PACK_MAX_MIB)|g' -e 's|\$$(GPU_PACK)|$(GPU_PACK)|g' \
-			-e 's|\$$(BIN)|$(BIN)|g' -e 's|\$$(FASHION_MNIST)|$(FASHION_MNIST)|g'
+		sed $(foreach v,$(HELP_VARIABLES),-e 's|\$$($(v))|$($(v))|g')
+
+# Every variable a target's help names, so that make help shows the value it has now.
+HELP_VARIABLES = $(sort $(patsubst $$(%),%,$(shell grep -ohE '^[a-z-]+:.*## .*' $(MAKEFILE_LIST) | grep -oE '\$$\([A-Z_]+\)')))
 
 build: ## build bin/dcl (pure Go, CPU backend)
 	@echo "build: $(BIN)/dcl (the first build downloads and compiles every dependency; docs/development.md, The first run)"

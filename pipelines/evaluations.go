@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -62,6 +63,32 @@ type EncoderEvaluation struct {
 	Images func(result any) int64
 	// Run evaluates and returns the result (a pointer of New's type).
 	Run func(ctx context.Context, e Encoder, s registry.Settings) (any, error)
+	// Metrics are the figures a result gives: a reproduction keeps them per run (results,
+	// history), lists them in its report and lets a config gate on them (gates.NAME).
+	Metrics []Metric
+}
+
+// Metric is one figure an evaluation's result gives for an encoder.
+type Metric struct {
+	// Name is the figure's key in results, the history and a config's gates: "knn_top1".
+	Name string
+	// Description says what it is, with its unit: "kNN top-1 accuracy (%)".
+	Description string
+	// HigherIsBetter says which way is a drop: accuracy falls, a loss rises.
+	HigherIsBetter bool
+	// Of reads the figure from a result (a pointer of New's type); false where it has none.
+	Of func(result any) (float64, bool)
+}
+
+// accuracy is a Metric of a result of type *T read by top (top-1 or top-5, in percent).
+func accuracy[T any](name, description string, top func(*T) float64) Metric {
+	return Metric{Name: name, Description: description, HigherIsBetter: true, Of: func(r any) (float64, bool) {
+		v, ok := r.(*T)
+		if !ok || v == nil {
+			return 0, false
+		}
+		return top(v), true
+	}}
 }
 
 // Encoder is one encoder's embeddings and context, as a reproduction gives them.
@@ -92,6 +119,18 @@ func RegisterEvaluation(e Evaluation) {
 		panic(fmt.Sprintf("pipelines.RegisterEvaluation: %s's Encoder needs Run, New and Result", e.Name))
 	}
 	registry.Merge([]registry.Variant{{Name: e.Name, Params: e.Params}}) // one declaration per name
+	if e.Encoder != nil {
+		for _, m := range e.Encoder.Metrics {
+			if m.Name == "" || m.Of == nil {
+				panic(fmt.Sprintf("pipelines.RegisterEvaluation: a metric of %s needs a name and Of", e.Name))
+			}
+			for _, other := range EncoderEvaluations() {
+				if slices.ContainsFunc(other.Encoder.Metrics, func(o Metric) bool { return o.Name == m.Name }) {
+					panic(fmt.Sprintf("pipelines.RegisterEvaluation: metric %s of %s is %s's", m.Name, e.Name, other.Name))
+				}
+			}
+		}
+	}
 	evaluations.Register(e.Name, e)
 }
 
@@ -246,6 +285,10 @@ func registerKNN() {
 		Encoder: &EncoderEvaluation{Output: "knn.json", Result: "knn.json",
 			New:    func() any { return new(analysis.KNNResult) },
 			Images: func(r any) int64 { return int64(r.(*analysis.KNNResult).NTest) },
+			Metrics: []Metric{
+				accuracy("knn_top1", "kNN top-1 accuracy (%)", func(r *analysis.KNNResult) float64 { return r.Top1 }),
+				accuracy("knn_top5", "kNN top-5 accuracy (%)", func(r *analysis.KNNResult) float64 { return r.Top5 }),
+			},
 			Run: func(ctx context.Context, e Encoder, s registry.Settings) (any, error) {
 				o := options(s)
 				o.Train, o.Test, o.Output, o.NumClasses, o.PerClass = e.Train, e.Test, e.Output, e.NumClasses, true
@@ -338,6 +381,10 @@ func registerLinear() {
 		},
 		Encoder: &EncoderEvaluation{Output: "linear.json", Result: "linear.json",
 			New: func() any { return new(analysis.LinearResult) },
+			Metrics: []Metric{
+				accuracy("linear_top1", "linear-probe top-1 accuracy (%)", func(r *analysis.LinearResult) float64 { return r.Top1 }),
+				accuracy("linear_top5", "linear-probe top-5 accuracy (%)", func(r *analysis.LinearResult) float64 { return r.Top5 }),
+			},
 			Run: func(ctx context.Context, e Encoder, s registry.Settings) (any, error) {
 				cfg, err := config(s, e.NumClasses)
 				if err != nil {

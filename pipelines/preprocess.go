@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -169,6 +170,17 @@ func DefaultGroupRows(cfg shards.Config) int {
 	return batch * batches
 }
 
+// PreprocessAugment is the augmentation preprocessing applies to dataset d: preset (empty:
+// the dataset's) at size (0: the dataset's view size), with overrides applied in order and
+// the result validated.
+func PreprocessAugment(d datasets.Descriptor, preset string, size int, overrides []augment.Override) (augment.Config, error) {
+	c, err := augment.Preset(cmp.Or(preset, d.Augment), cmp.Or(size, d.ViewSize))
+	if err != nil {
+		return augment.Config{}, err
+	}
+	return c, augment.ApplyOverrides(&c, overrides)
+}
+
 // PlanPreprocess checks the options, plans the split (datasets.MakePlan: listings and
 // headers only) and fixes the shards' configuration. Its errors are the user's to fix.
 func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, error) {
@@ -203,14 +215,11 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 	if o.Limit < 0 {
 		return nil, fmt.Errorf("limit %d: want 0 (all records) or more", o.Limit)
 	}
-	channels := o.Channels
-	if channels == 0 {
-		d, err := datasets.Lookup(o.Spec.Dataset)
-		if err != nil {
-			return nil, err
-		}
-		channels = d.Channels
+	spec, d, err := o.Spec.Resolve()
+	if err != nil {
+		return nil, err
 	}
+	channels := cmp.Or(o.Channels, d.Channels)
 	if channels != 1 && channels != 3 {
 		return nil, fmt.Errorf("channels = %d: want 1 or 3", channels)
 	}
@@ -221,7 +230,6 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 	if _, err := shards.ParseEncoding(string(enc)); err != nil {
 		return nil, err
 	}
-	spec := o.Spec
 	if spec.Split == "" {
 		spec.Split = "train"
 	}

@@ -44,7 +44,7 @@ func summarise(res *Results) {
 			c.Runs = append(c.Runs, r.Config.Name)
 			c.Seeds = append(c.Seeds, r.Config.Seed())
 		}
-		for _, m := range metrics {
+		for _, m := range metrics() {
 			var values []float64
 			for _, r := range g.runs {
 				if v, ok := m.of(r); ok {

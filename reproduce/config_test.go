@@ -1,11 +1,14 @@
 package reproduce
 
 import (
+	"flag"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dcl-beam/dcl-beam/experiments"
+	"github.com/dcl-beam/dcl-beam/pipelines"
+	"github.com/dcl-beam/dcl-beam/transforms/augment"
 	"github.com/dcl-beam/dcl-beam/transforms/datasets"
 )
 
@@ -248,5 +251,46 @@ func TestShippedConfigsParse(t *testing.T) {
 				t.Errorf("%s: run %s has a paper figure without a source", name, r.Name)
 			}
 		}
+	}
+}
+
+// TestAugmentationIsTheCommandLines: a config's preset, image size and augment_overrides
+// give the pretraining views dcl preprocess gives for the same flags (both resolve them in
+// pipelines.PreprocessAugment); the evaluation views take no overrides; an unknown override
+// is refused naming the key.
+func TestAugmentationIsTheCommandLines(t *testing.T) {
+	cfg := strings.Replace(minimal, "passes: 2, seed: 3}", "passes: 2, seed: 3, augment_overrides: {jitter-p: '0.5', crop-scale: '0.2,1'}}", 1)
+	cfg = strings.Replace(cfg, "input: /data/fashion-mnist}", "input: /data/fashion-mnist, image_size: 24}", 1)
+	c, err := Parse(strings.NewReader(cfg), "aug.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, d, err := datasets.Spec{Dataset: c.Dataset.Name}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{cfg: c}
+	got, err := r.augmentConfig(d, c.Preprocess.Augment, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("preprocess", flag.ContinueOnError)
+	overrides := augment.RegisterFlags(fs, "")
+	if err := fs.Parse([]string{"--crop-scale=0.2,1", "--jitter-p=0.5"}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := pipelines.PreprocessAugment(d, "simclr-cifar", 24, overrides.List())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want || got.JitterP != 0.5 || got.Size != 24 {
+		t.Errorf("the config's views %s, the command line's %s", got, want)
+	}
+	if eval, err := r.augmentConfig(d, augment.None, false); err != nil || !eval.Eval || eval.Size != 24 {
+		t.Errorf("evaluation views %s, %v", eval, err)
+	}
+	c.Preprocess.AugmentOverrides["jitter"] = "1"
+	if _, err := r.augmentConfig(d, c.Preprocess.Augment, true); err == nil || !strings.Contains(err.Error(), `preprocess.augment_overrides: unknown parameter "jitter"`) {
+		t.Errorf("an unknown override: %v", err)
 	}
 }

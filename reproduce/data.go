@@ -29,11 +29,15 @@ type dataGen struct{ pretrain, eval gen }
 // prepareData writes the pretraining view pairs and the two evaluation datasets.
 func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	d := r.cfg.Dataset
-	pretrain, err := r.augmentConfig(r.cfg.Preprocess.Augment, true)
+	spec, desc, err := datasets.Spec{Dataset: d.Name}.Resolve()
 	if err != nil {
 		return dataGen{}, err
 	}
-	eval, err := r.augmentConfig(augment.None, false)
+	pretrain, err := r.augmentConfig(desc, r.cfg.Preprocess.Augment, true)
+	if err != nil {
+		return dataGen{}, err
+	}
+	eval, err := r.augmentConfig(desc, augment.None, false)
 	if err != nil {
 		return dataGen{}, err
 	}
@@ -48,8 +52,9 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		{role: "eval-test", split: cmp.Or(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 	}
 	for _, ds := range sets {
+		spec.Input, spec.Split = d.SplitInput(ds.split), ds.split
 		ds.job, err = pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
-			Spec:   datasets.Spec{Dataset: d.Name, Input: d.SplitInput(ds.split), Split: ds.split},
+			Spec:   spec,
 			Output: ds.dir, Augment: ds.aug, Passes: ds.passes, Seed: r.cfg.Preprocess.Seed, MaxSide: r.cfg.Preprocess.MaxSide,
 			Online: ds.online,
 			Parts:  r.cfg.Preprocess.Shards, Encoding: enc, Limit: int64(ds.limit), CodeVersion: r.opts.CodeVersion,
@@ -192,39 +197,20 @@ func datasetDigest(ctx context.Context, dir string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// augmentConfig builds the augmentation of the config's preset at the dataset's size;
-// overrides apply to the pretraining views only.
-func (r *runner) augmentConfig(preset string, overrides bool) (augment.Config, error) {
-	size := r.cfg.Dataset.ImageSize
-	if size == 0 {
-		d, err := datasets.Lookup(r.cfg.Dataset.Name)
-		if err != nil {
-			return augment.Config{}, err
-		}
-		size = d.ViewSize
-	}
-	c, err := augment.Preset(preset, size)
-	if err != nil {
-		return augment.Config{}, err
-	}
-	if !overrides {
-		return c, nil
-	}
-	params := augment.Params()
-	for _, name := range sortedKeys(r.cfg.Preprocess.AugmentOverrides) {
-		i := indexOf(params, func(p augment.Param) bool { return p.Name == name })
-		if i < 0 {
-			names := make([]string, len(params))
-			for j, p := range params {
-				names[j] = p.Name
-			}
-			return augment.Config{}, fmt.Errorf("preprocess.augment_overrides: unknown parameter %q (want one of %s)", name, strings.Join(names, ", "))
-		}
-		if err := params[i].Set(&c, r.cfg.Preprocess.AugmentOverrides[name]); err != nil {
-			return augment.Config{}, fmt.Errorf("preprocess.augment_overrides.%s: %w", name, err)
+// augmentConfig builds the augmentation of the config's preset at the dataset's view size
+// (or the config's image_size); overrides apply to the pretraining views only.
+func (r *runner) augmentConfig(d datasets.Descriptor, preset string, overrides bool) (augment.Config, error) {
+	var given []augment.Override
+	if overrides {
+		for _, name := range sortedKeys(r.cfg.Preprocess.AugmentOverrides) {
+			given = append(given, augment.Override{Name: name, Value: r.cfg.Preprocess.AugmentOverrides[name]})
 		}
 	}
-	return c, c.Validate()
+	c, err := pipelines.PreprocessAugment(d, preset, r.cfg.Dataset.ImageSize, given)
+	if err != nil && overrides {
+		return c, fmt.Errorf("preprocess.augment_overrides: %w", err)
+	}
+	return c, err
 }
 
 // sameDataset reports whether dir holds a complete dataset made with want (the program's

@@ -202,23 +202,54 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 	return nil
 }
 
+// result is the result of evaluation name, as its registration's New reads it; false where
+// there is none.
+func (ev *Evaluation) result(name string) (any, bool) {
+	switch name {
+	case pipelines.EvalKNN:
+		return ev.KNN, ev.KNN != nil
+	case pipelines.EvalLinear:
+		return ev.Linear, ev.Linear != nil
+	case pipelines.EvalNPC:
+		return ev.NPC, ev.NPC != nil
+	}
+	raw, ok := ev.Others[name]
+	e, registered := pipelines.LookupEvaluation(name)
+	if !ok || !registered || e.Encoder == nil {
+		return nil, false
+	}
+	res := e.Encoder.New()
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, false
+	}
+	return res, true
+}
+
 // keep holds an evaluation's result: in the field the report reads it from, or in Others.
 func (ev *Evaluation) keep(name string, res any) {
 	switch v := res.(type) {
 	case *analysis.KNNResult:
-		ev.KNN = v
+		if name == pipelines.EvalKNN {
+			ev.KNN = v
+			return
+		}
 	case *analysis.LinearResult:
-		ev.Linear = v
+		if name == pipelines.EvalLinear {
+			ev.Linear = v
+			return
+		}
 	case *analysis.NPCReport:
-		ev.NPC = v
-	default:
-		raw, err := json.Marshal(v)
-		if err != nil {
-			raw, _ = json.Marshal(err.Error())
+		if name == pipelines.EvalNPC {
+			ev.NPC = v
+			return
 		}
-		if ev.Others == nil {
-			ev.Others = map[string]json.RawMessage{}
-		}
-		ev.Others[name] = raw
 	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		raw, _ = json.Marshal(err.Error())
+	}
+	if ev.Others == nil {
+		ev.Others = map[string]json.RawMessage{}
+	}
+	ev.Others[name] = raw
 }

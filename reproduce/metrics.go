@@ -3,10 +3,13 @@ package reproduce
 import (
 	"slices"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // Metric is one figure a reproduction measures per run: what the history records, the
-// gates check and the report compares. metrics is the one list of them.
+// gates check and the report compares. The training's loss is the reproduction's own; every
+// other is declared by the evaluation that measures it (pipelines.EncoderEvaluation.Metrics).
 type Metric struct {
 	Name        string
 	Description string
@@ -25,44 +28,39 @@ func (m Metric) measured(e EvaluateConfig) bool {
 	return m.evaluation == "" || e.Has(m.evaluation)
 }
 
-var metrics = []Metric{
-	{Name: "knn_top1", Description: "kNN top-1 accuracy (%)", HigherIsBetter: true,
-		of: func(r *RunResult) (float64, bool) {
-			if r.KNN == nil {
-				return 0, false
-			}
-			return r.KNN.Top1, true
-		},
-		paper: func(p PaperFigures) float64 { return p.KNNTop1 }, evaluation: "knn"},
-	{Name: "knn_top5", Description: "kNN top-5 accuracy (%)", HigherIsBetter: true,
-		of: func(r *RunResult) (float64, bool) {
-			if r.KNN == nil {
-				return 0, false
-			}
-			return r.KNN.Top5, true
-		}, evaluation: "knn"},
-	{Name: "linear_top1", Description: "linear-probe top-1 accuracy (%)", HigherIsBetter: true,
-		of: func(r *RunResult) (float64, bool) {
-			if r.Linear == nil {
-				return 0, false
-			}
-			return r.Linear.Top1, true
-		},
-		paper: func(p PaperFigures) float64 { return p.LinearTop1 }, evaluation: "linear"},
-	{Name: "linear_top5", Description: "linear-probe top-5 accuracy (%)", HigherIsBetter: true,
-		of: func(r *RunResult) (float64, bool) {
-			if r.Linear == nil {
-				return 0, false
-			}
-			return r.Linear.Top5, true
-		}, evaluation: "linear"},
-	{Name: "train_loss", Description: "training loss of the last step", HigherIsBetter: false,
-		of: func(r *RunResult) (float64, bool) {
-			if r.Train == nil {
-				return 0, false
-			}
-			return r.Train.Loss, true
-		}},
+// trainLoss is the training's own figure.
+var trainLoss = Metric{Name: "train_loss", Description: "training loss of the last step", HigherIsBetter: false,
+	of: func(r *RunResult) (float64, bool) {
+		if r.Train == nil {
+			return 0, false
+		}
+		return r.Train.Loss, true
+	}}
+
+// paperFigures are the metrics the paper publishes, as a run's paper figures give them.
+var paperFigures = map[string]func(PaperFigures) float64{
+	"knn_top1":    func(p PaperFigures) float64 { return p.KNNTop1 },
+	"linear_top1": func(p PaperFigures) float64 { return p.LinearTop1 },
+}
+
+// metrics are every metric: those of each registered evaluation of an encoder, in
+// registration order, then the training's.
+func metrics() []Metric {
+	var out []Metric
+	for _, e := range pipelines.EncoderEvaluations() {
+		for _, m := range e.Encoder.Metrics {
+			out = append(out, Metric{Name: m.Name, Description: m.Description, HigherIsBetter: m.HigherIsBetter,
+				of: func(r *RunResult) (float64, bool) {
+					res, ok := r.result(e.Name)
+					if !ok {
+						return 0, false
+					}
+					return m.Of(res)
+				},
+				paper: paperFigures[m.Name], evaluation: e.Name})
+		}
+	}
+	return append(out, trainLoss)
 }
 
 // trendMetrics are plotted against time whether or not a gate names them: the paper's two
@@ -71,19 +69,21 @@ var trendMetrics = []string{"knn_top1", "linear_top1"}
 
 // MetricNames lists the metrics, for messages and docs.
 func MetricNames() []string {
-	names := make([]string, len(metrics))
-	for i, m := range metrics {
+	all := metrics()
+	names := make([]string, len(all))
+	for i, m := range all {
 		names[i] = m.Name
 	}
 	return names
 }
 
 func lookupMetric(name string) (Metric, bool) {
-	i := slices.IndexFunc(metrics, func(m Metric) bool { return m.Name == name })
+	all := metrics()
+	i := slices.IndexFunc(all, func(m Metric) bool { return m.Name == name })
 	if i < 0 {
 		return Metric{}, false
 	}
-	return metrics[i], true
+	return all[i], true
 }
 
 // paperOf returns the paper's figure of metric m for a run, and whether there is one.
@@ -105,7 +105,7 @@ func (m Metric) drop(ref, now float64) float64 {
 
 func metricsWithPaper() string {
 	var names []string
-	for _, m := range metrics {
+	for _, m := range metrics() {
 		if m.paper != nil {
 			names = append(names, m.Name)
 		}
@@ -116,9 +116,10 @@ func metricsWithPaper() string {
 // eachFigure calls visit with every metric of every run of res that has it, runs in order,
 // metrics in the order of metrics.
 func eachFigure(res *Results, visit func(run *RunResult, m Metric, value float64)) {
+	all := metrics()
 	for i := range res.Runs {
 		run := &res.Runs[i]
-		for _, m := range metrics {
+		for _, m := range all {
 			if v, ok := m.of(run); ok {
 				visit(run, m, v)
 			}

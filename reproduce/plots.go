@@ -300,7 +300,7 @@ func trendCharts(res *Results, history []Reproduction, names runSeries) []figure
 		}
 	}
 	var panels []figures.Panel
-	for _, m := range metrics {
+	for _, m := range metrics() {
 		if _, gated := res.gated(m.Name); !gated && !slices.Contains(trendMetrics, m.Name) {
 			continue
 		}

@@ -337,15 +337,6 @@ func deref(p *float64, def float64) float64 {
 	return *p
 }
 
-func indexOf[T any](s []T, f func(T) bool) int {
-	for i, v := range s {
-		if f(v) {
-			return i
-		}
-	}
-	return -1
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -66,23 +66,13 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		if *dataset == "" || *input == "" || *output == "" {
 			return usagef("--dataset, --input and --output are required")
 		}
-		desc, err := datasets.Lookup(*dataset)
+		spec, desc, err := datasets.Spec{Dataset: *dataset, Input: *input, Split: *split, CoarseLabels: *coarse,
+			LabelsFile: *labelsFile, UnitRecords: *unitRecords, Limits: datasets.Limits{MaxPixels: *maxPixels}}.Resolve()
 		if err != nil {
 			return usagef("--dataset=%q: want one of %s", *dataset, strings.Join(datasets.Names(), ", "))
 		}
-		viewSize := *size
-		if viewSize == 0 {
-			viewSize = desc.ViewSize
-		}
-		name := *preset
-		if name == "" {
-			name = desc.Augment
-		}
-		aug, err := augment.Preset(name, viewSize)
+		aug, err := pipelines.PreprocessAugment(desc, *preset, *size, overrides.List())
 		if err != nil {
-			return usagef("--augment: %v", err)
-		}
-		if err := overrides.Apply(&aug); err != nil {
 			return usagef("%w", err)
 		}
 		if *size != 0 && aug.Size != *size {
@@ -94,7 +84,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		case "online":
 			online = true
 			if aug.Eval {
-				return usagef("--views=online makes augmented view pairs: --augment=%s has no random views", name)
+				return usagef("--views=online makes augmented view pairs: --augment=%s has no random views", aug.Preset)
 			}
 			if flagGiven(fs, "passes") || flagGiven(fs, "epochs") {
 				return usagef("--views=online stores no passes (the trainer makes a fresh one every epoch): drop --passes")
@@ -134,9 +124,7 @@ func setupPreprocess(fs *flag.FlagSet, out streams) func(context.Context, []stri
 		}
 
 		opts := pipelines.PreprocessOptions{
-			Spec: datasets.Spec{Dataset: *dataset, Input: *input, Split: *split, CoarseLabels: *coarse,
-				LabelsFile: *labelsFile, UnitRecords: *unitRecords, Limits: datasets.Limits{MaxPixels: *maxPixels}},
-			Output: *output, Augment: aug, Passes: *epochs, Online: online, MaxSide: *maxSide, Seed: *seed, Parts: *parts, Encoding: enc,
+			Spec: spec, Output: *output, Augment: aug, Passes: *epochs, Online: online, MaxSide: *maxSide, Seed: *seed, Parts: *parts, Encoding: enc,
 			Channels: *channels, Limit: *limit, MaxBadFraction: *maxBad, Overwrite: *overwrite,
 			CodeVersion: codeVersion(), Progress: display,
 		}

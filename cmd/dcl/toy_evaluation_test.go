@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -20,13 +21,17 @@ import (
 	"github.com/dcl-beam/dcl-beam/shards/embeddings"
 )
 
-// This file is the whole of an evaluation with a parameter of its own: one registration, and
-// the command line's command, flag, help and check, a reproduce config's key and the
-// reproduction's run of it come from the declaration without another file knowing it.
+// This file is the whole of an evaluation with a parameter and a metric of its own: one
+// registration, and the command line's command, flag, help and check, a reproduce config's
+// key, the reproduction's run of it and its metric in the results, the report, the history
+// and the gates come from the declaration without another file knowing it.
 
 // toyCentroid is nearest-class-centroid accuracy: a test vector counts as a hit when its
 // class's training centroid is among the toy_top centroids nearest to it.
 const toyCentroid = "toy-centroid"
+
+// toyAccuracy is its metric.
+const toyAccuracy = "toy_accuracy"
 
 type toyCentroidResult struct {
 	Top  int     `json:"top"`
@@ -100,7 +105,15 @@ func registerToyCentroid(t *testing.T) {
 			New: func() any { return new(toyCentroidResult) },
 			Run: func(ctx context.Context, e pipelines.Encoder, s registry.Settings) (any, error) {
 				return run(ctx, e.Train, e.Test, e.Output, s.Int("toy_top"))
-			}},
+			},
+			Metrics: []pipelines.Metric{{Name: toyAccuracy, Description: "toy nearest-centroid accuracy (%)", HigherIsBetter: true,
+				Of: func(r any) (float64, bool) {
+					v, ok := r.(*toyCentroidResult)
+					if !ok || v == nil {
+						return 0, false
+					}
+					return v.Acc, true
+				}}}},
 	})
 	t.Cleanup(func() { pipelines.UnregisterEvaluation(toyCentroid) })
 }
@@ -131,8 +144,10 @@ func eachRow(ctx context.Context, path string, f func(label int32, v []float32))
 // TestToyEvaluationIsOneRegistration: the toy evaluation's command is listed by dcl help, its
 // toy_top is a flag with its doc and default and its check (a bad value refused naming the
 // flag, exit 2), the command runs and prints its result; a reproduce config takes
-// evaluate.toy-centroid.toy_top, checked, and the reproduction runs it on each encoder's
-// embeddings and keeps its result.
+// evaluate.toy-centroid.toy_top, checked, and a gate on its metric; the reproduction runs it
+// on each encoder's embeddings, keeps its result, and its metric is in results.json (the
+// run's figures and its cell's spread), report.md, the history, and a second reproduction's
+// gate against the first.
 func TestToyEvaluationIsOneRegistration(t *testing.T) {
 	registerToyCentroid(t)
 
@@ -178,6 +193,7 @@ train:
   runs: [{name: dcl, loss: dcl}]
 evaluate:
   toy-centroid: {toy_top: 2}
+gates: {toy_accuracy: {max_drop_vs_previous: 0}}
 `
 	c, err := reproduce.Parse(strings.NewReader(config), "toy.yaml")
 	if err != nil {
@@ -223,5 +239,40 @@ evaluate:
 	}
 	if s, ok := res.Evaluate.Settings(toyCentroid); !ok || !slices.Equal(s.GivenNames(), []string{"toy_top"}) {
 		t.Errorf("results.json's evaluations lack evaluate.%s", toyCentroid)
+	}
+
+	// Its metric, in the results, the report and the history.
+	i := slices.IndexFunc(res.Changes, func(c reproduce.Change) bool { return c.Metric == toyAccuracy })
+	if i < 0 || res.Changes[i].Run != "dcl" || res.Changes[i].Value != written.Acc {
+		t.Errorf("results.json's figures %+v lack the run's %s %v", res.Changes, toyAccuracy, written.Acc)
+	}
+	if len(res.Cells) != 1 || res.Cells[0].Metrics[toyAccuracy].Mean != written.Acc {
+		t.Errorf("results.json's cells %+v lack the cell's %s", res.Cells, toyAccuracy)
+	}
+	report, err := os.ReadFile(filepath.Join(out, reproduce.ReportName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := fmt.Sprintf("| dcl | %s |", toyAccuracy); !strings.Contains(string(report), row) {
+		t.Errorf("report.md has no row %q:\n%s", row, report)
+	}
+	history, err := reproduce.ReadHistory(context.Background(), out)
+	if err != nil || len(history) != 1 {
+		t.Fatalf("history: %d reproductions, %v", len(history), err)
+	}
+	if v, ok := history[0].Value("dcl", toyAccuracy); !ok || v != written.Acc {
+		t.Errorf("the history holds %s %v, %v; want %v", toyAccuracy, v, ok, written.Acc)
+	}
+
+	// The gate on it, against the first reproduction.
+	if code, _, stderr := runDCL("reproduce", "--config="+p, "--output="+out, "--gate", "--log-level=warn", "--progress=off"); code != exitOK {
+		t.Fatalf("dcl reproduce --gate, again = %d: %s", code, stderr)
+	}
+	if err := storage.LoadJSON(context.Background(), filepath.Join(out, reproduce.ResultsName), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Gates) != 1 || res.Gates[0].Metric != toyAccuracy || res.Gates[0].Against != reproduce.VsPrevious ||
+		res.Gates[0].Reference != written.Acc || res.Gates[0].Failed {
+		t.Errorf("gates %+v, want %s against the previous reproduction's %v, passed", res.Gates, toyAccuracy, written.Acc)
 	}
 }

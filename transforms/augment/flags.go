@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/registry"
@@ -162,11 +163,40 @@ func (o *Overrides) Given() []string {
 	return out
 }
 
+// List is the given flags as overrides, in command-line order.
+func (o *Overrides) List() []Override {
+	out := make([]Override, len(o.given))
+	for i, g := range o.given {
+		out[i] = Override{Name: g.p.Name, Value: g.v}
+	}
+	return out
+}
+
 // Apply writes the given flags onto c, in command-line order, and validates the result.
-func (o *Overrides) Apply(c *Config) error {
+func (o *Overrides) Apply(c *Config) error { return ApplyOverrides(c, o.List()) }
+
+// Override is one parameter's value, as text, set over a preset: a flag of a command line,
+// or an entry of a config's preprocess.augment_overrides.
+type Override struct {
+	Name, Value string
+}
+
+// ApplyOverrides sets each override's parameter on c, in order, and validates the result;
+// an unknown name is an error listing the parameters.
+func ApplyOverrides(c *Config, overrides []Override) error {
+	params := Params()
 	var errs []error
-	for _, g := range o.given {
-		if err := g.p.Set(c, g.v); err != nil {
+	for _, o := range overrides {
+		i := slices.IndexFunc(params, func(p Param) bool { return p.Name == o.Name })
+		if i < 0 {
+			names := make([]string, len(params))
+			for j, p := range params {
+				names[j] = p.Name
+			}
+			errs = append(errs, fmt.Errorf("unknown parameter %q (want one of %s)", o.Name, strings.Join(names, ", ")))
+			continue
+		}
+		if err := params[i].Set(c, o.Value); err != nil {
 			errs = append(errs, err)
 		}
 	}

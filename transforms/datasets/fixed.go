@@ -205,7 +205,7 @@ func findFiles(ctx context.Context, what, dir, sub string, names []string) ([]st
 // publishedPerFile is the records of each of the files of a split in the published dataset:
 // the descriptor's count of the split, shared evenly by its files (CIFAR-10's five batches).
 func publishedPerFile(s Spec, files int) (int64, error) {
-	d, err := Lookup(s.Dataset)
+	_, d, err := s.Resolve()
 	if err != nil {
 		return 0, err
 	}

@@ -55,6 +55,22 @@ type Spec struct {
 	// root is the input as given, when MakePlan resolved the split's place under it (a
 	// dataset root): where files that describe the whole dataset (LOC_val_solution.csv) lie.
 	root string
+	// desc is Dataset's descriptor, once Resolve has looked it up.
+	desc *Descriptor
+}
+
+// Resolve returns the spec holding its dataset's descriptor, looked up once for everything
+// downstream that reads it (planning, the published counts), and the descriptor.
+func (s Spec) Resolve() (Spec, Descriptor, error) {
+	if s.desc != nil && s.desc.Name == s.Dataset {
+		return s, *s.desc, nil
+	}
+	d, err := Lookup(s.Dataset)
+	if err != nil {
+		return s, Descriptor{}, err
+	}
+	s.desc = &d
+	return s, d, nil
 }
 
 func (s Spec) withDefaults() Spec {
@@ -227,8 +243,7 @@ func (p *Plan) ignore(name string) {
 // the archive, folders that do not match the dataset's classes, and an input that is
 // another split's (see resolveInput): the val split of the train folder, say.
 func MakePlan(ctx context.Context, spec Spec) (Plan, error) {
-	spec = spec.withDefaults()
-	d, err := Lookup(spec.Dataset)
+	spec, d, err := spec.withDefaults().Resolve()
 	if err != nil {
 		return Plan{}, err
 	}

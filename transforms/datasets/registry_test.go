@@ -221,3 +221,26 @@ func TestToyKindIsReadThroughItsRegistration(t *testing.T) {
 		}()
 	}
 }
+
+// TestResolvedSpecIsLookedUpOnce: a spec that Resolve has given its descriptor plans with
+// that descriptor (its planner), not another lookup: a preprocess path looks its dataset up
+// once; a spec whose dataset is changed after is looked up again.
+func TestResolvedSpecIsLookedUpOnce(t *testing.T) {
+	spec, d, err := Spec{Dataset: IDX, Input: t.TempDir()}.Resolve()
+	if err != nil || d.Name != IDX {
+		t.Fatalf("Resolve = %+v, %v", d, err)
+	}
+	calls := 0
+	d.Plan = func(_ context.Context, s Spec) (Plan, error) {
+		calls++
+		return Plan{Classes: []string{"a"}, Units: []Unit{{Kind: KindIDX, Split: s.Split, Path: s.Input, Records: 4, Exact: true}}}, nil
+	}
+	spec.desc = &d
+	if p, err := MakePlan(context.Background(), spec); err != nil || calls != 1 || p.Records != 4 {
+		t.Errorf("MakePlan of a resolved spec: %d records, %v; its descriptor's planner ran %d times, want once", p.Records, err, calls)
+	}
+	spec.Dataset = CIFAR10
+	if again, d, err := spec.Resolve(); err != nil || d.Name != CIFAR10 || again.desc.Name != CIFAR10 {
+		t.Errorf("Resolve after the dataset changed = %s, %v", d.Name, err)
+	}
+}

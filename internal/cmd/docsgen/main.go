@@ -48,6 +48,8 @@ var sections = []section{
 	{name: "reproduce-stages", file: "BENCHMARKS.md", text: stageTimesSection},
 	{name: "kill-hunt", file: "docs/reliability.md", text: killHuntSection},
 	{name: "storage", file: "docs/preprocessing.md", text: storageSection},
+	{name: "cpu-compare-tables", file: "BENCHMARKS.md", text: cpuCompareTables},
+	{name: "cpu-compare-summary", file: "docs/engine.md", text: cpuCompareSummary},
 }
 
 // generator is one run of the program: where the repository is, the run directories whose

@@ -320,3 +320,59 @@ func TestSectionsAreKnownAndInTheirFile(t *testing.T) {
 		t.Errorf("check after the files were put back: %v", err)
 	}
 }
+
+// The CPU comparison's sections show the newest kept file's medians (the mean of the middle
+// two for an even count), ratios that say how many times faster ours is whichever the unit,
+// and the OpenBLAS row in its own table; a malformed line is refused with its file and line.
+func TestCPUCompareSections(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	writeDocs(t, root, demoReadme)
+	if err := run(ctx, []string{"--root=" + root, "--demo="}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "BENCHMARKS.md")); !strings.Contains(string(got), "No comparison is kept yet") {
+		t.Errorf("without a comparison, the section says:\n%s", got)
+	}
+	line := func(row, side string, value, cpu float64, unit string, round int, extra string) string {
+		return fmt.Sprintf(`{"row": %q, "side": %q, "value": %g, "cpu": %g, "unit": %q, "round": %d%s}`+"\n", row, side, value, cpu, unit, round, extra)
+	}
+	old := line("step", "ours", 1, 1, "ms/image", 1, "")
+	write(t, filepath.Join(root, "docs/benchmarks/cpu-compare-2026-01-01.jsonl"), old)
+	var kept strings.Builder
+	for round, v := range []float64{10, 30, 20, 40} { // wall median 25, per CPU-second 2.5
+		kept.WriteString(line("step", "ours", v, v/10, "ms/image", round+1, `, "load": "3.50 2 1"`))
+		kept.WriteString(line("step", "eager", 50, 10, "ms/image", round+1, ""))
+	}
+	kept.WriteString(line("infer", "ours", 300, 600, "images/s", 1, `, "load": "0.25 1 1"`))
+	kept.WriteString(line("infer", "compiled", 100, 150, "images/s", 1, ""))
+	kept.WriteString(line("GEMM", "ours", 90, 45, "GFLOP/s", 1, ""))
+	kept.WriteString(line("GEMM", "openblas", 100, 50, "GFLOP/s", 1, `, "blas": "libblas.so.3"`))
+	write(t, filepath.Join(root, "docs/benchmarks/cpu-compare-2026-02-01.jsonl"), kept.String())
+	if err := run(ctx, []string{"--root=" + root, "--demo="}); err != nil {
+		t.Fatal(err)
+	}
+	bench, _ := os.ReadFile(filepath.Join(root, "BENCHMARKS.md"))
+	engine, _ := os.ReadFile(filepath.Join(root, "docs/engine.md"))
+	for _, want := range []string{"From `docs/benchmarks/cpu-compare-2026-02-01.jsonl`.", "wall time, medians of 4 rounds",
+		"| step | ms/image | 25.00 | 50.00 |  | 2.00× |  |", "| step | ms/image | 2.50 | 10.00 |  | 4.00× |  |",
+		"| infer | images/s | 300 |  | 100 |  | 3.00× |", "| what | unit | ours | OpenBLAS (libblas.so.3) | ours ÷ OpenBLAS |",
+		"| GEMM | GFLOP/s | 90.00 | 100 | 0.90× |"} {
+		if !strings.Contains(string(bench), want) {
+			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, bench)
+		}
+	}
+	for _, want := range []string{"load average was 0.2–3.5", "Per CPU-second: the training steps 4.00× PyTorch eager; inference 4.00× torch.compile; float32 GEMM 0.90× OpenBLAS.",
+		"In wall time: the training steps 2.00× PyTorch eager"} {
+		if !strings.Contains(strings.Join(strings.Fields(string(engine)), " "), want) {
+			t.Errorf("docs/engine.md lacks %q:\n%s", want, engine)
+		}
+	}
+	if err := run(ctx, []string{"--root=" + root, "--check"}); err != nil {
+		t.Errorf("check right after make docs: %v", err)
+	}
+	write(t, filepath.Join(root, "docs/benchmarks/cpu-compare-2026-03-01.jsonl"), old+`{"row": "step", "side": "ours"}`+"\n")
+	if err := run(ctx, []string{"--root=" + root, "--check"}); err == nil || !strings.Contains(err.Error(), "cpu-compare-2026-03-01.jsonl:2") {
+		t.Errorf("a line without its figures: %v", err)
+	}
+}
