@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 )
 
@@ -462,4 +463,55 @@ func (d *packDriver) finishSteps(ctx context.Context) error {
 		}
 	}
 	return d.drop(ctx, failed)
+}
+
+// TrainPackOnShards is TrainOnShards for runs that train together (TrainPacked): each run's
+// shards are opened and its settings checked before a backend exists, runs that read the
+// same evaluation shards share one kNN monitor, and one backend, of the first run's kind and
+// precision, trains them all. A run that cannot share it (another backend or precision)
+// fails with a *SetupError, as does one whose settings do not fit; the others train.
+func TrainPackOnShards(ctx context.Context, trainings []ShardTraining) []PackResult {
+	results := make([]PackResult, len(trainings))
+	monitors := map[monitorKey]*KNNMonitor{}
+	var runs []PackRun
+	var index []int // of runs in trainings
+	var prec Precision
+	for i, o := range trainings {
+		opts, p, err := o.options(ctx, monitors)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		if len(runs) > 0 {
+			first := trainings[index[0]]
+			if o.Backend != first.Backend || o.Plugin != first.Plugin || p != prec {
+				results[i].Err = &SetupError{Err: fmt.Errorf("run %s cannot train in the pack of %s: backend %s at %s, the pack's is %s at %s",
+					o.Run.Out, first.Run.Out, o.Backend, p, first.Backend, prec)}
+				continue
+			}
+		}
+		prec = p
+		runs = append(runs, PackRun{Step: o.Step, Run: o.Run, Opts: opts})
+		index = append(index, i)
+	}
+	if len(runs) == 0 {
+		return results
+	}
+	first := trainings[index[0]]
+	backend, err := gpu.New(ctx, gpu.Options{Kind: first.Backend, Plugin: first.Plugin, TF32: prec.AllowsTF32()})
+	if err != nil {
+		for _, i := range index {
+			results[i].Err = err
+		}
+		return results
+	}
+	defer backend.Finalize()
+	for i := range runs {
+		runs[i].Run.Backend = backend.Name()
+		runs[i].Opts.Backend = backend
+	}
+	for j, r := range TrainPacked(ctx, runs) {
+		results[index[j]] = r
+	}
+	return results
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/dcl-beam/dcl-beam/experiments"
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/reproduce"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // DemoConfig is the built-in experiment behind `dcl demo` and `make demo`.
@@ -32,6 +34,8 @@ type reproduceFlags struct {
 	trainLog, rerunOnCodeChange, gate, plan *bool
 	waitLock                                *bool
 	progress                                func(streams) (progress.Options, error)
+	// pack is --pack (trainstep.PackSetting), when given.
+	pack func() (registry.Settings, error)
 }
 
 func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage string) reproduceFlags {
@@ -53,6 +57,7 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 			"(ledger, history, report, plots, finished runs' logs and evaluations; not the data, checkpoints or embeddings), and exit"),
 		restoreState: fs.String("restore-state", "", "before running, unpack a --save-state file into --output when it holds no reproduction yet"),
 	}
+	f.pack = registry.SettingFlags(fs, fs.Name(), []registry.Param{trainstep.PackSetting()})
 	renamedFlag(fs, out, "out", "output")
 	return f
 }
@@ -175,6 +180,14 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(), StageTimes: *f.stageTimes,
 	}
+	packFlag, err := f.pack()
+	if err != nil {
+		return err
+	}
+	if v, ok := packFlag.Given(trainstep.SettingPack); ok {
+		pack := v.(trainstep.Pack)
+		opts.Pack = &pack
+	}
 	if *f.saveState != "" {
 		return saveState(ctx, cfg, *f.out, *f.saveState, out)
 	}
@@ -188,8 +201,19 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		if err != nil {
 			return err
 		}
+		packs, err := reproduce.PlanPacks(cfg, opts)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(out.stdout, "%s in %s (dcl %s):\n", cfg.Name, *f.out, opts.CodeVersion)
-		return reproduce.WritePlan(out.stdout, stages)
+		if err := reproduce.WritePlan(out.stdout, stages); err != nil {
+			return err
+		}
+		setting := cfg.Train.Pack
+		if opts.Pack != nil {
+			setting = *opts.Pack
+		}
+		return reproduce.WritePacks(out.stdout, setting, packs)
 	}
 	res, err := reproduce.Run(ctx, cfg, opts)
 	if errors.Is(err, reproduce.ErrLocked) {
