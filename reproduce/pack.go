@@ -107,7 +107,11 @@ func (r *runner) packGroups() ([]PackGroup, error) {
 		if err != nil {
 			return nil, err
 		}
-		if have, what := deviceMemory(r.backendOf(s.cfg)); have > 0 && need > 0 && int64(most)*need > have {
+		memory := r.deviceMemory
+		if memory == nil {
+			memory = deviceMemory
+		}
+		if have, what := memory(r.backendOf(s.cfg)); have > 0 && need > 0 && int64(most)*need > have {
 			if fit := int(have / need); fit < min(most, len(s.runs)) {
 				most = max(fit, 1)
 				why = fmt.Sprintf("one run's step takes about %s and %s holds %d", progress.Bytes(need), what, most)

@@ -37,9 +37,11 @@ func TestPackedReproductionGivesTheSameResults(t *testing.T) {
 	writeBarsIDX(t, input)
 	ctx := context.Background()
 	results := map[string]*Results{}
+	outs := map[string]string{}
 	for _, pack := range []string{"auto", "off"} {
 		cfg := parseTiny(t, input, fourRuns(pack))
 		out := t.TempDir()
+		outs[pack] = out
 		opts := Options{Out: out, CodeVersion: "test"}
 		groups, err := PlanPacks(cfg, opts)
 		if err != nil {
@@ -99,6 +101,47 @@ func TestPackedReproductionGivesTheSameResults(t *testing.T) {
 	if !reflect.DeepEqual(packed.Cells, alone.Cells) {
 		t.Errorf("cells packed %+v, alone %+v", packed.Cells, alone.Cells)
 	}
+
+	// --rerun of one run of the pack retrains that run alone, to the same figures; the
+	// others are not trained again.
+	res, err := Run(ctx, parseTiny(t, input, fourRuns("auto")), Options{Out: outs["auto"], CodeVersion: "test", RerunStages: []string{"train dcl"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := stageNamed(t, res.Stages, "train dcl"); s.Skipped || strings.Contains(s.Reason, "pack") {
+		t.Errorf("--rerun 'train dcl': the stage %+v, want it trained alone", s)
+	}
+	for _, name := range []string{"train infonce-s1", "train dclw", "train infonce-s2"} {
+		if s := stageNamed(t, res.Stages, name); !s.Skipped {
+			t.Errorf("--rerun 'train dcl' ran %+v", s)
+		}
+	}
+	for i, run := range res.Runs {
+		if p := packed.Runs[i]; run.Train.Loss != p.Train.Loss || run.Train.MeanQ != p.Train.MeanQ || run.KNN.Top1 != p.KNN.Top1 {
+			t.Errorf("run %s retrained: loss %v, mean q %v, kNN %v; in the pack %v, %v, %v", run.Config.Name,
+				run.Train.Loss, run.Train.MeanQ, run.KNN.Top1, p.Train.Loss, p.Train.MeanQ, p.KNN.Top1)
+		}
+	}
+}
+
+// TestParseRerun: --rerun takes stage kinds, groups and one run's stage by its plan name,
+// refuses other stages naming what it takes, and a run the config lacks is refused before
+// anything runs.
+func TestParseRerun(t *testing.T) {
+	kinds, stages, err := ParseRerun("evaluate, train  dcl ,knn infonce-s1")
+	if err != nil || !reflect.DeepEqual(stages, []string{"train dcl", "knn infonce-s1"}) || len(kinds) != 4 {
+		t.Errorf("ParseRerun: %v %q %v", kinds, stages, err)
+	}
+	for _, bad := range []string{"train dcl x", "preprocess pretrain", "fit dcl", "trian"} {
+		if _, _, err := ParseRerun(bad); err == nil || !strings.Contains(err.Error(), "unknown stage") {
+			t.Errorf("ParseRerun(%q): %v, want an unknown stage", bad, err)
+		}
+	}
+	input := t.TempDir()
+	_, err = Run(context.Background(), parseTiny(t, input, fourRuns("auto")), Options{Out: t.TempDir(), RerunStages: []string{"train dlc"}})
+	if err == nil || !strings.Contains(err.Error(), "no run dlc (its runs: infonce-s1, dcl, dclw, infonce-s2)") {
+		t.Errorf("rerunning a run the config lacks: %v", err)
+	}
 }
 
 // TestPackSetting: train.pack reads auto, off and a number of runs, refuses anything else
@@ -130,5 +173,26 @@ func TestPackSetting(t *testing.T) {
 	}
 	if len(groups) != 2 || len(groups[0].Runs) != 3 || !strings.Contains(groups[0].Why, "pack: 3 holds at most 3 runs") {
 		t.Errorf("--pack=3 over pack: off groups %+v, want a pack of 3 and one of 1", groups)
+	}
+}
+
+// TestPacksFitTheDevice: a pack holds no more runs than the device's memory takes at the
+// estimated size of one run's step, and says so.
+func TestPacksFitTheDevice(t *testing.T) {
+	r, err := newRunner(parseTiny(t, t.TempDir(), fourRuns("auto")), Options{Out: t.TempDir()}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	need, err := r.runMemory(r.cfg.Runs[0])
+	if err != nil || need <= 0 {
+		t.Fatalf("one run's memory: %d, %v", need, err)
+	}
+	r.deviceMemory = func(string) (int64, string) { return 2*need + need/2, "the test's device" }
+	groups, err := r.packGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || len(groups[0].Runs) != 2 || len(groups[1].Runs) != 2 || !strings.Contains(groups[0].Why, "the test's device holds 2") {
+		t.Errorf("on a device that holds two runs: %+v", groups)
 	}
 }

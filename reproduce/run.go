@@ -34,6 +34,9 @@ type Options struct {
 	// Rerun lists the kinds of stages to recompute even where their outputs are complete;
 	// what depends on them is recomputed too.
 	Rerun []StageKind
+	// RerunStages names single runs' stages to recompute, as the plan names them ("train
+	// dcl"): a run of a pack retrains alone.
+	RerunStages []string
 	// RerunOnCodeChange recomputes every output that another code version made.
 	RerunOnCodeChange bool
 	// WaitLock waits for another reproduction that holds the run directory to finish,
@@ -110,6 +113,8 @@ type runner struct {
 	groups    []PackGroup
 	trainings map[string]*runTraining
 	packNotes map[string]string
+	// deviceMemory replaces the package's deviceMemory where set (tests).
+	deviceMemory func(backend string) (int64, string)
 }
 
 func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
@@ -135,6 +140,9 @@ func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
 		load: loadAverage(), trainings: map[string]*runTraining{}, packNotes: map[string]string{}}
 	for _, k := range opts.Rerun {
 		r.rerun[k] = true
+	}
+	if err := checkRerunStages(cfg, opts.RerunStages); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -202,7 +202,7 @@ func (r *runner) beginStage(ctx context.Context, s stageSpec) (*startedStage, ge
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	forced := s.up > 0 || r.rerun[s.kind]
+	forced := s.up > 0 || r.rerun[s.kind] || slices.Contains(r.opts.RerunStages, s.name)
 	o, err := s.done()
 	if err != nil {
 		if !forced {
@@ -389,6 +389,8 @@ func (r *runner) decide(s stageSpec, o outcome, e *ledgerEntry) (run, fresh bool
 		return true, true, r.upstreamReason(s.up)
 	case r.rerun[s.kind]:
 		return true, true, "--rerun=" + string(s.kind)
+	case slices.Contains(r.opts.RerunStages, s.name):
+		return true, true, fmt.Sprintf("--rerun=%q", s.name)
 	case o.complete:
 		return false, false, "complete"
 	}

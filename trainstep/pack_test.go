@@ -370,3 +370,30 @@ func TestTrainPackedRunFailsAlone(t *testing.T) {
 		samePackedRun(t, filepath.Join(packed, fmt.Sprint("run", i)), filepath.Join(alone, fmt.Sprint("run", i)), bitForBit)
 	}
 }
+
+// TestTrainMemory: the estimate of a step's memory counts the weights' copies and grows with
+// the batch and the image size.
+func TestTrainMemory(t *testing.T) {
+	cfg := testStepConfig(SmallCNN)
+	small, err := TrainMemory(cfg, 8, 16, 16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, bigger := range map[string][4]int{"batch": {16, 16, 16, 1}, "image size": {8, 32, 32, 1}, "channels": {8, 16, 16, 3}} {
+		b, err := TrainMemory(cfg, bigger[0], bigger[1], bigger[2], bigger[3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b <= small {
+			t.Errorf("a larger %s takes %d bytes, the smaller %d", what, b, small)
+		}
+	}
+	wide := cfg
+	wide.Model.BaseWidth = 4 * max(cfg.Model.BaseWidth, 8)
+	if w, err := TrainMemory(wide, 8, 16, 16, 1); err != nil || w <= small {
+		t.Errorf("a wider model takes %d bytes (%v), the narrower %d", w, err, small)
+	}
+	if _, err := TrainMemory(cfg, 0, 16, 16, 1); err == nil {
+		t.Error("no error for a batch of 0")
+	}
+}

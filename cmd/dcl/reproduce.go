@@ -47,7 +47,7 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 		progress: addProgressFlags(fs),
 		trainLog: fs.Bool("train-log", false, "also print every training step's JSON line on stderr (always in each run's train.jsonl)"),
 		rerun: fs.String("rerun", "", "recompute these stages even where complete, and what depends on them: a comma-separated list of "+
-			strings.Join(reproduce.StageNames(), ", ")),
+			strings.Join(reproduce.StageNames(), ", ")+", or one run's stage as --plan names it (\"train dcl\": that run alone)"),
 		rerunOnCodeChange: fs.Bool("rerun-on-code-change", false, "recompute every output that another version of dcl made"),
 		gate:              fs.Bool("gate", false, "exit 3 when one of the config's gates fails (after writing everything)"),
 		plan:              fs.Bool("plan", false, "print which stages a run would skip and run, and why; run and write nothing"),
@@ -171,13 +171,13 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 			}
 		}
 	}
-	rerun, err := reproduce.ParseStages(*f.rerun)
+	rerun, rerunStages, err := reproduce.ParseRerun(*f.rerun)
 	if err != nil {
 		return usagef("--rerun: %v", err)
 	}
 	opts := reproduce.Options{
 		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeIdentity(),
-		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
+		Rerun: rerun, RerunStages: rerunStages, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(), StageTimes: *f.stageTimes,
 	}
 	packFlag, err := f.pack()
