@@ -3,6 +3,7 @@ package reproduce
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -31,7 +32,8 @@ func fourRuns(pack string) func(string) string {
 // TestPackedReproductionGivesTheSameResults: a config of four batch-32 runs that share a step
 // plans them as one pack and trains them so; its results.json figures (every run's training
 // loss, mean q and curves, kNN and linear accuracies) are those of the same config with
-// pack: off, which plans and trains each alone.
+// pack: off, which plans and trains each alone. A packed reproduction stopped in training
+// resumes to the same figures, and --rerun of one of its runs retrains that run alone.
 func TestPackedReproductionGivesTheSameResults(t *testing.T) {
 	input := t.TempDir()
 	writeBarsIDX(t, input)
@@ -100,6 +102,29 @@ func TestPackedReproductionGivesTheSameResults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(packed.Cells, alone.Cells) {
 		t.Errorf("cells packed %+v, alone %+v", packed.Cells, alone.Cells)
+	}
+
+	// A packed reproduction stopped in training (every run of the pack past its step-4
+	// checkpoint) resumes as one pack and ends with the uninterrupted one's figures.
+	killed := t.TempDir()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stderr := &cancelAtNth{marker: `"step":6,`, n: 4, cancel: cancel}
+	if _, err := Run(cctx, parseTiny(t, input, fourRuns("auto")), Options{Out: killed, CodeVersion: "test", Stderr: stderr, TrainLog: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stopped reproduction returned %v, want context.Canceled", err)
+	}
+	resumed, err := Run(ctx, parseTiny(t, input, fourRuns("auto")), Options{Out: killed, CodeVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stageNamed(t, resumed.Stages, "train dclw").Reason; !strings.Contains(got, "trains in a pack of 4") {
+		t.Errorf("the resumed train dclw ran %q, want it in the pack again", got)
+	}
+	for i, run := range resumed.Runs {
+		if p := packed.Runs[i]; run.Train.Loss != p.Train.Loss || run.Train.MeanQ != p.Train.MeanQ || !reflect.DeepEqual(run.Curves, p.Curves) || run.KNN.Top1 != p.KNN.Top1 {
+			t.Errorf("run %s resumed: loss %v, mean q %v, kNN %v; uninterrupted %v, %v, %v", run.Config.Name,
+				run.Train.Loss, run.Train.MeanQ, run.KNN.Top1, p.Train.Loss, p.Train.MeanQ, p.KNN.Top1)
+		}
 	}
 
 	// --rerun of one run of the pack retrains that run alone, to the same figures; the
