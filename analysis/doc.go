@@ -5,7 +5,7 @@
 //
 // # kNN
 //
-// KNN is the InstDisc/MoCo CIFAR protocol (DefaultKNNConfig: cosine similarity of
+// KNN is the weighted kNN of MoCo's CIFAR monitor (DefaultKNNConfig: cosine similarity of
 // L2-normalised features, k = 200, votes exp(sim/T) with T = 0.1), reporting top-1/top-5
 // accuracy overall and per class. It is built from pieces a distributed job uses directly:
 // Prepare readies a block of vectors for a metric (normalised for Cosine; a zero vector stays

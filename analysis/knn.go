@@ -403,10 +403,12 @@ type Accuracy struct {
 // ClassAccuracy is the accuracy on the test examples of one class. A class without test
 // examples has N = 0 and accuracies of 0.
 type ClassAccuracy struct {
-	Class int     `json:"class"`
-	N     int64   `json:"n"`
-	Top1  float64 `json:"top1"`
-	Top5  float64 `json:"top5"`
+	Class int `json:"class"`
+	// Name is the class's name, where the embeddings name their classes.
+	Name string  `json:"name,omitempty"`
+	N    int64   `json:"n"`
+	Top1 float64 `json:"top1"`
+	Top5 float64 `json:"top5"`
 }
 
 // Accuracy returns the tallied accuracies in percent.
@@ -431,6 +433,18 @@ type LabeledVectors struct {
 	Source  string
 	Vectors Vectors
 	Labels  []int32
+	// Classes names the labels' classes (label i is Classes[i]); nil where the source
+	// names none.
+	Classes []string
+}
+
+// NameClasses gives each class accuracy its class's name, where classes names it.
+func NameClasses(per []ClassAccuracy, classes []string) {
+	for i := range per {
+		if c := per[i].Class; c >= 0 && c < len(classes) {
+			per[i].Name = classes[c]
+		}
+	}
 }
 
 // Validate checks the vectors (whole, finite) and that every label is in [0, numClasses);
@@ -482,7 +496,20 @@ type KNNConfig struct {
 	Workers    int // goroutines, each on its own query blocks; default GOMAXPROCS
 }
 
-// DefaultKNNConfig is the InstDisc/MoCo CIFAR protocol: cosine similarity, k = 200, T = 0.1.
+// FitK returns c with k at most n, the vectors of the bank that can vote, and where it lowers
+// k a notice that says so: the kNN evaluation and the trainer's monitor both let every vector
+// of a bank smaller than k vote, and say so, rather than one refusing what the other does.
+func (c KNNConfig) FitK(n int, bank string) (KNNConfig, string) {
+	if c.K <= n {
+		return c, ""
+	}
+	notice := fmt.Sprintf("k = %d is larger than the bank (%s: %d vectors): all %d vote, k = %d", c.K, bank, n, n, n)
+	c.K = n
+	return c, notice
+}
+
+// DefaultKNNConfig is the weighted kNN of MoCo's CIFAR monitor: cosine similarity, k = 200
+// (InstDisc's), T = 0.1 (MoCo's; InstDisc voted with T = 0.07).
 func DefaultKNNConfig() KNNConfig {
 	return KNNConfig{K: 200, Temperature: 0.1, Metric: Cosine, QueryBlock: 1024, BankBlock: 16384}
 }
@@ -585,6 +612,7 @@ func KNN(train, test LabeledVectors, cfg KNNConfig) (*KNNResult, error) {
 		}
 	}
 	acc := total.Accuracy()
+	NameClasses(acc.PerClass, train.Classes)
 	return &KNNResult{
 		Top1: acc.Top1, Top5: acc.Top5, K: cfg.K, Temperature: cfg.Temperature, Metric: cfg.Metric,
 		NTrain: nTrain, NTest: nTest, NumClasses: numClasses, PerClass: acc.PerClass,

@@ -85,6 +85,18 @@ func LARSLinearConfig() LinearConfig {
 	}
 }
 
+// MonitorLinearConfig is the linear probe the trainer's monitor fits to its sample's
+// features each time it runs (trainstep.KNNMonitorOptions.Linear): a trend of the linear
+// accuracy during training, fast enough to run every few epochs. Features are standardised,
+// so one small rate suits every encoder: SGD lr 0.1, momentum 0.9, 20 epochs of batch 256,
+// cosine decay. It is not the evaluation's protocol, whose figure it does not predict.
+func MonitorLinearConfig() LinearConfig {
+	return LinearConfig{
+		Epochs: 20, BatchSize: 256, LR: 0.1, Momentum: 0.9, Schedule: CosineSchedule,
+		Optimizer: SGD, Standardize: true, InitStd: 0.01, Seed: 1,
+	}
+}
+
 // WithEpochs returns the protocol run for a different number of epochs, its step schedule's
 // decays kept at the same fractions of the run (60 and 80 of 100 epochs become 18 and 24 of
 // 30): the one place where a shorter or longer probe rescales its milestones.
@@ -183,8 +195,21 @@ type LinearResult struct {
 	Milestones []int  `json:"milestones,omitempty"`
 	Seed       uint64 `json:"seed"`
 	// TrainLoss is the mean cross-entropy over each epoch's batches.
-	TrainLoss []float64       `json:"train_loss"`
-	PerClass  []ClassAccuracy `json:"per_class,omitempty"`
+	TrainLoss []float64 `json:"train_loss"`
+	// Note explains a TrainLoss that rose far above its first epoch's before it fell
+	// (lossNote); "" where it did not.
+	Note     string          `json:"note,omitempty"`
+	PerClass []ClassAccuracy `json:"per_class,omitempty"`
+	// CropPasses is the number of passes of augmented crops the classifier trained on
+	// (LinearProbeCrops); 0: fixed features, each training image embedded once.
+	CropPasses int `json:"crop_passes,omitempty"`
+}
+
+func cropPasses(crops []LabeledVectors) int {
+	if len(crops) == 1 {
+		return 0
+	}
+	return len(crops)
 }
 
 func stepMilestones(c LinearConfig) []int {
@@ -203,6 +228,18 @@ func LinearProbe(train, test LabeledVectors, cfg LinearConfig) (*LinearResult, *
 // LinearProbeEach is LinearProbe calling epochDone (if not nil) after each training epoch,
 // for a caller that shows progress.
 func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearResult, *LinearModel, error) {
+	return LinearProbeCrops([]LabeledVectors{train}, test, cfg, epochDone)
+}
+
+// LinearProbeCrops is the linear probe trained on augmented crops, OpenSelfSup's protocol:
+// crops[p] are the features of pass p of the training images' random crops, and epoch e
+// trains on crops[e mod len(crops)], so that with as many passes as epochs every epoch sees
+// fresh crops. One crop set is LinearProbeEach's fixed features.
+func LinearProbeCrops(crops []LabeledVectors, test LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearResult, *LinearModel, error) {
+	if len(crops) == 0 {
+		return nil, nil, fmt.Errorf("%s: no training crops", test.Source)
+	}
+	train := crops[0]
 	if cfg.NumClasses == 0 {
 		n, err := NumClassesOf(train, test)
 		if err != nil {
@@ -216,7 +253,7 @@ func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone fun
 	if test.Vectors.Len() > 0 && test.Vectors.Dim != train.Vectors.Dim {
 		return nil, nil, fmt.Errorf("%s has %d-dimensional vectors, %s %d-dimensional", train.Source, train.Vectors.Dim, test.Source, test.Vectors.Dim)
 	}
-	model, losses, err := trainLinear(train, cfg, epochDone)
+	model, losses, err := trainLinear(crops, cfg, epochDone)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -224,42 +261,81 @@ func LinearProbeEach(train, test LabeledVectors, cfg LinearConfig, epochDone fun
 	if err != nil {
 		return nil, nil, err
 	}
+	NameClasses(acc.PerClass, train.Classes)
 	return &LinearResult{
 		Top1: acc.Top1, Top5: acc.Top5, NTrain: train.Vectors.Len(), NTest: test.Vectors.Len(),
 		NumClasses: cfg.NumClasses, Optimizer: cfg.Optimizer, Epochs: cfg.Epochs, BatchSize: cfg.BatchSize,
-		LR: cfg.LR, Milestones: stepMilestones(cfg), Seed: cfg.Seed, TrainLoss: losses, PerClass: acc.PerClass,
+		LR: cfg.LR, Milestones: stepMilestones(cfg), Seed: cfg.Seed, TrainLoss: losses, Note: lossNote(losses, cfg), PerClass: acc.PerClass,
+		CropPasses: cropPasses(crops),
 	}, model, nil
+}
+
+// LinearLossClimb is how many times its first epoch's the probe's loss must rise to for
+// lossNote.
+const LinearLossClimb = 3
+
+// lossNote explains a training loss that rose to more than LinearLossClimb times its first
+// epoch's before it fell: with the protocol's large rate (SGD lr 30) on features that are not
+// standardised, the first epochs overshoot before the classifier settles. The classifier is the last epoch's, so the accuracy is not affected by the climb,
+// but a reader of the loss curve should not take it for a divergence.
+func lossNote(losses []float64, cfg LinearConfig) string {
+	if len(losses) < 2 || !(losses[0] > 0) {
+		return ""
+	}
+	peak := 0
+	for i, l := range losses {
+		if l > losses[peak] {
+			peak = i
+		}
+	}
+	last := losses[len(losses)-1]
+	if losses[peak] < LinearLossClimb*losses[0] || peak == len(losses)-1 || !(last < losses[peak]) {
+		return ""
+	}
+	note := fmt.Sprintf("the probe's training loss rose from %.3g (epoch 1) to %.4g (epoch %d) before it fell to %.3g (epoch %d): "+
+		"lr %g overshoots at first on features of this scale before the classifier settles; the accuracy is "+
+		"the last epoch's classifier's", losses[0], losses[peak], peak+1, last, len(losses), cfg.LR)
+	if !cfg.Standardize {
+		note += " (standardize: true scales the features first and keeps the loss small)"
+	}
+	return note
 }
 
 // TrainLinear fits a linear classifier to train and returns it with the mean training loss
 // of each epoch. Each epoch visits the examples in a permutation drawn from (Seed, epoch).
 func TrainLinear(train LabeledVectors, cfg LinearConfig) (*LinearModel, []float64, error) {
-	return trainLinear(train, cfg, nil)
+	return trainLinear([]LabeledVectors{train}, cfg, nil)
 }
 
-func trainLinear(train LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearModel, []float64, error) {
+// trainLinear trains on crops[e mod len(crops)] in epoch e; standardisation takes the first
+// pass's statistics.
+func trainLinear(crops []LabeledVectors, cfg LinearConfig, epochDone func()) (*LinearModel, []float64, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
+	train := crops[0]
 	if cfg.NumClasses == 0 {
-		n, err := NumClassesOf(train)
+		n, err := NumClassesOf(crops...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", train.Source, err)
 		}
 		cfg.NumClasses = n
 	}
-	if err := train.Validate(cfg.NumClasses); err != nil {
-		return nil, nil, err
-	}
 	n, dim, nc := train.Vectors.Len(), train.Vectors.Dim, cfg.NumClasses
+	for p, c := range crops {
+		if err := c.Validate(cfg.NumClasses); err != nil {
+			return nil, nil, err
+		}
+		if c.Vectors.Len() != n || c.Vectors.Dim != dim {
+			return nil, nil, fmt.Errorf("%s: crop pass %d has %d vectors of %d values, pass 0 %d of %d", c.Source, p, c.Vectors.Len(), c.Vectors.Dim, n, dim)
+		}
+	}
 	if n == 0 {
 		return nil, nil, fmt.Errorf("%s: no training vectors", train.Source)
 	}
 	m := &LinearModel{NumClasses: nc, Dim: dim, W: make([]float32, nc*dim), B: make([]float32, nc)}
-	x := train.Vectors
 	if cfg.Standardize {
-		m.Mean, m.Std = featureStats(x)
-		x = m.standardize(x)
+		m.Mean, m.Std = featureStats(train.Vectors)
 	}
 	init := rand.New(rand.NewPCG(cfg.Seed, 0x11ea7))
 	for i := range m.W {
@@ -278,7 +354,12 @@ func trainLinear(train LabeledVectors, cfg LinearConfig, epochDone func()) (*Lin
 		losses  = make([]float64, cfg.Epochs)
 		indices = make([]int, n)
 	)
+	var x Vectors
 	for epoch := range cfg.Epochs {
+		train := crops[epoch%len(crops)]
+		if epoch < len(crops) || len(crops) > 1 {
+			x = m.standardize(train.Vectors) // fixed features: once
+		}
 		lr := float32(cfg.LearningRate(epoch))
 		shuffle := rand.New(rand.NewPCG(cfg.Seed, uint64(epoch)+1))
 		for i := range indices {

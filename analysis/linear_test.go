@@ -292,3 +292,56 @@ func TestLinearWithEpochsScalesMilestones(t *testing.T) {
 		t.Errorf("LARS WithEpochs(30) = %+v", lars)
 	}
 }
+
+// A probe whose loss climbs far above its first epoch's before it falls (the protocol's lr 30
+// on features that are not standardised) says so, with where it peaked; a loss that falls, or
+// one that is still climbing at the end, gets no such note.
+func TestLinearLossNote(t *testing.T) {
+	cfg := DefaultLinearConfig()
+	note := lossNote([]float64{2.3, 40, 1500, 90, 0.6}, cfg)
+	for _, want := range []string{"rose from 2.3 (epoch 1) to 1500 (epoch 3) before it fell to 0.6 (epoch 5)", "lr 30", "standardize: true"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q lacks %q", note, want)
+		}
+	}
+	for _, losses := range [][]float64{{2.3, 1.5, 0.9}, {2.3, 3, 2}, {2.3, 40, 1500}} {
+		if note := lossNote(losses, cfg); note != "" {
+			t.Errorf("losses %v: note %q, want none", losses, note)
+		}
+	}
+}
+
+// TestLinearProbeCropsTrainsEpochOnPass: epoch e trains on crop pass e mod P, so a probe of
+// two epochs over passes A and B is one epoch on A continued by one on B; with as many epochs
+// as the first pass covers it is the fixed-feature probe on that pass.
+func TestLinearProbeCropsTrainsEpochOnPass(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	a := randomSet(r, "crops.parquet", 200, 8, 4, false)
+	b := randomSet(r, "crops.parquet", 200, 8, 4, false)
+	copy(b.Labels, a.Labels)
+	test := randomSet(r, "test.parquet", 100, 8, 4, false)
+	cfg := DefaultLinearConfig()
+	cfg.Epochs, cfg.LR, cfg.Seed, cfg.NumClasses = 1, 0.5, 3, 4
+	oneOnA, _, err := LinearProbeCrops([]LabeledVectors{a, b}, test, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixedA, _, _ := LinearProbe(a, test, cfg)
+	if oneOnA.TrainLoss[0] != fixedA.TrainLoss[0] || oneOnA.Top1 != fixedA.Top1 {
+		t.Errorf("epoch 1 of crops [A, B] is not an epoch on A: loss %v, fixed %v", oneOnA.TrainLoss, fixedA.TrainLoss)
+	}
+	if oneOnA.CropPasses != 2 || fixedA.CropPasses != 0 {
+		t.Errorf("crop passes %d and %d, want 2 and 0 (fixed)", oneOnA.CropPasses, fixedA.CropPasses)
+	}
+	cfg.Epochs = 2
+	twoCrops, _, _ := LinearProbeCrops([]LabeledVectors{a, b}, test, cfg, nil)
+	twoOnA, _, _ := LinearProbe(a, test, cfg)
+	if twoCrops.TrainLoss[1] == twoOnA.TrainLoss[1] {
+		t.Errorf("epoch 2 of crops [A, B] trained on A again (loss %v)", twoCrops.TrainLoss)
+	}
+	short := b
+	short.Vectors.Data, short.Labels = b.Vectors.Data[:8*10], b.Labels[:10]
+	if _, _, err := LinearProbeCrops([]LabeledVectors{a, short}, test, cfg, nil); err == nil || !strings.Contains(err.Error(), "crop pass 1 has 10 vectors") {
+		t.Errorf("passes of different sizes: %v", err)
+	}
+}

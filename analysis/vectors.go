@@ -73,7 +73,7 @@ func (v Vectors) Validate(source string) error {
 type Metric int
 
 const (
-	// Cosine is the dot product of L2-normalised vectors (the InstDisc/MoCo kNN protocol). The
+	// Cosine is the dot product of L2-normalised vectors (the weighted kNN's of InstDisc and MoCo). The
 	// cosine similarity of a zero vector with anything is defined as 0: a zero vector is left
 	// at zero rather than divided by its zero norm.
 	Cosine Metric = iota

@@ -95,8 +95,8 @@ var cellCleaners = []struct {
 	{regexp.MustCompile(`(?m)%.*$`), ""},
 	{regexp.MustCompile(`\\(hline|midrule|toprule|bottomrule|quad)\b`), ""},
 	{regexp.MustCompile(`\\cellcolor\{[^}]*\}`), ""},
-	// a gain printed after a figure: (\textcolor{pearDark}{\bf+2.8)} or (+2.1)
-	{regexp.MustCompile(`\(\\textcolor\{[^}]*\}\{[^}]*\}`), ""},
+	// a gain printed after a figure: (\textcolor{pearDark}{\bf+2.8)}, (\textcolor{pearDark}{\bf+1.9}) or (+2.1)
+	{regexp.MustCompile(`\(\\textcolor\{[^}]*\}\{[^}]*\}\)?`), ""},
 	{regexp.MustCompile(`\([+-][0-9.]+\)`), ""},
 	{regexp.MustCompile(`\\(textbf|bf)\{([^{}]*)\}`), "$2"},
 	{regexp.MustCompile(`\\bf\b`), ""},

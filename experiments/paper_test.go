@@ -2,12 +2,16 @@ package experiments_test
 
 import (
 	"fmt"
+	"io"
+	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/experiments"
 	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/reproduce"
@@ -29,9 +33,33 @@ type runRecipe struct {
 	epochs                 int
 	tau, lr                float64 // lr: the base rate, scaled by batch/256
 	augment                bool    // the appendix's default augmentation applies
-	batches, queues        []int   // the cells' batch sizes and queues the paper ran
-	knn, linear            bool    // the figures the paper reports
+	// asymmetric: BYOL's asymmetric augmentation replaces the default, whose values the
+	// paper does not state (the config's departures say which it takes).
+	asymmetric      bool
+	batches, queues []int // the cells' batch sizes and queues the paper ran
+	knn, linear     bool  // the figures the paper reports
+	// cited is the implementation the paper follows for these runs where it names one
+	// instead of stating the recipe.
+	cited *citedRecipe
 }
+
+// citedRecipe is a cited implementation's recipe: the code's values, which the LaTeX does
+// not hold (readFacts checks that the paper follows it).
+type citedRecipe struct {
+	name        string
+	optimizer   string  // as the optimizer key names it
+	lr          float64 // not scaled by the batch size
+	weightDecay float64
+	knnTIsTau   bool // the kNN votes with weight exp(sim/τ), τ the loss's
+	// how a departure names the optimizer, lr and weight decay
+	optimizerText, lrText, weightDecayText string
+}
+
+// pyTorchImplementation is the paper's \cite{pyTorchimplementation}, "using the same backbone
+// and hyperparameters" for its ResNet-50 CIFAR runs (Section 4.1): leftthomas/SimCLR's
+// main.py, Adam with lr 1e-3 and weight decay 1e-6, τ 0.5, kNN k 200 with T = τ.
+var pyTorchImplementation = &citedRecipe{name: "leftthomas/SimCLR", optimizer: "adam", lr: 1e-3, weightDecay: 1e-6, knnTIsTau: true,
+	optimizerText: "Adam", lrText: "1e-3", weightDecayText: "1e-6"}
 
 // expectation is what the paper says about one built-in config: its recipe and figures, per
 // run.
@@ -52,6 +80,8 @@ type facts struct {
 	linearLR                                     float64
 	augment                                      augment.Config
 	tauR50                                       float64
+	// lossIsSum: the paper's loss sums its anchors' terms (the toolkit's is their mean).
+	lossIsSum bool
 }
 
 func readFacts(t *testing.T, p *paper) facts {
@@ -79,6 +109,23 @@ func readFacts(t *testing.T, p *paper) facts {
 		linearBatch:       atoi(p.fact(t, `train the linear classifier with batch size (\d+) for \d+ epochs`)),
 		linearEpochs:      atoi(p.fact(t, `train the linear classifier with batch size \d+ for (\d+) epochs`)),
 		linearLR:          p.factFloat(t, `The base \$lr\$ is set to ([0-9.]+) and decay`),
+	}
+	f.lossIsSum = p.fact(t, `the overall loss function is \$L = (\\sum)_`) != ""
+	// What a config chooses and says so in its departures because the paper states nothing
+	// of it: the words that would state it occur nowhere, or only where the paper states the
+	// linear probe's settings or the ImageNet runs' schedule.
+	p.unstated(t, `(?i)momentum\s*=`, "linear classifier")
+	p.unstated(t, `(?i)weight decay`, "linear classifier")
+	p.unstated(t, `(?i)warm`, "")
+	p.unstated(t, `(?i)cosine|anneal|schedule`, "linear classifier|by following SimCLR")
+	p.unstated(t, `(?i)\bk\s*=\s*[0-9]|kNN[^.]*(temperature|\bT\s*=)`, "")
+	p.unstated(t, `(?i)hidden|two-layer|2-layer|projector with`, "")
+	p.unstated(t, `(?i)blur[^.]*probability|probability[^.]*blur|kernel size`, "")
+	p.unstated(t, `(?i)\bstem\b|max-?pool`, "")
+	p.unstated(t, `(?i)\bCMC\b|class list`, "")
+	p.unstated(t, `(?i)stop[- ]gradient[^.]*weight|detach`, "")
+	if got := p.fact(t, `by following the implementation~\\cite\{(pyTorchimplementation)\}, using the same backbone and hyperparameters`); got == "" {
+		t.Fatal("the paper no longer follows a cited implementation for its ResNet-50 CIFAR runs")
 	}
 	ints := func(row []string) []int {
 		var out []int
@@ -194,7 +241,7 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 	r50 := func(dataset string) func(reproduce.RunConfig) runRecipe {
 		return func(reproduce.RunConfig) runRecipe {
 			return runRecipe{dataset: dataset, model: "resnet50-cifar", method: "simclr", epochs: f.epochsR50, tau: f.tauR50, augment: true,
-				batches: f.table4Batches, knn: true}
+				batches: f.table4Batches, knn: true, cited: pyTorchImplementation}
 		}
 	}
 	table4 := func(block string) func(reproduce.RunConfig) published {
@@ -242,6 +289,45 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 			},
 		}
 	}
+	// Table 3: DCL at Table 1's ImageNet recipe, then at the tuned (τ, lr) its second row
+	// states, then with BYOL's asymmetric augmentation, at its caption's batch and epochs.
+	t3 := p.table(t, "tab:strong-aug")
+	t3Batch := atoiT(t, p.fact(t, `Note that models are trained with (\d+) batch size and \d+ epochs`))
+	t3Epochs := atoiT(t, p.fact(t, `Note that models are trained with \d+ batch size and (\d+) epochs`))
+	tunedRow := t3.rows[2][0]
+	tuned := regexp.MustCompile(`^\+ optimal \(\\tau, l_r\) = \(([0-9.]+), ([0-9.]+)\)$`).FindStringSubmatch(tunedRow)
+	if tuned == nil {
+		t.Fatalf("Table 3's second row %q states no (τ, lr)", tunedRow)
+	}
+	tunedTau, _ := strconv.ParseFloat(tuned[1], 64)
+	tunedLR, _ := strconv.ParseFloat(tuned[2], 64)
+	table3 := func(row int) float64 { return figure(t, t3.rows[row][1], -1) }
+	table3Recipe := func(r reproduce.RunConfig) runRecipe {
+		rc := runRecipe{dataset: "imagenet", model: "resnet50", method: "simclr", epochs: t3Epochs, tau: f.tauImageNet, augment: true,
+			batches: []int{t3Batch}, linear: true}
+		if r.Temperature() != f.tauImageNet {
+			rc.tau, rc.lr = tunedTau, tunedLR
+		}
+		return rc
+	}
+	// Table 9: SimCLR and DCL at batch and epochs per row; the paper states neither τ nor lr
+	// for it, but its DCL row at Table 3's batch and epochs is Table 3's tuned figure, so a
+	// config's DCL rows may take Table 3's tuned (τ, lr), which the test holds them to.
+	t9 := p.table(t, "tab:largebatchsize")
+	table9Row := func(loss string, batch, epochs int) (float64, bool) {
+		row := map[string]string{"infonce": "SimCLR", "dcl": "SimCLR w/ DCL"}[loss]
+		for _, cells := range t9.rows {
+			if cells[0] == row && len(cells) == 4 && cells[1] == strconv.Itoa(batch) && cells[2] == strconv.Itoa(epochs) {
+				return figure(t, cells[3], -1), true
+			}
+		}
+		return 0, false
+	}
+	table9 := func(r reproduce.RunConfig) (float64, bool) { return table9Row(r.Loss(), r.BatchSize(), r.Epochs()) }
+	if v, ok := table9Row("dcl", t3Batch, t3Epochs); !ok || v != table3(2) {
+		t.Fatalf("Table 9's DCL figure at batch %d, %d epochs (%v) is not Table 3's tuned one (%v): its (τ, lr) is not Table 3's", t3Batch, t3Epochs, v, table3(2))
+	}
+
 	mocoIN1K, mocoIN1KFigures := moco("imagenet", "ImageNet-1K (Linear)")
 	mocoIN100, mocoIN100Figures := moco("imagenet100", "ImageNet-100 (Linear)")
 	return map[string]expectation{
@@ -274,9 +360,10 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 		"cifar100-resnet50": {r50("cifar100"), table4("CIFAR100 (kNN)")},
 		"cifar10-temperature": {
 			func(r reproduce.RunConfig) runRecipe {
-				// The paper names no backbone for the ablation; its τ is the swept one.
+				// The paper names no backbone for the ablation; its τ is the swept one. Its τ 0.5
+				// figures are Table 4's, which follows the cited implementation.
 				return runRecipe{dataset: "cifar10", method: "simclr", epochs: f.tauAblationEpochs, tau: r.Temperature(), augment: true,
-					batches: []int{f.tauAblationBatch}, knn: true}
+					batches: []int{f.tauAblationBatch}, knn: true, cited: pyTorchImplementation}
 			},
 			func(r reproduce.RunConfig) published {
 				tab := p.table(t, "tab:ablation_tau")
@@ -306,6 +393,37 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 				}
 				return published{linear: figure(t, tab.cell(t, fmt.Sprintf("%d Epoch", r.Epochs()), map[string]string{"": col}), -1), source: p.source(t, tab.label)}
 			}},
+		"imagenet-tuned": {table3Recipe, func(r reproduce.RunConfig) published {
+			row := 1
+			if r.Temperature() != f.tauImageNet {
+				row = 2
+			}
+			return published{linear: table3(row), source: p.source(t, t3.label)}
+		}},
+		"imagenet-tuned-byol": {
+			func(r reproduce.RunConfig) runRecipe {
+				rc := table3Recipe(r)
+				rc.augment, rc.asymmetric = false, true
+				return rc
+			},
+			func(reproduce.RunConfig) published {
+				return published{linear: table3(3), source: p.source(t, t3.label)}
+			}},
+		"imagenet-large-batch": {
+			func(r reproduce.RunConfig) runRecipe {
+				rc := runRecipe{dataset: "imagenet", model: "resnet50", method: "simclr", tau: f.tauImageNet, augment: true, linear: true}
+				if _, ok := table9(r); ok {
+					rc.epochs, rc.batches = r.Epochs(), []int{r.BatchSize()}
+				}
+				if r.Loss() == "dcl" {
+					rc.tau, rc.lr = tunedTau, tunedLR
+				}
+				return rc
+			},
+			func(r reproduce.RunConfig) published {
+				v, _ := table9(r)
+				return published{linear: v, source: p.source(t, t9.label)}
+			}},
 		"cifar10-nnclr": nnclr("cifar10", "resnet18-cifar", "CIFAR10, 1000 Epoch (kNN)", 1000, true),
 		// The paper's ResNet-18 on ImageNet-100 has the ImageNet stem at 224 px, which this
 		// toolkit's ResNet-18 does not.
@@ -327,6 +445,15 @@ func expectations(t *testing.T, p *paper, f facts) map[string]expectation {
 		"fashion-mnist-gpu":      {cifar("cifar10"), nil},
 		"fashion-mnist-gpu-eval": {cifar("cifar10"), nil},
 	}
+}
+
+func atoiT(t *testing.T, s string) int {
+	t.Helper()
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // tauColumn is the temperature ablation's column header for τ.
@@ -404,12 +531,18 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			continue // TestPaperFiguresAreTheLaTeXs says so
 		}
 		c := loadConfig(t, name)
-		differs := map[string]string{}
-		differ := func(setting, format string, args ...any) {
-			if _, seen := differs[setting]; !seen {
-				differs[setting] = fmt.Sprintf(format, args...)
+		// differs: the settings where the config's own values depart, which its departures
+		// must name; chosen: the toolkit's choices, which its code may name instead.
+		differs, chosen := map[string]string{}, map[string]string{}
+		note := func(m map[string]string) func(setting, format string, args ...any) {
+			return func(setting, format string, args ...any) {
+				if _, seen := m[setting]; !seen {
+					m[setting] = fmt.Sprintf(format, args...)
+				}
 			}
 		}
+		differ, choose := note(differs), note(chosen)
+		citedNames := map[string]string{}
 		aug, err := augment.Preset(c.Preprocess.Augment, 32)
 		if err != nil {
 			t.Fatal(err)
@@ -437,6 +570,12 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 			if want.augment && !sameAugmentation(aug, paperAug) {
 				differ("augment", "preset %s, not the appendix's default augmentation", c.Preprocess.Augment)
 			}
+			if want.asymmetric {
+				if aug.BlurP[0] == aug.BlurP[1] && aug.SolarizeP[0] == aug.SolarizeP[1] {
+					t.Errorf("%s: preset %s treats both views alike; the paper's run takes BYOL's asymmetric augmentation", name, c.Preprocess.Augment)
+				}
+				differ("augment", "preset %s: the paper states only that it follows BYOL's asymmetric augmentation, none of its values", c.Preprocess.Augment)
+			}
 			if want.batches != nil && !slices.Contains(want.batches, r.BatchSize()) {
 				differ("batch_size", "run %s: batch %d, the paper's %v", r.Name, r.BatchSize(), want.batches)
 			}
@@ -447,13 +586,253 @@ func TestConfigsAreThePapersRecipe(t *testing.T) {
 				differ("evaluation", "no kNN evaluation, which the paper reports")
 			}
 			if l, ok := c.Evaluate.Settings("linear"); want.linear && (!ok || !linearIsThePapers(l, f)) {
-				differ("evaluation", "linear probe %v, not the appendix's protocol", l.GivenNames())
+				differ("linear", "linear probe %v, not the appendix's protocol", l.GivenNames())
+			}
+			openChoices(r, want, c, f, differ, choose)
+			if cited := want.cited; cited != nil {
+				citedDiffers(c, r, cited, func(setting, value, why string) {
+					if _, seen := citedNames[setting]; !seen && !strings.Contains(c.Departures[setting], value) {
+						citedNames[setting] = value
+						t.Errorf("%s: run %s: %s; departures.%s must name %s's value, %q", name, r.Name, why, setting, cited.name, value)
+					}
+				})
+			}
+		}
+		toolkit := c.ToolkitDepartures()
+		for setting, why := range chosen {
+			if _, ok := toolkit[setting]; !ok {
+				differ(setting, "%s", why)
 			}
 		}
 		for setting, why := range differs {
 			if _, ok := c.Departures[setting]; !ok {
-				t.Errorf("%s departs from the paper's recipe without saying so: %s (add departures.%s)", name, why, setting)
+				t.Errorf("%s departs from the paper's recipe, or chooses what it leaves unstated, without saying so: %s (add departures.%s)", name, why, setting)
 			}
+		}
+		for setting, text := range maps.All(mergeDepartures(c.Departures, toolkit)) {
+			if !strings.Contains(strings.ToLower(text), "paper") {
+				t.Errorf("%s: departures.%s does not say what the paper states beside its choice: %q", name, setting, text)
+			}
+		}
+	}
+}
+
+// simclrLR and simclrWeightDecay are SimCLR's base lr and weight decay, which SimCLR pairs with LARS and a
+// 10-epoch warm-up.
+const simclrLR, simclrWeightDecay, simclrWarmup = 0.3, 1e-6, 10
+
+var setRe = regexp.MustCompile(`--set (train\.\S+?)\.?(\s|$)`)
+
+// A config that takes SimCLR's lr and weight decay under SGD offers, in its header, the
+// overrides that give those runs LARS and SimCLR's warm-up; the overrides do.
+func TestSimCLRRatesOfferLARS(t *testing.T) {
+	for _, name := range experiments.Names() {
+		data := readConfigText(t, name)
+		var sets []reproduce.Override
+		for _, m := range setRe.FindAllStringSubmatch(configHeader(data), -1) {
+			o, err := reproduce.ParseOverride(m[1])
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			sets = append(sets, o)
+		}
+		simclr := func(r reproduce.RunConfig) bool {
+			return r.Setting(trainstep.SettingLR) == simclrLR && r.Setting(trainstep.SettingWeightDecay) == simclrWeightDecay
+		}
+		plain := loadConfig(t, name)
+		if !slices.ContainsFunc(plain.Runs, simclr) {
+			continue
+		}
+		if len(sets) == 0 {
+			t.Errorf("%s takes SimCLR's lr and weight decay and its header offers no --set for LARS with warm-up", name)
+			continue
+		}
+		c, err := reproduce.ParseWith(strings.NewReader(data), name+".yaml", sets)
+		if err != nil {
+			t.Fatalf("%s: the header's overrides: %v", name, err)
+		}
+		for i, r := range c.Runs {
+			if !simclr(plain.Runs[i]) {
+				continue
+			}
+			if opt, warm := fmt.Sprint(r.Setting(trainstep.SettingOptimizer)), r.Setting(trainstep.SettingWarmupEpochs); opt != "lars" || warm != float64(simclrWarmup) {
+				t.Errorf("%s: run %s with the header's overrides: optimizer %s, warm-up %v epochs; want lars and %d", name, r.Name, opt, warm, simclrWarmup)
+			}
+		}
+	}
+}
+
+var linearSetRe = regexp.MustCompile(`--set (evaluate\.linear\.\S+)`)
+
+// Every ImageNet config with a linear probe offers, in its header, the overrides that run the
+// appendix's second linear protocol, SimSiam's, and they give the probe that protocol as the
+// paper states it: LARS, batch 4096, 90 epochs, lr 1.2, cosine decay.
+func TestImageNetConfigsOfferSimSiamLinearProtocol(t *testing.T) {
+	p := loadPaper(t)
+	batch := atoiT(t, p.fact(t, `linear evaluation protocol of SimSiam~\\cite\{[^}]*\}, which raises the batch size to (\d+) for \d+ epochs`))
+	epochs := atoiT(t, p.fact(t, `which raises the batch size to \d+ for (\d+) epochs`))
+	lr := p.factFloat(t, `switched to LARS optimizer with base \$lr = ([0-9.]+)\$ and cosine decay schedule`)
+	lars := analysis.LARSLinearConfig()
+	if lars.BatchSize != batch || lars.Epochs != epochs || lars.LR != lr || lars.Schedule != analysis.CosineSchedule || lars.Optimizer != analysis.LARS {
+		t.Errorf("analysis.LARSLinearConfig %+v is not the paper's SimSiam protocol: batch %d, %d epochs, lr %v, cosine", lars, batch, epochs, lr)
+	}
+	for _, name := range experiments.Names() {
+		c := loadConfig(t, name)
+		if _, ok := c.Evaluate.Settings("linear"); !ok || !strings.HasPrefix(c.Dataset.Name, "imagenet") {
+			continue
+		}
+		data := readConfigText(t, name)
+		var sets []reproduce.Override
+		for _, m := range linearSetRe.FindAllStringSubmatch(configHeader(data), -1) {
+			o, err := reproduce.ParseOverride(m[1])
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			sets = append(sets, o)
+		}
+		if len(sets) == 0 {
+			t.Errorf("%s: its header offers no --set evaluate.linear... for the appendix's SimSiam linear protocol", name)
+			continue
+		}
+		with, err := reproduce.ParseWith(strings.NewReader(data), name+".yaml", sets)
+		if err != nil {
+			t.Fatalf("%s: the header's overrides: %v", name, err)
+		}
+		l, _ := with.Evaluate.Settings("linear")
+		given := func(key string) float64 {
+			v, _ := l.Given(key)
+			n, _ := v.(float64)
+			return n
+		}
+		if l.String("optimizer") != "lars" || given("epochs") != 0 || given("lr") != 0 || given("batch_size") != 0 {
+			t.Errorf("%s: with the header's overrides the probe is %v, not the LARS protocol's own settings", name, l.GivenNames())
+		}
+	}
+}
+
+func readConfigText(t *testing.T, name string) string {
+	t.Helper()
+	f, err := experiments.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// configHeader is a config's leading comment lines.
+func configHeader(data string) string {
+	var header []string
+	for _, line := range strings.Split(data, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		header = append(header, line)
+	}
+	return strings.Join(header, "\n")
+}
+
+func mergeDepartures(own, toolkit map[string]string) map[string]string {
+	out := maps.Clone(toolkit)
+	for k, v := range own {
+		out[k+" (config)"] = v
+	}
+	return out
+}
+
+// openChoices names, through differ, the settings of run r that the paper leaves unstated
+// (readFacts checks that it does), or states otherwise than the toolkit's code does: every
+// config chooses them and says so.
+//
+// differ names what the config's own values choose, and must be in its departures; choose
+// what the toolkit's code chooses, which its ToolkitDepartures may name instead.
+func openChoices(r reproduce.RunConfig, want runRecipe, c *reproduce.Config, f facts, differ, choose func(setting, format string, args ...any)) {
+	if f.lossIsSum {
+		choose("reduction", "the paper's loss is a sum over the anchors, the toolkit's a mean")
+	}
+	choose("projector", "the paper states no projector but \"a normalized MLP projector\"")
+	choose("schedule", "the paper states no warm-up, and cosine annealing only for ImageNet")
+	differ("weight_decay", "run %s: weight decay: the paper states none for pretraining", r.Name)
+	if opt := fmt.Sprint(r.Setting(trainstep.SettingOptimizer)); opt == "sgd" || opt == "lars" {
+		if m, ok := r.Given(trainstep.SettingMomentum); ok {
+			differ("momentum", "run %s: %s's momentum %v: the paper states none for pretraining", r.Name, opt, m)
+		} else {
+			choose("momentum", "run %s: %s's momentum: the paper states none for pretraining", r.Name, opt)
+		}
+	}
+	if model := fmt.Sprint(r.Setting(trainstep.SettingModel)); strings.HasSuffix(model, "-cifar") {
+		choose("model", "run %s: %s's CIFAR stem: the paper states no stem", r.Name, model)
+	}
+	if want.lr == 0 {
+		differ("lr", "run %s: base lr %v: the paper states none for these runs", r.Name, r.Setting(trainstep.SettingLR))
+	}
+	if want.tau == 0 {
+		differ("temperature", "run %s: τ %v: the paper states none for these runs", r.Name, r.Temperature())
+	}
+	if want.epochs == 0 {
+		differ("epochs", "run %s: %d epochs: the paper states none for these runs", r.Name, r.Epochs())
+	}
+	if want.batches == nil {
+		differ("batch_size", "run %s: batch %d: the paper states none for these runs", r.Name, r.BatchSize())
+	}
+	if method := fmt.Sprint(r.Setting(trainstep.SettingMethod)); method != "simclr" {
+		differ("method", "run %s: %s's settings: the paper states none", r.Name, method)
+	}
+	if spec, ok := trainstep.LookupLoss(trainstep.LossKind(r.Loss())); ok && spec.HasWeights && r.Setting(trainstep.SettingDCLWGrad) == 0.0 {
+		choose("loss", "run %s: %s's weights are constants: the paper's formula has no stop-gradient", r.Name, r.Loss())
+	}
+	if aug, err := augment.Preset(c.Preprocess.Augment, 32); err == nil && aug.BlurP != (augment.PerView{}) {
+		choose("augment", "the blur's probability and kernel: the paper states neither")
+	}
+	if c.Evaluate.Has("knn") {
+		differ("knn", "the kNN protocol's k and T: the paper states neither")
+	}
+	if l, ok := c.Evaluate.Settings("linear"); ok {
+		if l.String("crops") != "augmented" {
+			choose("linear", "the probe trains on fixed features; OpenSelfSup's, which the paper follows, on augmented crops")
+		} else {
+			choose("linear", "the probe's crops: the paper states only that it follows OpenSelfSup")
+		}
+	}
+	if c.Dataset.Name == "imagenet100" {
+		choose("data", "ImageNet-100's class list: the paper states none")
+	}
+}
+
+// citedDiffers names, through must, each setting where run r departs from the
+// implementation the paper follows, with the value of it that the config's departure must
+// name.
+func citedDiffers(c *reproduce.Config, r reproduce.RunConfig, cited *citedRecipe, must func(setting, value, why string)) {
+	if opt := fmt.Sprint(r.Setting(trainstep.SettingOptimizer)); opt != cited.optimizer {
+		must("optimizer", cited.optimizerText, fmt.Sprintf("optimizer %s, the cited implementation's %s", opt, cited.optimizer))
+	}
+	if lr := r.Setting(trainstep.SettingLR); lr != cited.lr {
+		must("lr", cited.lrText, fmt.Sprintf("base lr %v, the cited implementation's %v", lr, cited.lr))
+	}
+	if wd := r.Setting(trainstep.SettingWeightDecay); wd != cited.weightDecay {
+		must("weight_decay", cited.weightDecayText, fmt.Sprintf("weight decay, the cited implementation's %v", cited.weightDecay))
+	}
+	if k, ok := c.Evaluate.Settings("knn"); ok && cited.knnTIsTau && k.Float("temperature") != r.Temperature() {
+		must("knn", "T = τ", fmt.Sprintf("kNN T %v, the cited implementation's T = τ (%v)", k.Float("temperature"), r.Temperature()))
+	}
+}
+
+// unstated checks that the paper's text matches re on no line, or only on lines that where
+// (a regular expression) matches: a setting it leaves to each config.
+func (p *paper) unstated(t *testing.T, re, where string) {
+	t.Helper()
+	stated, allowed := regexp.MustCompile(re), regexp.MustCompile(where)
+	for _, line := range strings.Split(p.text, "\n") {
+		if strings.HasPrefix(line, "%") {
+			continue
+		}
+		if stated.MatchString(line) && (where == "" || !allowed.MatchString(line)) {
+			t.Fatalf("the paper states %q (%q): the test takes it for a setting the paper leaves open; compare the configs with it instead",
+				stated.FindString(line), line)
 		}
 	}
 }
@@ -468,14 +847,17 @@ func sameAugmentation(got, paper augment.Config) bool {
 
 // linearIsThePapers reports whether a config's linear probe is the appendix's protocol (SGD,
 // lr 30, batch 256, 100 epochs; momentum, weight decay and the decay steps are the
-// analysis package's defaults for it).
+// analysis package's defaults for it), trained on fresh augmented crops every epoch as
+// OpenSelfSup's is.
 func linearIsThePapers(l registry.Settings, f facts) bool {
 	given := func(key string) float64 {
 		v, _ := l.Given(key)
 		n, _ := v.(float64)
 		return n
 	}
-	return l.String("optimizer") == "sgd" && given("lr") == f.linearLR && given("batch_size") == float64(f.linearBatch) && given("epochs") == float64(f.linearEpochs)
+	passes := given("crop_passes")
+	return l.String("optimizer") == "sgd" && given("lr") == f.linearLR && given("batch_size") == float64(f.linearBatch) && given("epochs") == float64(f.linearEpochs) &&
+		l.String("crops") == "augmented" && (passes == 0 || passes >= float64(f.linearEpochs))
 }
 
 // The test reads what it checks: a figure typed wrong in an excerpt is caught.

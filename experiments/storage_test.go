@@ -119,10 +119,16 @@ func storageFigure(ctx context.Context, t *testing.T, name, input string) experi
 	// The records of each dataset stage in the fixture and at the published size.
 	type scale struct{ fixture, published int64 }
 	scales := map[string]scale{}
-	for _, s := range []struct {
+	type stage struct {
 		stage, split string
 		limit        int
-	}{{"pretrain", d.PretrainSplit, d.Limit}, {"eval-train", d.TrainSplit, d.EvalLimit}, {"eval-test", d.TestSplit, d.EvalLimit}} {
+	}
+	stages := []stage{{"pretrain", d.PretrainSplit, d.Limit}, {"eval-train", d.TrainSplit, d.EvalLimit}, {"eval-test", d.TestSplit, d.EvalLimit}}
+	if l, ok := c.Evaluate.Settings("linear"); ok && l.String("crops") == "augmented" {
+		// The linear probe's augmented crops: passes of the train split.
+		stages = append(stages, stage{"eval-train-crops", d.TrainSplit, d.EvalLimit})
+	}
+	for _, s := range stages {
 		p, err := datasets.MakePlan(ctx, datasets.Spec{Dataset: d.Name, Input: input, Split: s.split})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -180,8 +186,8 @@ func storageFigure(ctx context.Context, t *testing.T, name, input string) experi
 	before.Preprocess.Views, before.Preprocess.Passes = "", epochs
 	was := plan(before)
 	f.StoredViews, f.Configured = was["preprocess pretrain"], now["preprocess pretrain"]
-	f.Evaluation = now["preprocess eval-train"] + now["preprocess eval-test"]
-	if e := was["preprocess eval-train"] + was["preprocess eval-test"]; e != f.Evaluation {
+	f.Evaluation = now["preprocess eval-train"] + now["preprocess eval-test"] + now["preprocess eval-train-crops"]
+	if e := was["preprocess eval-train"] + was["preprocess eval-test"] + was["preprocess eval-train-crops"]; e != f.Evaluation {
 		t.Errorf("%s: the evaluation datasets take %d bytes with stored views, %d as configured: want the same", name, e, f.Evaluation)
 	}
 	return f

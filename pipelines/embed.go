@@ -368,6 +368,11 @@ type embedRangeFn struct {
 
 // Setup takes the process's encoder for the checkpoint: the plan's, where it runs in this
 // process; otherwise loaded, once per worker process.
+// embedWaiting is what the embed stage's progress says until its first batch is embedded:
+// the encoder is read from its checkpoint and its graph compiled first (with XLA, most of a
+// minute), when no row is counted yet.
+const embedWaiting = "reading the checkpoint and compiling the encoder before the first batch (with XLA: up to a minute)"
+
 func (f *embedRangeFn) Setup(ctx context.Context) error {
 	f.progress = lookupProgress(f.ProgressID)
 	enc, release, err := borrowEncoder(ctx, encoderKey{Checkpoint: f.Checkpoint, Kind: gpu.Kind(f.Backend), Plugin: f.Plugin, Threads: f.Threads, TF32: f.TF32}, discardLogger())
@@ -418,7 +423,7 @@ func (f *embedRangeFn) ProcessElement(ctx context.Context, r embedRange, emit fu
 			return fmt.Errorf("%s pass %d rows %d to %d: %w", f.Data, r.Pass, r.Start+done, r.Start+done+int64(n)-1, err)
 		}
 		for i := range n {
-			if err := w.Write(b.Indices[i], b.Labels[i], vecs[i]); err != nil {
+			if err := w.WriteKey(b.Indices[i], b.Keys[i], b.Labels[i], vecs[i]); err != nil {
 				return err
 			}
 		}
@@ -520,7 +525,7 @@ func concatEmbeddings(ctx context.Context, dir, out string, dim int, meta map[st
 			return err
 		}
 		for i := range b.Len() {
-			if err := w.Write(b.IDs[i], b.Labels[i], b.Vector(i)); err != nil {
+			if err := w.WriteKey(b.IDs[i], b.Keys[i], b.Labels[i], b.Vector(i)); err != nil {
 				return err
 			}
 		}
@@ -571,7 +576,7 @@ func RunEmbeds(ctx context.Context, jobs ...*EmbedJob) ([]*EmbedResult, error) {
 		rows += job.Rows
 	}
 	p, s := beam.NewPipelineWithRoot()
-	prog, end := watch(jobs[0].Display, "embed", rows, "rows")
+	prog, end := watch(jobs[0].Display, "embed", rows, "rows", embedWaiting)
 	for _, job := range jobs {
 		job.progress = prog
 		Embed(s, job)

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/testing/encodertest"
@@ -111,6 +114,18 @@ func TestEmbedPipelineMatchesTheEncoder(t *testing.T) {
 			}
 			if !slices.Equal(set.Classes, pairClasses) {
 				t.Errorf("the embeddings carry classes %q, want the shards' %q", set.Classes, pairClasses)
+			}
+			// Each row says what it is: its example's key, split and class name.
+			for _, f := range set.Files {
+				rows, err := parquet.ReadFile[embeddings.Row](f.Path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rows {
+					if r.Key != fmt.Sprintf("k%03d", r.ID) || r.Split != "train" || r.Class != pairClasses[r.Label] {
+						t.Fatalf("%s: row %+v: want key k%03d, split train, class %s", f.Path, r, r.ID, pairClasses[r.Label])
+					}
+				}
 			}
 			if tt.pass < 0 {
 				counts := map[int64]int{}

@@ -69,7 +69,7 @@ func LoadEmbeddings(ctx context.Context, path string) (analysis.LabeledVectors, 
 		return analysis.LabeledVectors{}, nil, err
 	}
 	defer r.Close()
-	out := analysis.LabeledVectors{Source: path, Vectors: analysis.Vectors{Dim: r.Dim()}}
+	out := analysis.LabeledVectors{Source: path, Vectors: analysis.Vectors{Dim: r.Dim()}, Classes: r.Classes()}
 	out.Vectors.Data = make([]float32, 0, r.Rows()*int64(r.Dim()))
 	out.Labels = make([]int32, 0, r.Rows())
 	ids := make([]int64, 0, r.Rows())

@@ -57,6 +57,10 @@ type EncoderEvaluation struct {
 	// Pairs says it reads the projections of both views of the pretraining pairs, which only
 	// a trained encoder's first run of a cell embeds, rather than the evaluation splits'.
 	Pairs bool
+	// CropPasses, where set, says how many passes of augmented crops of the train split
+	// (preset crop-flip) the evaluation trains on with the settings s: 0 for none. A
+	// reproduction then makes them, embeds them and gives them as Encoder.TrainCrops.
+	CropPasses func(s registry.Settings) int
 	// New returns the value a result is read into (a pointer).
 	New func() any
 	// Images counts the images behind a result, for the stage's timing (nil: none).
@@ -76,13 +80,15 @@ type Metric struct {
 	Description string
 	// HigherIsBetter says which way is a drop: accuracy falls, a loss rises.
 	HigherIsBetter bool
+	// Accuracy says the figure is a percentage of test images (plots span a fixed range).
+	Accuracy bool
 	// Of reads the figure from a result (a pointer of New's type); false where it has none.
 	Of func(result any) (float64, bool)
 }
 
 // accuracy is a Metric of a result of type *T read by top (top-1 or top-5, in percent).
 func accuracy[T any](name, description string, top func(*T) float64) Metric {
-	return Metric{Name: name, Description: description, HigherIsBetter: true, Of: func(r any) (float64, bool) {
+	return Metric{Name: name, Description: description, HigherIsBetter: true, Accuracy: true, Of: func(r any) (float64, bool) {
 		v, ok := r.(*T)
 		if !ok || v == nil {
 			return 0, false
@@ -96,6 +102,9 @@ type Encoder struct {
 	// Train and Test are the evaluation splits' embeddings; Pairs the pretraining pairs'
 	// projections (where EncoderEvaluation.Pairs asks for them).
 	Train, Test, Pairs string
+	// TrainCrops are the embeddings of the train split's augmented crops, every pass
+	// (where EncoderEvaluation.CropPasses asks for them).
+	TrainCrops string
 	// Output is where the evaluation writes (EncoderEvaluation.Output resolved).
 	Output     string
 	NumClasses int
@@ -336,10 +345,27 @@ func registerLinear() {
 			cfg.TrustCoefficient = s.Float("trust")
 		}
 		cfg.Standardize, cfg.Seed, cfg.NumClasses = s.Bool("standardize"), s.Uint("seed"), numClasses
+		if s.Int("crop_passes") < 0 {
+			return cfg, usage.Errorf("crop_passes %d: want 0 (one pass per epoch) or more", s.Int("crop_passes"))
+		}
 		if err := cfg.Validate(); err != nil {
 			return cfg, usage.Errorf("%w", err)
 		}
 		return cfg, nil
+	}
+	// cropPassesOf is how many passes of augmented crops the probe trains on (0: fixed crops).
+	cropPassesOf := func(s registry.Settings) int {
+		if s.Get("crops").(LinearCrops) != AugmentedCrops {
+			return 0
+		}
+		if n := s.Int("crop_passes"); n > 0 {
+			return n
+		}
+		cfg, err := config(s, 0)
+		if err != nil {
+			return 1 // the probe's own run reports the error
+		}
+		return cfg.Epochs
 	}
 	run := func(ctx context.Context, o LinearOptions, display progress.Options) (*analysis.LinearResult, error) {
 		job, err := PlanLinear(ctx, o)
@@ -368,6 +394,12 @@ func registerLinear() {
 			{Name: "trust", Default: lars.TrustCoefficient, Doc: "LARS trust coefficient η"},
 			{Name: "standardize", Type: registry.Bool, Doc: "scale features to zero mean and unit variance with the training set's statistics (not the protocol's default)"},
 			{Name: "seed", Value: registry.Uint(0), Doc: "seed of the initial weights and the shuffles (same seed, same result)"},
+			{Name: "crops", Value: registry.Word(FixedCrops, parseLinearCrops),
+				Doc: "what the classifier trains on: fixed (each training image's centre crop embedded once: the fast probe) or augmented " +
+					"(OpenSelfSup's protocol: RandomResizedCrop and flip, fresh crops each epoch; the train embeddings hold every pass " +
+					"of an augmented dataset, 'dcl embed --pass=-1' (--views=2: each pair two passes), and epoch e trains on pass e mod passes)"},
+			{Name: "crop_passes", Type: registry.Int,
+				Doc: "passes of augmented crops the probe trains on with crops: augmented, the first of those the embeddings hold (0: one per epoch, OpenSelfSup's; fewer repeat every that many epochs)"},
 			pathParam("model", "write the trained classifier (JSON) here", false),
 			resultParam(),
 		}, classParams()...),
@@ -377,10 +409,12 @@ func registerLinear() {
 				return nil, err
 			}
 			return nilIfNone(run(ctx, LinearOptions{Train: s.String("train"), Test: s.String("test"), Config: cfg,
-				Output: s.String("output"), Model: s.String("model"), PerClass: s.Bool("per_class")}, env.Progress))
+				Output: s.String("output"), Model: s.String("model"), PerClass: s.Bool("per_class"),
+				Crops: s.Get("crops").(LinearCrops) == AugmentedCrops, CropPasses: s.Int("crop_passes")}, env.Progress))
 		},
 		Encoder: &EncoderEvaluation{Output: "linear.json", Result: "linear.json",
-			New: func() any { return new(analysis.LinearResult) },
+			New:        func() any { return new(analysis.LinearResult) },
+			CropPasses: func(s registry.Settings) int { return cropPassesOf(s) },
 			Metrics: []Metric{
 				accuracy("linear_top1", "linear-probe top-1 accuracy (%)", func(r *analysis.LinearResult) float64 { return r.Top1 }),
 				accuracy("linear_top5", "linear-probe top-5 accuracy (%)", func(r *analysis.LinearResult) float64 { return r.Top5 }),
@@ -390,7 +424,11 @@ func registerLinear() {
 				if err != nil {
 					return nil, err
 				}
-				return nilIfNone(run(ctx, LinearOptions{Train: e.Train, Test: e.Test, Config: cfg, Output: e.Output, PerClass: true}, e.Progress))
+				o := LinearOptions{Train: e.Train, Test: e.Test, Config: cfg, Output: e.Output, PerClass: true}
+				if passes := cropPassesOf(s); passes > 0 {
+					o.Train, o.Crops, o.CropPasses = e.TrainCrops, true, passes
+				}
+				return nilIfNone(run(ctx, o, e.Progress))
 			}},
 	})
 }

@@ -74,6 +74,8 @@ type KNNJob struct {
 	NTest      int64
 	Dim        int
 	Groups     [][]embeddingFile // the training files of each bank group
+	// Classes names the training embeddings' classes (nil where they name none).
+	Classes []string
 	// Display shows the job's progress while it runs in this process (set it after
 	// planning; see watch).
 	Display  progress.Options
@@ -120,8 +122,8 @@ func PlanKNN(ctx context.Context, o KNNOptions) (*KNNJob, error) {
 		return nil, err
 	}
 	switch {
-	case int64(o.K) > train.Rows:
-		return nil, fmt.Errorf("k = %d is larger than the training set (%s: %d vectors)", o.K, o.Train, train.Rows)
+	case train.Rows == 0:
+		return nil, fmt.Errorf("%s: no training embeddings", o.Train)
 	case test.Rows == 0:
 		return nil, fmt.Errorf("%s: no test embeddings", o.Test)
 	case train.Dim != test.Dim:
@@ -131,7 +133,12 @@ func PlanKNN(ctx context.Context, o KNNOptions) (*KNNJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	job := &KNNJob{Opts: o, NumClasses: numClasses, NTrain: train.Rows, NTest: test.Rows, Dim: train.Dim}
+	if int64(o.K) > train.Rows {
+		fit, notice := analysis.KNNConfig{K: o.K}.FitK(int(train.Rows), o.Train)
+		slog.Warn(notice)
+		o.K = fit.K
+	}
+	job := &KNNJob{Opts: o, NumClasses: numClasses, NTrain: train.Rows, NTest: test.Rows, Dim: train.Dim, Classes: train.Classes}
 	job.Groups = groupFiles(train.Files, o.BankGroups)
 	if len(job.Groups) < o.BankGroups {
 		slog.Info("fewer bank groups than asked: a group holds whole files", "asked", o.BankGroups, "groups", len(job.Groups), "files", len(train.Files))
@@ -219,7 +226,7 @@ func KNN(s beam.Scope, job *KNNJob) {
 	}, beam.GroupByKey(s, partials))
 	beam.ParDo0(s.Scope("WriteResult"), &writeKNNResultFn{
 		Output: job.Opts.Output, K: job.Opts.K, Temperature: job.Opts.Temperature, Metric: int(job.Opts.Metric),
-		NumClasses: job.NumClasses, NTrain: job.NTrain, NTest: job.NTest, PerClass: job.Opts.PerClass,
+		NumClasses: job.NumClasses, NTrain: job.NTrain, NTest: job.NTest, PerClass: job.Opts.PerClass, Classes: job.Classes,
 	}, beam.Impulse(s), beam.SideInput{Input: tallies})
 }
 
@@ -482,6 +489,8 @@ type writeKNNResultFn struct {
 	NTrain      int64
 	NTest       int64
 	PerClass    bool
+	// Classes names the training embeddings' classes, for the per-class accuracies.
+	Classes []string
 }
 
 func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies func(*analysis.Tally) bool) error {
@@ -505,6 +514,7 @@ func (f *writeKNNResultFn) ProcessElement(ctx context.Context, _ []byte, tallies
 	}
 	if f.PerClass {
 		res.PerClass = acc.PerClass
+		analysis.NameClasses(res.PerClass, f.Classes)
 	}
 	return storage.SaveJSON(ctx, f.Output, res)
 }
@@ -517,7 +527,7 @@ func RunKNN(ctx context.Context, job *KNNJob) (*analysis.KNNResult, error) {
 	var res analysis.KNNResult
 	// Each query is searched once per bank group.
 	var end func(bool)
-	job.progress, end = watch(job.Display, "knn", job.NTest*int64(len(job.Groups)), "query searches")
+	job.progress, end = watch(job.Display, "knn", job.NTest*int64(len(job.Groups)), "query searches", "")
 	ok, err := runForResult(ctx, "knn", &job.Opts.Output, func(s beam.Scope) { KNN(s, job) }, &res)
 	end(err == nil)
 	if !ok {

@@ -1,12 +1,15 @@
 package pipelines
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,7 +146,6 @@ func TestKNNPipelineErrors(t *testing.T) {
 		want []string
 	}{
 		{"not a Parquet file", KNNOptions{Train: junk, Test: testFile, K: 5}, []string{junk, "not a readable Parquet file"}},
-		{"k larger than the training set", KNNOptions{Train: trainFile, Test: testFile, K: 51}, []string{"k = 51", "larger than the training set", trainFile, "50 vectors"}},
 		{"label outside the known classes", KNNOptions{Train: badFile, Test: testFile, K: 5, NumClasses: 3}, []string{badFile, "row 33", "label 7 outside [0, 3)"}},
 		{"dimensions differ", KNNOptions{Train: trainFile, Test: wideFile, K: 5}, []string{trainFile, "4-dimensional", wideFile, "6-dimensional"}},
 		{"non-finite query", KNNOptions{Train: trainFile, Test: nanFile, K: 5, NumClasses: 3}, []string{nanFile, "row 5", "non-finite"}},
@@ -161,6 +163,33 @@ func TestKNNPipelineErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A k larger than the training set lets every training vector vote, as the trainer's kNN
+// monitor does with a small bank, and says so on the log; the result records the k used.
+func TestKNNFitsKToTheTrainingSet(t *testing.T) {
+	dir := t.TempDir()
+	train, test := clustered(1, "train", 50, 4, 3), clustered(2, "test", 12, 4, 3)
+	trainFile, testFile := filepath.Join(dir, "train.parquet"), filepath.Join(dir, "test.parquet")
+	writeEmbeddings(t, trainFile, train, 1, nil)
+	writeEmbeddings(t, testFile, test, 1, nil)
+	var log bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	got, err := runKNN(t, KNNOptions{Train: trainFile, Test: testFile, K: 51, Temperature: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := analysis.KNN(train, test, analysis.KNNConfig{K: 50, Temperature: 0.1, NumClasses: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.K != 50 || got.Top1 != want.Top1 {
+		t.Errorf("k = 51 of 50 vectors: k %d, top-1 %v; want k = 50 and its top-1, %v", got.K, got.Top1, want.Top1)
+	}
+	if !strings.Contains(log.String(), "k = 51 is larger than the bank ("+trainFile+": 50 vectors): all 50 vote") {
+		t.Errorf("the log does not say that k was lowered:\n%s", log.String())
 	}
 }
 
@@ -231,6 +260,44 @@ func TestEvaluationsRefuseDifferentClassLists(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s with different class lists: %v; want it to mention %q", name, err, w)
 			}
+		}
+	}
+}
+
+// Per-class accuracies name their classes where the embeddings do (a dataset's class list,
+// carried from its shards), in the kNN pipeline as in the linear probe.
+func TestPerClassAccuraciesNameTheClasses(t *testing.T) {
+	dir := t.TempDir()
+	train, test := clustered(1, "train", 60, 4, 3), clustered(2, "test", 12, 4, 3)
+	meta := map[string]string{embeddings.ClassesKey: embeddings.ClassesMeta([]string{"T-shirt", "Trouser", "Pullover"})}
+	trainFile, testFile := filepath.Join(dir, "train.parquet"), filepath.Join(dir, "test.parquet")
+	writeEmbeddings(t, trainFile, train, 1, meta)
+	writeEmbeddings(t, testFile, test, 1, meta)
+	knn, err := runKNN(t, KNNOptions{Train: trainFile, Test: testFile, K: 5, Temperature: 0.1, PerClass: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainV, _, err := LoadEmbeddings(context.Background(), trainFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testV, _, err := LoadEmbeddings(context.Background(), testFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := analysis.DefaultLinearConfig()
+	cfg.Epochs, cfg.Milestones = 2, nil
+	linear, _, err := analysis.LinearProbe(trainV, testV, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, per := range map[string][]analysis.ClassAccuracy{"kNN": knn.PerClass, "linear": linear.PerClass} {
+		var names []string
+		for _, c := range per {
+			names = append(names, c.Name)
+		}
+		if !slices.Equal(names, []string{"T-shirt", "Trouser", "Pullover"}) {
+			t.Errorf("%s per-class accuracies name %q", what, names)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,5 +74,39 @@ func TestLinearPipelineErrors(t *testing.T) {
 	cfg.Optimizer = "adam"
 	if _, err := PlanLinear(ctx, LinearOptions{Train: trainFile, Test: testFile, Config: cfg}); err == nil || !strings.Contains(err.Error(), `optimizer "adam"`) {
 		t.Errorf("bad optimizer: %v", err)
+	}
+}
+
+// cropPasses gives the k-th row of each image to pass k, and refuses embeddings that are not
+// every pass of one augmented dataset, naming the file.
+func TestCropPassesSplitsByImage(t *testing.T) {
+	all := analysis.LabeledVectors{Source: "crops.parquet", Vectors: analysis.Vectors{Dim: 1, Data: []float32{10, 20, 11, 21}}, Labels: []int32{0, 1, 0, 1}}
+	passes, err := cropPasses(all, []int64{7, 8, 7, 8}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(passes) != 2 || !slices.Equal(passes[0].Vectors.Data, []float32{10, 20}) || !slices.Equal(passes[1].Vectors.Data, []float32{11, 21}) ||
+		!slices.Equal(passes[1].Labels, []int32{0, 1}) {
+		t.Errorf("passes %+v", passes)
+	}
+	// View pairs: each row's halves are two passes.
+	pairs := analysis.LabeledVectors{Source: "pairs.parquet", Vectors: analysis.Vectors{Dim: 2, Data: []float32{10, 11, 20, 21, 12, 13, 22, 23}}, Labels: []int32{0, 1, 0, 1}}
+	four, err := cropPasses(pairs, []int64{7, 8, 7, 8}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(four) != 4 || !slices.Equal(four[1].Vectors.Data, []float32{11, 21}) || !slices.Equal(four[2].Vectors.Data, []float32{12, 22}) || four[3].Vectors.Dim != 1 {
+		t.Errorf("passes of view pairs %+v", four)
+	}
+	for _, c := range []struct {
+		ids  []int64
+		want string
+	}{
+		{[]int64{7, 8, 9, 10}, "crops.parquet holds one crop of each image: crops=augmented needs"},
+		{[]int64{7, 8, 7, 7}, "crops.parquet: image 8 has 1 crops, others 3"},
+	} {
+		if _, err := cropPasses(all, c.ids, 1); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ids %v: %v, want %q", c.ids, err, c.want)
+		}
 	}
 }

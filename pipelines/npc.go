@@ -389,7 +389,7 @@ func (job *NPCJob) batches() int64 {
 // back the report.
 func RunNPC(ctx context.Context, job *NPCJob) (*analysis.NPCReport, error) {
 	var end func(bool)
-	job.progress, end = watch(job.Display, "npc", job.batches(), "batches")
+	job.progress, end = watch(job.Display, "npc", job.batches(), "batches", "")
 	p, s := beam.NewPipelineWithRoot()
 	NPC(s, job)
 	_, err := runPipeline(ctx, "npc", p)

@@ -137,13 +137,16 @@ func workersHere() bool {
 // DoFns count, out of total. Where they run in other processes the count would stay at 0,
 // so nothing is shown rather than a count that lies; the Progress is then nil, which counts
 // nothing. end stops the display, complete when the job succeeded.
-func watch(display progress.Options, name string, total int64, unit string) (p *Progress, end func(ok bool)) {
+//
+// waiting, when set, is shown until the first unit is done (progress.Reporter.Waiting).
+func watch(display progress.Options, name string, total int64, unit, waiting string) (p *Progress, end func(ok bool)) {
 	if display.Mode == progress.Off || !workersHere() {
 		return nil, func(bool) {}
 	}
 	p = NewProgress()
 	r := display.Start(name, 0, total, unit)
 	r.Follow(p.Done)
+	r.Waiting(waiting)
 	return p, func(ok bool) {
 		if ok {
 			r.Finish()

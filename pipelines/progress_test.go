@@ -112,7 +112,7 @@ func TestProgressOnlyWhereTheWorkersAre(t *testing.T) {
 			}
 		}
 		var shown bytes.Buffer
-		p, end := watch(progress.Options{W: &shown, Mode: progress.Lines, Interval: time.Hour}, "embed", 10, "rows")
+		p, end := watch(progress.Options{W: &shown, Mode: progress.Lines, Interval: time.Hour}, "embed", 10, "rows", "")
 		p.addDone(4)
 		end(true)
 		if got := shown.Len() > 0; got != tt.want || (p != nil) != tt.want {

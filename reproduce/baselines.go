@@ -35,7 +35,11 @@ func (r *runner) baseline(ctx context.Context, name string, data dataGen) (*Base
 	case RawPixels:
 		embTrain, embTest := embeddingsDir(dir, "train"), embeddingsDir(dir, "test")
 		var embedded gen
-		for _, e := range []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}} {
+		sets := []struct{ data, out string }{{r.evalTrainDir(), embTrain}, {r.evalTestDir(), embTest}}
+		if r.cropPasses() > 0 {
+			sets = append(sets, struct{ data, out string }{r.evalTrainCropsDir(), embeddingsDir(dir, cropsSplit)})
+		}
+		for _, e := range sets {
 			g, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name + " " + storage.Base(e.out), up: data.eval,
 				done:   func() (outcome, error) { return exists(ctx, storage.Join(e.out, embeddings.ManifestName)) },
 				do:     func() error { return writePixelEmbeddings(ctx, e.data, e.out) },
@@ -98,7 +102,9 @@ func (r *runner) writeInitialCheckpoint(ctx context.Context, run RunConfig, dir 
 }
 
 // writePixelEmbeddings writes every image of an evaluation dataset as its pixels scaled to
-// [0, 1], in the embedding format the evaluations read.
+// [0, 1], in the embedding format the evaluations read; a dataset of view pairs (the linear
+// probe's augmented crops) as view 1's pixels followed by view 2's, as 'dcl embed --views=2'
+// writes them.
 func writePixelEmbeddings(ctx context.Context, data, out string) error {
 	if err := storage.RemoveTree(ctx, out); err != nil {
 		return err
@@ -109,9 +115,17 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 	}
 	defer rd.Close()
 	m := rd.Manifest()
-	dim := m.Config.Height * m.Config.Width * m.Config.Channels
+	size := m.Config.Height * m.Config.Width * m.Config.Channels
+	views := max(1, m.Config.Views)
+	dim := size * views
 	meta := map[string]string{
 		embeddings.MetaDataset: m.Config.Dataset, embeddings.MetaSplit: m.Config.Split, embeddings.MetaFeature: "pixels",
+	}
+	if views == 2 {
+		meta[embeddings.MetaViews] = "2"
+	}
+	if len(m.Config.Classes) > 0 {
+		meta[embeddings.ClassesKey] = embeddings.ClassesMeta(m.Config.Classes)
 	}
 	w, err := embeddings.NewWriter(ctx, storage.Join(out, embeddings.FileName(0, 1)), dim, meta)
 	if err != nil {
@@ -128,10 +142,15 @@ func writePixelEmbeddings(ctx context.Context, data, out string) error {
 			return err
 		}
 		for i := range b.Len {
-			for j, p := range b.View1[i*dim : (i+1)*dim] {
+			for j, p := range b.View1[i*size : (i+1)*size] {
 				vec[j] = float32(p) / 255
 			}
-			if err := w.Write(b.Indices[i], b.Labels[i], vec); err != nil {
+			if views == 2 {
+				for j, p := range b.View2[i*size : (i+1)*size] {
+					vec[size+j] = float32(p) / 255
+				}
+			}
+			if err := w.WriteKey(b.Indices[i], b.Keys[i], b.Labels[i], vec); err != nil {
 				return err
 			}
 		}

@@ -48,13 +48,17 @@ type Config struct {
 	// Gates are the largest drops allowed per metric (see Gate); `dcl reproduce --gate`
 	// exits 3 when one is exceeded.
 	Gates map[string]Gate `yaml:"gates" json:"gates,omitempty"`
-	// Departures says where the experiment departs from the paper's recipe and why, one line
-	// per setting (RecipeSettings names them): the report prints them beside the figures.
+	// Departures says where the experiment departs from the paper's recipe, or chooses what
+	// the paper leaves unstated, and why, one line per setting (RecipeSettings names them):
+	// the report prints them beside the figures, and beside them the toolkit's own choices
+	// that apply to the config (ToolkitDepartures).
 	Departures map[string]string `yaml:"departures" json:"departures,omitempty"`
 
 	// Runs is Train expanded: every explicit run and every point of the sweep, with the
 	// defaults filled in, in a stable order.
 	Runs []RunConfig `yaml:"-"`
+	// Overrides are the KEY=VALUE overrides the config was read with (ParseWith).
+	Overrides []string `yaml:"-" json:"overrides,omitempty"`
 }
 
 // DatasetConfig names the dataset and where its published files are.
@@ -175,6 +179,7 @@ type KNNMonitorConfig struct {
 	Bank    int    `yaml:"bank" json:"bank,omitempty"`
 	Queries int    `yaml:"queries" json:"queries,omitempty"`
 	Seed    uint64 `yaml:"seed" json:"seed,omitempty"`
+	Linear  bool   `yaml:"linear" json:"linear,omitempty"`
 }
 
 // EvaluateConfig lists the evaluations; a missing section is skipped.
@@ -212,18 +217,42 @@ func knownAugment() []string {
 	return slices.DeleteFunc(augment.Presets(), func(p string) bool { return p == augment.None })
 }
 
-// RecipeSettings are the settings of the paper's recipe a config may depart from (the keys
-// of Config.Departures).
-var RecipeSettings = []string{"data", "model", "augment", "temperature", "lr", "optimizer", "weight_decay",
-	"epochs", "batch_size", "queue_size", "method", "evaluation", "precision", "seeds"}
-
 // Parse reads a config, rejects unknown keys, expands the runs and validates everything.
 // name is used in error messages (the file name).
 func Parse(r io.Reader, name string) (*Config, error) {
+	return ParseWith(r, name, nil)
+}
+
+// ParseWith is Parse of the config with overrides applied to its keys first (`dcl reproduce
+// --set`): a key or value an override gives is checked as the file's are, and the config
+// records the overrides (Config.Overrides) for the report.
+func ParseWith(r io.Reader, name string, overrides []Override) (*Config, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
+	if len(overrides) > 0 {
+		if data, err = applyOverrides(data, overrides); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		var sets []string
+		for _, o := range overrides {
+			sets = append(sets, "--set "+o.String())
+		}
+		// Lines are those of the config as the overrides leave it, not the file's.
+		name += " with " + strings.Join(sets, " ")
+	}
+	c, err := parse(data, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range overrides {
+		c.Overrides = append(c.Overrides, o.String())
+	}
+	return c, nil
+}
+
+func parse(data []byte, name string) (*Config, error) {
 	var c Config
 	if err := decodeStrict(data, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -552,7 +581,7 @@ func (c *Config) validate() error {
 	}
 	check(slices.Contains(knownAugment(), c.Preprocess.Augment), "preprocess.augment %q: want one of %s", c.Preprocess.Augment, strings.Join(knownAugment(), ", "))
 	for _, k := range sortedKeys(c.Departures) {
-		check(slices.Contains(RecipeSettings, k), "departures.%s: not a setting of the recipe (want one of %s)", k, strings.Join(RecipeSettings, ", "))
+		check(slices.Contains(recipeSettingNames(), k), "departures.%s: not a setting of the recipe (want one of %s)", k, strings.Join(recipeSettingNames(), ", "))
 		check(strings.TrimSpace(c.Departures[k]) != "", "departures.%s: say where and why the experiment departs", k)
 	}
 	switch c.Preprocess.Views {

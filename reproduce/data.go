@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
@@ -20,6 +21,22 @@ import (
 func (r *runner) pretrainDir() string  { return r.path(DataDir, "pretrain") }
 func (r *runner) evalTrainDir() string { return r.path(DataDir, "eval-train") }
 func (r *runner) evalTestDir() string  { return r.path(DataDir, "eval-test") }
+
+// evalTrainCropsDir holds passes of augmented crops of the train split, for an evaluation
+// that trains on them (the linear probe's augmented protocol).
+func (r *runner) evalTrainCropsDir() string { return r.path(DataDir, "eval-train-crops") }
+
+// cropPasses is how many passes of augmented crops of the train split the config's
+// evaluations train on: the most any asks for (0: none).
+func (r *runner) cropPasses() int {
+	n := 0
+	for _, ev := range pipelines.EncoderEvaluations() {
+		if s, ok := r.cfg.Evaluate.Evaluations[ev.Name]; ok && ev.Encoder.CropPasses != nil {
+			n = max(n, ev.Encoder.CropPasses(s))
+		}
+	}
+	return n
+}
 
 // dataGen says which datasets were rewritten since the last complete reproduction:
 // training depends on the pretraining pairs, the embeddings on the evaluation images (and
@@ -51,6 +68,16 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 		{role: "eval-train", split: cmp.Or(d.TrainSplit, "train"), dir: r.evalTrainDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 		{role: "eval-test", split: cmp.Or(d.TestSplit, "test"), dir: r.evalTestDir(), aug: eval, passes: 1, limit: d.EvalLimit},
 	}
+	if passes := r.cropPasses(); passes > 0 {
+		crops, err := r.augmentConfig(desc, augment.CropFlip, false)
+		if err != nil {
+			return dataGen{}, err
+		}
+		// A pass stores a pair of crops of each image: both are embedded, two passes of the
+		// probe's.
+		sets = append(sets, &dataSet{role: "eval-train-crops", split: cmp.Or(d.TrainSplit, "train"), dir: r.evalTrainCropsDir(), aug: crops,
+			passes: (passes + 1) / 2, limit: d.EvalLimit})
+	}
 	for _, ds := range sets {
 		spec.Input, spec.Split = d.SplitInput(ds.split), ds.split
 		ds.job, err = pipelines.PlanPreprocess(ctx, pipelines.PreprocessOptions{
@@ -67,7 +94,7 @@ func (r *runner) prepareData(ctx context.Context) (dataGen, error) {
 	// Before anything is written: the test split must not read what the encoder trains on or
 	// the kNN bank and the probe learn from.
 	testSet := sets[2]
-	for _, ds := range sets[:2] {
+	for _, ds := range slices.Concat(sets[:2], sets[3:]) {
 		if a, b, ok := datasets.SharedSource(testSet.job.Plan.Sources(), ds.job.Plan.Sources()); ok {
 			return dataGen{}, sharedSourceError(testSet, ds, a, b, "would read")
 		}
@@ -174,7 +201,10 @@ func checkDisjoint(ctx context.Context, sets []*dataSet) error {
 				storage.Join(ds.dir, shards.ManifestName))
 		}
 	}
-	for i := range sets[:2] {
+	for i := range sets {
+		if i == 2 {
+			continue // the test split itself
+		}
 		if a, b, ok := datasets.SharedSource(sources[2], sources[i]); ok {
 			return sharedSourceError(sets[2], sets[i], a, b, "read")
 		}

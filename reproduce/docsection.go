@@ -80,7 +80,13 @@ func DocsSection(res *Results, command, keptDir, linkDir string, have []string) 
 		b.WriteString("\n" + analysis.SeedRule + "\n")
 	}
 	if t, ok := knnByEpochTable(res, names); ok {
-		b.WriteString("\nkNN top-1 during training (the trainer's monitor; the paper's Fig. 3 view):\n\n")
+		if bank, queries := monitorSample(res); bank > 0 {
+			fmt.Fprintf(&b, "\nkNN top-1 during training (the paper's Fig. 3 view), by the trainer's monitor on a sample of %d bank and %d query "+
+				"images: it reads below the full split's kNN of the table above (fewer neighbours vote), so compare its epochs and runs with "+
+				"each other, not with that table:\n\n", bank, queries)
+		} else {
+			b.WriteString("\nkNN top-1 during training (the trainer's monitor; the paper's Fig. 3 view):\n\n")
+		}
 		b.WriteString(t.Markdown())
 	}
 	for _, r := range res.Runs {

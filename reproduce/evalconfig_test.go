@@ -21,6 +21,9 @@ type legacyEvaluate struct {
 		LR        float64 `json:"lr,omitempty"`
 		BatchSize int     `json:"batch_size,omitempty"`
 		Optimizer string  `json:"optimizer,omitempty"`
+		// keys added since, after the old ones
+		Crops      string `json:"crops,omitempty"`
+		CropPasses int    `json:"crop_passes,omitempty"`
 	} `json:"linear,omitempty"`
 	NPC *struct {
 		BatchSizes []int `json:"batch_sizes,omitempty"`

@@ -25,6 +25,8 @@ const (
 	trainSplit = "train"
 	testSplit  = "test"
 	pairsSplit = "pairs"
+	// cropsSplit: every pass of the train split's augmented crops (evalTrainCropsDir).
+	cropsSplit = "train-crops"
 )
 
 // embedding is one embedding set the stage writes.
@@ -32,6 +34,8 @@ type embedding struct {
 	data, out string
 	feature   trainstep.Feature
 	views     int
+	// allPasses embeds every pass of the data (augmented crops), not the first.
+	allPasses bool
 }
 
 // evaluate embeds what the evaluations of the encoder in dir (a training run, or a
@@ -45,12 +49,15 @@ type embedding struct {
 func (r *runner) evaluate(ctx context.Context, dir, name string, run RunConfig, up gen, npc bool, ev *Evaluation) error {
 	feature := trainstep.Feature(cmp.Or(r.cfg.Evaluate.Feature, string(trainstep.Backbone)))
 	sets := []embedding{
-		{r.evalTrainDir(), embeddingsDir(dir, trainSplit), feature, 1},
-		{r.evalTestDir(), embeddingsDir(dir, testSplit), feature, 1},
+		{r.evalTrainDir(), embeddingsDir(dir, trainSplit), feature, 1, false},
+		{r.evalTestDir(), embeddingsDir(dir, testSplit), feature, 1, false},
 	}
 	npc = npc && r.pairsEvaluated()
 	if npc {
-		sets = append(sets, embedding{r.pretrainDir(), embeddingsDir(dir, pairsSplit), trainstep.Projection, 2})
+		sets = append(sets, embedding{r.pretrainDir(), embeddingsDir(dir, pairsSplit), trainstep.Projection, 2, false})
+	}
+	if r.cropPasses() > 0 {
+		sets = append(sets, embedding{r.evalTrainCropsDir(), embeddingsDir(dir, cropsSplit), feature, 2, true})
 	}
 	var images int64
 	embedded, err := r.stage(ctx, stageSpec{kind: StageEmbed, name: "embed " + name, up: up,
@@ -147,8 +154,12 @@ func (r *runner) embed(ctx context.Context, dir, backend string, precision train
 		if err := storage.RemoveTree(ctx, e.out); err != nil {
 			return 0, err
 		}
+		pass := 0
+		if e.allPasses {
+			pass = -1
+		}
 		job, err := pipelines.PlanEmbed(ctx, pipelines.EmbedOptions{Checkpoint: dir, Data: e.data, Output: e.out,
-			Feature: e.feature, Views: e.views, Backend: kind, Precision: precision, Plugin: r.opts.Plugin, LenientBackend: true,
+			Feature: e.feature, Views: e.views, Pass: pass, Backend: kind, Precision: precision, Plugin: r.opts.Plugin, LenientBackend: true,
 			Logger: r.log, CodeVersion: r.opts.CodeVersion})
 		if err != nil {
 			return 0, err
@@ -182,7 +193,7 @@ func (r *runner) evaluateEmbeddings(ctx context.Context, dir, name, embTrain, em
 		spec := stageSpec{kind: StageKind(e.Name), name: e.Name + " " + name, up: up,
 			done: func() (outcome, error) { return loadIfExists(ctx, result, res) },
 			do: func() error {
-				got, err := enc.Run(ctx, pipelines.Encoder{Train: embTrain, Test: embTest, Pairs: embeddingsDir(dir, pairsSplit),
+				got, err := enc.Run(ctx, pipelines.Encoder{Train: embTrain, Test: embTest, Pairs: embeddingsDir(dir, pairsSplit), TrainCrops: embeddingsDir(dir, cropsSplit),
 					Output: storage.Join(dir, enc.Output), NumClasses: r.numClasses, Temperature: temperature,
 					Seed: r.cfg.Preprocess.Seed, Series: r.seriesName(name), Progress: r.opts.Progress}, settings)
 				if err == nil && got != nil {

@@ -2,7 +2,9 @@ package reproduce
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -113,6 +115,39 @@ func compare(cfg *Config, res *Results, prev *Reproduction) {
 				Reference: *b.ref, Value: v, Drop: d, MaxDrop: *b.max, Failed: !(d <= *b.max+dropTolerance)}) // NaN fails
 		}
 	})
+	res.GateWarnings = gateWarnings(cfg, res)
+}
+
+// gateWarnings are the gates that one seed's noise alone can fail: a bound smaller than the
+// standard deviation over the seeds of a cell that the same reproduction measures. A gate
+// checks each seed's figure, and two reproductions of one seed differ by about √2 times that
+// spread: such a gate fails on noise, not on a change.
+func gateWarnings(cfg *Config, res *Results) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Gates)) {
+		g := cfg.Gates[name]
+		var widest CellResult
+		var sd float64
+		for _, c := range res.Cells {
+			if s, ok := c.Metrics[name]; ok && s.N > 1 && s.SD > sd {
+				widest, sd = c, s.SD
+			}
+		}
+		if sd == 0 {
+			continue
+		}
+		for _, b := range []struct {
+			key string
+			max *float64
+		}{{"max_drop_vs_previous", g.MaxDropVsPrevious}, {"max_drop_vs_paper", g.MaxDropVsPaper}} {
+			if b.max != nil && *b.max < sd {
+				out = append(out, fmt.Sprintf("gates.%s.%s %s is smaller than the spread over the seeds that this reproduction measures "+
+					"(cell %s: standard deviation %s over %d seeds): one seed's noise alone can fail it; allow at least %s",
+					name, b.key, num(*b.max), widest.Name, num(sd), widest.Metrics[name].N, num(math.Ceil(math.Sqrt2*sd*10)/10)))
+			}
+		}
+	}
+	return out
 }
 
 // num formats a figure for messages and tables: as many digits as it needs, at most four

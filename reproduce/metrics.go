@@ -15,6 +15,9 @@ type Metric struct {
 	Description string
 	// HigherIsBetter says which way is a drop: accuracy falls, a loss rises.
 	HigherIsBetter bool
+	// Accuracy says the figure is a percentage of test images: its plots span at least
+	// figures.AccuracySpan points within 0–100.
+	Accuracy bool
 	// of reads the figure from a run's results; false where the run has none.
 	of func(*RunResult) (float64, bool)
 	// paper reads the paper's figure (0: not published); nil where the paper has none.
@@ -49,7 +52,7 @@ func metrics() []Metric {
 	var out []Metric
 	for _, e := range pipelines.EncoderEvaluations() {
 		for _, m := range e.Encoder.Metrics {
-			out = append(out, Metric{Name: m.Name, Description: m.Description, HigherIsBetter: m.HigherIsBetter,
+			out = append(out, Metric{Name: m.Name, Description: m.Description, HigherIsBetter: m.HigherIsBetter, Accuracy: m.Accuracy,
 				of: func(r *RunResult) (float64, bool) {
 					res, ok := r.result(e.Name)
 					if !ok {

@@ -10,16 +10,21 @@ import (
 
 // WritePlan prints a plan (Plan's stages) as a table: what a run would do with each stage,
 // why, and about how much it would write where that is estimated (the datasets: the stored
-// views of every pass, or base shards), with the total.
+// views of every pass, or base shards), with the total; and where a run would stop, refused,
+// the refusal with its reason.
 func WritePlan(w io.Writer, stages []StageRecord) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	run := 0
 	var total int64
-	for _, s := range stages {
+	var refused *StageRecord
+	for i, s := range stages {
 		action := "run"
-		if s.Skipped {
+		switch {
+		case s.Refused:
+			action, refused = "REFUSE", &stages[i]
+		case s.Skipped:
 			action = "skip"
-		} else {
+		default:
 			run++
 		}
 		writes := ""
@@ -36,6 +41,10 @@ func WritePlan(w io.Writer, stages []StageRecord) error {
 		if _, err := fmt.Fprintf(w, "The datasets it would write take about %s.\n", progress.Bytes(total)); err != nil {
 			return err
 		}
+	}
+	if refused != nil {
+		_, err := fmt.Fprintf(w, "A run would stop at %s, refused; %d stages before it would run. Nothing was run or written.\n", refused.Name, run)
+		return err
 	}
 	_, err := fmt.Fprintf(w, "%d of %d stages would run; nothing was run or written.\n", run, len(stages))
 	return err

@@ -1,6 +1,7 @@
 package reproduce
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -19,6 +20,7 @@ import (
 const (
 	LossPlotName        = "loss-by-epoch.png"
 	KNNPlotName         = "knn-by-epoch.png"
+	LinearPlotName      = "linear-by-epoch.png"
 	BatchSizePlotName   = "accuracy-by-batch-size.png"
 	NPCPlotName         = "npc-mean-cv.png"
 	TrendPlotName       = "trend.png"
@@ -122,7 +124,25 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 		seeds = "; mean over the seeds, bars ± one standard deviation"
 	}
 	if chart, ok := knnChart(res, names); ok {
-		if err := save(KNNPlotName, "kNN top-1 during training, with the baselines and the paper's figures"+seeds, 1, chart); err != nil {
+		caption := "kNN top-1 during training, with the baselines and the paper's figures"
+		if bank, queries := monitorSample(res); bank > 0 {
+			caption = fmt.Sprintf("kNN top-1 during training, by the trainer's monitor on a sample of %d bank and %d query images, which reads "+
+				"below the full split (fewer neighbours vote); the last point of each line, \"full split\", is the final kNN of the "+
+				"evaluation, the protocol of the baselines and the paper's figures, which are in the tables", bank, queries)
+		}
+		if err := save(KNNPlotName, caption+seeds, 1, chart); err != nil {
+			return nil, err
+		}
+	}
+	if chart, ok := linearMonitorChart(res, names); ok {
+		bank, queries := monitorSample(res)
+		sample := "every image of the evaluation splits"
+		if bank > 0 {
+			sample = fmt.Sprintf("a sample of %d train and %d test images", bank, queries)
+		}
+		caption := fmt.Sprintf("linear top-1 during training, by the trainer's monitor: a fast linear probe (standardised features, %d epochs) "+
+			"fitted to %s each time; not the evaluation's protocol, whose final figures are in the tables", analysis.MonitorLinearConfig().Epochs, sample)
+		if err := save(LinearPlotName, caption+seeds, 1, chart); err != nil {
 			return nil, err
 		}
 	}
@@ -226,6 +246,26 @@ func knnChart(res *Results, names runSeries) (figures.LineChart, bool) {
 	if len(chart.Series) == 0 {
 		return chart, false
 	}
+	if bank, _ := monitorSample(res); bank > 0 {
+		// The monitor's sample reads below the full split: the baselines and the paper's
+		// figures, measured on the full split, would stand above curves that are not below
+		// them. Each curve ends with its run's final kNN on the full split instead.
+		chart.Title = "kNN top-1 during training (the monitor's sample)"
+		for _, g := range groups {
+			s, ok := res.cellSpread(g.name, "knn_top1")
+			x, _, _ := meanCurve(g, func(r *RunResult) ([]float64, []float64) { return r.Curves.KNNEpoch, r.Curves.KNNTop1 })
+			if !ok || len(x) == 0 {
+				continue
+			}
+			final := names.of(g.name, []float64{x[len(x)-1]}, []float64{s.Mean}, nil)
+			if s.N > 1 {
+				final.YErr = []float64{s.SD}
+			}
+			final.Name += ", full split"
+			chart.Series = append(chart.Series, final)
+		}
+		return chart, true
+	}
 	for _, g := range groups {
 		r := g.runs[0]
 		if r.Paper.KNNTop1 != 0 && len(r.Curves.KNNEpoch) > 0 {
@@ -235,6 +275,50 @@ func knnChart(res *Results, names runSeries) (figures.LineChart, bool) {
 	}
 	chart.References = append(chart.References, baselineReferences(res)...)
 	return chart, true
+}
+
+// linearMonitorChart is the monitor's linear probe's top-1 against epoch, one line per run
+// (evaluate.knn_monitor.linear); false where no run has one. It draws no reference line:
+// the baselines' and the paper's figures are another protocol's.
+func linearMonitorChart(res *Results, names runSeries) (figures.LineChart, bool) {
+	chart := figures.MetricByEpochChart("linear top-1 during training (the monitor's probe)", "linear top-1 (%)", nil)
+	chart.MinYSpan, chart.YBounds = figures.AccuracySpan, [2]float64{0, 100}
+	for _, g := range groupCells(res.Runs) {
+		x, y, yerr := meanCurve(g, func(r *RunResult) ([]float64, []float64) { return r.Curves.KNNEpoch, r.Curves.LinearTop1 })
+		if len(x) > 0 {
+			chart.Series = append(chart.Series, names.of(g.name, x, y, yerr))
+		}
+	}
+	return chart, len(chart.Series) > 0
+}
+
+// monitorSample is the size of the kNN monitor's sample, bank and queries, where the runs'
+// monitor drew one (0, 0: it read the full splits, or did not run). The log says so; results
+// of versions whose log did not are read from the config's monitor and the evaluation's
+// split sizes (a split smaller than the sample is read whole).
+func monitorSample(res *Results) (bank, queries int) {
+	for _, r := range res.Runs {
+		if r.Curves.KNNBank > 0 {
+			return r.Curves.KNNBank, r.Curves.KNNQueries
+		}
+	}
+	m := res.Evaluate.KNNMonitor
+	if m != nil && m.Full {
+		return 0, 0
+	}
+	bank, queries = trainstep.DefaultKNNBank, trainstep.DefaultKNNQueries
+	if m != nil {
+		bank, queries = cmp.Or(m.Bank, bank), cmp.Or(m.Queries, queries)
+	}
+	for _, r := range res.Runs {
+		if len(r.Curves.KNNEpoch) > 0 && r.KNN != nil && r.KNN.NTrain > 0 && r.KNN.NTest > 0 {
+			if bank >= r.KNN.NTrain && queries >= r.KNN.NTest {
+				return 0, 0 // the whole splits
+			}
+			return min(bank, r.KNN.NTrain), min(queries, r.KNN.NTest)
+		}
+	}
+	return 0, 0
 }
 
 // baselineReferences are the baselines' kNN top-1, as reference lines.
@@ -295,8 +379,15 @@ func trendCharts(res *Results, history []Reproduction, names runSeries) []figure
 	step := (len(history) + maxTrendTicks - 1) / maxTrendTicks
 	var ticks []figures.XTick
 	for i, h := range history {
-		if i%step == 0 || i == len(history)-1 {
-			ticks = append(ticks, figures.XTick{X: float64(i), Label: h.Time.UTC().Format("2006-01-02 15:04") + "\n" + h.CodeVersion})
+		// Every reproduction whose config differs from the one before is labelled, with its
+		// config: figures of other settings are no trend.
+		changed := i > 0 && h.ConfigFingerprint != history[i-1].ConfigFingerprint
+		if i%step == 0 || i == len(history)-1 || changed {
+			label := h.Time.UTC().Format("2006-01-02 15:04") + "\n" + h.CodeVersion
+			if changed {
+				label += "\nconfig " + h.ConfigFingerprint + " (changed)"
+			}
+			ticks = append(ticks, figures.XTick{X: float64(i), Label: label})
 		}
 	}
 	var panels []figures.Panel
@@ -306,6 +397,9 @@ func trendCharts(res *Results, history []Reproduction, names runSeries) []figure
 		}
 		chart := figures.LineChart{Title: m.Description + " by reproduction", XLabel: "reproduction (UTC date, dcl version)",
 			YLabel: m.Name, XTicks: ticks}
+		if m.Accuracy {
+			chart.MinYSpan, chart.YBounds = figures.AccuracySpan, [2]float64{0, 100}
+		}
 		for _, r := range res.Runs {
 			s := names.of(r.Config.Name, nil, nil, nil)
 			for i := range history {

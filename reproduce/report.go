@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -130,13 +131,26 @@ func markdown(res *Results, made []figure) string {
 	if res.Preprocess.Views == "online" {
 		views = "fresh views every epoch, made by the trainer"
 	}
+	tested := cmp.Or(d.TestSplit, "test")
+	if n := testImages(res); n > 0 {
+		tested += fmt.Sprintf(", %d images: one image is %s points of accuracy", n, num(100/float64(n)))
+	}
 	fmt.Fprintf(&b, "; tested on %s). Augmentation %s, %s, seed %d.\n\n",
-		cmp.Or(d.TestSplit, "test"), res.Preprocess.Augment, views, res.Preprocess.Seed)
+		tested, res.Preprocess.Augment, views, res.Preprocess.Seed)
 	if k, ok := res.Evaluate.Settings(pipelines.EvalKNN); ok {
-		fmt.Fprintf(&b, "kNN: k = %d, T = %g, cosine similarity on %s features. ", k.Int("k"), k.Float("temperature"), cmp.Or(res.Evaluate.Feature, "backbone"))
+		kText := fmt.Sprintf("k = %d", k.Int("k"))
+		if used := usedK(res); used > 0 && used < k.Int("k") {
+			kText += fmt.Sprintf(" (the bank holds %d images: all vote, k = %d)", used, used)
+		}
+		fmt.Fprintf(&b, "kNN: %s, T = %g, cosine similarity on %s features. ", kText, k.Float("temperature"), cmp.Or(res.Evaluate.Feature, "backbone"))
 	}
 	if res.Evaluate.Has(pipelines.EvalLinear) {
 		b.WriteString("Linear probe: frozen features, SGD (OpenSelfSup protocol). ")
+		if n, of := climbedProbes(res); n > 0 {
+			fmt.Fprintf(&b, "In %d of %d probes the training loss rose to more than %d times its first epoch's before it fell (results.json's "+
+				"linear.note says where): the protocol's large rate overshoots at first on features that are not standardised; the "+
+				"accuracies are of the final classifiers. ", n, of, analysis.LinearLossClimb)
+		}
 	}
 	b.WriteString("Accuracies are top-1 in percent; the paper's figure follows ours where it has one.")
 	if res.seeded() {
@@ -147,13 +161,10 @@ func markdown(res *Results, made []figure) string {
 	if res.Machine != "" {
 		fmt.Fprintf(&b, "Machine: %s.\n\n", res.Machine)
 	}
-	if len(res.Departures) > 0 {
-		b.WriteString("## Where this experiment departs from the paper's recipe\n\n")
-		for _, k := range sortedKeys(res.Departures) {
-			fmt.Fprintf(&b, "- **%s**: %s\n", k, res.Departures[k])
-		}
-		b.WriteString("\n")
+	if len(res.Overrides) > 0 {
+		fmt.Fprintf(&b, "Config keys given on the command line: `--set %s`.\n\n", strings.Join(res.Overrides, "` `--set "))
 	}
+	departuresSection(&b, res)
 	if res.seeded() {
 		b.WriteString("## Cells (mean ± standard deviation over the seeds)\n\n")
 		b.WriteString(cellsTable(res).Markdown())
@@ -215,6 +226,89 @@ func markdown(res *Results, made []figure) string {
 	return b.String()
 }
 
+// climbedProbes counts the linear probes (of the runs and baselines) whose loss climbed
+// before it fell (analysis.LinearResult.Note), of those that ran.
+func climbedProbes(res *Results) (n, of int) {
+	count := func(e Evaluation) {
+		if e.Linear != nil {
+			of++
+			if e.Linear.Note != "" {
+				n++
+			}
+		}
+	}
+	for _, r := range res.Runs {
+		count(r.Evaluation)
+	}
+	for _, b := range res.Baselines {
+		count(b.Evaluation)
+	}
+	return n, of
+}
+
+// testImages is the number of test images the evaluations classified (0 where none ran).
+func testImages(res *Results) int {
+	n := 0
+	use := func(e Evaluation) {
+		if e.KNN != nil {
+			n = max(n, e.KNN.NTest)
+		}
+		if e.Linear != nil {
+			n = max(n, e.Linear.NTest)
+		}
+	}
+	for _, r := range res.Runs {
+		use(r.Evaluation)
+	}
+	for _, b := range res.Baselines {
+		use(b.Evaluation)
+	}
+	return n
+}
+
+// usedK is the k the kNN evaluations used (the least, where they differ; 0 where none ran).
+func usedK(res *Results) int {
+	k := 0
+	use := func(e Evaluation) {
+		if e.KNN != nil && e.KNN.K > 0 && (k == 0 || e.KNN.K < k) {
+			k = e.KNN.K
+		}
+	}
+	for _, r := range res.Runs {
+		use(r.Evaluation)
+	}
+	for _, b := range res.Baselines {
+		use(b.Evaluation)
+	}
+	return k
+}
+
+// departuresSection lists, setting by setting in RecipeSettings' order, where the
+// experiment departs from the paper's recipe or chooses what the paper leaves unstated: the
+// config's own words, then the toolkit's choices that apply to it.
+func departuresSection(b *strings.Builder, res *Results) {
+	if len(res.Departures)+len(res.ToolkitDepartures) == 0 {
+		return
+	}
+	b.WriteString("## Where this experiment departs from the paper's recipe, or chooses what the paper leaves unstated\n\n")
+	b.WriteString("Each setting with the config's reason, and the choices of this toolkit's code that apply to it (*toolkit*).\n\n")
+	keys := recipeSettingNames()
+	for _, k := range slices.Sorted(maps.Keys(res.Departures)) {
+		if !slices.Contains(keys, k) { // a setting of an older version's results
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		if text, ok := res.Departures[k]; ok {
+			fmt.Fprintf(b, "- **%s**: %s\n", k, text)
+		}
+		if text, ok := res.ToolkitDepartures[k]; ok {
+			fmt.Fprintf(b, "- **%s** (*toolkit*): %s\n", k, text)
+		}
+	}
+	b.WriteString("\n")
+}
+
 // changesSection is the report's comparison with the previous reproduction and the paper,
 // with the gates' verdicts.
 func changesSection(b *strings.Builder, res *Results) {
@@ -231,7 +325,12 @@ func changesSection(b *strings.Builder, res *Results) {
 	} else {
 		b.WriteString("This is the first reproduction in this run directory's history. ")
 	}
-	fmt.Fprintf(b, "This one is %s/%s (every reproduction is a file there; read them together with DuckDB's `read_parquet('%s/*.parquet')`).\n\n", HistoryDir, res.HistoryFile, HistoryDir)
+	if res.Unchanged {
+		fmt.Fprintf(b, "This call ran no stage: its figures are those of the last reproduction, %s/%s, and it added no history entry "+
+			"(every reproduction is a file there; read them together with DuckDB's `read_parquet('%s/*.parquet')`).\n\n", HistoryDir, res.HistoryFile, HistoryDir)
+	} else {
+		fmt.Fprintf(b, "This one is %s/%s (every reproduction is a file there; read them together with DuckDB's `read_parquet('%s/*.parquet')`).\n\n", HistoryDir, res.HistoryFile, HistoryDir)
+	}
 	if len(res.Gates) > 0 {
 		failed := res.FailedGates()
 		fmt.Fprintf(b, "Gates: %d checked, %d failed.\n\n", len(res.Gates), len(failed))
@@ -242,7 +341,17 @@ func changesSection(b *strings.Builder, res *Results) {
 			b.WriteString("\n")
 		}
 	}
-	t := analysis.Table{Header: []string{"run", "metric", "previous", "now", "change", "paper", "gates"},
+	for _, w := range res.GateWarnings {
+		fmt.Fprintf(b, "- **Warning**: %s.\n", w)
+	}
+	if len(res.GateWarnings) > 0 {
+		b.WriteString("\n")
+	}
+	previous := "previous"
+	if p := res.Previous; p != nil && p.ConfigFingerprint != res.ConfigFingerprint {
+		previous = "previous (config " + p.ConfigFingerprint + ", another)"
+	}
+	t := analysis.Table{Header: []string{"run", "metric", previous, "now", "change", "paper", "gates"},
 		RightAlign: []bool{false, false, true, true, true, true, false}}
 	for _, c := range res.Changes {
 		prev, change := "—", "—"

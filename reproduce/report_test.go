@@ -11,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dcl-beam/dcl-beam/analysis"
 	"github.com/dcl-beam/dcl-beam/analysis/figures"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // Plots name runs by their method, with the settings that tell apart runs of one method.
@@ -252,5 +254,121 @@ func TestReportOfSeededCells(t *testing.T) {
 	}
 	if _, err := writePlots(context.Background(), t.TempDir(), res, nil); err != nil {
 		t.Errorf("plots of a seeded experiment: %v", err)
+	}
+}
+
+// The trend of a metric against the reproductions labels every reproduction whose config
+// changed, with the config, whatever the ticks skipped; its accuracy axes span at least
+// figures.AccuracySpan points, as every accuracy chart's; the changes table says when the
+// previous reproduction had another config.
+func TestTrendMarksConfigChanges(t *testing.T) {
+	res := sweepResults()
+	res.ConfigFingerprint = "bbb"
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var history []Reproduction
+	for i := range 20 {
+		fp := "aaa"
+		if i >= 13 {
+			fp = "bbb"
+		}
+		h := Reproduction{File: fmt.Sprint(i), Time: start.Add(time.Duration(i) * 24 * time.Hour), CodeVersion: "v1", ConfigFingerprint: fp}
+		for _, r := range res.Runs {
+			h.Rows = append(h.Rows, HistoryRow{Run: r.Config.Name, Metric: "knn_top1", Value: 80 + 0.1*float64(i%3)})
+		}
+		history = append(history, h)
+	}
+	panels := trendCharts(res, history, newRunSeries(res.Runs))
+	if len(panels) == 0 {
+		t.Fatal("no trend chart")
+	}
+	chart := panels[0].(figures.LineChart)
+	var marked []float64
+	for _, tick := range chart.XTicks {
+		if strings.Contains(tick.Label, "config bbb (changed)") {
+			marked = append(marked, tick.X)
+		}
+	}
+	if !slices.Equal(marked, []float64{13}) {
+		t.Errorf("ticks %+v: want reproduction 13, where the config changed, labelled with it", chart.XTicks)
+	}
+	if chart.MinYSpan != figures.AccuracySpan || chart.YBounds != [2]float64{0, 100} {
+		t.Errorf("the kNN trend's axis spans at least %v within %v, want %v within 0–100", chart.MinYSpan, chart.YBounds, figures.AccuracySpan)
+	}
+	res.Previous = &ReproductionInfo{ConfigFingerprint: "aaa"}
+	if report := markdown(res, nil); !strings.Contains(report, "| previous (config aaa, another) |") {
+		t.Errorf("the changes table does not say the previous reproduction had another config:\n%s", report)
+	}
+}
+
+// The kNN monitor's curve on a sample reads below the full split: its chart draws no
+// baseline or paper figure measured on the full split beside it, but ends each curve with
+// the run's final kNN on the full split, and its caption says which is which. A monitor of
+// the full splits keeps the reference lines.
+func TestKNNChartOfASampledMonitor(t *testing.T) {
+	res := sweepResults()
+	summarise(res)
+	full, ok := knnChart(res, newCellSeries(res.Runs))
+	if !ok || len(full.References) == 0 {
+		t.Fatalf("the chart of a full-split monitor has no reference lines: %+v", full.References)
+	}
+	// Results of a version whose log did not say so: the evaluation's splits are larger
+	// than the default sample.
+	for i := range res.Runs {
+		res.Runs[i].KNN.NTrain, res.Runs[i].KNN.NTest = 60000, 10000
+	}
+	if bank, queries := monitorSample(res); bank != trainstep.DefaultKNNBank || queries != trainstep.DefaultKNNQueries {
+		t.Errorf("the monitor's sample of results without it in the log: %d and %d, want the default %d and %d", bank, queries, trainstep.DefaultKNNBank, trainstep.DefaultKNNQueries)
+	}
+	for i := range res.Runs {
+		res.Runs[i].Curves.KNNBank, res.Runs[i].Curves.KNNQueries = 6144, 2048
+	}
+	chart, ok := knnChart(res, newCellSeries(res.Runs))
+	if !ok || len(chart.References) != 0 {
+		t.Fatalf("the chart of a sampled monitor draws the full split's references %+v", chart.References)
+	}
+	finals := 0
+	for _, s := range chart.Series {
+		if strings.HasSuffix(s.Name, ", full split") {
+			finals++
+			if len(s.X) != 1 || s.X[0] != 3 {
+				t.Errorf("%s at %v, want one point at the last epoch, 3", s.Name, s.X)
+			}
+		}
+	}
+	if finals != len(res.Runs) {
+		t.Errorf("%d curves end with the full split's figure, want %d", finals, len(res.Runs))
+	}
+	made, err := writePlots(context.Background(), t.TempDir(), res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(made, func(f figure) bool { return strings.HasSuffix(f.Path, KNNPlotName) }); i < 0 ||
+		!strings.Contains(made[i].Caption, "on a sample of 6144 bank and 2048 query images") {
+		t.Errorf("figures %+v: want the kNN chart's caption to name the monitor's sample", made)
+	}
+}
+
+// The report says how many test images the accuracies are of, and what one image is worth:
+// with 40, one image is 2.5 points.
+func TestReportGivesTheTestSetSize(t *testing.T) {
+	res := sweepResults()
+	for i := range res.Runs {
+		res.Runs[i].KNN.NTest = 40
+	}
+	if report := markdown(res, nil); !strings.Contains(report, "tested on test, 40 images: one image is 2.5 points of accuracy)") {
+		t.Errorf("the report does not give the test set's size:\n%s", report)
+	}
+}
+
+// The report says when probes' losses climbed before they converged, and where to look.
+func TestReportNotesClimbingProbeLosses(t *testing.T) {
+	res := sweepResults()
+	res.Evaluate.Set("linear", "epochs", 3)
+	for i := range res.Runs {
+		res.Runs[i].Linear = &analysis.LinearResult{Top1: 70}
+	}
+	res.Runs[1].Linear.Note = "the probe's training loss rose from 2.3 (epoch 1) to 1500 (epoch 3) ..."
+	if report := markdown(res, nil); !strings.Contains(report, "In 1 of 4 probes the training loss rose to more than 3 times its first epoch's before it fell") {
+		t.Errorf("the report does not note the probe's climbing loss:\n%s", report)
 	}
 }

@@ -35,6 +35,11 @@ type Results struct {
 	Baselines   []BaselineResult `json:"baselines,omitempty"`
 	// Departures are the config's departures from the paper's recipe, by setting.
 	Departures map[string]string `json:"departures,omitempty"`
+	// Overrides are the --set KEY=VALUE overrides the config was read with.
+	Overrides []string `json:"overrides,omitempty"`
+	// ToolkitDepartures are the recipe choices of the toolkit's code that apply to the
+	// config (Config.ToolkitDepartures), by setting.
+	ToolkitDepartures map[string]string `json:"toolkit_departures,omitempty"`
 	// Machine is where the reproduction ran: CPU model, cores, and the GPU where training
 	// used one, for the wall times.
 	Machine string `json:"machine,omitempty"`
@@ -49,6 +54,12 @@ type Results struct {
 	// before it there (nil for the first).
 	HistoryFile string            `json:"history_file,omitempty"`
 	Previous    *ReproductionInfo `json:"previous,omitempty"`
+	// Unchanged says that the call ran no stage and found the figures of HistoryFile, the
+	// last reproduction, with the same config: it added no history entry.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// GateWarnings name the gates whose bound is smaller than the spread over the seeds that
+	// the reproduction measures: one seed's noise alone can fail them.
+	GateWarnings []string `json:"gate_warnings,omitempty"`
 	// Changes are every run's figures beside the previous reproduction's and the paper's;
 	// Gates the config's gates applied to them.
 	Changes []Change    `json:"changes,omitempty"`
@@ -63,6 +74,9 @@ type StageRecord struct {
 	Reason  string `json:"reason,omitempty"`
 	// Writes is about how many bytes the stage would write (--plan; 0: not estimated).
 	Writes int64 `json:"writes,omitempty"`
+	// Refused says that a run would stop at this stage with Reason (--plan): the stages
+	// after it are not decided.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Evaluation holds the evaluations of one encoder (nil where the config asks for none).
@@ -123,6 +137,13 @@ type Curves struct {
 	MeanQ    []float64 `json:"mean_q"`
 	KNNEpoch []float64 `json:"knn_epoch,omitempty"`
 	KNNTop1  []float64 `json:"knn_top1,omitempty"`
+	// LinearTop1 is the monitor's linear probe's top-1 at each of KNNEpoch, where it ran one
+	// (evaluate.knn_monitor.linear).
+	LinearTop1 []float64 `json:"linear_top1,omitempty"`
+	// KNNBank and KNNQueries are the sizes of the monitor's sample where it drew one (0: it
+	// read the full splits): its accuracies are not the full split's.
+	KNNBank    int `json:"knn_bank,omitempty"`
+	KNNQueries int `json:"knn_queries,omitempty"`
 }
 
 // readCurves averages the training log (train.jsonl) per epoch. Monitor lines carry
@@ -139,15 +160,18 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 	}
 	type sums struct{ loss, q, n float64 }
 	perEpoch := map[int]*sums{}
-	knn := map[int]float64{}
+	knn, linear := map[int]float64{}, map[int]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for line := 1; sc.Scan(); line++ {
 		var entry struct {
-			Epoch   int      `json:"epoch"`
-			Loss    *float64 `json:"loss"`
-			MeanQ   float64  `json:"mean_q"`
-			KNNTop1 *float64 `json:"knn_top1"`
+			Epoch      int      `json:"epoch"`
+			Loss       *float64 `json:"loss"`
+			MeanQ      float64  `json:"mean_q"`
+			KNNTop1    *float64 `json:"knn_top1"`
+			LinearTop1 *float64 `json:"linear_top1"`
+			KNNBank    int      `json:"knn_bank"`
+			KNNQueries int      `json:"knn_queries"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &entry); err != nil {
 			return c, fmt.Errorf("%s line %d: %w", logPath, line, err)
@@ -155,6 +179,10 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 		switch {
 		case entry.KNNTop1 != nil:
 			knn[entry.Epoch] = *entry.KNNTop1
+			if entry.LinearTop1 != nil {
+				linear[entry.Epoch] = *entry.LinearTop1
+			}
+			c.KNNBank, c.KNNQueries = entry.KNNBank, entry.KNNQueries
 		case entry.Loss != nil:
 			s := perEpoch[entry.Epoch]
 			if s == nil {
@@ -178,6 +206,11 @@ func readCurves(ctx context.Context, logPath string) (Curves, error) {
 	for _, e := range slices.Sorted(maps.Keys(knn)) {
 		c.KNNEpoch = append(c.KNNEpoch, float64(e+1))
 		c.KNNTop1 = append(c.KNNTop1, knn[e])
+	}
+	if len(linear) == len(knn) && len(linear) > 0 {
+		for _, e := range slices.Sorted(maps.Keys(linear)) {
+			c.LinearTop1 = append(c.LinearTop1, linear[e])
+		}
 	}
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -212,11 +213,22 @@ func Plan(ctx context.Context, cfg *Config, opts Options) ([]StageRecord, error)
 		return nil, err
 	}
 	res, err := r.execute(ctx)
+	var stop *planStop
+	if errors.As(err, &stop) {
+		return append(r.stages, stop.stage), nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	return res.Stages, nil
 }
+
+// planStop is what a plan meets where a run would stop with an error that the plan can
+// name (a run folder trained with other settings): the plan ends there, with the refusal
+// as its last stage.
+type planStop struct{ stage StageRecord }
+
+func (p *planStop) Error() string { return p.stage.Name + ": " + p.stage.Reason }
 
 // finish records a completed reproduction: the comparison with the previous one and the
 // gates, the plots, results.json and report.md, then its file in the history, and last the
@@ -231,8 +243,11 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	// The line tells a user that the stages are done, and the kill test when the report
 	// phase begins.
 	r.log.Info("reporting: the comparison, the gates, results.json, report.md, the plots and the history", "out", r.opts.Out)
-	compare(r.cfg, res, prev)
 	rows := historyRows(res)
+	if prev != nil && len(r.times) == 0 && prev.ConfigFingerprint == res.ConfigFingerprint && sameFigures(prev.Rows, rows) {
+		return r.finishUnchanged(ctx, res, history)
+	}
+	compare(r.cfg, res, prev)
 	name, err := historyName(ctx, r.opts.Out, res.Time)
 	if err != nil {
 		return err
@@ -251,6 +266,44 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 		return err
 	}
 	return r.completeLedger(ctx)
+}
+
+// finishUnchanged reports a call that ran no stage and found the figures of the last
+// reproduction in the history with the same config: it is that reproduction again, so the
+// history gets no second entry of it (a duplicate that a trend would count as a second
+// measurement), and the report compares it, as before, with the one before it and says so.
+func (r *runner) finishUnchanged(ctx context.Context, res *Results, history []Reproduction) error {
+	last := history[len(history)-1]
+	var prev *Reproduction
+	if len(history) > 1 {
+		prev = &history[len(history)-2]
+	}
+	compare(r.cfg, res, prev)
+	res.HistoryFile, res.Unchanged, res.CodeVersion = last.File, true, last.CodeVersion
+	r.log.Info("no stage ran and the figures are the last reproduction's: no history entry added", "history", storage.Join(HistoryDir, last.File))
+	if err := writeReport(ctx, r.opts.Out, res, history); err != nil {
+		return err
+	}
+	return r.completeLedger(ctx)
+}
+
+// sameFigures reports whether two reproductions have the same figures of the same runs.
+func sameFigures(a, b []HistoryRow) bool {
+	key := func(h HistoryRow) string { return h.Run + "\x00" + h.Metric }
+	values := make(map[string]float64, len(a))
+	for _, h := range a {
+		values[key(h)] = h.Value
+	}
+	if len(values) != len(b) {
+		return false
+	}
+	for _, h := range b {
+		v, ok := values[key(h)]
+		if !ok || math.Float64bits(v) != math.Float64bits(h.Value) {
+			return false
+		}
+	}
+	return true
 }
 
 // reportedBefore finishes the record of a reproduction that an earlier call of the same
@@ -323,7 +376,7 @@ func (r *runner) execute(ctx context.Context) (*Results, error) {
 	}
 	res.Stages = r.stages
 	summarise(res)
-	res.Departures = cfg.Departures
+	res.Departures, res.ToolkitDepartures, res.Overrides = cfg.Departures, cfg.ToolkitDepartures(), cfg.Overrides
 	res.Machine = machine(cfg.Runs, r.opts.Backend, r.load)
 	return res, nil
 }

@@ -192,11 +192,30 @@ func TestRunWritesResultsAndIsANoOpWhenComplete(t *testing.T) {
 			t.Errorf("run %s: the no-op re-run reports other figures", a.Config.Name)
 		}
 	}
+	// It is the same reproduction: no second history entry, and the report says so.
+	report, err = os.ReadFile(filepath.Join(out, ReportName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(historyFiles(t, out)); n != 1 || !again.Unchanged || again.HistoryFile != res.HistoryFile || again.Previous != nil ||
+		!strings.Contains(string(report), "This call ran no stage: its figures are those of the last reproduction, history/"+res.HistoryFile) {
+		t.Errorf("the no-op re-run: %d history files, unchanged %v, history file %s (previous %v), want the first's %s alone, and a report that says so",
+			n, again.Unchanged, again.HistoryFile, again.Previous, res.HistoryFile)
+	}
 
-	// A config that changes what a finished run trained is refused, not mixed in.
+	// A config that changes what a finished run trained is refused, not mixed in; its plan
+	// shows the refusal where the run would stop.
 	changed := parseTiny(t, input, func(s string) string { return strings.Replace(s, "epochs: 2", "epochs: 3", 1) })
 	if _, err := Run(ctx, changed, Options{Out: out}); err == nil || !strings.Contains(err.Error(), "other settings") {
 		t.Errorf("Run with a changed config = %v, want a refusal naming the run's settings", err)
+	}
+	plan, err := Plan(ctx, changed, Options{Out: out})
+	if err != nil || len(plan) == 0 || !plan[len(plan)-1].Refused || !strings.Contains(plan[len(plan)-1].Reason, "epochs: 2 → 3") {
+		t.Errorf("Plan of a changed config = %+v, %v; want the stages up to the refused training, with its reason", plan, err)
+	}
+	var printed strings.Builder
+	if err := WritePlan(&printed, plan); err != nil || !strings.Contains(printed.String(), "REFUSE") || !strings.Contains(printed.String(), "A run would stop at train") {
+		t.Errorf("the plan printed %q (%v), want the refusal", printed.String(), err)
 	}
 }
 

@@ -39,6 +39,7 @@ type legacyRun struct {
 	Seed            uint64       `json:"seed,omitempty"`
 	CheckpointEvery int          `json:"checkpoint_every,omitempty"`
 	Normalization   string       `json:"normalization,omitempty"`
+	DCLWGrad        *bool        `json:"dclw_grad,omitempty"`
 	Seeds           []uint64     `json:"seeds,omitempty"`
 	Paper           PaperFigures `json:"paper,omitempty"`
 }

@@ -116,8 +116,12 @@ func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) 
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p, err)
 	}
-	if diff != "" && !r.rerun[StageTrain] {
-		return "", fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --output", p, diff, dir)
+	if diff != "" && !r.rerun[StageTrain] && !slices.Contains(r.opts.RerunStages, "train "+run.Name) {
+		err := fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --output", p, diff, dir)
+		if r.plan {
+			return "", &planStop{stage: StageRecord{Name: "train " + run.Name, Refused: true, Reason: err.Error()}}
+		}
+		return "", err
 	}
 	return diff, nil
 }
@@ -209,7 +213,7 @@ func (r *runner) shardTraining(ctx context.Context, t *runTraining) (trainstep.S
 		log = r.opts.Stderr
 	}
 	if m := r.cfg.Evaluate.KNNMonitor; m != nil {
-		training.KNN = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full}
+		training.KNN = trainstep.KNNMonitorOptions{Bank: m.Bank, Queries: m.Queries, Seed: m.Seed, Full: m.Full, Linear: m.Linear}
 	}
 	training.Plugin, training.Resume = r.opts.Plugin, resume
 	training.KNNData, training.KNNTest = r.evalTrainDir(), r.evalTestDir()

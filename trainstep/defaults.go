@@ -29,9 +29,9 @@ func PaperDefaults() Hyperparameters {
 }
 
 // LossConfig is the loss of these settings (mean reduction, the loss's declared parameter
-// defaults).
+// defaults, the gradient through DCLW's weights).
 func (h Hyperparameters) LossConfig() LossConfig {
-	return LossConfig{Kind: h.Loss, Temperature: h.Temperature, Reduction: Mean}
+	return LossConfig{Kind: h.Loss, Temperature: h.Temperature, Reduction: Mean, WeightGrad: true}
 }
 
 // OptimizerConfig is the optimiser of these settings.

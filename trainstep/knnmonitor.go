@@ -1,8 +1,8 @@
 package trainstep
 
 // The kNN monitor measures, during pretraining, the weighted kNN accuracy of the encoder's
-// backbone features on held-out labelled images (the InstDisc/MoCo CIFAR protocol: cosine
-// similarity, k = 200, vote weight exp(sim/0.1)), with package analysis's kNN.
+// backbone features on held-out labelled images (MoCo's CIFAR monitor: cosine similarity,
+// k = 200, vote weight exp(sim/0.1)), with package analysis's kNN.
 //
 // By default it embeds a fixed, seeded sample of the splits (KNNMonitorOptions):
 // DefaultKNNBank images vote, DefaultKNNQueries are classified. The monitor is a trend, read
@@ -49,6 +49,10 @@ type KNNMonitorOptions struct {
 	Seed          uint64
 	// Full uses every image of both splits.
 	Full bool
+	// Linear also fits a linear classifier to the bank's features each time and classifies
+	// the queries with it (analysis.MonitorLinearConfig): the linear accuracy during
+	// training, beside the kNN's.
+	Linear bool
 }
 
 func (o KNNMonitorOptions) withDefaults() KNNMonitorOptions {
@@ -69,8 +73,12 @@ func (o KNNMonitorOptions) withDefaults() KNNMonitorOptions {
 type KNNMonitor struct {
 	bank, queries *LabeledImages
 	cfg           analysis.KNNConfig
+	// notice says where the monitor departs from its protocol (analysis.KNNConfig.FitK).
+	notice string
 	// sampled says the bank and queries are samples (their sizes go in the log).
 	sampled bool
+	// linear fits the monitor's linear probe too (KNNMonitorOptions.Linear).
+	linear bool
 }
 
 // NewKNNMonitor reads the bank from bankDir and the queries from queryDir (shard
@@ -102,10 +110,13 @@ func NewKNNMonitor(ctx context.Context, bankDir, queryDir string, o KNNMonitorOp
 	if bank.N < 1 || queries.N < 1 {
 		return nil, fmt.Errorf("kNN monitor needs at least one bank image and one query (%s: %d and %d)", bank.Source, bank.N, queries.N)
 	}
-	cfg := analysis.DefaultKNNConfig()
-	cfg.K = min(cfg.K, bank.N)
-	return &KNNMonitor{bank: bank, queries: queries, cfg: cfg, sampled: sampled}, nil
+	cfg, notice := analysis.DefaultKNNConfig().FitK(bank.N, bank.Source)
+	return &KNNMonitor{bank: bank, queries: queries, cfg: cfg, sampled: sampled, notice: notice, linear: o.Linear}, nil
 }
+
+// Notice says where the monitor departs from its protocol (a bank smaller than k), for the
+// run's log; "" where it does not.
+func (m *KNNMonitor) Notice() string { return m.notice }
 
 // Images is the number of images one Run embeds.
 func (m *KNNMonitor) Images() int64 { return int64(m.bank.N + m.queries.N) }
@@ -135,9 +146,11 @@ func (m *KNNMonitor) Check(model *Model) error {
 	return nil
 }
 
-// Run encodes bank and queries with the step's current weights (inference mode) and returns
-// the kNN accuracy as log fields: knn_top1, knn_top5 (percent), knn_k. It shows the images
-// it encodes as a stage of the training's progress p.
+// Run encodes bank and queries with the step's current weights (inference mode), after
+// epoch epochs completed, and returns
+// the kNN accuracy as log fields: knn_top1, knn_top5 (percent), knn_k; with
+// KNNMonitorOptions.Linear, the monitor's linear probe's too: linear_top1, linear_top5. It
+// shows the images it encodes as a stage of the training's progress p.
 func (m *KNNMonitor) Run(ctx context.Context, epoch int, s *Step, p *progress.Reporter) (map[string]any, error) {
 	p = p.Sub(fmt.Sprintf("kNN monitor after epoch %d", epoch), int64(m.bank.N+m.queries.N), "images")
 	defer p.End() // after Finish, nothing
@@ -153,8 +166,17 @@ func (m *KNNMonitor) Run(ctx context.Context, epoch int, s *Step, p *progress.Re
 	if err != nil {
 		return nil, err
 	}
-	p.Finish()
 	out := map[string]any{"knn_top1": res.Top1, "knn_top5": res.Top5, "knn_k": res.K}
+	if m.linear {
+		cfg := analysis.MonitorLinearConfig()
+		cfg.NumClasses = m.cfg.NumClasses
+		lin, _, err := analysis.LinearProbe(bank, queries, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("linear monitor: %w", err)
+		}
+		out["linear_top1"], out["linear_top5"] = lin.Top1, lin.Top5
+	}
+	p.Finish()
 	if m.sampled {
 		out["knn_bank"], out["knn_queries"] = m.bank.N, m.queries.N
 	}

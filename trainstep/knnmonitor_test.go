@@ -72,7 +72,7 @@ func TestKNNMonitorDuringTraining(t *testing.T) {
 	qImgs, qLabels := knnClassImages(2, 30, 6, 6)
 	writeKNNShards(t, queryDir, qImgs, qLabels)
 
-	mon, err := NewKNNMonitor(context.Background(), bankDir, queryDir, KNNMonitorOptions{})
+	mon, err := NewKNNMonitor(context.Background(), bankDir, queryDir, KNNMonitorOptions{Linear: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +108,12 @@ func TestKNNMonitorDuringTraining(t *testing.T) {
 	top1, ok := sum.Monitor["knn_top1"].(float64)
 	if !ok || top1 < 90 || top1 > 100 || sum.Monitor["knn_k"] != 60 {
 		t.Errorf("monitor result %v: want top-1 ≥ 90%% on 3 well separated classes and k = 60 (the bank)", sum.Monitor)
+	}
+	if lin, ok := sum.Monitor["linear_top1"].(float64); !ok || lin < 90 || lin > 100 || sum.Monitor["linear_top5"] != 100.0 {
+		t.Errorf("monitor result %v: want the linear monitor's top-1 ≥ 90%% on 3 well separated classes", sum.Monitor)
+	}
+	if n := mon.Notice(); !strings.Contains(n, "k = 200 is larger than the bank") || !strings.Contains(n, "60 vectors): all 60 vote") {
+		t.Errorf("the monitor's notice %q does not say that its k is the bank's size", n)
 	}
 
 	// Without queries every tenth bank image is held out.
@@ -209,6 +215,9 @@ func TestKNNMonitorSamplesAFixedSubset(t *testing.T) {
 	}
 	if res["knn_bank"] != 100 || res["knn_queries"] != 40 || res["knn_k"] != 100 {
 		t.Errorf("monitor result %v: want knn_bank 100, knn_queries 40, knn_k 100", res)
+	}
+	if _, ok := res["linear_top1"]; ok {
+		t.Errorf("monitor result %v: a linear figure without KNNMonitorOptions.Linear", res)
 	}
 }
 

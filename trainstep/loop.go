@@ -152,6 +152,9 @@ func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
 			return false, err
 		}
 		lr := l.sched.At(l.state.StepsDone)
+		if err := l.step.SetProgress(l.state.StepsDone, l.total); err != nil {
+			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
+		}
 		launched := time.Now()
 		pending, err := l.step.Launch(b, lr)
 		if err != nil {
@@ -179,7 +182,7 @@ func (l *loop) openEpoch(ctx context.Context) (*epochReader, error) {
 	epoch := l.state.Epoch
 	it, err := l.opts.Source.Batches(ctx, epoch, l.run.Seed, l.run.BatchSize, l.state.Batch)
 	if err != nil {
-		return nil, fmt.Errorf("reading epoch %d of %s: %w", epoch, l.run.Data, err)
+		return nil, fmt.Errorf("reading epoch %d/%d of %s: %w", epoch+1, l.run.Epochs, l.run.Data, err)
 	}
 	readCtx, cancelRead := context.WithCancel(ctx)
 	return &epochReader{l: l, epoch: epoch, it: it, ch: prefetch(readCtx, it), cancelRead: cancelRead}, nil
@@ -197,13 +200,13 @@ func (r *epochReader) next(ctx context.Context) (b *Batch, interrupted bool, err
 		if ctx.Err() != nil {
 			return nil, true, nil
 		}
-		return nil, false, fmt.Errorf("epoch %d of %s ended after %d of %d batches", r.epoch, l.run.Data, l.state.Batch, l.stepsPerEpoch)
+		return nil, false, fmt.Errorf("epoch %d/%d of %s ended after %d of %d batches", r.epoch+1, l.run.Epochs, l.run.Data, l.state.Batch, l.stepsPerEpoch)
 	}
 	if p.err != nil {
 		if ctx.Err() != nil {
 			return nil, true, nil
 		}
-		return nil, false, fmt.Errorf("reading batch %d of epoch %d of %s: %w", l.state.Batch, r.epoch, l.run.Data, p.err)
+		return nil, false, fmt.Errorf("reading batch %d of epoch %d/%d of %s: %w", l.state.Batch, r.epoch+1, l.run.Epochs, l.run.Data, p.err)
 	}
 	return p.batch, false, nil
 }
@@ -214,7 +217,7 @@ func (r *epochReader) close() error {
 	for range r.ch { // let the reader goroutine finish before closing its iterator
 	}
 	if err := r.it.Close(); err != nil {
-		return fmt.Errorf("closing epoch %d of %s: %w", r.epoch, r.l.run.Data, err)
+		return fmt.Errorf("closing epoch %d/%d of %s: %w", r.epoch+1, r.l.run.Epochs, r.l.run.Data, err)
 	}
 	return nil
 }
@@ -312,7 +315,7 @@ func (l *loop) finishStepAt(ctx context.Context, next time.Time) error {
 		tensorboard.Scalar{Tag: "train/images_per_s", Value: line.ImagesPerSec}); err != nil {
 		return err
 	}
-	l.bar.Status(fmt.Sprintf("epoch %d (0-%d) loss %.4f q %.3f lr %.4g %.0f img/s%s", f.epoch, l.run.Epochs-1, res.Loss, res.MeanQ, f.lr, line.ImagesPerSec, l.monitorNote))
+	l.bar.Status(fmt.Sprintf("epoch %d/%d loss %.4f q %.3f lr %.4g %.0f img/s%s", f.epoch+1, l.run.Epochs, res.Loss, res.MeanQ, f.lr, line.ImagesPerSec, l.monitorNote))
 	l.bar.Set(int64(f.step))
 	if left, ok := l.clock.remaining(l); ok {
 		l.bar.SetETA(left)
@@ -340,7 +343,7 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 		return err
 	}
 	began := time.Now()
-	res, err := l.opts.Monitor(ctx, epoch, l.step, l.bar)
+	res, err := l.opts.Monitor(ctx, epoch+1, l.step, l.bar)
 	if err != nil {
 		return fmt.Errorf("monitor after epoch %d: %w", epoch+1, err)
 	}

@@ -54,8 +54,9 @@ type LossConfig struct {
 	Params registry.Values
 	// Reduction defaults to Mean when empty.
 	Reduction Reduction
-	// WeightGrad lets the gradient flow through DCLW's weights w_i; by default they are
-	// treated as constants in the backward pass.
+	// WeightGrad lets the gradient flow through DCLW's weights w_i, as the paper's formula and
+	// lightly's DCLWLoss do (the training setting dclw_grad, true by default); false treats
+	// them as constants in the backward pass.
 	WeightGrad bool
 }
 

@@ -38,6 +38,16 @@ type Method interface {
 	AfterUpdate(g *MethodGraph, nodes TrainNodes)
 }
 
+// ScheduledMethod is a Method with a value that changes over the run (MoCo's cosine EMA
+// momentum): before each step the trainer tells it the step's place in the run, as it sets
+// the learning rate, and the method sets its variables from it.
+type ScheduledMethod interface {
+	Method
+	// SetProgress sets the method's scheduled values in store for the step that follows
+	// step steps of total.
+	SetProgress(store *model.Store, step, total int) error
+}
+
 // TrainNodes are the graph values a method's TrainGraph returns.
 type TrainNodes struct {
 	// Loss is the scalar the optimiser minimises.

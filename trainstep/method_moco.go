@@ -44,6 +44,10 @@ const (
 	// SettingBNSplits is the number of groups MoCo's batch norm takes its statistics over,
 	// keys regrouped so each key's group mixes every query group (single-device shuffle BN).
 	SettingBNSplits = "bn_splits"
+	// SettingMomentumCosine makes the key-encoder momentum follow a cosine from momentum_ema
+	// at the first step to 1 at the last (BYOL's schedule, as solo-learn and lightly apply it
+	// to MoCo's EMA) instead of momentum_ema at every step (MoCo-v2's own).
+	SettingMomentumCosine = "momentum_ema_cosine"
 )
 
 var mocoParams = []registry.Param{
@@ -51,7 +55,13 @@ var mocoParams = []registry.Param{
 	{Name: SettingMomentumEMA, Default: 0.999, Doc: "key-encoder momentum m, key ← m·key + (1-m)·query after each step", Check: registry.InRange(0, 1)},
 	{Name: SettingSymmetric, Type: registry.Bool, Doc: "both views as queries, each against the other's key"},
 	{Name: SettingBNSplits, Type: registry.Int, Default: 8, Doc: "groups batch norm takes its statistics over, keys regrouped across them (one-device shuffle BN)", Check: registry.AtLeast(1)},
+	{Name: SettingMomentumCosine, Type: registry.Bool,
+		Doc: "key-encoder momentum on a cosine from momentum_ema at the first step to 1 at the last (BYOL's, as solo-learn and lightly schedule MoCo's); false: momentum_ema at every step (MoCo-v2's)"},
 }
+
+// emaMomentumVar is the variable that holds a scheduled key-encoder momentum for the next
+// step (MoCo with a cosine schedule).
+const emaMomentumVar = "momentum_ema"
 
 const mocoScope = "moco"
 
@@ -59,6 +69,7 @@ type moco struct {
 	queueSize, bnSplits int
 	momentum            float64
 	symmetric           bool
+	cosine              bool // the momentum follows the cosine schedule (SetProgress)
 }
 
 func newMoCo(cfg StepConfig) (Method, error) {
@@ -66,8 +77,33 @@ func newMoCo(cfg StepConfig) (Method, error) {
 		return nil, err
 	}
 	mc := cfg.MethodConfig
-	return moco{queueSize: mc.Int(SettingQueueSize), momentum: mc.Float(SettingMomentumEMA),
-		symmetric: mc.Bool(SettingSymmetric), bnSplits: mc.Int(SettingBNSplits)}, nil
+	m := moco{queueSize: mc.Int(SettingQueueSize), momentum: mc.Float(SettingMomentumEMA),
+		symmetric: mc.Bool(SettingSymmetric), bnSplits: mc.Int(SettingBNSplits), cosine: mc.Bool(SettingMomentumCosine)}
+	if m.cosine {
+		return scheduledMoCo{m}, nil
+	}
+	return m, nil
+}
+
+// scheduledMoCo is MoCo whose key-encoder momentum follows the cosine schedule.
+type scheduledMoCo struct{ moco }
+
+// CosineMomentum is the key-encoder momentum of a cosine schedule from base (at step 0) to 1
+// (at step total): 1 - (1-base)·(cos(π·step/total)+1)/2.
+func CosineMomentum(base float64, step, total int) float64 {
+	if total <= 0 {
+		return base
+	}
+	return 1 - (1-base)*(math.Cos(math.Pi*float64(min(step, total))/float64(total))+1)/2
+}
+
+// SetProgress sets the momentum of the step that follows step steps of total.
+func (m scheduledMoCo) SetProgress(store *model.Store, step, total int) error {
+	v := store.Scope("/method/" + mocoScope).GetVariable(emaMomentumVar)
+	if v == nil {
+		return fmt.Errorf("moco: no variable %s", emaMomentumVar)
+	}
+	return v.SetValue(tensors.FromScalar(float32(CosineMomentum(m.momentum, step, total))))
 }
 
 // checkQueueLoss refuses a loss that has no queue form (see LossSpec.InBatchOnly).
@@ -97,6 +133,9 @@ func keyRoot(root *model.Scope) *model.Scope { return root.At("method").At(mocoS
 func (m moco) CreateVariables(g *MethodGraph) {
 	copyModelVariables(g.Scope, keyRoot(g.Scope))
 	createQueue(g, g.Scope.At("method").At(mocoScope), "queue", m.queueSize)
+	if m.cosine {
+		g.Scope.At("method").At(mocoScope).VariableWithValue(emaMomentumVar, float32(m.momentum)).SetTrainable(false)
+	}
 }
 
 // copyModelVariables creates, under root, a variable with the path and a copy of the value
@@ -212,20 +251,32 @@ func (m moco) TrainGraph(g *MethodGraph, view1, view2 *Node) TrainNodes {
 // step's keys: they become the newest rows, and the oldest fall out.
 func (m moco) AfterUpdate(g *MethodGraph, nodes TrainNodes) {
 	gr := nodes.Loss.Graph()
-	ema(g.Scope, keyRoot(g.Scope), gr, m.momentum)
-	enqueue(g.Scope.At("method").At(mocoScope).GetVariable("queue"), nodes.Kept["keys"])
+	scope := g.Scope.At("method").At(mocoScope)
+	var scheduled *Node
+	if m.cosine {
+		scheduled = StopGradient(scope.GetVariable(emaMomentumVar).NodeValue(gr))
+	}
+	ema(g.Scope, keyRoot(g.Scope), gr, m.momentum, scheduled)
+	enqueue(scope.GetVariable("queue"), nodes.Kept["keys"])
 }
 
 // ema sets every trainable model variable's copy under root to
-// momentum·copy + (1-momentum)·variable, the variable's value after this step's update.
-func ema(storeRoot, root *model.Scope, g *Graph, momentum float64) {
+// momentum·copy + (1-momentum)·variable, the variable's value after this step's update:
+// momentum is the constant, or the scheduled one (a float32 scalar node) where not nil.
+func ema(storeRoot, root *model.Scope, g *Graph, momentum float64, scheduled *Node) {
 	store := storeRoot.Store()
 	for v := range store.IterVariables() {
 		if !v.Trainable || !isModelScope(v.Scope()) {
 			continue
 		}
 		k := store.GetVariable(root.Scope() + v.Path())
-		k.SetNodeValue(Add(MulScalar(k.NodeValue(g), momentum), MulScalar(v.NodeValue(g), 1-momentum)))
+		kv, vv := k.NodeValue(g), v.NodeValue(g)
+		if scheduled == nil {
+			k.SetNodeValue(Add(MulScalar(kv, momentum), MulScalar(vv, 1-momentum)))
+			continue
+		}
+		m := ConvertDType(scheduled, kv.DType())
+		k.SetNodeValue(Add(Mul(kv, m), Mul(vv, OneMinus(m))))
 	}
 }
 

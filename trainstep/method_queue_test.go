@@ -230,7 +230,7 @@ func TestMethodSettingsAreChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Finalize()
-	want := MethodConfig{SettingQueueSize: 8, SettingMomentumEMA: 0.999, SettingSymmetric: 0, SettingBNSplits: 8}
+	want := MethodConfig{SettingQueueSize: 8, SettingMomentumEMA: 0.999, SettingSymmetric: 0, SettingBNSplits: 8, SettingMomentumCosine: 0}
 	if got := s.Config().MethodConfig; !maps.Equal(got, want) {
 		t.Errorf("MoCo settings with defaults = %+v", got)
 	}
@@ -341,6 +341,48 @@ func TestInterleaveAndSplitBatchNorm(t *testing.T) {
 		}
 		if got := got(2)[ch]; !closeTo(got, meanOfVars, 1e-5) {
 			t.Errorf("variance of channel %d = %v, want %v", ch, got, meanOfVars)
+		}
+	}
+}
+
+// With momentum_ema_cosine the key encoder's momentum follows a cosine from momentum_ema at
+// the first step to 1 at the last: a step's key weights are m_t·key + (1-m_t)·query with the
+// m_t the trainer sets before it (SetProgress), and at the last step the key encoder no longer
+// moves.
+func TestMoCoCosineMomentum(t *testing.T) {
+	if got := CosineMomentum(0.99, 0, 100); got != 0.99 {
+		t.Errorf("at the first step: %v, want the base 0.99", got)
+	}
+	if got := CosineMomentum(0.99, 50, 100); math.Abs(got-0.995) > 1e-12 {
+		t.Errorf("half way: %v, want 0.995", got)
+	}
+	if got := CosineMomentum(0.99, 100, 100); got != 1 {
+		t.Errorf("at the end: %v, want 1", got)
+	}
+	cfg := queueMethodConfig(MoCoMethod, MethodConfig{SettingQueueSize: 8, SettingMomentumEMA: 0.9, SettingBNSplits: 2, SettingMomentumCosine: 1})
+	cfg.Model.ProjectionDim = 8
+	s, err := NewStep(newTestBackend(t), cfg, 8, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Finalize()
+	const weights = "/model/backbone/layer1/conv/weights"
+	const keyWeights = "/method/moco/key" + weights
+	for _, tc := range []struct{ step, total int }{{1, 4}, {4, 4}} {
+		k0 := floats(t, s, keyWeights)
+		if err := s.SetProgress(tc.step, tc.total); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Run(RandomBatch(uint64(tc.step), 4, 8, 8, 1), 0.1); err != nil {
+			t.Fatal(err)
+		}
+		m := float64(float32(CosineMomentum(0.9, tc.step, tc.total)))
+		q1, k1 := floats(t, s, weights), floats(t, s, keyWeights)
+		for i := range k1 {
+			want := m*float64(k0[i]) + (1-m)*float64(q1[i])
+			if math.Abs(float64(k1[i])-want) > 1e-6*(1+math.Abs(want)) {
+				t.Fatalf("step %d of %d: key weight %d = %v, want %v·%v + %v·%v = %v", tc.step, tc.total, i, k1[i], m, k0[i], 1-m, q1[i], want)
+			}
 		}
 	}
 }

@@ -130,7 +130,7 @@ func TrainSettings() []Setting {
 			func(t *ShardTraining) any { return &t.Run.MaxSteps }),
 		with(commandOnly(value(SettingReduction, registry.Word(Mean, nil), "mean (over the 2N anchors) or sum (the paper's Σ)")),
 			func(t *ShardTraining) any { return &t.Step.Loss.Reduction }),
-		with(commandOnly(number(SettingDCLWGrad, registry.Bool, 0, "let the gradient flow through DCLW's weights (otherwise they are constants in the backward pass)")),
+		with(zeroIsValue(number(SettingDCLWGrad, registry.Bool, 1, "let the gradient flow through DCLW's weights, as the paper's formula and lightly's DCLWLoss do; false: constants in the backward pass")),
 			func(t *ShardTraining) any { return &t.Step.Loss.WeightGrad }),
 	}
 }

@@ -41,12 +41,15 @@ var notStored = map[string]string{
 // field its declaration names.
 func TestEverySettingIsStoredInTheCheckpoint(t *testing.T) {
 	settings := TrainSettings()
-	given := map[string]any{}
+	given, defaults := map[string]any{}, map[string]any{}
 	for _, s := range settings {
-		given[s.Name] = otherValue(s)
+		given[s.Name], defaults[s.Name] = otherValue(s), s.DefaultValue()
 	}
-	var tr ShardTraining
+	var tr, byDefault ShardTraining
 	if err := ApplySettings(&tr, given); err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplySettings(&byDefault, defaults); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := json.Marshal(CheckpointHeader{FormatVersion: checkpointVersion, Step: tr.Step, Run: &tr.Run})
@@ -62,8 +65,10 @@ func TestEverySettingIsStoredInTheCheckpoint(t *testing.T) {
 	back := ShardTraining{Step: h.Step, Run: *h.Run}
 	for _, s := range settings {
 		want := s.Get(&tr)
-		if reflect.DeepEqual(want, s.Get(&ShardTraining{})) {
-			t.Errorf("setting %s: given %v, its field still holds the zero value", s.Name, given[s.Name])
+		// Against the default's field, not the zero value: a setting whose default is not
+		// its field's zero value (dclw_grad: true) is given the zero value here.
+		if reflect.DeepEqual(want, s.Get(&byDefault)) {
+			t.Errorf("setting %s: given %v, its field holds what its default %v gives", s.Name, given[s.Name], defaults[s.Name])
 		}
 		stored := within(s.Field(&tr), &tr.Step) || within(s.Field(&tr), &tr.Run)
 		if why, ok := notStored[s.Name]; ok {
@@ -131,5 +136,24 @@ func TestApplySettingsDefaults(t *testing.T) {
 	if err := ApplySettings(&tr, map[string]any{ParamSigma: 0.3, SettingQueueSize: 8.0}); err != nil ||
 		tr.Step.Loss.Params.Float(ParamSigma) != 0.3 || tr.Step.MethodConfig.Int(SettingQueueSize) != 8 {
 		t.Errorf("a loss's and a method's parameter: %v, %+v", err, tr.Step)
+	}
+}
+
+// DCLW's gradient flows through its weights unless a run says otherwise (dclw_grad: false),
+// as the paper's formula and lightly's DCLWLoss: a config's key and a flag, whose default is
+// the gradient's.
+func TestDCLWGradientThroughTheWeightsByDefault(t *testing.T) {
+	var dflt, constant ShardTraining
+	if err := ApplySettings(&dflt, map[string]any{SettingLoss: "dclw"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplySettings(&constant, map[string]any{SettingLoss: "dclw", SettingDCLWGrad: 0.0}); err != nil {
+		t.Fatal(err)
+	}
+	if !dflt.Step.Loss.WeightGrad || constant.Step.Loss.WeightGrad {
+		t.Errorf("weight gradient: %v by default, %v with dclw_grad false; want true and false", dflt.Step.Loss.WeightGrad, constant.Step.Loss.WeightGrad)
+	}
+	if _, ok := registry.Lookup(RunParams(), SettingDCLWGrad); !ok {
+		t.Errorf("dclw_grad is not a config's key")
 	}
 }

@@ -346,6 +346,15 @@ type PendingStep struct {
 	what string
 }
 
+// SetProgress tells a method whose values follow a schedule over the run (ScheduledMethod)
+// where the next step is: after step steps of total. Other methods have nothing to set.
+func (s *Step) SetProgress(step, total int) error {
+	if m, ok := s.method.(ScheduledMethod); ok {
+		return m.SetProgress(s.store, step, total)
+	}
+	return nil
+}
+
 // Launch starts one training step (what Run does) and returns without reading its results:
 // a GPU backend queues the step and returns at once, so the caller can prepare and launch the
 // next one while this one runs, and read this one's loss (Wait) when the next is queued. The

@@ -52,8 +52,10 @@ type TrainOptions struct {
 	// Resume is a checkpoint file or a run's output folder to continue from ("": start fresh).
 	Resume string
 	// Monitor, if set, runs after every RunConfig.MonitorEvery epochs (e.g. a kNN accuracy on
-	// held-out data); what it returns is logged. p is the run's progress (nil when it is
-	// off): the monitor shows its own as p.Sub, which has the line until it ends.
+	// held-out data); what it returns is logged. epoch is the epochs completed (1 after the
+	// first: text for people counts epochs from 1; the log's "epoch" is the 0-based index of
+	// the epoch a line belongs to). p is the run's progress (nil when it is off): the monitor
+	// shows its own as p.Sub, which has the line until it ends.
 	Monitor func(ctx context.Context, epoch int, s *Step, p *progress.Reporter) (map[string]any, error)
 	// MonitorImages is how many images one Monitor run embeds, for the progress ETA before
 	// the first has run (see runClock).
@@ -70,8 +72,9 @@ type TrainOptions struct {
 
 // Summary is the outcome of Train.
 type Summary struct {
-	StepsDone     int            `json:"steps_done"`
-	TotalSteps    int            `json:"total_steps"`
+	StepsDone  int `json:"steps_done"`
+	TotalSteps int `json:"total_steps"`
+	// Epoch is the epochs completed (the 0-based index of the epoch the run stopped in).
 	Epoch         int            `json:"epoch"`
 	Finished      bool           `json:"finished"`
 	Loss          float64        `json:"loss"`

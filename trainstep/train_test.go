@@ -235,7 +235,7 @@ func TestTrainLogsAndLearns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sum.Finished || sum.StepsDone != 48 || sum.Monitor["monitor_epoch"] != 11 {
+	if !sum.Finished || sum.StepsDone != 48 || sum.Monitor["monitor_epoch"] != 12 { // after 12 epochs completed
 		t.Errorf("summary %+v: want 48 steps, finished, the last monitor result", sum)
 	}
 	if monitored != 2 {
@@ -412,9 +412,10 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
-// TestProgressShowsTheRun: on a terminal the bar shows the key metrics with epochs numbered as
-// the log numbers them, a kNN evaluation shows its own progress, and the bar reaches 100% on
-// a line of its own; a copy of the log (--json) still gets the JSON lines whole.
+// TestProgressShowsTheRun: on a terminal the bar shows the key metrics with epochs counted
+// from 1 (the log's 0-based index + 1) of the run's, a kNN evaluation shows its own progress
+// after the epochs completed, and the bar reaches 100% on a line of its own; a copy of the
+// log (--json) still gets the JSON lines whole.
 func TestProgressShowsTheRun(t *testing.T) {
 	var console, log bytes.Buffer
 	opts := quietOptions(t, mustMemorySource(t, syntheticPairs(5, 8, 2, 4, 4, 1)))
@@ -445,9 +446,9 @@ func TestProgressShowsTheRun(t *testing.T) {
 	s := console.String()
 	last := lines[len(lines)-1]
 	for _, want := range []string{
-		fmt.Sprintf("epoch %d (0-%d) loss", last.Epoch, run.Epochs-1), // the log's numbering
+		fmt.Sprintf("epoch %d/%d loss", last.Epoch+1, run.Epochs), // the log's index + 1
 		"lr ", "img/s",
-		"kNN monitor after epoch 0 [>", // the monitor's own bar
+		"kNN monitor after epoch 1 [>", // the monitor's own bar, after the first epoch
 		"knn_top1 50",                  // its result, in the training's status
 		"[====================] 100% 4/4 steps",
 	} {

@@ -1,6 +1,7 @@
 package trainstep
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -67,6 +68,9 @@ func (o ShardTraining) options(ctx context.Context, monitors map[monitorKey]*KNN
 	if err := CheckRun(ctx, o.Step, o.Run, src.Info(), o.Resume); err != nil {
 		return TrainOptions{}, "", err
 	}
+	if err := writeSettingsFile(ctx, o); err != nil {
+		return TrainOptions{}, "", err
+	}
 	opts := TrainOptions{Source: src, Resume: o.Resume, Log: o.Log, Progress: o.Progress, Logger: o.Logger}
 	if o.Run.MonitorEvery > 0 {
 		key := monitorKey{o.KNNData, o.KNNTest, o.KNN}
@@ -87,6 +91,9 @@ func (o ShardTraining) options(ctx context.Context, monitors map[monitorKey]*KNN
 		}
 		if err := mon.Check(model); err != nil {
 			return TrainOptions{}, "", &SetupError{Err: err}
+		}
+		if n := mon.Notice(); n != "" {
+			cmp.Or(o.Logger, slog.Default()).Warn("kNN monitor: " + n)
 		}
 		opts.Monitor, opts.MonitorImages = mon.Run, mon.Images()
 	}

@@ -379,6 +379,11 @@ func (lc LineChart) build() (*plot.Plot, error) {
 	if lc.MinYSpan > 0 && len(ys) > 0 {
 		p.Y.Min, p.Y.Max = widen(slices.Min(ys), slices.Max(ys), lc.MinYSpan, lc.YBounds)
 	}
+	// A fitted axis ends at the extreme points, where their markers would be cut in half by
+	// its edge: leave room for them.
+	if span := p.Y.Max - p.Y.Min; len(ys) > 0 && span > 0 {
+		p.Y.Min, p.Y.Max = p.Y.Min-yMargin*span, p.Y.Max+yMargin*span
+	}
 	if lc.YMin != nil {
 		p.Y.Min = *lc.YMin
 	}
@@ -394,6 +399,10 @@ type errorPoints struct {
 	plotter.XYs
 	plotter.YErrors
 }
+
+// yMargin is the room left above and below a fitted Y axis's extreme points, as a fraction
+// of its span.
+const yMargin = 0.04
 
 // widen returns [lo, hi] widened to at least span around its middle, moved inside bounds
 // where bounds are set (bounds[0] < bounds[1]) and the span fits them.

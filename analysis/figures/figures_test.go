@@ -151,6 +151,15 @@ func TestAccuracyAxisDoesNotExaggerate(t *testing.T) {
 	if span := p.Y.Max - p.Y.Min; span < AccuracySpan {
 		t.Errorf("the axis spans %v points, want at least %v", span, AccuracySpan)
 	}
+	// A fitted axis leaves room beyond its extreme points, whose markers its edge would
+	// cut: with a span wider than AccuracySpan too.
+	wide := MetricByEpochChart("wide", "top-1", []Series{{Name: "a", X: []float64{1, 2}, Y: []float64{60, 90}}})
+	if p, err = wide.build(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Y.Min >= 60 || p.Y.Max <= 90 {
+		t.Errorf("the axis of points at 60 and 90 spans %v–%v: their markers sit on its edges", p.Y.Min, p.Y.Max)
+	}
 }
 
 // A legend outside the chart (the default) sits right of every data point: a line across

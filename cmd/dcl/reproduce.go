@@ -36,6 +36,8 @@ type reproduceFlags struct {
 	progress                                func(streams) (progress.Options, error)
 	// pack is --pack (trainstep.PackSetting), when given.
 	pack func() (registry.Settings, error)
+	// sets are the --set KEY=VALUE overrides of the config's keys, in order.
+	sets *[]reproduce.Override
 }
 
 func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage string) reproduceFlags {
@@ -59,6 +61,16 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 	}
 	f.pack = registry.SettingFlags(fs, fs.Name(), []registry.Param{trainstep.PackSetting()})
 	renamedFlag(fs, out, "out", "output")
+	f.sets = new([]reproduce.Override)
+	fs.Func("set", "KEY=VALUE: set a config key, KEY its dotted path, VALUE as YAML reads it (--set train.defaults.epochs=3\n"+
+		"--set evaluate.knn.k=20 --set train.runs.0.loss=dcl); repeatable, later ones win; the report lists them", func(v string) error {
+		o, err := reproduce.ParseOverride(v)
+		if err != nil {
+			return err
+		}
+		*f.sets = append(*f.sets, o)
+		return nil
+	})
 	return f
 }
 
@@ -83,7 +95,7 @@ func reproduceCommand() *command {
 				if *config == "" {
 					return usagef("--config is required (a YAML file or one of %s)", strings.Join(experiments.Names(), ", "))
 				}
-				cfg, err := loadConfig(*config)
+				cfg, err := loadConfig(*config, *f.sets)
 				if err != nil {
 					return err
 				}
@@ -116,7 +128,7 @@ func demoCommand() *command {
 						return fmt.Errorf("Fashion-MNIST is not in %s: install Debian's package (sudo apt-get install dataset-fashion-mnist) or pass --input=PATH to a folder with the four IDX files", *data)
 					}
 				}
-				cfg, err := loadConfig(DemoConfig)
+				cfg, err := loadConfig(DemoConfig, *f.sets)
 				if err != nil {
 					return err
 				}
@@ -126,8 +138,9 @@ func demoCommand() *command {
 	}
 }
 
-// loadConfig reads a config file, or a built-in config by name.
-func loadConfig(name string) (*reproduce.Config, error) {
+// loadConfig reads a config file, or a built-in config by name, with the overrides of its
+// keys.
+func loadConfig(name string, sets []reproduce.Override) (*reproduce.Config, error) {
 	var r io.ReadCloser
 	file, err := os.Open(name)
 	switch {
@@ -141,7 +154,7 @@ func loadConfig(name string) (*reproduce.Config, error) {
 		return nil, usagef("--config: %v", err)
 	}
 	defer r.Close()
-	cfg, err := reproduce.Parse(r, name)
+	cfg, err := reproduce.ParseWith(r, name, sets)
 	if err != nil {
 		return nil, usagef("%w", err)
 	}
@@ -213,7 +226,15 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		if opts.Pack != nil {
 			setting = *opts.Pack
 		}
-		return reproduce.WritePacks(out.stdout, setting, packs)
+		if err := reproduce.WritePacks(out.stdout, setting, packs); err != nil {
+			return err
+		}
+		// A script that plans before it runs must not go on to a run that would stop: the
+		// plan says why, the exit status that it would.
+		if last := stages[len(stages)-1]; last.Refused {
+			return fmt.Errorf("a run would stop at %s (the plan above says why)", last.Name)
+		}
+		return nil
 	}
 	res, err := reproduce.Run(ctx, cfg, opts)
 	if errors.Is(err, reproduce.ErrLocked) {
@@ -231,6 +252,9 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 	}
 	fmt.Fprintf(out.stderr, "%s: %d runs, %d baselines in %s; report %s\n", res.Experiment, len(res.Runs), len(res.Baselines),
 		res.Wall, storage.Join(*f.out, reproduce.ReportName))
+	for _, w := range res.GateWarnings {
+		fmt.Fprintf(out.stderr, "dcl: warning: %s\n", w)
+	}
 	failed := res.FailedGates()
 	if len(failed) == 0 {
 		return nil

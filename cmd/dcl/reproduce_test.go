@@ -196,6 +196,23 @@ func TestReproducePlanLockAndRerunFlags(t *testing.T) {
 	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("--plan created %s (%v)", out, err)
 	}
+	// A run folder started with other settings: the plan shows the refusal where a run would
+	// stop, and exits as the run would.
+	record := filepath.Join(out, "runs", "dcl", "run.json")
+	if err := os.MkdirAll(filepath.Dir(record), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(record, []byte(`{"name": "dcl", "epochs": 99}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runDCL("reproduce", "--config="+config, "--output="+out, "--plan", "--log-level=warn")
+	if code != exitError || !regexp.MustCompile(`(?m)^REFUSE +train dcl +.*run.json was started with other settings .*epochs: 99 → `).MatchString(stdout) ||
+		!strings.Contains(stdout, "A run would stop at train dcl") || !strings.Contains(stderr, "a run would stop at train dcl") {
+		t.Errorf("--plan on a run folder of other settings exited %d with %q (%s); want the plan with the refusal, and 1", code, stdout, stderr)
+	}
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
 
 	if !strings.Contains(stdout, "Training (pack: auto): 0 pack(s)") || !strings.Contains(stdout, "alone: dcl (") {
 		t.Errorf("--plan does not say how the runs train: %q", stdout)

@@ -89,6 +89,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 	knnQueries := fs.Int("knn-queries", trainstep.DefaultKNNQueries, "images of --knn-test the kNN monitor classifies: a fixed sample")
 	knnSeed := fs.Uint64("knn-seed", trainstep.DefaultKNNSeed, "seed of the kNN monitor's samples")
 	knnFull := fs.Bool("knn-full", false, "the kNN monitor embeds every image of --knn-train and --knn-test (costly on a CPU)")
+	knnLinear := fs.Bool("knn-linear", false, "the monitor also fits a linear classifier to the bank's features and classifies the queries (linear_top1 in the log: the linear accuracy during training)")
 	renamedFlag(fs, out, "knn-data", "knn-train")
 	asJSON := fs.Bool("json", false, "also print every line of the training log (train.jsonl) on stdout")
 	progressOptions := addProgressFlags(fs)
@@ -107,7 +108,7 @@ func setupTrain(fs *flag.FlagSet, out streams) func(context.Context, []string) e
 			return usagef("--knn-bank=%d and --knn-queries=%d: want at least 1 each (--knn-full for every image)", *knnBank, *knnQueries)
 		}
 		training := trainstep.ShardTraining{Plugin: *plugin, KNNData: *knnData, KNNTest: *knnTest,
-			KNN: trainstep.KNNMonitorOptions{Bank: *knnBank, Queries: *knnQueries, Seed: *knnSeed, Full: *knnFull}}
+			KNN: trainstep.KNNMonitorOptions{Bank: *knnBank, Queries: *knnQueries, Seed: *knnSeed, Full: *knnFull, Linear: *knnLinear}}
 		training.Step.Model.Channels = 3
 		training.Run.Data, training.Run.Out, training.Run.MonitorEvery = *data, *outDir, *knnEvery
 		if err := settings(&training); err != nil {
@@ -152,7 +153,11 @@ func trainSummary(sum *trainstep.Summary) string {
 	if sum.Finished {
 		state = "finished"
 	}
-	line := fmt.Sprintf("train: %s after %d of %d steps (epoch %d): loss %.4g, mean q %.4g", state, sum.StepsDone, sum.TotalSteps, sum.Epoch, sum.Loss, sum.MeanQ)
+	epochs := ""
+	if sum.StepsPerEpoch > 0 {
+		epochs = fmt.Sprintf(", %d of %d epochs completed", sum.Epoch, sum.TotalSteps/sum.StepsPerEpoch)
+	}
+	line := fmt.Sprintf("train: %s after %d of %d steps%s: loss %.4g, mean q %.4g", state, sum.StepsDone, sum.TotalSteps, epochs, sum.Loss, sum.MeanQ)
 	if top1, ok := sum.Monitor["knn_top1"].(float64); ok {
 		line += fmt.Sprintf(", kNN top-1 %.2f%%", top1)
 		if top5, ok := sum.Monitor["knn_top5"].(float64); ok {

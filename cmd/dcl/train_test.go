@@ -12,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcl-beam/dcl-beam/reproduce"
 	"github.com/dcl-beam/dcl-beam/shards"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
 
@@ -59,7 +61,7 @@ func TestTrainRunsAndResumes(t *testing.T) {
 		"--epochs", "2", "--lr", "0.1", "--backend", "cpu", "--knn-every", "1", "--knn-train", eval, "--json", "--max-steps", "4"}
 	code, stdout, stderr := runDCL(args...)
 	// stdout holds only the log's JSON lines; the closing summary goes to stderr.
-	if code != exitOK || !strings.Contains(stderr, "train: stopped after 4 of 6 steps") || strings.Contains(stdout, "train: ") {
+	if code != exitOK || !strings.Contains(stderr, "train: stopped after 4 of 6 steps, 1 of 2 epochs completed") || strings.Contains(stdout, "train: ") {
 		t.Fatalf("dcl train = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	// --json copies the log to stdout; stderr (no terminal here) gets progress lines, no JSON.
@@ -71,7 +73,7 @@ func TestTrainRunsAndResumes(t *testing.T) {
 	}
 	resumed := append(args[:len(args)-2:len(args)-2], "--resume")
 	code, stdout, stderr = runDCL(resumed...)
-	if code != exitOK || !strings.Contains(stderr, "train: finished after 6 of 6 steps") {
+	if code != exitOK || !strings.Contains(stderr, "train: finished after 6 of 6 steps, 2 of 2 epochs completed") {
 		t.Fatalf("dcl train --resume = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
@@ -154,4 +156,44 @@ func TestTrainJSONIntoAPipeClosedEarly(t *testing.T) {
 	if !strings.Contains(stderr.String(), "stopped copying the log to stdout") || !strings.Contains(stderr.String(), "train: finished after 1500 of 1500 steps") {
 		t.Errorf("stderr lacks the warning or the summary:\n%s", stderr.String())
 	}
+}
+
+// A plain dcl train run folder holds its hyper-parameters, every setting as a config's run
+// keys take them (the loss's and method's parameters with their defaults), which reproduce
+// reads back: the settings given on the command line, the others at their defaults.
+func TestTrainWritesItsSettings(t *testing.T) {
+	data, out := t.TempDir(), filepath.Join(t.TempDir(), "run")
+	writeTrainShards(t, data, 12, 8, 2)
+	args := []string{"train", "--input", data, "--output", out, "--model", "mlp", "--width", "4", "--batch-size", "4",
+		"--epochs", "1", "--lr", "0.1", "--loss", "dclw", "--sigma", "0.7", "--backend", "cpu", "--progress=off"}
+	if code, _, stderr := runDCL(args...); code != exitOK {
+		t.Fatalf("dcl train exited %d: %s", code, stderr)
+	}
+	text, err := os.ReadFile(filepath.Join(out, trainstep.SettingsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nmodel: mlp\n", "\nbatch_size: 4\n", "\nlr: 0.1\n", "\nloss: dclw\n", "\nsigma: 0.7\n", "\nweight_decay: 0.0005\n", "\nmethod: simclr\n",
+		"\n#   max_steps: 0\n"} {
+		if !strings.Contains("\n"+string(text), want) {
+			t.Errorf("%s lacks %q:\n%s", trainstep.SettingsName, strings.TrimSpace(want), text)
+		}
+	}
+	cfg := "name: again\ndataset: {name: idx, input: x}\npreprocess: {augment: simclr-cifar, passes: 1}\ntrain:\n  defaults:\n" +
+		indent(string(text), "    ") + "  runs: [{name: r}]\n"
+	c, err := reproduce.Parse(strings.NewReader(cfg), "again.yaml")
+	if err != nil {
+		t.Fatalf("the settings file is not a config's train.defaults: %v\n%s", err, cfg)
+	}
+	if r := c.Runs[0]; r.Loss() != "dclw" || r.BatchSize() != 4 || r.Setting("sigma") != 0.7 {
+		t.Errorf("read back: loss %s, batch %d, sigma %v", r.Loss(), r.BatchSize(), r.Setting("sigma"))
+	}
+}
+
+func indent(text, by string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		b.WriteString(by + l + "\n")
+	}
+	return b.String()
 }

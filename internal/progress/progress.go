@@ -117,6 +117,7 @@ type Reporter struct {
 	base        int64 // done at Start
 	start       time.Time
 	status      string
+	waiting     string // the status until the first unit is done
 	drawn       string // the bar as last drawn ("" when the line is empty)
 	sub         *Reporter
 	parent      *Reporter
@@ -166,6 +167,18 @@ func (r *Reporter) Status(s string) {
 	}
 	r.mu.Lock()
 	r.status = s
+	r.mu.Unlock()
+}
+
+// Waiting sets the status shown until the first unit is done: what a stage does before it
+// counts anything (an encoder read and compiled before its first batch), so that a count
+// that stays at 0 says why.
+func (r *Reporter) Waiting(s string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.waiting = s
 	r.mu.Unlock()
 }
 
@@ -377,7 +390,9 @@ func (r *Reporter) text(now time.Time) string {
 			b.WriteString(", ETA " + eta)
 		}
 	}
-	if r.status != "" {
+	if r.waiting != "" && r.done == r.base {
+		b.WriteString(" | " + r.waiting)
+	} else if r.status != "" {
 		b.WriteString(" | " + r.status)
 	}
 	return b.String()

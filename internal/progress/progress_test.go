@@ -173,3 +173,18 @@ func TestBytes(t *testing.T) {
 		}
 	}
 }
+
+// A stage that works before it counts anything (an encoder compiled before its first batch)
+// says so while its count is 0, and shows its own status once it counts.
+func TestWaitingSaysWhyTheCountIsZero(t *testing.T) {
+	r := Options{W: io.Discard, Mode: Lines}.newReporter("embed", 0, 100, "rows")
+	r.Waiting("compiling the encoder")
+	r.Status("batch 256")
+	if got := r.text(r.start.Add(time.Second)); !strings.Contains(got, "embed: 0/100 rows (0%)") || !strings.Contains(got, "| compiling the encoder") {
+		t.Errorf("before the first row: %q, want the count and why it is 0", got)
+	}
+	r.done = 1
+	if got := r.text(r.start.Add(2 * time.Second)); strings.Contains(got, "compiling") || !strings.Contains(got, "| batch 256") {
+		t.Errorf("after the first row: %q, want the stage's status, not the waiting one", got)
+	}
+}

@@ -1,7 +1,9 @@
 // Package embeddings owns the evaluations' embedding files, the second file format of the
 // toolkit beside the dataset shards (package shards): Parquet files of one row per image, id
-// (int64), label (int32) and embedding (a Parquet LIST of float32, as pyarrow and pandas
-// write a list column), written by `dcl embed` and read by the evaluations.
+// (int64), label (int32), embedding (a Parquet LIST of float32, as pyarrow and pandas write a
+// list column, every row of the footer's dimension), key (the example's key in the shards),
+// split and class (the label's class name), written by `dcl embed` and read by the
+// evaluations. Files of earlier versions, without the last three, read as before.
 //
 // NewWriter writes one file atomically; a sharded directory holds FileName(part, parts)
 // files, staged while they are written (PartPath), and embeddings.json, its manifest, which

@@ -14,12 +14,19 @@ import (
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
-// Row is one row of an embedding file: columns id (int64), label (int32) and
-// embedding, a Parquet LIST of float32 as pyarrow and pandas write a list column.
+// Row is one row of an embedding file: columns id (int64, the image's index in its source),
+// label (int32, -1 for unlabelled) and embedding, a Parquet LIST of float32 as pyarrow and
+// pandas write a list column, which the readers of earlier versions read; then key (the
+// example's key in the shards), split and class (the label's class name, "" for unlabelled),
+// so that a table of embeddings says what each row is without the manifest. Every row of a
+// file has vectors of the footer's dimension (dcl.embedding_dim).
 type Row struct {
 	ID        int64     `parquet:"id"`
 	Label     int32     `parquet:"label"`
 	Embedding []float32 `parquet:"embedding,list"`
+	Key       string    `parquet:"key"`
+	Split     string    `parquet:"split,dict"`
+	Class     string    `parquet:"class,dict"`
 }
 
 // schema is Row's, under the root name the files have carried since the type was
@@ -102,6 +109,10 @@ type Writer struct {
 	groupRows int
 	maxGroup  int
 	rows      int64
+	// split and classes fill each row's split and class columns (from the footer's
+	// metadata, MetaSplit and ClassesKey).
+	split   string
+	classes []string
 }
 
 // NewWriter starts the embedding file p (local or gs://) of dim-dimensional
@@ -122,15 +133,27 @@ func NewWriter(ctx context.Context, p string, dim int, meta map[string]string) (
 		}
 		options = append(options, parquet.KeyValueMetadata(k, v))
 	}
+	var classes []string
+	if v, ok := meta[ClassesKey]; ok {
+		var err error
+		if classes, err = parseClassesMeta("embedding file "+p, v); err != nil {
+			return nil, err
+		}
+	}
 	return &Writer{
-		path: p, ctx: ctx, dim: dim,
+		path: p, ctx: ctx, dim: dim, split: meta[MetaSplit], classes: classes,
 		out:      shards.NewParquetFile[Row](ctx, p, p, "embedding file "+p, options...),
 		maxGroup: max(1, groupBytes/(4*dim)),
 	}, nil
 }
 
-// Write adds one row; vec is copied.
+// Write adds one row without a key; vec is copied.
 func (w *Writer) Write(id int64, label int32, vec []float32) error {
+	return w.WriteKey(id, "", label, vec)
+}
+
+// WriteKey adds one row with its example key; vec is copied.
+func (w *Writer) WriteKey(id int64, key string, label int32, vec []float32) error {
 	if err := w.out.Err(); err != nil {
 		return err
 	}
@@ -145,7 +168,12 @@ func (w *Writer) Write(id int64, label int32, vec []float32) error {
 	}
 	start := len(w.floats)
 	w.floats = append(w.floats, vec...)
-	w.batch = append(w.batch, Row{ID: id, Label: label, Embedding: w.floats[start:len(w.floats):len(w.floats)]})
+	class := ""
+	if label >= 0 && int(label) < len(w.classes) {
+		class = w.classes[label]
+	}
+	w.batch = append(w.batch, Row{ID: id, Label: label, Embedding: w.floats[start:len(w.floats):len(w.floats)],
+		Key: key, Split: w.split, Class: class})
 	w.rows++
 	if len(w.batch) >= w.batchRows() {
 		return w.flush()

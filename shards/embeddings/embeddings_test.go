@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -231,9 +232,9 @@ func TestEmbeddingBadFiles(t *testing.T) {
 		Embedding []int32 `parquet:"embedding,list"`
 	}
 	writeParquet(t, filepath.Join(dir, "int-embedding.parquet"), []intEmbedding{{1, 0, []int32{1}}})
-	writeParquet(t, filepath.Join(dir, "mixed.parquet"), []Row{{1, 0, []float32{1, 2, 3}}, {2, 0, []float32{1, 2, 3}}, {3, 0, []float32{1, 2}}})
-	writeParquet(t, filepath.Join(dir, "empty-vector.parquet"), []Row{{1, 0, []float32{1}}, {2, 0, nil}})
-	writeParquet(t, filepath.Join(dir, "bad-label.parquet"), []Row{{1, -5, []float32{1}}})
+	writeParquet(t, filepath.Join(dir, "mixed.parquet"), []Row{{ID: 1, Embedding: []float32{1, 2, 3}}, {ID: 2, Embedding: []float32{1, 2, 3}}, {ID: 3, Embedding: []float32{1, 2}}})
+	writeParquet(t, filepath.Join(dir, "empty-vector.parquet"), []Row{{ID: 1, Embedding: []float32{1}}, {ID: 2}})
+	writeParquet(t, filepath.Join(dir, "bad-label.parquet"), []Row{{ID: 1, Label: -5, Embedding: []float32{1}}})
 	type nullable struct {
 		ID        *int64    `parquet:"id,optional"`
 		Label     int32     `parquet:"label"`
@@ -565,5 +566,62 @@ func TestEmbeddingsWrittenByTwoWritersAreRefused(t *testing.T) {
 				t.Errorf("got %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A row says what it is without the manifest: its example key, its split and its class's
+// name (none for an unlabelled image), beside the id, label and vector that files of earlier
+// versions hold; such a file still reads, with no keys.
+func TestRowsSayWhatTheyAre(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "e.parquet")
+	w, err := NewWriter(ctx, p, 2, map[string]string{MetaSplit: "test", ClassesKey: ClassesMeta([]string{"cat", "dog"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, label := range []int32{0, 1, -1} {
+		if err := w.WriteKey(int64(i), fmt.Sprintf("test/%d.jpg", i), label, []float32{float32(i), 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := parquet.Read[Row](f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Row{{0, 0, []float32{0, 1}, "test/0.jpg", "test", "cat"}, {1, 1, []float32{1, 1}, "test/1.jpg", "test", "dog"}, {2, -1, []float32{2, 1}, "test/2.jpg", "test", ""}}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("rows %+v, want %+v", rows, want)
+	}
+	r, err := Open(ctx, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for b, err := range r.Blocks() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(b.Keys, []string{"test/0.jpg", "test/1.jpg", "test/2.jpg"}) {
+			t.Errorf("keys %q", b.Keys)
+		}
+	}
+
+	old := filepath.Join(t.TempDir(), "old.parquet")
+	writeParquet(t, old, []bareRepeated{{ID: 7, Label: 1, Embedding: []float32{1, 2}}})
+	got, _ := readEmbeddings(t, old, 1)
+	if !embRowsEqual(got, []embRow{{7, 1, []float32{1, 2}}}) {
+		t.Errorf("a file without key, split and class columns read as %v", got)
 	}
 }

@@ -21,8 +21,11 @@ import (
 // Block is a block of rows of embedding files: Vectors holds Len() rows of Dim
 // float32 each, row-major.
 type Block struct {
-	IDs     []int64
-	Labels  []int32
+	IDs    []int64
+	Labels []int32
+	// Keys are the rows' example keys: "" where a file has no key column (files of earlier
+	// versions, and other tools').
+	Keys    []string
 	Vectors []float32
 	Dim     int
 }
@@ -382,6 +385,7 @@ type embeddingFile struct {
 	file           storage.File
 	pf             *parquet.File
 	id, label, emb *parquet.Column
+	key            *parquet.Column // nil where the file has no key column
 	embDef         int
 	labelIsInt64   bool
 	idIsInt32      bool
@@ -473,6 +477,9 @@ func (ef *embeddingFile) checkSchema() error {
 	}
 	ef.emb = leaves[0]
 	ef.embDef = ef.emb.MaxDefinitionLevel()
+	if k := root.Column("key"); k != nil && k.Leaf() && !k.Repeated() && k.Type().Kind() == parquet.ByteArray {
+		ef.key = k
+	}
 	switch ef.emb.Type().Kind() {
 	case parquet.Float:
 	case parquet.Double:
@@ -525,6 +532,10 @@ func (c *groupCursor) readRows(b *Block, n int, dim *int) (done bool, err error)
 	}()
 	ef := c.ef
 	idCol, labelCol, embCol := ef.id.Index(), ef.label.Index(), ef.emb.Index()
+	keyCol := -1
+	if ef.key != nil {
+		keyCol = ef.key.Index()
+	}
 	for k := 0; k < n && c.row < c.rows; k++ {
 		if c.next == c.end {
 			got, err := c.reader.ReadRows(c.buf[:min(int64(len(c.buf)), c.rows-c.row)])
@@ -539,6 +550,7 @@ func (c *groupCursor) readRows(b *Block, n int, dim *int) (done bool, err error)
 		row := c.buf[c.next]
 		c.next++
 		var id, label int64
+		var key string
 		var haveID, haveLabel bool
 		start := len(b.Vectors)
 		empty := false
@@ -557,6 +569,10 @@ func (c *groupCursor) readRows(b *Block, n int, dim *int) (done bool, err error)
 					if ef.labelIsInt64 {
 						label = v.Int64()
 					}
+				}
+			case keyCol:
+				if !v.IsNull() {
+					key = string(v.ByteArray())
 				}
 			case embCol:
 				switch {
@@ -585,6 +601,7 @@ func (c *groupCursor) readRows(b *Block, n int, dim *int) (done bool, err error)
 		}
 		b.IDs = append(b.IDs, id)
 		b.Labels = append(b.Labels, int32(label))
+		b.Keys = append(b.Keys, key)
 		c.row++
 	}
 	return c.row >= c.rows, nil

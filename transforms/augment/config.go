@@ -17,6 +17,9 @@ const (
 	SimCLRImageNet = "simclr-imagenet"
 	BYOL           = "byol"
 	None           = "none"
+	// CropFlip is RandomResizedCrop and a horizontal flip, nothing else: the transform the
+	// linear probe's training images take in OpenSelfSup's and MoCo's linear evaluation.
+	CropFlip = "crop-flip"
 	// DCLPaper is the paper's own statement of its augmentation (appendix, "Default DCL
 	// augmentations"), for every dataset: simclr-imagenet's parameters at any view size.
 	DCLPaper = "dcl-paper"
@@ -120,6 +123,7 @@ func init() {
 		c.BlurP = PerView{1.0, 0.1}
 		c.SolarizeP = PerView{0, 0.2}
 	})
+	registerPreset(CropFlip, func(c *Config) { c.FlipP = 0.5 })
 	registerPreset(None, func(c *Config) { c.Eval = true })
 }
 

@@ -48,6 +48,7 @@ var sections = []section{
 	{name: "reproduce-stages", file: "BENCHMARKS.md", text: stageTimesSection},
 	{name: "kill-hunt", file: "docs/reliability.md", text: killHuntSection},
 	{name: "storage", file: "docs/preprocessing.md", text: storageSection},
+	{name: "config-keys", file: "docs/configs.md", text: configKeysSection},
 	{name: "cpu-compare-tables", file: "BENCHMARKS.md", text: cpuCompareTables},
 	{name: "cpu-compare-summary", file: "docs/engine.md", text: cpuCompareSummary},
 }

@@ -31,7 +31,7 @@ func storageTable(ctx context.Context, root string) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	b.WriteString("| config | pretraining images | epochs | stored views, a pass per epoch | as configured | stored ÷ configured | evaluation datasets (either way) |\n")
+	b.WriteString("| config | pretraining images | epochs | stored views, a pass per epoch | as configured | stored ÷ configured | evaluation datasets, with the linear probe's crops (either way) |\n")
 	b.WriteString("|---|---|---:|---:|---|---:|---:|\n")
 	for _, f := range s.Configs {
 		now := "base shards " + progress.Bytes(f.Configured)
