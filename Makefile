@@ -46,7 +46,7 @@ GPU_PACK_MAX_MIB ?= 60
 XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
 XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/ ./cmd/dcl/
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
+.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-spark deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -188,13 +188,21 @@ deps-bench: deps-torch ## PyTorch 2.15 ($(TORCH_BENCH_VENV), about 4.5 GB) and D
 deps-flink: ## fetch Beam's Flink job server and Flink 1.19's jars (Maven Central, checksummed) into .cache/flink
 	@scripts/flink.sh deps
 
+# deps-spark fetches Beam's Spark job server and the Spark it is built against from Maven
+# Central into .cache/spark (SPARK_CACHE), pinned by deploy/spark/jars.sha256 (docs/runners.md).
+deps-spark: ## fetch Beam's Spark job server and Spark 3.2's jars (Maven Central, checksummed) into .cache/spark
+	@scripts/spark.sh deps
+
 # test-flink runs the pipelines on Flink: the job server's embedded Flink and a standalone
 # session cluster of two TaskManagers, PROCESS workers started by Beam's boot loader from the
 # cgo-free worker binary, every output compared with prism's. It fails, never skips, without
-# Java or the jars.
+# Java or the jars. Its files (the JVMs', the workers', the tests') go into a folder of its
+# own, removed when it ends, however it ends. Its tests' logs (the versions, the cluster, each
+# comparison with prism) are printed as they come. FLINK_TESTS=Embedded or =Cluster runs one part.
 test-flink: deps-flink worker ## run every Beam job on Flink (embedded and a 2-TaskManager cluster, one killed) and compare with prism
-	DCL_FLINK_REQUIRED=1 DCL_WORKER_BINARY=$(CURDIR)/$(BIN)/dcl-worker-linux-amd64 $(RUNWATCH) -gotest -label "test-flink" -- \
-		$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run '^TestFlink' ./cmd/dcl/
+	@tmp="$$(mktemp -d "$${TMPDIR:-/tmp}/dcl-test-flink-XXXXXX")" && trap 'rm -rf "$$tmp"' EXIT && \
+	TMPDIR="$$tmp" DCL_FLINK_REQUIRED=1 DCL_WORKER_BINARY=$(CURDIR)/$(BIN)/dcl-worker-linux-amd64 $(RUNWATCH) -gotest -v -label "test-flink" -- \
+		$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run '^TestFlink$(FLINK_TESTS)' ./cmd/dcl/
 
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.

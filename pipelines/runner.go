@@ -6,17 +6,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/grpcx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
@@ -71,6 +79,16 @@ const DefaultRunner = "prism"
 // connection before it says the endpoint does not answer (Beam itself waits two minutes,
 // in silence).
 const JobServerWait = 10 * time.Second
+
+// A run pings its job server when the connection has been silent for JobServerKeepalive and
+// gives it up when no answer comes within JobServerPingTimeout: a job server that hangs, or
+// whose machine is lost without its connections being closed, fails the run within about
+// their sum (and the time a new connection takes to fail) instead of leaving it waiting for
+// ever. Beam's job servers (Java's ServerFactory and prism) accept a ping every 20 s.
+const (
+	JobServerKeepalive   = 30 * time.Second
+	JobServerPingTimeout = 20 * time.Second
+)
 
 // RunnerName is the selected runner under its canonical name ("" when unknown).
 func RunnerName() string {
@@ -190,6 +208,9 @@ func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.Pipel
 	}
 	release := privateTempDir()
 	defer release()
+	if usesJobServer(RunnerName()) {
+		keepaliveEndpoint.Store(*jobopts.Endpoint)
+	}
 	inProcessBefore := *jobopts.Endpoint == "" && RunnerName() == "prism"
 	pr, err := beamx.RunWithMetrics(ctx, p)
 	if inProcessBefore && *jobopts.Endpoint != "" {
@@ -200,13 +221,60 @@ func runPipeline(ctx context.Context, name string, p *beam.Pipeline) (beam.Pipel
 	if err != nil {
 		slog.Debug("the "+name+" pipeline failed", "error", err)
 		if usesJobServer(RunnerName()) {
-			// The job server may be the one that failed (it died, or lost its cluster):
-			// say which it was.
+			if jobServerLost(err) {
+				// The job server submitted the job to its runner (a Flink or Spark cluster),
+				// which goes on without it: a second run into the same output would be a
+				// second writer.
+				return nil, fmt.Errorf("the job server at %s (--endpoint) was lost while the %s pipeline ran (%s): "+
+					"the job may still be running where the job server sent it (a Flink or Spark cluster); "+
+					"let it finish or cancel it there, then run the same command again", *jobopts.Endpoint, name, lostCause(err))
+			}
+			// The job server may be the one that failed (it lost its cluster): say which
+			// it was.
 			return nil, fmt.Errorf("%s pipeline failed on the job server at %s (--endpoint): %s", name, *jobopts.Endpoint, rootCause(err))
 		}
 		return nil, fmt.Errorf("%s pipeline failed: %s", name, rootCause(err))
 	}
 	return pr, nil
+}
+
+// jobServerLost reports an error of the job service's connection itself (the job server
+// closed it, died or stopped answering pings) rather than of the job.
+func jobServerLost(err error) bool {
+	return status.Code(err) == codes.Unavailable
+}
+
+// lostCause is the gRPC message of a lost connection, without Beam's wrapping.
+func lostCause(err error) string {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus().Message()
+	}
+	return err.Error()
+}
+
+// keepaliveEndpoint is the job server of the runs in this process (nil: none): dialJobServer
+// pings it, and only it; the workers' own connections keep Beam's defaults.
+var keepaliveEndpoint atomic.Value // string
+
+func init() { grpcx.Dial = dialJobServer }
+
+// dialJobServer is Beam's grpcx.DefaultDial (a blocking dial within timeout) with keepalive
+// pings (JobServerKeepalive) on connections to the job server.
+func dialJobServer(ctx context.Context, endpoint string, timeout time.Duration) (*grpc.ClientConn, error) {
+	if e, _ := keepaliveEndpoint.Load().(string); e == "" || e != endpoint {
+		return grpcx.DefaultDial(ctx, endpoint, timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	//lint:ignore SA1019 Beam's own dialer blocks the same way (grpcx.DefaultDial), and its callers expect a connected client.
+	cc, err := grpc.DialContext(ctx, endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithBlock(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: JobServerKeepalive, Timeout: JobServerPingTimeout}))
+	if err != nil {
+		return nil, fmt.Errorf("failed to dial server at %v: %w", endpoint, err)
+	}
+	return cc, nil
 }
 
 // rootCause returns the message of the DoFn error at the bottom of a runner's error: the

@@ -13,9 +13,12 @@
 #   scripts/flink.sh jobmanager CONF_DIR        a standalone session cluster's JobManager
 #   scripts/flink.sh taskmanager CONF_DIR ID    one of its TaskManagers
 #
-# The last four replace this shell by the JVM (exec), so a caller's process id is the JVM's.
+# The last three replace this shell by the JVM (exec), so a caller's process id is the JVM's.
 # FLINK_CACHE (default .cache/flink in the repository) holds the jars; FLINK_HEAP caps each
-# JVM's heap (default 512m).
+# JVM's heap (default 512m). The JVMs keep their files (Flink's blob store, working folders
+# and caches) under TMPDIR (default /tmp), and the job server the artifacts of each job (the
+# worker binary) under FLINK_ARTIFACTS (default TMPDIR/beam-artifact-staging), which every
+# TaskManager must reach.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,6 +27,8 @@ lock="$root/deploy/flink/jars.sha256"
 cache="${FLINK_CACHE:-$root/.cache/flink}"
 lib="$cache/lib"
 heap="${FLINK_HEAP:-512m}"
+tmp="${TMPDIR:-/tmp}"
+artifacts="${FLINK_ARTIFACTS:-$tmp/beam-artifact-staging}"
 # Maven's dependency plugin, pinned like the jars it fetches.
 dependency_plugin="org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
 
@@ -44,10 +49,15 @@ die() {
 	exit 1
 }
 
+# jars lists the files in folder $1 by name, sorted.
+jars() {
+	find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort
+}
+
 # verified says whether $lib holds exactly the pinned jars, each with its pinned checksum.
 verified() {
 	[ -d "$lib" ] || return 1
-	diff -q <(awk '{print $2}' "$lock" | sort) <(cd "$lib" && ls | sort) >/dev/null 2>&1 || return 1
+	diff -q <(awk '{print $2}' "$lock" | sort) <(jars "$lib") >/dev/null 2>&1 || return 1
 	(cd "$lib" && sha256sum --quiet -c "$lock") >/dev/null 2>&1
 }
 
@@ -68,14 +78,14 @@ deps() {
 		echo "deps-flink: $(versions): $(wc -l <"$lock") jars found in $lib, checksums match"
 		return
 	fi
-	command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || {
+	if ! { command -v java && command -v mvn; } >/dev/null 2>&1; then
 		SUDO=""
 		[ "$(id -u)" = 0 ] || SUDO="sudo -n"
 		echo "deps-flink: installing Debian packages openjdk-17-jre-headless and maven"
 		$SUDO apt-get install -y -q openjdk-17-jre-headless maven >/dev/null 2>&1 ||
 			{ $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q openjdk-17-jre-headless maven >/dev/null 2>&1; } ||
 			die "could not install Java 17 and Maven (needs root or sudo)"
-	}
+	fi
 	echo "deps-flink: fetching $(versions) from Maven Central into $lib"
 	local tmp="$cache/lib.tmp"
 	rm -rf "$tmp"
@@ -87,7 +97,7 @@ deps() {
 	lib="$tmp"
 	if ! verified; then
 		(cd "$tmp" && sha256sum -c "$lock" 2>&1 | grep -v ': OK$' | head -5) >&2 || true
-		diff <(awk '{print $2}' "$lock" | sort) <(cd "$tmp" && ls | sort) >&2 || true
+		diff <(awk '{print $2}' "$lock" | sort) <(jars "$tmp") >&2 || true
 		die "the fetched jars differ from deploy/flink/jars.sha256 (above); nothing was installed"
 	fi
 	lib="$lib_saved"
@@ -108,14 +118,14 @@ jobserver)
 	need_java
 	conf=()
 	[ -n "${4:-}" ] && conf=(--flink-conf-dir="$4")
-	exec java -Xmx"$heap" "${java_opens[@]}" -cp "$lib/*" org.apache.beam.runners.flink.FlinkJobServerDriver \
-		--job-host=127.0.0.1 --job-port="$2" --artifact-port=0 --expansion-port=-1 \
+	exec java -Xmx"$heap" -Djava.io.tmpdir="$tmp" "${java_opens[@]}" -cp "$lib/*" org.apache.beam.runners.flink.FlinkJobServerDriver \
+		--job-host=127.0.0.1 --job-port="$2" --artifact-port=0 --expansion-port=-1 --artifacts-dir="$artifacts" \
 		--flink-master="$3" "${conf[@]}"
 	;;
 jobmanager)
 	[ $# -ge 2 ] || die "usage: scripts/flink.sh jobmanager CONF_DIR"
 	need_java
-	exec java -Xmx"$heap" "${java_opens[@]}" -cp "$lib/*" \
+	exec java -Xmx"$heap" -Djava.io.tmpdir="$tmp" "${java_opens[@]}" -cp "$lib/*" \
 		org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint --configDir "$2"
 	;;
 taskmanager)
@@ -124,11 +134,11 @@ taskmanager)
 	# The JVM's limits match the memory the configuration gives the TaskManager (Flink's own
 	# scripts derive them the same way): heap = framework + task heap, direct = framework +
 	# task off-heap + network.
-	exec java -Xmx"$heap" -XX:MaxDirectMemorySize="${FLINK_DIRECT:-640m}" "${java_opens[@]}" -cp "$lib/*" \
+	exec java -Xmx"$heap" -XX:MaxDirectMemorySize="${FLINK_DIRECT:-640m}" -Djava.io.tmpdir="$tmp" "${java_opens[@]}" -cp "$lib/*" \
 		org.apache.flink.runtime.taskexecutor.TaskManagerRunner --configDir "$2" -Dtaskmanager.resource-id="$3"
 	;;
 *)
-	sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 	;;
 esac

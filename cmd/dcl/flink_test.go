@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +34,7 @@ import (
 type flinkSetup struct {
 	root, script, worker string
 	bootLog              string
+	started              time.Time
 }
 
 func needFlink(t *testing.T) *flinkSetup {
@@ -42,7 +46,7 @@ func needFlink(t *testing.T) *flinkSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &flinkSetup{root: root, script: filepath.Join(root, "scripts", "flink.sh")}
+	s := &flinkSetup{root: root, script: filepath.Join(root, "scripts", "flink.sh"), started: time.Now()}
 	out, err := exec.Command(s.script, "check").CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
@@ -91,6 +95,9 @@ type jvm struct {
 	done chan struct{}
 }
 
+// start starts a JVM with scripts/flink.sh. Its files (Flink's blob store and working
+// folders, the job server's staged artifacts, the workers' folders) go into a temporary
+// folder of its own, removed with the test once the JVM is killed.
 func (s *flinkSetup) start(t *testing.T, name string, env []string, args ...string) *jvm {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
@@ -99,7 +106,7 @@ func (s *flinkSetup) start(t *testing.T, name string, env []string, args ...stri
 		t.Fatal(err)
 	}
 	cmd := exec.Command(s.script, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+t.TempDir()), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -202,10 +209,12 @@ func writeBadFolder(t *testing.T, dir string, perClass int) {
 	testfiles.WriteFile(t, filepath.Join(dir, "cat", "zz-text.jpg"), []byte("not an image\n"))
 }
 
-// timingKey matches the JSON fields that say how long something took.
-var timingKey = regexp.MustCompile(`(?i)(wall|seconds|elapsed|duration|_ms$|_s$|per_sec|_time|time_)`)
+// timingKey matches the JSON fields that say how long something took, or when and on what
+// machine it ran (a reproduction's time, history file name and load average).
+var timingKey = regexp.MustCompile(`(?i)(wall|seconds|elapsed|duration|_ms$|_s$|per_sec|_time|time_|^time$|^history_file$|^machine$)`)
 
-var wallTime = regexp.MustCompile(`wall [0-9.]+[a-zµ]+`)
+// wallTime matches a Go duration after "wall", of one unit (412ms) or more (1m1.6s).
+var wallTime = regexp.MustCompile(`wall ([0-9.]+[a-zµ]+)+`)
 
 // normalJSON is a command's JSON output without its timing fields, with the given paths
 // replaced by a placeholder.
@@ -393,9 +402,13 @@ func TestFlinkEmbedded(t *testing.T) {
 		prismOut, flinkOut := filepath.Join(dir, "reproduce-prism"), filepath.Join(dir, "reproduce-flink")
 		common := []string{"reproduce", "--config=" + config, "--log-level=warn", "--progress=off"}
 		dcl(t, 10*time.Minute, append(common, "--output="+prismOut)...)
-		start := time.Now()
+		start, workers := time.Now(), countLines(t, s.bootLog)
 		dcl(t, 10*time.Minute, append(append(common, "--output="+flinkOut), flags...)...)
-		t.Logf("reproduce with its Beam stages on Flink: %s", time.Since(start).Round(100*time.Millisecond))
+		workers = countLines(t, s.bootLog) - workers
+		t.Logf("reproduce with its Beam stages on Flink: %s, %d workers started", time.Since(start).Round(100*time.Millisecond), workers)
+		if workers == 0 {
+			t.Error("reproduce started no worker on Flink: its Beam stages ran elsewhere")
+		}
 		sameBeamOutputs(t, prismOut, flinkOut)
 	})
 	if n := countLines(t, s.bootLog); n == 0 {
@@ -403,6 +416,38 @@ func TestFlinkEmbedded(t *testing.T) {
 	} else {
 		t.Logf("%d workers started through boot", n)
 	}
+	if left := s.bootCopies(t); len(left) > 0 {
+		t.Errorf("boot's copies of the worker binary were left behind: %v", left)
+	}
+}
+
+// bootCopies removes, and returns, the copies of the worker binary that Beam's boot loader
+// left under /tmp/bin*/ since the test started (the worker removes the one it was started
+// from; a worker killed while boot copied it leaves part of one). A copy is a folder made
+// since the test started that holds a file named worker and nothing else, whose bytes begin
+// the worker binary's.
+func (s *flinkSetup) bootCopies(t *testing.T) []string {
+	t.Helper()
+	want, err := os.ReadFile(s.worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob("/tmp/bin*")
+	var left []string
+	for _, d := range dirs {
+		info, err := os.Stat(d)
+		entries, _ := os.ReadDir(d)
+		if err != nil || !info.IsDir() || info.ModTime().Before(s.started) || len(entries) != 1 || entries[0].Name() != "worker" {
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(d, "worker"))
+		if err != nil || len(got) > len(want) || !bytes.Equal(got, want[:len(got)]) {
+			continue
+		}
+		os.RemoveAll(d)
+		left = append(left, fmt.Sprintf("%s (%d of %d bytes)", d, len(got), len(want)))
+	}
+	return left
 }
 
 func countLines(t *testing.T, p string) int {
@@ -422,9 +467,10 @@ func countLines(t *testing.T, p string) int {
 // flinkCluster is a standalone Flink session cluster on loopback: a JobManager and
 // TaskManagers as JVMs of their own, started from the same jars as the job server.
 type flinkCluster struct {
+	t        *testing.T // the test the cluster lives as long as
 	s        *flinkSetup
 	conf     string
-	rest     string
+	restAddr string // host:port of the REST API
 	managers map[string]*jvm
 }
 
@@ -467,21 +513,23 @@ func startFlinkCluster(t *testing.T, s *flinkSetup, taskManagers int) *flinkClus
 		"heartbeat.interval: 2000",
 		"heartbeat.timeout: 10000",
 	}, taskManagerMemory...)
-	c := &flinkCluster{s: s, conf: writeFlinkConf(t, t.TempDir(), lines...), rest: fmt.Sprintf("127.0.0.1:%d", rest), managers: map[string]*jvm{}}
+	c := &flinkCluster{t: t, s: s, conf: writeFlinkConf(t, t.TempDir(), lines...), restAddr: fmt.Sprintf("127.0.0.1:%d", rest), managers: map[string]*jvm{}}
 	jm := s.start(t, "jobmanager", []string{"FLINK_HEAP=512m"}, "jobmanager", c.conf)
-	jm.waitFor(t, "REST API on "+c.rest, 2*time.Minute, func() bool { return answers(c.rest) })
+	jm.waitFor(t, "REST API on "+c.restAddr, 2*time.Minute, func() bool { return answers(c.restAddr) })
 	for i := range taskManagers {
-		c.addTaskManager(t, fmt.Sprintf("tm%d", i+1))
+		c.addTaskManager(fmt.Sprintf("tm%d", i+1))
 	}
 	jm.waitFor(t, fmt.Sprintf("%d TaskManagers", taskManagers), 2*time.Minute, func() bool { return c.overview(t).TaskManagers == taskManagers })
 	o := c.overview(t)
-	t.Logf("standalone Flink %s session cluster at %s: %d TaskManagers, %d slots", o.Version, c.rest, o.TaskManagers, o.Slots)
+	t.Logf("standalone Flink %s session cluster at %s: %d TaskManagers, %d slots", o.Version, c.restAddr, o.TaskManagers, o.Slots)
 	return c
 }
 
-func (c *flinkCluster) addTaskManager(t *testing.T, id string) {
-	t.Helper()
-	c.managers[id] = c.s.start(t, id, []string{"FLINK_HEAP=384m", "FLINK_DIRECT=640m"}, "taskmanager", c.conf, id)
+// addTaskManager starts a TaskManager that lives as long as the cluster (not as long as the
+// subtest that starts it, which would take it down at its end and leave later jobs short of
+// slots).
+func (c *flinkCluster) addTaskManager(id string) {
+	c.managers[id] = c.s.start(c.t, id, []string{"FLINK_HEAP=384m", "FLINK_DIRECT=640m"}, "taskmanager", c.conf, id)
 }
 
 type clusterOverview struct {
@@ -490,13 +538,40 @@ type clusterOverview struct {
 	Version      string `json:"flink-version"`
 }
 
+// overview is the cluster's overview, or zeros while it does not answer.
 func (c *flinkCluster) overview(t *testing.T) clusterOverview {
 	var o clusterOverview
-	out, err := exec.Command("curl", "-s", "-m", "5", "http://"+c.rest+"/overview").Output()
-	if err == nil {
-		json.Unmarshal(out, &o)
+	resp, err := http.Get("http://" + c.restAddr + "/overview")
+	if err != nil {
+		return o
 	}
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(&o)
 	return o
+}
+
+// rest calls the cluster's REST API and decodes its answer into v (unless nil).
+func (c *flinkCluster) rest(t *testing.T, method, path string, v any) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+c.restAddr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("Flink's REST API: %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("Flink's REST API: %s %s: %s %s", method, path, resp.Status, body)
+	}
+	if v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("Flink's REST API: %s %s: %v: %s", method, path, err, body)
+		}
+	}
 }
 
 // whenWorkerStarts waits until boot has started a worker more than before (the job is under
@@ -524,7 +599,7 @@ func TestFlinkCluster(t *testing.T) {
 	f := newFlinkFixture(t, 80)
 	c := startFlinkCluster(t, s, 2)
 	jsPort := freeTCPPort(t)
-	js, endpoint := s.startJobServer(t, c.rest, c.conf, jsPort)
+	js, endpoint := s.startJobServer(t, c.restAddr, c.conf, jsPort)
 	flags := s.runnerFlags(endpoint)
 	dir := t.TempDir()
 	jobs := map[string]flinkJob{}
@@ -547,7 +622,7 @@ func TestFlinkCluster(t *testing.T) {
 			tm++
 			killed := s.whenWorkerStarts(t, countLines(t, s.bootLog), func() {
 				c.managers[victim].kill(t)
-				c.addTaskManager(t, replacement)
+				c.addTaskManager(replacement)
 				t.Logf("killed TaskManager %s (SIGKILL, with its workers); %s joins", victim, replacement)
 			})
 			start := time.Now()
@@ -564,6 +639,9 @@ func TestFlinkCluster(t *testing.T) {
 		})
 	}
 
+	// The job server lost: the run fails at once, naming it; the job goes on on the cluster
+	// without it (Flink runs what it was given), so it is cancelled there, as the error says,
+	// before the same command runs again against a job server started at the same address.
 	t.Run("job-server-killed", func(t *testing.T) {
 		j := jobs["preprocess-stored"]
 		out := filepath.Join(t.TempDir(), j.name)
@@ -576,43 +654,124 @@ func TestFlinkCluster(t *testing.T) {
 		if err == nil {
 			t.Fatal("the job completed although its job server was killed")
 		}
-		if !strings.Contains(stderr, endpoint) || took > 3*time.Minute {
-			t.Errorf("after the job server died: %v %s later, stderr %q; want a failure naming %s within 3m", err, took.Round(time.Second), lastLines(stderr, 5), endpoint)
+		want := "the job server at " + endpoint + " (--endpoint) was lost while the preprocess pipeline ran"
+		if !strings.Contains(stderr, want) || took > time.Minute {
+			t.Errorf("after the job server died: %v %s later, stderr %q; want a failure saying %q within 1m", err, took.Round(time.Second), lastLines(stderr, 5), want)
 		} else {
-			t.Logf("the run failed %s after the job server died, naming the endpoint: %s", took.Round(time.Second), lastLines(stderr, 1))
+			t.Logf("the run failed %s after the job server died: %s", took.Round(100*time.Millisecond), lastLines(stderr, 1))
 		}
-		_, endpoint = s.startJobServer(t, c.rest, c.conf, jsPort)
+		if n := c.cancelRunningJobs(t); n == 0 {
+			t.Log("no job of the lost job server was left running on the cluster")
+		} else {
+			t.Logf("cancelled the %d job(s) the lost job server left running on the cluster", n)
+		}
+		_, endpoint = s.startJobServer(t, c.restAddr, c.conf, jsPort)
 		stdout := dcl(t, 5*time.Minute, args...)
 		f.check(t, j, out, stdout)
 	})
+
+	// Only a worker killed with its TaskManager while boot copied it leaves a copy (part of
+	// one): at most one per kill.
+	if left := s.bootCopies(t); len(left) > 2 {
+		t.Errorf("boot's copies of the worker binary were left behind: %v", left)
+	} else if len(left) > 0 {
+		t.Logf("removed what boot was copying when its TaskManager was killed: %v", left)
+	}
 }
 
-// sameBeamOutputs compares what the Beam stages of two reproductions wrote (datasets and
-// embeddings: Parquet files, manifests, dead letters) byte for byte, and their results.json
-// without timings.
+// cancelRunningJobs cancels every job on the cluster that has not ended (Flink's REST API:
+// PATCH /jobs/ID?mode=cancel) and waits until each has; it returns how many there were.
+func (c *flinkCluster) cancelRunningJobs(t *testing.T) int {
+	t.Helper()
+	running := func() []string {
+		var overview struct {
+			Jobs []struct {
+				ID    string `json:"jid"`
+				State string `json:"state"`
+			} `json:"jobs"`
+		}
+		c.rest(t, http.MethodGet, "/jobs/overview", &overview)
+		var ids []string
+		for _, j := range overview.Jobs {
+			switch j.State {
+			case "FINISHED", "FAILED", "CANCELED":
+			default:
+				ids = append(ids, j.ID)
+			}
+		}
+		return ids
+	}
+	ids := running()
+	for _, id := range ids {
+		c.rest(t, http.MethodPatch, "/jobs/"+id+"?mode=cancel", nil)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(running()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster's jobs %v were not cancelled within 2m", running())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return len(ids)
+}
+
+// reproduceBeamOutputs are what the Beam stages of the reproduction (nightlyConfig) write:
+// its three datasets (preprocess), the trained encoder's embeddings (embed) and its k-NN
+// result (knn), and the results they go into. Each pattern must match in prism's output.
+var reproduceBeamOutputs = []string{
+	"data/pretrain/manifest.json", "data/pretrain/pass-*/*.parquet",
+	"data/eval-train/manifest.json", "data/eval-train/pass-*/*.parquet",
+	"data/eval-test/manifest.json", "data/eval-test/pass-*/*.parquet",
+	"runs/dcl/embeddings/train/embeddings.json", "runs/dcl/embeddings/train/*.parquet",
+	"runs/dcl/embeddings/test/embeddings.json", "runs/dcl/embeddings/test/*.parquet",
+	"runs/dcl/knn.json",
+	"results.json",
+}
+
+// sameBeamOutputs compares what the Beam stages of two reproductions wrote
+// (reproduceBeamOutputs): the same files on both sides, byte for byte, but for
+// embeddings.json (which names the checkpoint under the output folder) and results.json,
+// compared as JSON without timings and with the output folder's path left out.
 func sameBeamOutputs(t *testing.T, want, got string) {
 	t.Helper()
-	w, g := testfiles.TreeChecksums(t, want), testfiles.TreeChecksums(t, got)
 	n := 0
-	for name, sum := range w {
-		base := filepath.Base(name)
-		switch {
-		case strings.HasSuffix(base, ".parquet"), base == "manifest.json", base == "dead-letters.jsonl", base == "knn.json":
-			n++
-			if g[name] != sum {
-				t.Errorf("reproduce: %s differs from prism's (%.12s, prism %.12s)", name, g[name], sum)
+	for _, pattern := range reproduceBeamOutputs {
+		w, _ := filepath.Glob(filepath.Join(want, pattern))
+		g, _ := filepath.Glob(filepath.Join(got, pattern))
+		if len(w) == 0 {
+			t.Errorf("reproduce: prism wrote no %s", pattern)
+			continue
+		}
+		rel := func(root string, paths []string) []string {
+			out := make([]string, len(paths))
+			for i, p := range paths {
+				out[i], _ = filepath.Rel(root, p)
 			}
-		case base == "results.json":
+			return out
+		}
+		if wr, gr := rel(want, w), rel(got, g); !slices.Equal(wr, gr) {
+			t.Errorf("reproduce: %s is %q on Flink, %q on prism", pattern, gr, wr)
+			continue
+		}
+		for _, wp := range w {
+			name, _ := filepath.Rel(want, wp)
+			a, errA := os.ReadFile(wp)
+			b, errB := os.ReadFile(filepath.Join(got, name))
+			if errA != nil || errB != nil {
+				t.Fatalf("reproduce: %v %v", errA, errB)
+			}
 			n++
-			a, _ := os.ReadFile(filepath.Join(want, name))
-			b, _ := os.ReadFile(filepath.Join(got, name))
-			if x, y := normalJSON(t, string(b), got), normalJSON(t, string(a), want); x != y {
-				t.Errorf("reproduce: %s without timings differs from prism's:\n%s\nprism:\n%s", name, x, y)
+			switch filepath.Base(name) {
+			case "embeddings.json", "results.json":
+				if x, y := normalJSON(t, string(b), got), normalJSON(t, string(a), want); x != y {
+					t.Errorf("reproduce: %s without timings differs from prism's:\n%s\nprism:\n%s", name, x, y)
+				}
+			default:
+				if !bytes.Equal(a, b) {
+					t.Errorf("reproduce: %s differs from prism's (%d bytes, prism %d)", name, len(b), len(a))
+				}
 			}
 		}
 	}
-	if n == 0 {
-		t.Fatalf("reproduce wrote no Beam outputs under %s", want)
-	}
-	t.Logf("reproduce: %d Beam outputs and results identical to prism's", n)
+	t.Logf("reproduce: %d outputs of its Beam stages identical to prism's", n)
 }

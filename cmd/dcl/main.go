@@ -105,6 +105,11 @@ func runWorker(args []string, stderr io.Writer) int {
 	if err := flag.CommandLine.Parse(nil); err != nil {
 		return exitUsage
 	}
+	if f := flag.Lookup("worker"); f != nil && f.Value.String() == "true" {
+		if exe, err := os.Executable(); err == nil {
+			removeBootCopy(exe)
+		}
+	}
 	beam.Init()
 	fmt.Fprintf(stderr, "dcl: flags without a subcommand start a Beam worker (--worker); run 'dcl help'\n")
 	return exitUsage

@@ -2,7 +2,7 @@
 // Makefile runs `go build` and `go test` through it.
 //
 //	runwatch [-label L] [-every 20s] [-packages] -- go build -v …
-//	runwatch -gotest [-every 20s] -- go test -json …
+//	runwatch -gotest [-v] [-every 20s] -- go test -json …
 //
 // Without -gotest it passes the command's output through and, after -every without a line,
 // says it is still running ("build: bin/dcl: still compiling, 1m20s, 312 packages"); with
@@ -10,7 +10,8 @@
 // reads `go test -json` and prints what `go test` prints, as each package finishes rather than
 // in package order ("ok  	pkg	1.2s", and the output of the failed tests of a package that
 // fails), and after -every without a line the packages still running, each with its longest
-// running test. Either way it exits with the command's status.
+// running test; with -v it prints every line of the tests' output as it comes, as go test -v
+// does. Either way it exits with the command's status.
 //
 // It uses the standard library only, so that `go run` builds it in seconds on a machine
 // whose module cache is still empty.
@@ -32,8 +33,9 @@ func main() {
 	every := flag.Duration("every", 20*time.Second, "the longest silence before a line saying what is running")
 	gotest := flag.Bool("gotest", false, "the command is `go test -json`: print go test's lines as each package finishes")
 	packages := flag.Bool("packages", false, "count the package names `go build -v` prints instead of showing them")
+	verbose := flag.Bool("v", false, "with -gotest: print the tests' output as it comes, as go test -v does")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: runwatch [-label L] [-every D] [-gotest | -packages] -- COMMAND [ARG…]\n")
+		fmt.Fprintf(os.Stderr, "usage: runwatch [-label L] [-every D] [-gotest [-v] | -packages] -- COMMAND [ARG…]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -41,11 +43,11 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	os.Exit(run(flag.Args(), *label, *every, *gotest, *packages, os.Stdout))
+	os.Exit(run(flag.Args(), *label, *every, *gotest, *packages, *verbose, os.Stdout))
 }
 
 // run starts the command, feeds its output to a watcher and returns the exit status to use.
-func run(args []string, label string, every time.Duration, gotest, packages bool, out io.Writer) int {
+func run(args []string, label string, every time.Duration, gotest, packages, verbose bool, out io.Writer) int {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin = os.Stdin
 	stdout, err := cmd.StdoutPipe()
@@ -62,6 +64,7 @@ func run(args []string, label string, every time.Duration, gotest, packages bool
 		label = args[0]
 	}
 	w := newWatcher(out, label, gotest, packages, time.Now)
+	w.verbose = verbose
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "runwatch: %v\n", err)
 		return 1

@@ -59,7 +59,7 @@ func TestGoTestReportsEachPackage(t *testing.T) {
 	}
 	defer os.Chdir(wd)
 	var out bytes.Buffer
-	code := run([]string{goBin, "test", "-json", "-count=1", "./slow", "./fast", "./broken", "./notests"}, "test", 500*time.Millisecond, true, false, &out)
+	code := run([]string{goBin, "test", "-json", "-count=1", "./slow", "./fast", "./broken", "./notests"}, "test", 500*time.Millisecond, true, false, false, &out)
 	got := out.String()
 	if code != 1 {
 		t.Errorf("exit status %d, want go test's 1\n%s", code, got)
@@ -92,7 +92,7 @@ func TestGoTestReportsEachPackage(t *testing.T) {
 func TestBuildHeartbeat(t *testing.T) {
 	var out bytes.Buffer
 	script := `echo a/b >&2; echo example.com/x >&2; echo "go: downloading x v1" >&2; sleep 1.2; exit 3`
-	code := run([]string{"sh", "-c", script}, "build: bin/dcl", 300*time.Millisecond, false, true, &out)
+	code := run([]string{"sh", "-c", script}, "build: bin/dcl", 300*time.Millisecond, false, true, false, &out)
 	if code != 3 {
 		t.Errorf("exit status %d, want 3", code)
 	}
@@ -135,5 +135,26 @@ func TestStatusLines(t *testing.T) {
 	}
 	if out.String() != "ok  \tp/a\t15s\n" {
 		t.Errorf("printed %q, want go test's line only", out.String())
+	}
+}
+
+// With -v every output line is printed as it comes, a passing test's logs included, and
+// nothing twice when its package ends.
+func TestVerbosePrintsOutputAsItComes(t *testing.T) {
+	var out bytes.Buffer
+	w := newWatcher(&out, "test", true, false, time.Now)
+	w.verbose = true
+	feed := func(lines ...string) {
+		w.feed(strings.NewReader(strings.Join(lines, "\n")+"\n"), true)
+	}
+	feed(`{"Action":"start","Package":"p/a"}`, `{"Action":"run","Package":"p/a","Test":"TestA"}`,
+		`{"Action":"output","Package":"p/a","Test":"TestA","Output":"    a_test.go:9: on Flink 1.19.0\n"}`)
+	if out.String() != "    a_test.go:9: on Flink 1.19.0\n" {
+		t.Fatalf("printed %q before the test ended, want its log line", out.String())
+	}
+	feed(`{"Action":"pass","Package":"p/a","Test":"TestA"}`, `{"Action":"output","Package":"p/a","Output":"ok  \tp/a\t15s\n"}`,
+		`{"Action":"pass","Package":"p/a"}`)
+	if want := "    a_test.go:9: on Flink 1.19.0\nok  \tp/a\t15s\n"; out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
 	}
 }

@@ -19,6 +19,7 @@ type watcher struct {
 	label    string
 	gotest   bool
 	packages bool
+	verbose  bool // gotest: print the tests' output as it comes
 	now      func() time.Time
 	start    time.Time
 	last     time.Time // when a line was last printed
@@ -114,6 +115,10 @@ func (w *watcher) event(ev event) {
 	case "run":
 		p.running[ev.Test] = w.now()
 	case "output":
+		if w.verbose {
+			w.print(ev.Output)
+			return
+		}
 		p.lines = append(p.lines, outputLine{ev.Test, ev.Output})
 	case "pass", "skip", "fail":
 		if ev.Test != "" {
