@@ -230,8 +230,8 @@ bench-smoke: ## run every benchmark once, small, so none rots
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(RUNWATCH) -gotest -label "bench-smoke" -- \
 		$(GO) test -json -run '^$$' -bench . -benchtime 1x -short -timeout $(TEST_TIMEOUT) ./...
 
-bench: ## run the benchmarks for real (figures go to BENCHMARKS.md); BENCH=regexp COUNT=n
-	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -count $(or $(COUNT),5) -timeout 120m ./...
+bench: ## run the benchmarks for real (figures go to BENCHMARKS.md); BENCH=regexp COUNT=n PKGS=packages (default ./...)
+	DCL_FASHION_MNIST=$(FASHION_MNIST) $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -count $(or $(COUNT),5) -timeout 120m $(or $(PKGS),./...)
 
 generated: ## check that go generate's outputs are committed as go generate makes them now
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \

@@ -122,6 +122,11 @@ type TrainConfig struct {
 	Runs     []yaml.Node `yaml:"runs" json:"runs,omitempty"`
 	// Paper holds the paper's figures for sweep runs, by run name (e.g. "dcl-b32").
 	Paper map[string]PaperFigures `yaml:"paper" json:"paper,omitempty"`
+	// Pack is how many runs may train together in one compiled step (trainstep.PackSetting);
+	// PackKey holds it as the YAML gives it, until Parse reads it. It changes no figure, so
+	// no fingerprint holds it.
+	Pack    trainstep.Pack `yaml:"-" json:"pack,omitempty"`
+	PackKey *settingText   `yaml:"pack" json:"-"`
 }
 
 // SweepConfig lists the values to sweep; empty lists are not swept.
@@ -256,6 +261,9 @@ func parse(data []byte, name string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := c.Train.Defaults.readSettings("train.defaults"); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := c.Train.readPack(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := c.expand(); err != nil {

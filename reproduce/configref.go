@@ -58,6 +58,7 @@ var configKeyDocs = map[string]string{
 	"train.paper.*.knn_top1":       "the paper's kNN top-1 (%)",
 	"train.paper.*.linear_top1":    "the paper's linear top-1 (%)",
 	"train.paper.*.source":         "the table it is from, e.g. Table 1",
+	"train.pack":                   trainstep.PackSetting().Doc + "; a setting of the reproduction, not of a run (`--pack` overrides it)",
 	"evaluate":                     "the evaluations of every encoder; a section left out is not run",
 	"evaluate.feature":             "backbone (the default) or projection features for kNN and the linear probe",
 	"evaluate.knn_every":           "the trainer's kNN monitor every N epochs, for the kNN-by-epoch plot (0: off)",
@@ -143,8 +144,11 @@ func typeName(t reflect.Type) string {
 	case reflect.Map:
 		return "map of " + typeName(t.Elem())
 	case reflect.Struct:
-		if t == reflect.TypeFor[RunConfig]() {
+		switch t {
+		case reflect.TypeFor[RunConfig]():
 			return "run"
+		case reflect.TypeFor[settingText]():
+			return "text" // a setting's value, as its declaration parses it
 		}
 		return "section"
 	}

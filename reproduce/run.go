@@ -13,6 +13,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/guard"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // Options are the parts of a reproduction that are not in its config.
@@ -26,11 +27,17 @@ type Options struct {
 	// PJRT plugin.
 	Backend string
 	Plugin  string
+	// Pack, when set, replaces the config's train.pack: how many runs may train together in
+	// one compiled step.
+	Pack *trainstep.Pack
 	// CodeVersion is recorded in the shards, the stage ledger, the results and the history.
 	CodeVersion string
 	// Rerun lists the kinds of stages to recompute even where their outputs are complete;
 	// what depends on them is recomputed too.
 	Rerun []StageKind
+	// RerunStages names single runs' stages to recompute, as the plan names them ("train
+	// dcl"): a run of a pack retrains alone.
+	RerunStages []string
 	// RerunOnCodeChange recomputes every output that another code version made.
 	RerunOnCodeChange bool
 	// WaitLock waits for another reproduction that holds the run directory to finish,
@@ -101,6 +108,14 @@ type runner struct {
 	numClasses int
 	names      map[string]string // seriesNames of the config's runs, once asked for
 	load       string            // the machine's load average when the call started
+	// groups are the runs that train together (packGroups, decided once); trainings their
+	// train stages, once run or skipped; packNotes what a train stage's record adds to its
+	// reason (the runs it trains with).
+	groups    []PackGroup
+	trainings map[string]*runTraining
+	packNotes map[string]string
+	// deviceMemory replaces the package's deviceMemory where set (tests).
+	deviceMemory func(backend string) (int64, string)
 }
 
 func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
@@ -123,9 +138,12 @@ func newRunner(cfg *Config, opts Options, plan bool) (*runner, error) {
 		opts.CodeVersion = "unknown" // as the shards record it
 	}
 	r := &runner{cfg: cfg, opts: opts, plan: plan, log: opts.Logger.With("experiment", cfg.Name), rerun: map[StageKind]bool{}, ranNow: map[gen]string{},
-		load: loadAverage()}
+		load: loadAverage(), trainings: map[string]*runTraining{}, packNotes: map[string]string{}}
 	for _, k := range opts.Rerun {
 		r.rerun[k] = true
+	}
+	if err := checkRerunStages(cfg, opts.RerunStages); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -14,8 +14,10 @@ import (
 )
 
 // seededTiny is tinyConfig with two training seeds per cell and a gate, without the
-// baselines.
+// baselines; its runs train one after another (pack: off), so that a kill in the last one
+// leaves the others complete.
 func seededTiny(s string) string {
+	s = packOff(s)
 	s = strings.Replace(s, "backend: cpu, checkpoint_every: 4}", "backend: cpu, checkpoint_every: 4, seeds: [1, 2]}", 1)
 	s = strings.Replace(s, "  baselines: [raw-pixels, random-init]\n", "", 1)
 	return s + "gates:\n  knn_top1: {max_drop_vs_previous: 0}\n"

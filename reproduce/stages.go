@@ -175,14 +175,38 @@ type StageTime struct {
 // stage runs s, or skips it, and records which and why. It returns the gen its dependents
 // get.
 func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
+	st, g, err := r.beginStage(ctx, s)
+	if st == nil || err != nil {
+		return g, err
 	}
-	forced := s.up > 0 || r.rerun[s.kind]
+	if err := s.do(); err != nil {
+		return 0, fmt.Errorf("%s: %w", s.name, err)
+	}
+	return r.endStage(ctx, st)
+}
+
+// startedStage is a stage that runs, its earlier outputs cleared where it starts afresh,
+// before its work (stageSpec.do).
+type startedStage struct {
+	s      stageSpec
+	seq    int
+	t0     time.Time
+	reason string
+}
+
+// beginStage decides whether s runs, and records which and why: a stage that is skipped, or
+// only planned, or made again because its output was removed, is done with, and nil comes
+// back with the gen its dependents get; one that runs comes back started, its earlier
+// outputs cleared where it starts afresh, for its work and then endStage.
+func (r *runner) beginStage(ctx context.Context, s stageSpec) (*startedStage, gen, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	forced := s.up > 0 || r.rerun[s.kind] || slices.Contains(r.opts.RerunStages, s.name)
 	o, err := s.done()
 	if err != nil {
 		if !forced {
-			return 0, fmt.Errorf("%s: %w", s.name, err)
+			return nil, 0, fmt.Errorf("%s: %w", s.name, err)
 		}
 		// It is recomputed anyway: an unreadable old output is no reason to stop.
 		r.log.Warn("the earlier output is unreadable; it is recomputed", "stage", s.name, "error", err)
@@ -193,38 +217,43 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 		// Finished, and skipped if its output were there: its output was removed since.
 		if run, _, _ := r.decide(s, outcome{complete: true, version: e.CodeVersion}, e); !run {
 			if g, done, err := r.removedOutput(ctx, s, e); done || err != nil {
-				return g, err
+				return nil, g, err
 			}
 		}
 	}
 	run, fresh, reason := r.decide(s, o, e)
 	if !run {
-		return r.skip(ctx, s, e, reason)
+		g, err := r.skip(ctx, s, e, reason)
+		return nil, g, err
 	}
 	r.ledger.Seq++
 	seq := r.ledger.Seq
 	r.ranNow[gen(seq)] = s.name
 	if r.plan {
 		r.stages = append(r.stages, StageRecord{Name: s.name, Reason: reason, Writes: s.writes})
-		return gen(seq), nil
+		return nil, gen(seq), nil
 	}
 	r.log.Info("stage starts", "stage", s.name, "why", reason)
 	t0 := r.opts.Now()
 	r.ledger.Stages[s.name] = &ledgerEntry{Seq: seq, Phase: phaseStarted}
 	if err := r.mark(ctx, s.name, phaseStarted); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if fresh && s.clear != nil {
 		if err := s.clear(); err != nil {
-			return 0, fmt.Errorf("%s: removing the earlier output: %w", s.name, err)
+			return nil, 0, fmt.Errorf("%s: removing the earlier output: %w", s.name, err)
 		}
 	}
 	if err := r.mark(ctx, s.name, phaseCleared); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	if err := s.do(); err != nil {
-		return 0, fmt.Errorf("%s: %w", s.name, err)
-	}
+	return &startedStage{s: s, seq: seq, t0: t0, reason: reason}, 0, nil
+}
+
+// endStage records that a started stage's work is done: its output's digest, its phase,
+// its time and its images a second.
+func (r *runner) endStage(ctx context.Context, started *startedStage) (gen, error) {
+	s, seq, t0, reason := started.s, started.seq, started.t0, started.reason
 	if s.digest != nil {
 		d, err := s.digest()
 		if err != nil {
@@ -248,6 +277,9 @@ func (r *runner) stage(ctx context.Context, s stageSpec) (gen, error) {
 		r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond), "images_per_s", math.Round(*st.ImagesPerS))
 	} else {
 		r.log.Info("stage done", "stage", s.name, "wall", wall.Round(time.Millisecond))
+	}
+	if note := r.packNotes[s.name]; note != "" {
+		reason += "; " + note
 	}
 	r.stages = append(r.stages, StageRecord{Name: s.name, Wall: wall.Round(time.Millisecond).String(), Reason: reason})
 	return gen(seq), nil
@@ -357,6 +389,8 @@ func (r *runner) decide(s stageSpec, o outcome, e *ledgerEntry) (run, fresh bool
 		return true, true, r.upstreamReason(s.up)
 	case r.rerun[s.kind]:
 		return true, true, "--rerun=" + string(s.kind)
+	case slices.Contains(r.opts.RerunStages, s.name):
+		return true, true, fmt.Sprintf("--rerun=%q", s.name)
 	case o.complete:
 		return false, false, "complete"
 	}

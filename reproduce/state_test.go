@@ -21,6 +21,7 @@ import (
 // data, checkpoints or embeddings): the data are made again and found identical, the run
 // that was trained and evaluated is neither trained nor embedded again, the run that was
 // stopped is trained from its start, and every figure is the uninterrupted reproduction's.
+// The runs train one after another (pack: off), so that one is complete when the other stops.
 func TestStateContinuesOnAnotherMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three reproductions")
@@ -28,7 +29,7 @@ func TestStateContinuesOnAnotherMachine(t *testing.T) {
 	input := t.TempDir()
 	writeBarsIDX(t, input)
 	ctx := context.Background()
-	whole, err := Run(ctx, parseTiny(t, input, nil), Options{Out: t.TempDir()})
+	whole, err := Run(ctx, parseTiny(t, input, packOff), Options{Out: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +39,11 @@ func TestStateContinuesOnAnotherMachine(t *testing.T) {
 	defer cancel()
 	// Stopped in the second run's training (the first is trained and evaluated by then).
 	stderr := &cancelAtNth{marker: `"step":10,`, n: 2, cancel: cancel}
-	if _, err := Run(cctx, parseTiny(t, input, nil), Options{Out: first, Stderr: stderr, TrainLog: true}); !errors.Is(err, context.Canceled) {
+	if _, err := Run(cctx, parseTiny(t, input, packOff), Options{Out: first, Stderr: stderr, TrainLog: true}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the stopped reproduction returned %v, want context.Canceled", err)
 	}
 	var state bytes.Buffer
-	if err := SaveState(ctx, parseTiny(t, input, nil), first, &state); err != nil {
+	if err := SaveState(ctx, parseTiny(t, input, packOff), first, &state); err != nil {
 		t.Fatal(err)
 	}
 	names := stateEntries(t, state.Bytes())
@@ -64,7 +65,7 @@ func TestStateContinuesOnAnotherMachine(t *testing.T) {
 	if err := RestoreState(ctx, second, bytes.NewReader(state.Bytes()), "state.tgz"); !errors.Is(err, ErrNotEmpty) {
 		t.Errorf("restoring over a reproduction: %v, want %v", err, ErrNotEmpty)
 	}
-	res, err := Run(ctx, parseTiny(t, input, nil), Options{Out: second})
+	res, err := Run(ctx, parseTiny(t, input, packOff), Options{Out: second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,60 +14,73 @@ import (
 	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
-// run trains one run and evaluates it.
+// run trains one run (its pack's training did, if it has one) and evaluates it.
 func (r *runner) run(ctx context.Context, run RunConfig, data dataGen) (*RunResult, error) {
-	dir := runDir(r.opts.Out, run.Name)
-	changed, err := r.checkRunRecord(ctx, dir, run)
+	t, err := r.trained(ctx, run, data)
 	if err != nil {
 		return nil, err
 	}
-	rr := &RunResult{Config: run, Cell: run.Cell, Paper: run.Paper}
-	var sum *trainstep.Summary
-	trainedFrom := 0 // the step this call's training resumed from
-	trained, err := r.stage(ctx, stageSpec{kind: StageTrain, name: "train " + run.Name, up: data.pretrain,
+	rr := &RunResult{Config: run, Cell: run.Cell, Paper: run.Paper, Train: t.sum}
+	// NPC statistics describe the coupling of an encoder, not the spread of its accuracy:
+	// the first seed of each cell has them.
+	npc := r.firstOfCell(run)
+	if err := r.evaluate(ctx, t.dir, run.Name, run, max(t.gen, data.eval), npc, &rr.Evaluation); err != nil {
+		return nil, err
+	}
+	if rr.Curves, err = readCurves(ctx, storage.Join(t.dir, trainstep.LogName)); err != nil {
+		return nil, err
+	}
+	return rr, nil
+}
+
+// runTraining is one run's train stage: its spec, and what it ends with.
+type runTraining struct {
+	run  RunConfig
+	dir  string
+	spec stageSpec
+	sum  *trainstep.Summary
+	from int // the step this call's training resumed from
+	gen  gen // what the stages that read the run's checkpoint get
+}
+
+// newTraining prepares run's train stage; its do trains the run alone.
+func (r *runner) newTraining(ctx context.Context, run RunConfig, data dataGen) (*runTraining, error) {
+	t := &runTraining{run: run, dir: runDir(r.opts.Out, run.Name)}
+	changed, err := r.checkRunRecord(ctx, t.dir, run)
+	if err != nil {
+		return nil, err
+	}
+	t.spec = stageSpec{kind: StageTrain, name: "train " + run.Name, up: data.pretrain,
 		done: func() (outcome, error) {
 			if changed != "" {
 				return outcome{complete: true, stale: "its settings changed: " + changed}, nil
 			}
-			s, err := readSummary(ctx, dir)
+			s, err := readSummary(ctx, t.dir)
 			if err != nil || s == nil || !s.Finished {
 				return outcome{}, err
 			}
-			sum = s
+			t.sum = s
 			return outcome{complete: true}, nil
 		},
 		clear: func() error {
 			// The summary marks the run finished: it goes first.
 			for _, p := range []string{trainstep.SummaryName, trainstep.LogName, trainstep.CheckpointDir, tensorboard.Dir} {
-				if err := storage.RemoveTree(ctx, storage.Join(dir, p)); err != nil {
+				if err := storage.RemoveTree(ctx, storage.Join(t.dir, p)); err != nil {
 					return err
 				}
 			}
 			return nil
 		},
 		do: func() error {
-			if err := writeRunRecord(ctx, dir, run); err != nil {
+			training, err := r.shardTraining(ctx, t)
+			if err != nil {
 				return err
 			}
-			s, err := r.train(ctx, run, dir, &trainedFrom)
-			sum = s
+			t.sum, err = trainstep.TrainOnShards(ctx, training)
 			return err
 		},
-		images: func() int64 { return 2 * int64(run.BatchSize()) * int64(sum.StepsDone-trainedFrom) }})
-	if err != nil {
-		return nil, err
-	}
-	rr.Train = sum
-	// NPC statistics describe the coupling of an encoder, not the spread of its accuracy:
-	// the first seed of each cell has them.
-	npc := r.firstOfCell(run)
-	if err := r.evaluate(ctx, dir, run.Name, run, max(trained, data.eval), npc, &rr.Evaluation); err != nil {
-		return nil, err
-	}
-	if rr.Curves, err = readCurves(ctx, storage.Join(dir, trainstep.LogName)); err != nil {
-		return nil, err
-	}
-	return rr, nil
+		images: func() int64 { return 2 * int64(run.BatchSize()) * int64(t.sum.StepsDone-t.from) }}
+	return t, nil
 }
 
 // firstOfCell reports whether run is the first run of its cell.
@@ -103,7 +116,7 @@ func (r *runner) checkRunRecord(ctx context.Context, dir string, run RunConfig) 
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p, err)
 	}
-	if diff != "" && !r.rerun[StageTrain] {
+	if diff != "" && !r.rerun[StageTrain] && !slices.Contains(r.opts.RerunStages, "train "+run.Name) {
 		err := fmt.Errorf("%s was started with other settings than the config now gives (%s); pass --rerun=train to retrain it, remove %s or use another --output", p, diff, dir)
 		if r.plan {
 			return "", &planStop{stage: StageRecord{Name: "train " + run.Name, Refused: true, Reason: err.Error()}}
@@ -163,30 +176,36 @@ func jsonDiff(was, now []byte) (string, error) {
 	return strings.Join(diffs, ", "), nil
 }
 
-func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int) (*trainstep.Summary, error) {
+// shardTraining writes the run's record and makes its training: its settings, where it
+// reads and writes, and the checkpoint it resumes from (t.from: that checkpoint's step).
+func (r *runner) shardTraining(ctx context.Context, t *runTraining) (trainstep.ShardTraining, error) {
+	run, dir := t.run, t.dir
+	if err := writeRunRecord(ctx, dir, run); err != nil {
+		return trainstep.ShardTraining{}, err
+	}
 	training, err := run.Training()
 	if err != nil {
-		return nil, err
+		return training, err
 	}
 	if training.Backend, err = gpu.ParseKind(r.backendOf(run)); err != nil {
-		return nil, err
+		return training, err
 	}
 	if err := training.Step.Validate(); err != nil {
-		return nil, err
+		return training, err
 	}
 	training.Run.Data, training.Run.Out = r.pretrainDir(), dir
 	training.Run.KeepCheckpoints, training.Run.MonitorEvery = 2, r.cfg.Evaluate.KNNEvery
 	if err := training.Run.Validate(); err != nil {
-		return nil, err
+		return training, err
 	}
 	_, steps, err := trainstep.ListCheckpoints(ctx, dir)
 	if err != nil {
-		return nil, err
+		return training, err
 	}
 	resume := ""
 	if len(steps) > 0 {
 		resume = dir
-		*from = steps[len(steps)-1]
+		t.from = steps[len(steps)-1]
 		r.log.Info("resuming", "run", run.Name, "from_step", steps[len(steps)-1])
 	}
 	var log io.Writer
@@ -199,7 +218,7 @@ func (r *runner) train(ctx context.Context, run RunConfig, dir string, from *int
 	training.Plugin, training.Resume = r.opts.Plugin, resume
 	training.KNNData, training.KNNTest = r.evalTrainDir(), r.evalTestDir()
 	training.Log, training.Progress, training.Logger = log, r.opts.Progress, r.log
-	return trainstep.TrainOnShards(ctx, training)
+	return training, nil
 }
 
 func readSummary(ctx context.Context, dir string) (*trainstep.Summary, error) {

@@ -35,6 +35,17 @@ type loop struct {
 	trainTime     time.Duration
 	clock         runClock      // the ETA, monitor included
 	inflight      *inflightStep // launched, results not read yet
+	// sync, where set, brings step's variables up to date before they are read (a
+	// checkpoint, the monitor): a packed run trains them in its pack's store.
+	sync func() error
+}
+
+// syncStep brings the step's variables up to date (loop.sync).
+func (l *loop) syncStep() error {
+	if l.sync == nil {
+		return nil
+	}
+	return l.sync()
 }
 
 func (l *loop) runAll(ctx context.Context) (*Summary, error) {
@@ -44,15 +55,21 @@ func (l *loop) runAll(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 		if stop {
-			sum, err := l.stop(ctx, false)
-			if err == nil && ctx.Err() != nil {
-				err = fmt.Errorf("interrupted after step %d of %d (checkpoint %s; continue with --resume): %w",
-					sum.StepsDone, l.total, sum.Checkpoint, ctx.Err())
-			}
-			return sum, err
+			return l.stopEarly(ctx)
 		}
 	}
 	return l.stop(ctx, true)
+}
+
+// stopEarly ends a run before its last epoch (MaxSteps, or ctx cancelled): the last
+// checkpoint, and, when ctx was cancelled, an error that says how to continue.
+func (l *loop) stopEarly(ctx context.Context) (*Summary, error) {
+	sum, err := l.stop(ctx, false)
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("interrupted after step %d of %d (checkpoint %s; continue with --resume): %w",
+			sum.StepsDone, l.total, sum.Checkpoint, ctx.Err())
+	}
+	return sum, err
 }
 
 // stop writes the last checkpoint (and, at the end, the summary).
@@ -117,84 +134,133 @@ func prefetch(ctx context.Context, it BatchIterator) <-chan prefetched {
 // runEpoch runs the rest of the current epoch. It reports stop when the run must end early
 // (MaxSteps reached, or ctx cancelled after a completed step).
 func (l *loop) runEpoch(ctx context.Context) (stop bool, err error) {
-	epoch := l.state.Epoch
-	it, err := l.opts.Source.Batches(ctx, epoch, l.run.Seed, l.run.BatchSize, l.state.Batch)
+	r, err := l.openEpoch(ctx)
 	if err != nil {
-		return false, fmt.Errorf("reading epoch %d/%d of %s: %w", epoch+1, l.run.Epochs, l.run.Data, err)
+		return false, err
 	}
-	readCtx, cancelRead := context.WithCancel(ctx)
-	ch := prefetch(readCtx, it)
 	defer func() {
-		cancelRead()
-		for range ch { // let the reader goroutine finish before closing its iterator
-		}
-		if cerr := it.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("closing epoch %d/%d of %s: %w", epoch+1, l.run.Epochs, l.run.Data, cerr)
+		if cerr := r.close(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
-
 	for l.state.Batch < l.stepsPerEpoch {
-		if ctx.Err() != nil {
+		b, interrupted, err := r.next(ctx)
+		if interrupted {
 			return true, l.finishStep(ctx)
 		}
-		p, ok := <-ch
-		if !ok {
-			if ctx.Err() != nil {
-				return true, l.finishStep(ctx)
-			}
-			return false, fmt.Errorf("epoch %d/%d of %s ended after %d of %d batches", epoch+1, l.run.Epochs, l.run.Data, l.state.Batch, l.stepsPerEpoch)
-		}
-		if p.err != nil {
-			if ctx.Err() != nil {
-				return true, l.finishStep(ctx)
-			}
-			return false, fmt.Errorf("reading batch %d of epoch %d/%d of %s: %w", l.state.Batch, epoch+1, l.run.Epochs, l.run.Data, p.err)
+		if err != nil {
+			return false, err
 		}
 		lr := l.sched.At(l.state.StepsDone)
 		if err := l.step.SetProgress(l.state.StepsDone, l.total); err != nil {
 			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
 		}
 		launched := time.Now()
-		pending, err := l.step.Launch(p.batch, lr)
+		pending, err := l.step.Launch(b, lr)
 		if err != nil {
 			return false, fmt.Errorf("step %d: %w", l.state.StepsDone+1, err)
 		}
-		// The previous step's loss is read while this one runs: no round trip to the host
-		// between two steps leaves the GPU idle.
-		if err := l.finishStepAt(ctx, launched); err != nil {
-			return false, err
-		}
-		l.state.StepsDone++
-		l.state.Batch++
-		l.inflight = &inflightStep{pending: pending, step: l.state.StepsDone, epoch: epoch, images: 2 * p.batch.N, lr: lr, launched: launched}
-		epochDone := l.state.Batch == l.stepsPerEpoch
-		maxed := l.run.MaxSteps > 0 && l.state.StepsDone >= l.run.MaxSteps
-		ckpt := l.run.CheckpointEvery > 0 && l.state.StepsDone%l.run.CheckpointEvery == 0 && l.state.StepsDone < l.total
-		if epochDone || maxed || ckpt {
-			if err := l.finishStep(ctx); err != nil {
-				return false, err
-			}
-		}
-		if epochDone {
-			l.state.Epoch++
-			l.state.Batch = 0
-			if err := l.afterEpoch(ctx, epoch); err != nil {
-				return false, err
-			}
-		}
-		if maxed {
-			return true, nil
-		}
-		if ckpt {
-			if _, err := l.checkpoint(ctx); err != nil {
-				return false, err
-			}
-		}
-		if epochDone {
-			return false, nil
+		stop, epochDone, err := l.launched(ctx, pending, b.N, lr, launched)
+		if err != nil || stop || epochDone {
+			return stop, err
 		}
 	}
 	return false, l.finishStep(ctx)
+}
+
+// epochReader reads the rest of the current epoch's batches of a run, prefetched.
+type epochReader struct {
+	l          *loop
+	epoch      int
+	it         BatchIterator
+	ch         <-chan prefetched
+	cancelRead context.CancelFunc
+}
+
+// openEpoch starts reading the rest of the current epoch; close ends it.
+func (l *loop) openEpoch(ctx context.Context) (*epochReader, error) {
+	epoch := l.state.Epoch
+	it, err := l.opts.Source.Batches(ctx, epoch, l.run.Seed, l.run.BatchSize, l.state.Batch)
+	if err != nil {
+		return nil, fmt.Errorf("reading epoch %d/%d of %s: %w", epoch+1, l.run.Epochs, l.run.Data, err)
+	}
+	readCtx, cancelRead := context.WithCancel(ctx)
+	return &epochReader{l: l, epoch: epoch, it: it, ch: prefetch(readCtx, it), cancelRead: cancelRead}, nil
+}
+
+// next returns the next batch; interrupted says ctx was cancelled first (or while the batch
+// was read, whose error is then the cancellation's).
+func (r *epochReader) next(ctx context.Context) (b *Batch, interrupted bool, err error) {
+	l := r.l
+	if ctx.Err() != nil {
+		return nil, true, nil
+	}
+	p, ok := <-r.ch
+	if !ok {
+		if ctx.Err() != nil {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("epoch %d/%d of %s ended after %d of %d batches", r.epoch+1, l.run.Epochs, l.run.Data, l.state.Batch, l.stepsPerEpoch)
+	}
+	if p.err != nil {
+		if ctx.Err() != nil {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("reading batch %d of epoch %d/%d of %s: %w", l.state.Batch, r.epoch+1, l.run.Epochs, l.run.Data, p.err)
+	}
+	return p.batch, false, nil
+}
+
+// close stops the reading and closes the epoch's iterator.
+func (r *epochReader) close() error {
+	r.cancelRead()
+	for range r.ch { // let the reader goroutine finish before closing its iterator
+	}
+	if err := r.it.Close(); err != nil {
+		return fmt.Errorf("closing epoch %d/%d of %s: %w", r.epoch+1, r.l.run.Epochs, r.l.run.Data, err)
+	}
+	return nil
+}
+
+// launched takes over the step just launched at time at on a batch of pairs view pairs at
+// learning rate lr, and does what follows it: the previous step's results are read and
+// logged, and at the end of an epoch, at MaxSteps or every CheckpointEvery steps this step's
+// too, with the monitor and the checkpoint that follow. It reports stop when the run must
+// end here (MaxSteps), and epochDone when the step ended the epoch.
+func (l *loop) launched(ctx context.Context, pending *PendingStep, pairs int, lr float64, at time.Time) (stop, epochDone bool, err error) {
+	epoch := l.state.Epoch
+	// The previous step's loss is read while this one runs: no round trip to the host
+	// between two steps leaves the GPU idle.
+	if err := l.finishStepAt(ctx, at); err != nil {
+		return false, false, err
+	}
+	l.state.StepsDone++
+	l.state.Batch++
+	l.inflight = &inflightStep{pending: pending, step: l.state.StepsDone, epoch: epoch, images: 2 * pairs, lr: lr, launched: at}
+	epochDone = l.state.Batch == l.stepsPerEpoch
+	maxed := l.run.MaxSteps > 0 && l.state.StepsDone >= l.run.MaxSteps
+	ckpt := l.run.CheckpointEvery > 0 && l.state.StepsDone%l.run.CheckpointEvery == 0 && l.state.StepsDone < l.total
+	if epochDone || maxed || ckpt {
+		if err := l.finishStep(ctx); err != nil {
+			return false, epochDone, err
+		}
+	}
+	if epochDone {
+		l.state.Epoch++
+		l.state.Batch = 0
+		if err := l.afterEpoch(ctx, epoch); err != nil {
+			return false, epochDone, err
+		}
+	}
+	if maxed {
+		return true, epochDone, nil
+	}
+	if ckpt {
+		if _, err := l.checkpoint(ctx); err != nil {
+			return false, epochDone, err
+		}
+	}
+	return false, epochDone, nil
 }
 
 // inflightStep is a launched step whose results are read when the next one is launched.
@@ -273,6 +339,9 @@ func (l *loop) afterEpoch(ctx context.Context, epoch int) error {
 	if l.opts.Monitor == nil || l.run.MonitorEvery == 0 || (epoch+1)%l.run.MonitorEvery != 0 {
 		return nil
 	}
+	if err := l.syncStep(); err != nil {
+		return err
+	}
 	began := time.Now()
 	res, err := l.opts.Monitor(ctx, epoch+1, l.step, l.bar)
 	if err != nil {
@@ -316,6 +385,9 @@ func monitorTag(name string) string {
 // checkpoint writes the current state (a cancelled ctx still gets its checkpoint written:
 // that is when it matters most) and prunes old ones.
 func (l *loop) checkpoint(ctx context.Context) (string, error) {
+	if err := l.syncStep(); err != nil {
+		return "", err
+	}
 	wctx := context.WithoutCancel(ctx)
 	path := storage.Join(l.run.Out, CheckpointDir, CheckpointName(l.state.StepsDone))
 	run := l.run

@@ -3,6 +3,7 @@ package trainstep
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
@@ -99,7 +100,7 @@ func (o *Optimizer) UpdateGraph(scope *model.Scope, g *Graph, loss *Node) {
 	if len(grads) != len(vars) {
 		panic(fmt.Sprintf("optimizer: %d gradients for %d trainable variables", len(grads), len(vars)))
 	}
-	lr := learningRateVariable(scope.Store()).NodeValue(g)
+	lr := learningRateVariableIn(scope).NodeValue(g)
 	for i, v := range vars {
 		w := v.NodeValue(g)
 		grad := grads[i]
@@ -123,7 +124,7 @@ func (o *Optimizer) UpdateGraph(scope *model.Scope, g *Graph, loss *Node) {
 			trust = Where(Or(IsZero(wNorm), IsZero(gNorm)), OnesLike(trust), trust)
 			step = Mul(step, trust)
 		}
-		buf := momentumVariable(scope.Store(), v)
+		buf := momentumVariableIn(scope, v)
 		b := Add(MulScalar(buf.NodeValue(g), o.cfg.Momentum), step)
 		buf.SetNodeValue(b)
 		lrCast := lr
@@ -145,7 +146,14 @@ func (o *Optimizer) Clear(scope *model.Scope) error {
 const optimizerPath = model.RootScopePath + optimizerScope
 
 func learningRateVariable(store *model.Store) *model.Variable {
-	scope := store.Scope(optimizerPath)
+	return learningRateVariableIn(store.RootScope())
+}
+
+// learningRateVariableIn is the learning rate of the model whose variables are under root:
+// the store's root for a Step, one run's root in a PackedStep's store, whose runs each follow
+// their own schedule.
+func learningRateVariableIn(root *model.Scope) *model.Variable {
+	scope := root.Store().Scope(model.JoinPath(root.Scope(), optimizerScope))
 	if v := scope.GetVariable(learningRateVar); v != nil {
 		return v
 	}
@@ -160,7 +168,14 @@ func SetLearningRate(store *model.Store, lr float64) error {
 // momentumVariable returns the momentum buffer of v, "/optimizer/momentum" followed by v's
 // own path.
 func momentumVariable(store *model.Store, v *model.Variable) *model.Variable {
-	scope := store.Scope(optimizerPath + "/" + momentumScope + v.Scope())
+	return momentumVariableIn(store.RootScope(), v)
+}
+
+// momentumVariableIn is momentumVariable for the model whose variables are under root (see
+// learningRateVariableIn): root's "optimizer/momentum" followed by v's path below root.
+func momentumVariableIn(root *model.Scope, v *model.Variable) *model.Variable {
+	below := strings.TrimPrefix(v.Scope(), strings.TrimSuffix(root.Scope(), model.ScopeSeparator))
+	scope := root.Store().Scope(model.JoinPath(root.Scope(), optimizerScope, momentumScope) + below)
 	if b := scope.GetVariable(v.Name()); b != nil {
 		return b
 	}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/gpu"
@@ -284,4 +285,60 @@ func asFloat(v any) (float64, error) {
 		return r.Convert(reflect.TypeFor[float64]()).Float(), nil
 	}
 	return 0, fmt.Errorf("%v is not a number", v)
+}
+
+// SettingPack is how many runs of a reproduction may train together in one compiled step
+// (PackedStep): a setting of the reproduction, not of one run, since it changes no run's
+// result.
+const SettingPack = "pack"
+
+// Pack is the pack setting: PackAuto, PackOff, or at most that many runs per pack.
+type Pack int
+
+const (
+	// PackAuto packs up to PackAutoMax runs that share a step, as many as the device's memory
+	// holds.
+	PackAuto Pack = 0
+	// PackOff trains every run alone.
+	PackOff Pack = 1
+	// PackAutoMax is the most runs PackAuto puts in one pack: past it one launch already
+	// keeps an accelerator busy at the small batches packing is for, and a pack's first
+	// compilation grows with its runs.
+	PackAutoMax = 8
+)
+
+// ParsePack reads "auto", "off" or a number of runs of 1 or more (1 is off).
+func ParsePack(s string) (Pack, error) {
+	switch t := strings.ToLower(strings.TrimSpace(s)); t {
+	case "auto", "":
+		return PackAuto, nil
+	case "off", "false", "no":
+		return PackOff, nil
+	default:
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%q: want auto, off, or the most runs per pack (1 or more)", s)
+		}
+		return Pack(n), nil
+	}
+}
+
+// String writes the setting as ParsePack reads it.
+func (p Pack) String() string {
+	switch p {
+	case PackAuto:
+		return "auto"
+	case PackOff:
+		return "off"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// PackSetting declares the pack setting: a reproduction config's train.pack key and
+// `dcl reproduce --pack`.
+func PackSetting() registry.Param {
+	return registry.Param{Name: SettingPack, Value: registry.Of(PackAuto, "string", ParsePack, Pack.String),
+		Doc: "runs that share a compiled step (model, batch size, method, precision, backend, epochs) train together, " +
+			"each step of all in one launch: auto (up to " + strconv.Itoa(PackAutoMax) + " runs a pack, as many as fit the device's memory), " +
+			"off (every run alone), or the most runs a pack holds"}
 }

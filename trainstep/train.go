@@ -190,7 +190,19 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		return nil, err
 	}
 	defer step.Finalize()
-	cfg = step.Config()
+	l, err := startLoop(ctx, step, plan, run, opts, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close(ctx)
+	return l.runAll(ctx)
+}
+
+// startLoop restores step from the plan's checkpoint, if any, and opens the run's log,
+// TensorBoard file and progress: the loop of one run, ready to go (close ends it).
+func startLoop(ctx context.Context, step *Step, plan *runPlan, run RunConfig, opts TrainOptions, logger *slog.Logger) (*loop, error) {
+	cfg := step.Config()
+	info := plan.info
 
 	stepsPerEpoch := info.Examples / run.BatchSize
 	total := stepsPerEpoch * run.Epochs
@@ -209,7 +221,7 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 		logger.Info("the shards hold fewer augmented passes than epochs: epoch e reads pass e mod passes, so views repeat",
 			"passes", info.Passes, "epochs", run.Epochs)
 	}
-	logger.Info("training", "model", cfg.Model.Name, "precision", cfg.Precision, "devices", devices, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
+	logger.Info("training", "model", cfg.Model.Name, "precision", cfg.Precision, "devices", run.Devices, "parameters", step.NumParameters(), "loss", cfg.Loss.Kind,
 		"temperature", cfg.Loss.Temperature, "batch", run.BatchSize, "epochs", run.Epochs, "steps", total,
 		"steps_per_epoch", stepsPerEpoch, "peak_lr", sched.Peak, "start_step", state.StepsDone, "views", info.Views)
 
@@ -220,16 +232,11 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	if err != nil {
 		return nil, err
 	}
-	defer log.close()
 	tb, err := tensorboard.Create(ctx, storage.Join(run.Out, tensorboard.Dir), time.Now(), int64(state.StepsDone)+1)
 	if err != nil {
+		log.close()
 		return nil, err
 	}
-	defer func() {
-		if err := tb.Close(context.WithoutCancel(ctx)); err != nil {
-			logger.Warn("closing the TensorBoard event file", "err", err)
-		}
-	}()
 
 	l := &loop{
 		step: step, run: run, opts: opts, sched: sched, state: state, log: log, tb: tb, logger: logger,
@@ -238,7 +245,16 @@ func Train(ctx context.Context, cfg StepConfig, run RunConfig, opts TrainOptions
 	}
 	// Epochs are shown as the log numbers them: from 0, the epoch under way.
 	l.bar = opts.Progress.Start("train", int64(state.StepsDone), int64(total), "steps")
-	defer l.bar.End() // a failed run ends the bar's line before its error is printed
 	log.bar = l.bar
-	return l.runAll(ctx)
+	return l, nil
+}
+
+// close ends the run's progress (a failed run ends the bar's line before its error is
+// printed), TensorBoard file and log.
+func (l *loop) close(ctx context.Context) {
+	l.bar.End()
+	if err := l.tb.Close(context.WithoutCancel(ctx)); err != nil {
+		l.logger.Warn("closing the TensorBoard event file", "err", err)
+	}
+	l.log.close()
 }

@@ -39,40 +39,7 @@ type ShardTraining struct {
 // Settings that do not fit the data, the checkpoint or each other come back as a
 // *SetupError, before any backend is started.
 func TrainOnShards(ctx context.Context, o ShardTraining) (*Summary, error) {
-	if o.Run.MonitorEvery > 0 && o.KNNData == "" {
-		return nil, &SetupError{Err: fmt.Errorf("a kNN monitor every %d epochs needs labelled evaluation shards (KNNData)", o.Run.MonitorEvery)}
-	}
-	src, err := OpenShards(ctx, o.Run.Data)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckRun(ctx, o.Step, o.Run, src.Info(), o.Resume); err != nil {
-		return nil, err
-	}
-	if err := writeSettingsFile(ctx, o); err != nil {
-		return nil, err
-	}
-	opts := TrainOptions{Source: src, Resume: o.Resume, Log: o.Log, Progress: o.Progress, Logger: o.Logger}
-	if o.Run.MonitorEvery > 0 {
-		mon, err := NewKNNMonitor(ctx, o.KNNData, o.KNNTest, o.KNN)
-		if err != nil {
-			return nil, err
-		}
-		mcfg := o.Step.Model
-		mcfg.Channels = src.Info().Channels
-		model, err := NewModel(mcfg)
-		if err != nil {
-			return nil, &SetupError{Err: err}
-		}
-		if err := mon.Check(model); err != nil {
-			return nil, &SetupError{Err: err}
-		}
-		if n := mon.Notice(); n != "" {
-			cmp.Or(o.Logger, slog.Default()).Warn("kNN monitor: " + n)
-		}
-		opts.Monitor, opts.MonitorImages = mon.Run, mon.Images()
-	}
-	prec, err := RunPrecision(ctx, o.Step, o.Resume)
+	opts, prec, err := o.options(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -85,4 +52,61 @@ func TrainOnShards(ctx context.Context, o ShardTraining) (*Summary, error) {
 	o.Run.Backend = backend.Name()
 	opts.Backend = backend
 	return Train(ctx, o.Step, o.Run, opts)
+}
+
+// options opens the shards, checks the run against them and any checkpoint, and attaches
+// the kNN monitor: the run's TrainOptions but the backend, and the precision it trains at.
+// monitors, where set, holds the monitors built so far, by what they read, for runs that
+// share one.
+func (o ShardTraining) options(ctx context.Context, monitors map[monitorKey]*KNNMonitor) (TrainOptions, Precision, error) {
+	if o.Run.MonitorEvery > 0 && o.KNNData == "" {
+		return TrainOptions{}, "", &SetupError{Err: fmt.Errorf("a kNN monitor every %d epochs needs labelled evaluation shards (KNNData)", o.Run.MonitorEvery)}
+	}
+	src, err := OpenShards(ctx, o.Run.Data)
+	if err != nil {
+		return TrainOptions{}, "", err
+	}
+	if err := CheckRun(ctx, o.Step, o.Run, src.Info(), o.Resume); err != nil {
+		return TrainOptions{}, "", err
+	}
+	if err := writeSettingsFile(ctx, o); err != nil {
+		return TrainOptions{}, "", err
+	}
+	opts := TrainOptions{Source: src, Resume: o.Resume, Log: o.Log, Progress: o.Progress, Logger: o.Logger}
+	if o.Run.MonitorEvery > 0 {
+		key := monitorKey{o.KNNData, o.KNNTest, o.KNN}
+		mon := monitors[key]
+		if mon == nil {
+			if mon, err = NewKNNMonitor(ctx, o.KNNData, o.KNNTest, o.KNN); err != nil {
+				return TrainOptions{}, "", err
+			}
+			if monitors != nil {
+				monitors[key] = mon
+			}
+		}
+		mcfg := o.Step.Model
+		mcfg.Channels = src.Info().Channels
+		model, err := NewModel(mcfg)
+		if err != nil {
+			return TrainOptions{}, "", &SetupError{Err: err}
+		}
+		if err := mon.Check(model); err != nil {
+			return TrainOptions{}, "", &SetupError{Err: err}
+		}
+		if n := mon.Notice(); n != "" {
+			cmp.Or(o.Logger, slog.Default()).Warn("kNN monitor: " + n)
+		}
+		opts.Monitor, opts.MonitorImages = mon.Run, mon.Images()
+	}
+	prec, err := RunPrecision(ctx, o.Step, o.Resume)
+	if err != nil {
+		return TrainOptions{}, "", err
+	}
+	return opts, prec, nil
+}
+
+// monitorKey is what a kNN monitor reads.
+type monitorKey struct {
+	data, test string
+	opts       KNNMonitorOptions
 }

@@ -201,6 +201,12 @@ func TestQuickOnCPU(t *testing.T) {
 			t.Errorf("speed row %+v", s)
 		}
 	}
+	if len(r.Packing) != 1 {
+		t.Fatalf("%d packing rows, want 1", len(r.Packing))
+	}
+	if s := r.Packing[0]; s.Error != "" || s.Runs != 2 || s.AloneImagesPerSec <= 0 || s.PackedImagesPerSec <= 0 || s.Ratio <= 0 || s.PeakMemoryMiB <= 0 {
+		t.Errorf("packing row %+v", s)
+	}
 	if len(r.Feeding) != 4 {
 		t.Fatalf("%d feeding rows, want 4 (stored views and base shards, 32 px and JPEG)", len(r.Feeding))
 	}
@@ -220,7 +226,7 @@ func TestQuickOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Agreement (float32)", "## Agreement (tf32)", "result: **AGREE**", "| resnet18-cifar | 32 | 4 | tf32 |", "| 100 | ", "| 200 | ", "## The step as dcl train runs it", "## Feeding", "(base, views on the fly)", "quick mode"} {
+	for _, want := range []string{"## Agreement (float32)", "## Agreement (tf32)", "result: **AGREE**", "| resnet18-cifar | 32 | 4 | tf32 |", "| 100 | ", "| 200 | ", "## Packed runs", "| resnet18-cifar | 32 | 4 | tf32 | 2 |", "## The step as dcl train runs it", "## Feeding", "(base, views on the fly)", "quick mode"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
@@ -230,7 +236,7 @@ func TestQuickOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(raw, &back); err != nil || back.Agreement == nil || back.AgreementTF32 == nil || back.Loop == nil || len(back.Speed) != 5 {
+	if err := json.Unmarshal(raw, &back); err != nil || back.Agreement == nil || back.AgreementTF32 == nil || back.Loop == nil || len(back.Speed) != 5 || len(back.Packing) != 1 {
 		t.Fatalf("gpu-check.json does not read back: %v", err)
 	}
 	t.Logf("\n%s", md)

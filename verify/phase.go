@@ -22,7 +22,7 @@ const PhaseEnv = "DCL_GPUCHECK_PHASE"
 
 // Phase is one measurement, run in a child process.
 type Phase struct {
-	// Kind is "agreement", "speed" or "loop".
+	// Kind is "agreement", "speed", "packing" or "loop".
 	Kind    string `json:"kind"`
 	Backend string `json:"backend"`
 	Plugin  string `json:"plugin,omitempty"`
@@ -33,6 +33,8 @@ type Phase struct {
 	Size     int    `json:"size"`
 	Batch    int    `json:"batch"`
 	Channels int    `json:"channels"`
+	// Runs is how many runs a packing phase trains in one PackedStep.
+	Runs int `json:"runs,omitempty"`
 	// Precision is a trainstep.Precision: "float32", "tf32" or "bf16".
 	Precision string `json:"precision"`
 	// EmulateTF32 runs a CPU backend that rounds product operands to TF32 (the agreement
@@ -71,6 +73,8 @@ func RunPhase(ctx context.Context) error {
 		res, err = runAgreement(ctx, p)
 	case "speed":
 		res, err = runSpeed(ctx, p)
+	case "packing":
+		res, err = runPacking(ctx, p)
 	case "loop":
 		res, err = runLoop(ctx, p)
 	default:

@@ -128,6 +128,9 @@ func (r *CheckResult) Markdown() string {
 	if len(r.Speed) > 0 {
 		r.speedMarkdown(&b)
 	}
+	if len(r.Packing) > 0 {
+		r.packingMarkdown(&b)
+	}
 
 	if l := r.Loop; l != nil {
 		b.WriteString("\n## The step as dcl train runs it\n\n")

@@ -50,7 +50,7 @@ type CheckConfig struct {
 	// PhaseTimeout bounds each child (0: 3 minutes; a first step that compiles and autotunes
 	// ResNet-50 took under a minute on an H200).
 	PhaseTimeout time.Duration
-	// Skip lists parts not to run: "agreement", "speed", "loop", "feeding".
+	// Skip lists parts not to run: "agreement", "speed", "packing", "loop", "feeding".
 	Skip []string
 	// Commands are the command lines that produced the results, for the report.
 	Commands []string
@@ -74,6 +74,7 @@ type CheckResult struct {
 	// as before dcl-beam's go-xla patch (CUDA only; a diagnostic).
 	AgreementConvDefault *AgreementResult `json:"agreement_conv_default,omitempty"`
 	Speed                []SpeedResult    `json:"speed"`
+	Packing              []PackingResult  `json:"packing,omitempty"`
 	Loop                 *LoopResult      `json:"loop,omitempty"`
 	Feeding              []FeedResult     `json:"feeding"`
 	Torch                *TorchResult     `json:"torch,omitempty"`
@@ -215,7 +216,7 @@ func Check(ctx context.Context, c CheckConfig) (*CheckResult, error) {
 	// say it once, and still measure what does not need the GPU.
 	if c.Backend == "cuda" && (!cuda.Compiled || len(r.Doctor.DeviceFiles) == 0 || r.Doctor.Plugin.Path == "") {
 		r.Errors = append(r.Errors, "cuda: not available ("+r.Doctor.Why+"); agreement and speed skipped (`dcl doctor` says more)")
-		c.Skip = append(c.Skip, "agreement", "speed", "loop")
+		c.Skip = append(c.Skip, "agreement", "speed", "packing", "loop")
 	}
 	if x := r.Doctor.XLACPU; c.Backend == string(gpu.XLACPU) && (!cuda.Compiled || x == nil || x.Plugin.Path == "") {
 		why := "this binary was built without the XLA backend"
@@ -223,7 +224,7 @@ func Check(ctx context.Context, c CheckConfig) (*CheckResult, error) {
 			why = x.Why
 		}
 		r.Errors = append(r.Errors, "xla-cpu: not available ("+why+"); agreement and speed skipped (`dcl doctor` says more)")
-		c.Skip = append(c.Skip, "agreement", "speed", "loop")
+		c.Skip = append(c.Skip, "agreement", "speed", "packing", "loop")
 	}
 
 	// The results so far are written after each part: a check stopped by its time limit
@@ -295,6 +296,10 @@ func Check(ctx context.Context, c CheckConfig) (*CheckResult, error) {
 			save()
 			c.logf("speed: %.0f images/s (median %.1f ms, first step %.1f s), peak memory %.0f MiB", s.ImagesPerSec, s.MedianMs, s.FirstStepSeconds, s.PeakMemoryMiB)
 		}
+	}
+
+	if !c.skip("packing") {
+		c.measurePacking(ctx, work, r, warmup, steps, save)
 	}
 
 	if !c.skip("loop") {

@@ -58,7 +58,7 @@ func TestGPUCheckQuickOnCPU(t *testing.T) {
 	out := t.TempDir()
 	// bf16 on the CPU backend is not the check's business: leave the speed rows to the
 	// package's own test and check the wiring here.
-	code, stdout, errOut := runDCL("gpu-check", "--backend=cpu", "--quick", "--output="+out, "--skip=speed", "--record=make gpu-check")
+	code, stdout, errOut := runDCL("gpu-check", "--backend=cpu", "--quick", "--output="+out, "--skip=speed,packing", "--record=make gpu-check")
 	if code != exitOK {
 		t.Fatalf("dcl gpu-check exited %d:\n%s\n%s", code, stdout, errOut)
 	}

@@ -27,7 +27,7 @@ func gpuCheckCommand() *command {
 			torch := fs.String("torch", "", "scripts/torch_step.py's JSON, to put PyTorch's figures and the ratios in the tables")
 			warmup := fs.Int("warmup", 0, "untimed steps before timing each row (0: 5, or 1 with --quick)")
 			steps := fs.Int("steps", 0, "timed steps per row (0: 20, or 2 with --quick)")
-			skip := fs.String("skip", "", "comma-separated parts to leave out: agreement, speed, loop, feeding")
+			skip := fs.String("skip", "", "comma-separated parts to leave out: agreement, speed, packing, loop, feeding")
 			record := fs.String("record", "", "commands to record in the report, separated by ';;' (scripts/gpu-check.sh passes what it ran)")
 			return func(ctx context.Context, args []string) error {
 				// A child process of the check (see verify.PhaseEnv): run the one phase.

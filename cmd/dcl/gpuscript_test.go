@@ -88,7 +88,7 @@ func TestGPUCheckScriptOnCPU(t *testing.T) {
 	pack := gpuPack(t)
 	out := filepath.Join(t.TempDir(), "out")
 	summary := gpuScript(t, pack, filepath.Join(pack, "work"), out, "check",
-		"DCL_GPU_CHECK_FLAGS=--backend=cpu --quick --skip=speed", "DCL_TORCH_FLAGS=--device cpu --quick --warmup 1 --steps 1 --rows resnet18-cifar:32:2:float32")
+		"DCL_GPU_CHECK_FLAGS=--backend=cpu --quick --skip=speed,packing", "DCL_TORCH_FLAGS=--device cpu --quick --warmup 1 --steps 1 --rows resnet18-cifar:32:2:float32")
 	for _, f := range []string{"summary.md", "run.log", "doctor.json", "torch-step.json", "gpu-check.json", "gpu-check.md"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s", f)

@@ -15,8 +15,10 @@ import (
 	"github.com/dcl-beam/dcl-beam/experiments"
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
+	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/reproduce"
+	"github.com/dcl-beam/dcl-beam/trainstep"
 )
 
 // DemoConfig is the built-in experiment behind `dcl demo` and `make demo`.
@@ -32,6 +34,8 @@ type reproduceFlags struct {
 	trainLog, rerunOnCodeChange, gate, plan *bool
 	waitLock                                *bool
 	progress                                func(streams) (progress.Options, error)
+	// pack is --pack (trainstep.PackSetting), when given.
+	pack func() (registry.Settings, error)
 	// sets are the --set KEY=VALUE overrides of the config's keys, in order.
 	sets *[]reproduce.Override
 }
@@ -45,7 +49,7 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 		progress: addProgressFlags(fs),
 		trainLog: fs.Bool("train-log", false, "also print every training step's JSON line on stderr (always in each run's train.jsonl)"),
 		rerun: fs.String("rerun", "", "recompute these stages even where complete, and what depends on them: a comma-separated list of "+
-			strings.Join(reproduce.StageNames(), ", ")),
+			strings.Join(reproduce.StageNames(), ", ")+", or one run's stage as --plan names it (\"train dcl\": that run alone)"),
 		rerunOnCodeChange: fs.Bool("rerun-on-code-change", false, "recompute every output that another version of dcl made"),
 		gate:              fs.Bool("gate", false, "exit 3 when one of the config's gates fails (after writing everything)"),
 		plan:              fs.Bool("plan", false, "print which stages a run would skip and run, and why; run and write nothing"),
@@ -55,6 +59,7 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 			"(ledger, history, report, plots, finished runs' logs and evaluations; not the data, checkpoints or embeddings), and exit"),
 		restoreState: fs.String("restore-state", "", "before running, unpack a --save-state file into --output when it holds no reproduction yet"),
 	}
+	f.pack = registry.SettingFlags(fs, fs.Name(), []registry.Param{trainstep.PackSetting()})
 	renamedFlag(fs, out, "out", "output")
 	f.sets = new([]reproduce.Override)
 	fs.Func("set", "KEY=VALUE: set a config key, KEY its dotted path, VALUE as YAML reads it (--set train.defaults.epochs=3\n"+
@@ -184,18 +189,26 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 			}
 		}
 	}
-	rerun, err := reproduce.ParseStages(*f.rerun)
+	rerun, rerunStages, err := reproduce.ParseRerun(*f.rerun)
 	if err != nil {
 		return usagef("--rerun: %v", err)
 	}
 	opts := reproduce.Options{
 		Out: *f.out, Input: *f.input, Backend: *f.backend, Plugin: *f.plugin, CodeVersion: codeIdentity(),
-		Rerun: rerun, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
+		Rerun: rerun, RerunStages: rerunStages, RerunOnCodeChange: *f.rerunOnCodeChange, WaitLock: *f.waitLock,
 		Stderr: out.stderr, Progress: display, TrainLog: *f.trainLog, Logger: slog.Default(), StageTimes: *f.stageTimes,
 	}
 	if *f.restoreState != "" && *f.plan {
 		// The plan writes nothing, and a restore writes the run directory.
 		return usagef("--plan with --restore-state: --plan writes nothing, and --restore-state unpacks into --output; restore first (a run with --restore-state), then plan")
+	}
+	packFlag, err := f.pack()
+	if err != nil {
+		return err
+	}
+	if v, ok := packFlag.Given(trainstep.SettingPack); ok {
+		pack := v.(trainstep.Pack)
+		opts.Pack = &pack
 	}
 	if *f.saveState != "" {
 		return saveState(ctx, cfg, *f.out, *f.saveState, out)
@@ -210,8 +223,19 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		if err != nil {
 			return err
 		}
+		packs, err := reproduce.PlanPacks(cfg, opts)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(out.stdout, "%s in %s (dcl %s):\n", cfg.Name, *f.out, opts.CodeVersion)
 		if err := reproduce.WritePlan(out.stdout, stages); err != nil {
+			return err
+		}
+		setting := cfg.Train.Pack
+		if opts.Pack != nil {
+			setting = *opts.Pack
+		}
+		if err := reproduce.WritePacks(out.stdout, setting, packs); err != nil {
 			return err
 		}
 		// A script that plans before it runs must not go on to a run that would stop: the

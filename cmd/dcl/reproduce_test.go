@@ -195,7 +195,8 @@ func reportRow(report, run, metric string) []string {
 }
 
 // --plan says what a run would do and does nothing; a run directory in use is refused with
-// a message that says how to wait; a bad --rerun is a command-line error.
+// a message that says how to wait; a bad --rerun or --pack is a command-line error, --rerun
+// of a run the config lacks is refused; the plan says which runs train together.
 func TestReproducePlanLockAndRerunFlags(t *testing.T) {
 	config := nightly(t)(1)
 	out := filepath.Join(t.TempDir(), "run")
@@ -224,9 +225,25 @@ func TestReproducePlanLockAndRerunFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if !strings.Contains(stdout, "Training (pack: auto): 0 pack(s)") || !strings.Contains(stdout, "alone: dcl (") {
+		t.Errorf("--plan does not say how the runs train: %q", stdout)
+	}
+	code, stdout, stderr = runDCL("reproduce", "--config="+config, "--output="+out, "--plan", "--pack=off", "--log-level=warn")
+	if code != exitOK || !strings.Contains(stdout, "Training (pack: off)") || !strings.Contains(stdout, "): pack: off") {
+		t.Errorf("--plan --pack=off exited %d with %q (%s)", code, stdout, stderr)
+	}
+	code, _, stderr = runDCL("reproduce", "--config="+config, "--output="+out, "--plan", "--pack=many")
+	if code != exitUsage || !strings.Contains(stderr, `invalid value "many" for flag --pack`) {
+		t.Errorf("--pack=many exited %d: %q; want 2 and the bad value", code, stderr)
+	}
+
 	code, _, stderr = runDCL("reproduce", "--config="+config, "--output="+out, "--rerun=trian")
 	if code != exitUsage || !strings.Contains(stderr, `unknown stage "trian"`) {
 		t.Errorf("--rerun=trian exited %d: %q; want 2 and the unknown stage", code, stderr)
+	}
+	code, _, stderr = runDCL("reproduce", "--config="+config, "--output="+out, "--plan", "--rerun=train nosuch")
+	if code == exitOK || !strings.Contains(stderr, "the config has no run nosuch") {
+		t.Errorf("--rerun='train nosuch' exited %d: %q; want the missing run", code, stderr)
 	}
 
 	if err := os.MkdirAll(out, 0o755); err != nil {

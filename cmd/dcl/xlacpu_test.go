@@ -24,7 +24,7 @@ func TestXLACPUGPUCheckScript(t *testing.T) {
 	xlacputest.Require(t)
 	pack := gpuPack(t)
 	out := filepath.Join(t.TempDir(), "out")
-	env := []string{"DCL_BACKEND=xla-cpu", "DCL_GPU_CHECK_FLAGS=--skip=speed", "DCL_TORCH_FLAGS=--rows resnet18-cifar:32:2:float32"}
+	env := []string{"DCL_BACKEND=xla-cpu", "DCL_GPU_CHECK_FLAGS=--skip=speed,packing", "DCL_TORCH_FLAGS=--rows resnet18-cifar:32:2:float32"}
 	if py := os.Getenv("DCL_TORCH_PYTHON"); py != "" {
 		env = append(env, "PYTHON="+py)
 	}
