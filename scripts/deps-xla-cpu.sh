@@ -60,8 +60,9 @@ if ! "$py" -m pip download --quiet --no-deps --require-hashes --only-binary=:all
 	-d "$work/wheel" -r "$work/requirements.txt" >"$work/pip.log" 2>&1; then
 	skip "pip download failed: $(grep -m1 -E 'ERROR|error' "$work/pip.log" || tail -1 "$work/pip.log")"
 fi
-whl=$(ls "$work"/wheel/*.whl 2>/dev/null | head -1)
-[ -n "$whl" ] || skip "pip downloaded no wheel"
+wheels=("$work"/wheel/*.whl)
+whl=${wheels[0]}
+[ -f "$whl" ] || skip "pip downloaded no wheel"
 # pip checked the hash; checked again here so that a wheel pip took from a local folder of
 # wheels is held to the pin too.
 got=$(sha256sum "$whl" | cut -d' ' -f1)

@@ -20,6 +20,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 dest=third_party/go-xla
 patches=third_party/go-xla-patches
+# patch_count is how many patch files the folder holds.
+patch_count() {
+	local files=("$root/$patches"/*.patch)
+	echo "${#files[@]}"
+}
 
 check=false
 case "${1:-}" in
@@ -64,7 +69,7 @@ if $check; then
 		echo "vendor-go-xla: make each change a patch file in $patches, then run scripts/vendor-go-xla.sh" >&2
 		exit 1
 	fi
-	echo "vendor-go-xla: $dest is $MODULE@$VERSION plus $(ls "$root/$patches"/*.patch | wc -l) patches"
+	echo "vendor-go-xla: $dest is $MODULE@$VERSION plus $(patch_count) patches"
 	exit 0
 fi
 
@@ -72,4 +77,4 @@ rm -rf "$dest.tmp"
 cp -r "$tree" "$dest.tmp"
 rm -rf "$dest"
 mv "$dest.tmp" "$dest"
-echo "vendor-go-xla: $dest rewritten from $MODULE@$VERSION and $(ls "$root/$patches"/*.patch | wc -l) patches"
+echo "vendor-go-xla: $dest rewritten from $MODULE@$VERSION and $(patch_count) patches"
