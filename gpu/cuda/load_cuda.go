@@ -155,24 +155,7 @@ func cpuCreateOptions(n int) pjrt.NamedValuesMap {
 
 // probeCPU loads XLA's CPU plugin for Diagnose and lists its devices.
 func probeCPU(ctx context.Context, path string) LoadResult {
-	start := time.Now()
-	res := LoadResult{GoXLAPJRT: GoXLAPJRTVersion}
-	be, plugin, err := load(ctx, path, cpuCreateOptions(0), nil, "")
-	res.Seconds = since(start)
-	if err != nil {
-		res.Error = err.Error()
-		return res
-	}
-	defer be.Finalize()
-	res.OK = true
-	if plugin != nil {
-		major, minor := plugin.Version()
-		res.PJRTVersion = fmt.Sprintf("%d.%d", major, minor)
-	}
-	for i := 0; i < be.NumDevices(); i++ {
-		res.Devices = append(res.Devices, be.DeviceDescription(compute.DeviceNum(i)))
-	}
-	return res
+	return probeWith(ctx, path, cpuCreateOptions(0), nil, "")
 }
 
 // IsXLACPU says whether be is go-xla's backend on a CPU plugin.
@@ -241,9 +224,15 @@ func preloadLibraries(paths []string) error {
 
 // probe loads the plugin for Diagnose and lists its devices.
 func probe(ctx context.Context, _ Env, path string, preload []string, dataDir string) LoadResult {
+	return probeWith(ctx, path+",preallocate=false", nil, preload, dataDir)
+}
+
+// probeWith loads a plugin as load does, says how long that took and what it found, and
+// releases it.
+func probeWith(ctx context.Context, config string, create pjrt.NamedValuesMap, preload []string, dataDir string) LoadResult {
 	start := time.Now()
 	res := LoadResult{GoXLAPJRT: GoXLAPJRTVersion}
-	be, plugin, err := load(ctx, path+",preallocate=false", nil, preload, dataDir)
+	be, plugin, err := load(ctx, config, create, preload, dataDir)
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		res.Error = err.Error()
@@ -321,6 +310,3 @@ func RecordPrograms(be compute.Backend) (*ProgramLog, error) {
 	}
 	return log, nil
 }
-
-// since is the seconds elapsed from start, for the load reports.
-func since(start time.Time) float64 { return time.Since(start).Seconds() }
