@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/trainstep"
@@ -68,11 +67,7 @@ func runLoop(ctx context.Context, p Phase) (*LoopResult, error) {
 		return nil, err
 	}
 	cfg.Model.Dataset = "cifar10" // an RGB normalisation for the shards' images (Fashion-MNIST in three channels)
-	opts, err := p.backend(ctx, p.Backend, p.Threads, false)
-	if err != nil {
-		return nil, err
-	}
-	be, err := gpu.New(ctx, opts)
+	be, err := p.open(ctx)
 	if err != nil {
 		return nil, err
 	}

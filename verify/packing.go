@@ -58,11 +58,7 @@ func runPacking(ctx context.Context, p Phase) (*PackingResult, error) {
 	if p.Runs < 1 {
 		return nil, fmt.Errorf("a packing phase of %d runs", p.Runs)
 	}
-	opts, err := p.backend(ctx, p.Backend, p.Threads, false)
-	if err != nil {
-		return nil, err
-	}
-	be, err := gpu.New(ctx, opts)
+	be, err := p.open(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/gpu/cuda"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/gomlx/compute"
 )
 
 // PhaseEnv is the environment variable that turns a re-executed binary into one phase of the
@@ -118,6 +119,16 @@ func (p Phase) backend(ctx context.Context, kind string, threads int, emulateTF3
 		EmulateTF32: emulateTF32, Threads: threads}, ctx.Err()
 }
 
+// open starts p's backend under test with the options backend gives (no TF32 emulation);
+// the caller finalizes it.
+func (p Phase) open(ctx context.Context) (compute.Backend, error) {
+	opts, err := p.backend(ctx, p.Backend, p.Threads, false)
+	if err != nil {
+		return nil, err
+	}
+	return gpu.New(ctx, opts)
+}
+
 // SpeedResult is one training-step measurement.
 type SpeedResult struct {
 	Model     string `json:"model"`
@@ -155,11 +166,7 @@ type SpeedResult struct {
 }
 
 func runSpeed(ctx context.Context, p Phase) (*SpeedResult, error) {
-	opts, err := p.backend(ctx, p.Backend, p.Threads, false)
-	if err != nil {
-		return nil, err
-	}
-	be, err := gpu.New(ctx, opts)
+	be, err := p.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +182,7 @@ func runSpeed(ctx context.Context, p Phase) (*SpeedResult, error) {
 	defer s.Finalize()
 	b := trainstep.RandomBatch(p.Seed, p.Batch, p.Size, p.Size, p.Channels)
 	lr := 0.03 * float64(p.Batch) / 256
-	res := &SpeedResult{Model: p.Model, Size: p.Size, Batch: p.Batch, Precision: p.Precision, TF32: opts.TF32, Backend: p.Backend, Device: be.Description()}
+	res := &SpeedResult{Model: p.Model, Size: p.Size, Batch: p.Batch, Precision: p.Precision, TF32: cfg.Precision.AllowsTF32(), Backend: p.Backend, Device: be.Description()}
 	start := time.Now()
 	for i := 0; i < max(p.Warmup, 1); i++ {
 		if _, err := s.Run(b, lr); err != nil {
