@@ -31,6 +31,11 @@ tmp="${TMPDIR:-/tmp}"
 artifacts="${FLINK_ARTIFACTS:-$tmp/beam-artifact-staging}"
 # Maven's dependency plugin, pinned like the jars it fetches.
 dependency_plugin="org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+runner=flink
+Runner=Flink
+# die, jars, verified, need_java, deps
+# shellcheck source=scripts/maven-jars.sh
+source "$root/scripts/maven-jars.sh"
 
 # Flink 1.19 on Java 17 reflects into these JDK packages (Flink's own scripts open them too).
 java_opens=(
@@ -44,66 +49,11 @@ java_opens=(
 	--add-opens=java.base/sun.nio.ch=ALL-UNNAMED
 )
 
-die() {
-	echo "flink: $*" >&2
-	exit 1
-}
-
-# jars lists the files in folder $1 by name, sorted.
-jars() {
-	find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort
-}
-
-# verified says whether $lib holds exactly the pinned jars, each with its pinned checksum.
-verified() {
-	[ -d "$lib" ] || return 1
-	diff -q <(awk '{print $2}' "$lock" | sort) <(jars "$lib") >/dev/null 2>&1 || return 1
-	(cd "$lib" && sha256sum --quiet -c "$lock") >/dev/null 2>&1
-}
-
 versions() {
 	local beam flink
 	beam="$(grep -oE 'beam-runners-flink-[0-9.]+-[0-9.]+\.jar' "$lock" | sed -E 's/^beam-runners-flink-([0-9.]+)-([0-9.]+)\.jar$/\2 (beam-runners-flink-\1)/')"
 	flink="$(grep -oE 'flink-runtime-[0-9.]+\.jar' "$lock" | sed -E 's/^flink-runtime-(.*)\.jar$/\1/')"
 	echo "Beam Flink job server $beam, Flink $flink"
-}
-
-need_java() {
-	command -v java >/dev/null 2>&1 || die "no java here: install a Java 17 runtime (Debian: apt-get install openjdk-17-jre-headless)"
-	verified || die "the Flink jars are missing or differ from deploy/flink/jars.sha256 in $lib: run make deps-flink"
-}
-
-deps() {
-	if verified; then
-		echo "deps-flink: $(versions): $(wc -l <"$lock") jars found in $lib, checksums match"
-		return
-	fi
-	if ! { command -v java && command -v mvn; } >/dev/null 2>&1; then
-		SUDO=""
-		[ "$(id -u)" = 0 ] || SUDO="sudo -n"
-		echo "deps-flink: installing Debian packages openjdk-17-jre-headless and maven"
-		$SUDO apt-get install -y -q openjdk-17-jre-headless maven >/dev/null 2>&1 ||
-			{ $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q openjdk-17-jre-headless maven >/dev/null 2>&1; } ||
-			die "could not install Java 17 and Maven (needs root or sudo)"
-	fi
-	echo "deps-flink: fetching $(versions) from Maven Central into $lib"
-	local tmp="$cache/lib.tmp"
-	rm -rf "$tmp"
-	mkdir -p "$cache"
-	mvn -B -q -Dstyle.color=never -f "$pom" -Dmaven.repo.local="$cache/m2" \
-		"$dependency_plugin:copy-dependencies" -DoutputDirectory="$tmp" -DincludeScope=runtime ||
-		die "Maven could not fetch the jars deploy/flink/pom.xml names (see its lines above)"
-	local lib_saved="$lib"
-	lib="$tmp"
-	if ! verified; then
-		(cd "$tmp" && sha256sum -c "$lock" 2>&1 | grep -v ': OK$' | head -5) >&2 || true
-		diff <(awk '{print $2}' "$lock" | sort) <(jars "$tmp") >&2 || true
-		die "the fetched jars differ from deploy/flink/jars.sha256 (above); nothing was installed"
-	fi
-	lib="$lib_saved"
-	rm -rf "$lib" "$cache/m2"
-	mv "$tmp" "$lib"
-	echo "deps-flink: $(versions): $(wc -l <"$lock") jars in $lib, checksums match"
 }
 
 case "${1:-}" in
