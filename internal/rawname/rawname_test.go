@@ -83,7 +83,7 @@ type outer struct {
 func TestMarshalKeepsEveryByte(t *testing.T) {
 	v := outer{
 		Output: "out/caf\xe9", Units: []inner{{Path: "in\xff", Files: []string{"a\xfe.png", `b\x41.png`}, Raw: []byte{0xff}, N: 3, note: "x"}},
-		Meta:   map[string]string{"input\xe9": "v\xe9"}, Groups: [][]string{{"g\xe9"}}, Ptr: &inner{Path: "p\xe9"}, Any: "i\xe9", kept: "k\xe9",
+		Meta: map[string]string{"input\xe9": "v\xe9"}, Groups: [][]string{{"g\xe9"}}, Ptr: &inner{Path: "p\xe9"}, Any: "i\xe9", kept: "k\xe9",
 	}
 	before := fmt.Sprintf("%#v %#v", v, *v.Ptr)
 	data, err := Marshal(&v)
