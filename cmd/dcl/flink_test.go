@@ -93,8 +93,8 @@ func (s *jobServerSetup) runnerFlags(endpoint string) []string {
 		"--environment_config=" + string(config), "--worker_binary=" + s.worker}
 }
 
-// jvm is a JVM that scripts/flink.sh or scripts/spark.sh started in a process group of its own (with the workers
-// its TaskManager starts).
+// jvm is a JVM that scripts/flink.sh or scripts/spark.sh started in a process group of its
+// own (with the workers its TaskManager starts).
 type jvm struct {
 	name string
 	cmd  *exec.Cmd
