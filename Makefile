@@ -46,7 +46,7 @@ GPU_PACK_MAX_MIB ?= 60
 XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
 XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/ ./cmd/dcl/
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-spark deps-xla-cpu generated test test-race test-flink bench bench-smoke lint demo docs clean
+.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-spark deps-xla-cpu generated test test-race test-flink test-spark bench bench-smoke lint demo docs clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -203,6 +203,15 @@ test-flink: deps-flink worker ## run every Beam job on Flink (embedded and a 2-T
 	@tmp="$$(mktemp -d "$${TMPDIR:-/tmp}/dcl-test-flink-XXXXXX")" && trap 'rm -rf "$$tmp"' EXIT && \
 	TMPDIR="$$tmp" DCL_FLINK_REQUIRED=1 DCL_WORKER_BINARY=$(CURDIR)/$(BIN)/dcl-worker-linux-amd64 $(RUNWATCH) -gotest -v -label "test-flink" -- \
 		$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run '^TestFlink$(FLINK_TESTS)' ./cmd/dcl/
+
+# test-spark runs the jobs of test-flink's embedded part but reproduce (preprocess stored and
+# online, embed, knn, linear, npc) on Beam's Spark job server, Spark in local[2] in its JVM,
+# with the same PROCESS workers, every output compared with prism's; like test-flink it fails
+# without Java or the jars and keeps its files in a folder of its own.
+test-spark: deps-spark worker ## run the Beam jobs on Spark (local[2], Beam's Spark job server) and compare with prism
+	@tmp="$$(mktemp -d "$${TMPDIR:-/tmp}/dcl-test-spark-XXXXXX")" && trap 'rm -rf "$$tmp"' EXIT && \
+	TMPDIR="$$tmp" DCL_SPARK_REQUIRED=1 DCL_WORKER_BINARY=$(CURDIR)/$(BIN)/dcl-worker-linux-amd64 $(RUNWATCH) -gotest -v -label "test-spark" -- \
+		$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run '^TestSpark$$' ./cmd/dcl/
 
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.

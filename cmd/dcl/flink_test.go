@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,37 +24,42 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/testing/testfiles"
 )
 
-// The Flink tests run the pipelines on Apache Flink through Beam's Flink job server, fetched by
-// make deps-flink (scripts/flink.sh), with PROCESS workers that Beam's boot loader starts from
-// the staged worker binary, and compare every output with prism's. make test-flink runs them
-// with the cgo-free worker binary (DCL_WORKER_BINARY) and fails without Java or the jars
-// (DCL_FLINK_REQUIRED); elsewhere they skip, saying why, in one line.
+// The Flink and Spark tests run the pipelines on Apache Flink and Spark through Beam's job
+// servers for them, fetched by make deps-flink and make deps-spark (scripts/flink.sh,
+// scripts/spark.sh), with PROCESS workers that Beam's boot loader starts from the staged
+// worker binary, and compare every output with prism's. make test-flink and make test-spark
+// run them with the cgo-free worker binary (DCL_WORKER_BINARY) and fail without Java or the
+// jars (DCL_FLINK_REQUIRED, DCL_SPARK_REQUIRED); elsewhere they skip, saying why, in one line.
 
-// flinkSetup is what the Flink tests share: the repository's scripts, the worker binary and
-// Beam's boot loader.
-type flinkSetup struct {
+// jobServerSetup is what the tests on one of Beam's Java job servers share: the runner, the
+// repository's script for it, the worker binary and Beam's boot loader.
+type jobServerSetup struct {
+	runner               string // flink or spark: --runner and scripts/RUNNER.sh
+	name                 string // Flink or Spark, in messages
 	root, script, worker string
 	bootLog              string
 	started              time.Time
 }
 
-func needFlink(t *testing.T) *flinkSetup {
+func needFlink(t *testing.T) *jobServerSetup { return needJobServer(t, "flink", "Flink") }
+
+func needJobServer(t *testing.T, runner, name string) *jobServerSetup {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("starts JVMs (make test-flink)")
+		t.Skipf("starts JVMs (make test-%s)", runner)
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &flinkSetup{root: root, script: filepath.Join(root, "scripts", "flink.sh"), started: time.Now()}
+	s := &jobServerSetup{runner: runner, name: name, root: root, script: filepath.Join(root, "scripts", runner+".sh"), started: time.Now()}
 	out, err := exec.Command(s.script, "check").CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
-		if os.Getenv("DCL_FLINK_REQUIRED") != "" {
-			t.Fatalf("Flink is required here (make test-flink) but: %s", msg)
+		if os.Getenv("DCL_"+strings.ToUpper(runner)+"_REQUIRED") != "" {
+			t.Fatalf("%s is required here (make test-%s) but: %s", name, runner, msg)
 		}
-		t.Skipf("Flink tests skipped: %s", msg)
+		t.Skipf("%s tests skipped: %s", name, msg)
 	}
 	t.Logf("on %s", strings.TrimSpace(string(out)))
 
@@ -79,15 +85,16 @@ func needFlink(t *testing.T) *flinkSetup {
 	return s
 }
 
-// runnerFlags are the Beam flags of a job on the job server at endpoint, with PROCESS workers.
-func (s *flinkSetup) runnerFlags(endpoint string) []string {
+// runnerFlags are the Beam flags of a job on the job server at endpoint, with PROCESS workers
+// (deploy/flink/boot.sh serves any runner's PROCESS environment).
+func (s *jobServerSetup) runnerFlags(endpoint string) []string {
 	config, _ := json.Marshal(map[string]string{"command": filepath.Join(s.root, "deploy", "flink", "boot.sh")})
-	return []string{"--runner=flink", "--endpoint=" + endpoint, "--environment_type=PROCESS",
+	return []string{"--runner=" + s.runner, "--endpoint=" + endpoint, "--environment_type=PROCESS",
 		"--environment_config=" + string(config), "--worker_binary=" + s.worker}
 }
 
-// jvm is a JVM that scripts/flink.sh started in a process group of its own (with the workers
-// its TaskManager starts).
+// jvm is a JVM that scripts/flink.sh or scripts/spark.sh started in a process group of its
+// own (with the workers its TaskManager starts).
 type jvm struct {
 	name string
 	cmd  *exec.Cmd
@@ -95,10 +102,10 @@ type jvm struct {
 	done chan struct{}
 }
 
-// start starts a JVM with scripts/flink.sh. Its files (Flink's blob store and working
+// start starts a JVM with the runner's script. Its files (Flink's blob store and working
 // folders, the job server's staged artifacts, the workers' folders) go into a temporary
 // folder of its own, removed with the test once the JVM is killed.
-func (s *flinkSetup) start(t *testing.T, name string, env []string, args ...string) *jvm {
+func (s *jobServerSetup) start(t *testing.T, name string, env []string, args ...string) *jvm {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
@@ -169,17 +176,22 @@ func answers(addr string) bool {
 	return err == nil
 }
 
-// startJobServer starts Beam's Flink job server on a free loopback port, submitting to master.
-func (s *flinkSetup) startJobServer(t *testing.T, master, confDir string, port int) (*jvm, string) {
+// startJobServer starts Beam's job server on a free loopback port (or port), with the JVM's
+// environment env and the arguments of the script's jobserver after the port (the master,
+// and Flink's configuration folder).
+func (s *jobServerSetup) startJobServer(t *testing.T, port int, env []string, args ...string) (*jvm, string) {
 	t.Helper()
 	if port == 0 {
 		port = freeTCPPort(t)
 	}
 	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
-	js := s.start(t, "job-server", []string{"FLINK_HEAP=768m"}, "jobserver", fmt.Sprint(port), master, confDir)
+	js := s.start(t, "job-server", env, append([]string{"jobserver", fmt.Sprint(port)}, args...)...)
 	js.waitFor(t, "job service on "+endpoint, 2*time.Minute, func() bool { return answers(endpoint) })
 	return js, endpoint
 }
+
+// flinkJobServerEnv is the environment of Flink's job server JVM: its heap.
+var flinkJobServerEnv = []string{"FLINK_HEAP=768m"}
 
 func writeFlinkConf(t *testing.T, dir string, lines ...string) string {
 	t.Helper()
@@ -187,11 +199,12 @@ func writeFlinkConf(t *testing.T, dir string, lines ...string) string {
 	return dir
 }
 
-// flinkJobs are the jobs run on Flink and on prism: the folder dataset (JPEG and PNG files
-// with bad files among them) preprocessed as stored passes, as base images for online views
-// and as evaluation shards, then embed, knn, linear and npc on prism's datasets and
-// embeddings (each job's inputs are the same for both runners, so its outputs must be too).
-type flinkJob struct {
+// runnerJob is a job run on a job server's runner (Flink, Spark) and on prism: the folder
+// dataset (JPEG and PNG files with bad files among them) preprocessed as stored passes, as
+// base images for online views and as evaluation shards, then embed, knn, linear and npc on
+// prism's datasets and embeddings (each job's inputs are the same for both runners, so its
+// outputs must be too).
+type runnerJob struct {
 	name string
 	args []string // without --output (outDir adds it) and runner flags
 	// output names what the job writes: a folder or file, compared byte for byte.
@@ -262,23 +275,24 @@ func checksums(t *testing.T, p string) map[string]string {
 	return testfiles.TreeChecksums(t, filepath.Dir(p))
 }
 
-// sameOutputs fails the test unless got and want hold the same files with the same bytes.
-func sameOutputs(t *testing.T, what, want, got string) {
+// sameOutputs fails the test unless got (the runner's) and want (prism's) hold the same files
+// with the same bytes.
+func sameOutputs(t *testing.T, runner, what, want, got string) {
 	t.Helper()
 	w, g := checksums(t, want), checksums(t, got)
 	if !maps.Equal(w, g) {
 		var diff []string
 		for _, k := range slices.Sorted(maps.Keys(w)) {
 			if g[k] != w[k] {
-				diff = append(diff, fmt.Sprintf("%s: flink %.12s, prism %.12s", k, g[k], w[k]))
+				diff = append(diff, fmt.Sprintf("%s: %s %.12s, prism %.12s", k, runner, g[k], w[k]))
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(g)) {
 			if _, ok := w[k]; !ok {
-				diff = append(diff, k+": only on flink")
+				diff = append(diff, k+": only on "+runner)
 			}
 		}
-		t.Errorf("%s: flink wrote other bytes than prism:\n%s", what, strings.Join(diff, "\n"))
+		t.Errorf("%s: %s wrote other bytes than prism:\n%s", what, runner, strings.Join(diff, "\n"))
 		return
 	}
 	t.Logf("%s: %d files byte-identical to prism's", what, len(w))
@@ -300,24 +314,25 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// flinkFixture is the data of the Flink tests and prism's outputs for them, made once per
-// test.
-type flinkFixture struct {
+// runnerFixture is the data of the tests on a runner (Flink, Spark) and prism's outputs for
+// them, made once per test.
+type runnerFixture struct {
+	runner       string // the runner compared with prism, in messages
 	folder, work string
 	prism        map[string]string // job name → prism's output
 	prismStdout  map[string]string
-	jobs         []flinkJob
+	jobs         []runnerJob
 }
 
-func newFlinkFixture(t *testing.T, perClass int) *flinkFixture {
+func newRunnerFixture(t *testing.T, runner string, perClass int) *runnerFixture {
 	t.Helper()
-	f := &flinkFixture{folder: t.TempDir(), work: t.TempDir(), prism: map[string]string{}, prismStdout: map[string]string{}}
+	f := &runnerFixture{runner: runner, folder: t.TempDir(), work: t.TempDir(), prism: map[string]string{}, prismStdout: map[string]string{}}
 	writeBadFolder(t, f.folder, perClass)
 	common := []string{"--dataset=folder", "--input=" + f.folder, "--view-size=24", "--seed=3", "--unit-records=16", "--max-bad-fraction=0.1", "--progress=off"}
-	pre := func(name string, extra ...string) flinkJob {
-		return flinkJob{name: name, args: append(append([]string{"preprocess"}, common...), extra...)}
+	pre := func(name string, extra ...string) runnerJob {
+		return runnerJob{name: name, args: append(append([]string{"preprocess"}, common...), extra...)}
 	}
-	f.jobs = []flinkJob{
+	f.jobs = []runnerJob{
 		pre("preprocess-stored", "--passes=2", "--shards=2"),
 		pre("preprocess-online", "--views=online", "--shards=2"),
 		pre("preprocess-eval", "--augment=none", "--shards=2"),
@@ -328,7 +343,7 @@ func newFlinkFixture(t *testing.T, perClass int) *flinkFixture {
 	run := filepath.Join(f.work, "run")
 	dcl(t, 5*time.Minute, "train", "--input", f.prism["preprocess-stored"], "--output", run, "--model", "mlp", "--width", "4",
 		"--batch-size", "8", "--epochs", "1", "--lr", "0.1", "--backend", "cpu", "--temperature", "0.2", "--progress", "off")
-	evalJobs := []flinkJob{
+	evalJobs := []runnerJob{
 		{name: "embed-train", args: []string{"embed", "--checkpoint", run, "--input", f.prism["preprocess-eval"], "--parts", "2", "--progress", "off"}},
 		{name: "embed-pairs", args: []string{"embed", "--checkpoint", run, "--input", f.prism["preprocess-stored"], "--feature", "projection", "--views", "2", "--progress", "off"}},
 	}
@@ -337,9 +352,9 @@ func newFlinkFixture(t *testing.T, perClass int) *flinkFixture {
 	}
 	train := f.prism["embed-train"]
 	evalJobs = append(evalJobs,
-		flinkJob{name: "knn", args: []string{"knn", "--train", train, "--test", train, "--k", "5", "--per-class"}},
-		flinkJob{name: "linear", args: []string{"linear", "--train", train, "--test", train, "--probe-epochs", "3", "--batch-size", "4", "--lr", "0.5"}},
-		flinkJob{name: "npc", args: []string{"npc", "--input", f.prism["embed-pairs"], "--batch-sizes", "4,8"}, output: "npc"},
+		runnerJob{name: "knn", args: []string{"knn", "--train", train, "--test", train, "--k", "5", "--per-class"}},
+		runnerJob{name: "linear", args: []string{"linear", "--train", train, "--test", train, "--probe-epochs", "3", "--batch-size", "4", "--lr", "0.5"}},
+		runnerJob{name: "npc", args: []string{"npc", "--input", f.prism["embed-pairs"], "--batch-sizes", "4,8"}, output: "npc"},
 	)
 	for _, j := range evalJobs[2:] {
 		f.runPrism(t, j)
@@ -349,7 +364,7 @@ func newFlinkFixture(t *testing.T, perClass int) *flinkFixture {
 }
 
 // outArgs are the output flags of job j writing under dir, and what it writes.
-func outArgs(j flinkJob, dir string) ([]string, string) {
+func outArgs(j runnerJob, dir string) ([]string, string) {
 	switch j.name {
 	case "knn", "linear":
 		return nil, "" // JSON on stdout only
@@ -358,7 +373,7 @@ func outArgs(j flinkJob, dir string) ([]string, string) {
 	return []string{"--output=" + out}, out
 }
 
-func (f *flinkFixture) runPrism(t *testing.T, j flinkJob) {
+func (f *runnerFixture) runPrism(t *testing.T, j runnerJob) {
 	t.Helper()
 	extra, out := outArgs(j, filepath.Join(f.work, "prism"))
 	f.prismStdout[j.name] = dcl(t, 5*time.Minute, append(append([]string{}, j.args...), extra...)...)
@@ -366,19 +381,19 @@ func (f *flinkFixture) runPrism(t *testing.T, j flinkJob) {
 }
 
 // compare runs job j with runner flags under dir and compares its outputs with prism's.
-func (f *flinkFixture) compare(t *testing.T, j flinkJob, dir string, flags []string, timeout time.Duration) {
+func (f *runnerFixture) compare(t *testing.T, j runnerJob, dir string, flags []string, timeout time.Duration) {
 	t.Helper()
 	extra, out := outArgs(j, dir)
 	start := time.Now()
 	stdout := dcl(t, timeout, append(append(append([]string{}, j.args...), extra...), flags...)...)
-	t.Logf("%s on Flink: %s", j.name, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("%s on %s: %s", j.name, f.runner, time.Since(start).Round(100*time.Millisecond))
 	f.check(t, j, out, stdout)
 }
 
-func (f *flinkFixture) check(t *testing.T, j flinkJob, out, stdout string) {
+func (f *runnerFixture) check(t *testing.T, j runnerJob, out, stdout string) {
 	t.Helper()
 	if out != "" {
-		sameOutputs(t, j.name, f.prism[j.name], out)
+		sameOutputs(t, f.runner, j.name, f.prism[j.name], out)
 	}
 	got, want := normalJSON(t, stdout, out), normalJSON(t, f.prismStdout[j.name], f.prism[j.name])
 	if got != want {
@@ -389,28 +404,37 @@ func (f *flinkFixture) check(t *testing.T, j flinkJob, out, stdout string) {
 // TestFlinkEmbedded runs every job on the job server's embedded Flink (parallelism 2).
 func TestFlinkEmbedded(t *testing.T) {
 	s := needFlink(t)
-	f := newFlinkFixture(t, 40)
+	f := newRunnerFixture(t, s.name, 40)
 	conf := writeFlinkConf(t, t.TempDir(), "parallelism.default: 2", "taskmanager.numberOfTaskSlots: 2")
-	_, endpoint := s.startJobServer(t, "[local]", conf, 0)
+	_, endpoint := s.startJobServer(t, 0, flinkJobServerEnv, "[local]", conf)
 	flags := s.runnerFlags(endpoint)
 	dir := t.TempDir()
 	for _, j := range f.jobs {
 		t.Run(j.name, func(t *testing.T) { f.compare(t, j, dir, flags, 5*time.Minute) })
 	}
 	t.Run("reproduce", func(t *testing.T) {
+		// One output folder for both (sameBeamOutputs): prism's is moved aside first.
 		config := nightly(t)(1)
-		prismOut, flinkOut := filepath.Join(dir, "reproduce-prism"), filepath.Join(dir, "reproduce-flink")
-		common := []string{"reproduce", "--config=" + config, "--log-level=warn", "--progress=off"}
-		dcl(t, 10*time.Minute, append(common, "--output="+prismOut)...)
+		out, prismOut := filepath.Join(dir, "reproduce"), filepath.Join(dir, "reproduce-prism")
+		args := []string{"reproduce", "--config=" + config, "--output=" + out, "--log-level=warn", "--progress=off"}
+		dcl(t, 10*time.Minute, args...)
+		moveAside(t, out, prismOut)
 		start, workers := time.Now(), countLines(t, s.bootLog)
-		dcl(t, 10*time.Minute, append(append(common, "--output="+flinkOut), flags...)...)
+		dcl(t, 10*time.Minute, append(args, flags...)...)
 		workers = countLines(t, s.bootLog) - workers
 		t.Logf("reproduce with its Beam stages on Flink: %s, %d workers started", time.Since(start).Round(100*time.Millisecond), workers)
 		if workers == 0 {
 			t.Error("reproduce started no worker on Flink: its Beam stages ran elsewhere")
 		}
-		sameBeamOutputs(t, prismOut, flinkOut)
+		sameBeamOutputs(t, prismOut, out)
 	})
+	s.checkWorkers(t)
+}
+
+// checkWorkers fails the test unless boot started workers, and left no copy of the worker
+// binary behind.
+func (s *jobServerSetup) checkWorkers(t *testing.T) {
+	t.Helper()
 	if n := countLines(t, s.bootLog); n == 0 {
 		t.Error("no worker was started through boot")
 	} else {
@@ -426,7 +450,7 @@ func TestFlinkEmbedded(t *testing.T) {
 // from; a worker killed while boot copied it leaves part of one). A copy is a folder made
 // since the test started that holds a file named worker and nothing else, whose bytes begin
 // the worker binary's.
-func (s *flinkSetup) bootCopies(t *testing.T) []string {
+func (s *jobServerSetup) bootCopies(t *testing.T) []string {
 	t.Helper()
 	want, err := os.ReadFile(s.worker)
 	if err != nil {
@@ -468,7 +492,7 @@ func countLines(t *testing.T, p string) int {
 // TaskManagers as JVMs of their own, started from the same jars as the job server.
 type flinkCluster struct {
 	t        *testing.T // the test the cluster lives as long as
-	s        *flinkSetup
+	s        *jobServerSetup
 	conf     string
 	restAddr string // host:port of the REST API
 	managers map[string]*jvm
@@ -491,7 +515,7 @@ var taskManagerMemory = []string{
 	"taskmanager.memory.jvm-overhead.max: 64m",
 }
 
-func startFlinkCluster(t *testing.T, s *flinkSetup, taskManagers int) *flinkCluster {
+func startFlinkCluster(t *testing.T, s *jobServerSetup, taskManagers int) *flinkCluster {
 	t.Helper()
 	rpc, rest := freeTCPPort(t), freeTCPPort(t)
 	lines := append([]string{
@@ -576,7 +600,7 @@ func (c *flinkCluster) rest(t *testing.T, method, path string, v any) {
 
 // whenWorkerStarts waits until boot has started a worker more than before (the job is under
 // way on the TaskManagers) and a moment more, then calls act.
-func (s *flinkSetup) whenWorkerStarts(t *testing.T, before int, act func()) chan struct{} {
+func (s *jobServerSetup) whenWorkerStarts(t *testing.T, before int, act func()) chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -596,13 +620,13 @@ func (s *flinkSetup) whenWorkerStarts(t *testing.T, before int, act func()) chan
 // time or run again, writes what prism writes.
 func TestFlinkCluster(t *testing.T) {
 	s := needFlink(t)
-	f := newFlinkFixture(t, 80)
+	f := newRunnerFixture(t, s.name, 80)
 	c := startFlinkCluster(t, s, 2)
 	jsPort := freeTCPPort(t)
-	js, endpoint := s.startJobServer(t, c.restAddr, c.conf, jsPort)
+	js, endpoint := s.startJobServer(t, jsPort, flinkJobServerEnv, c.restAddr, c.conf)
 	flags := s.runnerFlags(endpoint)
 	dir := t.TempDir()
-	jobs := map[string]flinkJob{}
+	jobs := map[string]runnerJob{}
 	for _, j := range f.jobs {
 		jobs[j.name] = j
 	}
@@ -665,7 +689,7 @@ func TestFlinkCluster(t *testing.T) {
 		} else {
 			t.Logf("cancelled the %d job(s) the lost job server left running on the cluster", n)
 		}
-		_, endpoint = s.startJobServer(t, c.restAddr, c.conf, jsPort)
+		_, endpoint = s.startJobServer(t, jsPort, flinkJobServerEnv, c.restAddr, c.conf)
 		stdout := dcl(t, 5*time.Minute, args...)
 		f.check(t, j, out, stdout)
 	})
@@ -728,10 +752,12 @@ var reproduceBeamOutputs = []string{
 	"results.json",
 }
 
-// sameBeamOutputs compares what the Beam stages of two reproductions wrote
-// (reproduceBeamOutputs): the same files on both sides, byte for byte, but for
-// embeddings.json (which names the checkpoint under the output folder) and results.json,
-// compared as JSON without timings and with the output folder's path left out.
+// sameBeamOutputs compares what the Beam stages of two reproductions (want: prism's, got:
+// the runner's) wrote (reproduceBeamOutputs): the same files on both sides, byte for byte,
+// but for embeddings.json and results.json, compared as JSON without timings. Both must have
+// been written at one path, the first moved aside before the second ran (moveAside): the
+// embeddings' metadata names the checkpoint they were made from, which is under the output
+// folder, so two folders' embeddings differ in those bytes whatever runs them.
 func sameBeamOutputs(t *testing.T, want, got string) {
 	t.Helper()
 	n := 0
@@ -750,7 +776,7 @@ func sameBeamOutputs(t *testing.T, want, got string) {
 			return out
 		}
 		if wr, gr := rel(want, w), rel(got, g); !slices.Equal(wr, gr) {
-			t.Errorf("reproduce: %s is %q on Flink, %q on prism", pattern, gr, wr)
+			t.Errorf("reproduce: %s is %q in %s, %q in prism's %s", pattern, gr, got, wr, want)
 			continue
 		}
 		for _, wp := range w {
@@ -760,18 +786,28 @@ func sameBeamOutputs(t *testing.T, want, got string) {
 			if errA != nil || errB != nil {
 				t.Fatalf("reproduce: %v %v", errA, errB)
 			}
-			n++
 			switch filepath.Base(name) {
 			case "embeddings.json", "results.json":
-				if x, y := normalJSON(t, string(b), got), normalJSON(t, string(a), want); x != y {
+				if x, y := normalJSON(t, string(b)), normalJSON(t, string(a)); x != y {
 					t.Errorf("reproduce: %s without timings differs from prism's:\n%s\nprism:\n%s", name, x, y)
+					continue
 				}
 			default:
 				if !bytes.Equal(a, b) {
-					t.Errorf("reproduce: %s differs from prism's (%d bytes, prism %d)", name, len(b), len(a))
+					t.Errorf("reproduce: %s differs from prism's (%d bytes, prism %d; sha256 %.12x, prism %.12x)", name, len(b), len(a), sha256.Sum256(b), sha256.Sum256(a))
+					continue
 				}
 			}
+			n++
 		}
 	}
 	t.Logf("reproduce: %d outputs of its Beam stages identical to prism's", n)
+}
+
+// moveAside renames the folder from to to, where a second run cannot touch it.
+func moveAside(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.Rename(from, to); err != nil {
+		t.Fatal(err)
+	}
 }

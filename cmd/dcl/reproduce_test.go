@@ -180,6 +180,24 @@ func TestScheduledReproductionFailsItsGate(t *testing.T) {
 	t.Fatal("no gate failed: with seed 2 and back with seed 1, neither kNN top-1 nor the loss got worse")
 }
 
+// A reproduction's Beam stages write the same bytes each time they run at one path: the
+// comparison the Flink test makes between prism's reproduction and Flink's (sameBeamOutputs),
+// here between two of prism's, so that a comparison that no runner could pass fails here, in
+// every test run, rather than only where Flink is.
+func TestReproductionBeamOutputsRepeat(t *testing.T) {
+	config, dir := nightly(t)(1), t.TempDir()
+	out, first := filepath.Join(dir, "reproduce"), filepath.Join(dir, "first")
+	for i := range 2 {
+		if code, _, stderr := runDCL("reproduce", "--config="+config, "--output="+out, "--log-level=warn", "--progress=off"); code != exitOK {
+			t.Fatalf("reproduction %d exited %d: %s", i+1, code, stderr)
+		}
+		if i == 0 {
+			moveAside(t, out, first)
+		}
+	}
+	sameBeamOutputs(t, first, out)
+}
+
 // reportRow returns the cells of the report's changes-table row of a run and metric.
 func reportRow(report, run, metric string) []string {
 	for _, line := range strings.Split(report, "\n") {
