@@ -81,21 +81,7 @@ func (b *Builder) selectAndScatter(name string, isMax bool, operand, source comp
 	if !want.Equal(ss) {
 		return nil, fmt.Errorf("%s: source %s, want the pooled shape %s", name, ss, want)
 	}
-	xDims, sDims := xs.Dimensions, ss.Dimensions
-	xStr := rowMajorStrides(xDims)
-	// Offsets of the window's elements, as per-axis positions.
-	var window [][]int
-	var walk func(axis int, pos []int)
-	walk = func(axis int, pos []int) {
-		if axis == rank {
-			window = append(window, append([]int(nil), pos...))
-			return
-		}
-		for i := range windowDims[axis] {
-			walk(axis+1, append(pos, i))
-		}
-	}
-	walk(0, nil)
+	sc := newSelectScatter(isMax, xs.Dimensions, ss.Dimensions, windowDims, strides, paddings)
 	n := b.addNode(name, execFunc(func(be *Backend, ins []compute.Buffer, _ []bool) ([]compute.Buffer, error) {
 		x, src := be.f32(ins[0]), be.f32(ins[1])
 		out, y, err := be.newF32(xs)
@@ -103,48 +89,141 @@ func (b *Builder) selectAndScatter(name string, isMax bool, operand, source comp
 			return nil, err
 		}
 		clear(y)
-		// Slabs of the leading axis are independent when the window does not span it.
-		slabs, slab := 1, len(src)
-		if windowDims[0] == 1 && strides[0] == 1 && paddings[0] == [2]int{0, 0} && sDims[0] > 1 {
-			slabs, slab = sDims[0], len(src)/sDims[0]
-		}
-		be.pool.ParallelRange(slabs, 1, func(lo, hi int) {
-			idx := make([]int, rank)
-			for si := lo * slab; si < hi*slab; si++ {
-				v := src[si]
-				// idx is the multi-index of source element si.
-				rem := si
-				for a := rank - 1; a >= 0; a-- {
-					idx[a] = rem % sDims[a]
-					rem /= sDims[a]
-				}
-				best, bestOff := float32(0), -1
-				for _, w := range window {
-					off := 0
-					inside := true
-					for a := range rank {
-						p := idx[a]*strides[a] - paddings[a][0] + w[a]
-						if p < 0 || p >= xDims[a] {
-							inside = false
-							break
-						}
-						off += p * xStr[a]
-					}
-					if !inside {
-						continue
-					}
-					if xv := x[off]; bestOff < 0 || (isMax && xv > best) || (!isMax && xv < best) {
-						best, bestOff = xv, off
-					}
-				}
-				if bestOff >= 0 {
-					y[bestOff] += v
-				}
-			}
-		})
+		be.pool.ParallelRange(sc.slabs(), 1, func(lo, hi int) { sc.run(x, src, y, lo, hi) })
 		return []compute.Buffer{out}, nil
 	}), in, xs)
 	return n.outputs[0], nil
+}
+
+// selectScatter is one SelectAndScatter's geometry: operand dimensions xDims, source (pooled)
+// dimensions sDims, the window, strides and paddings per axis.
+type selectScatter struct {
+	isMax               bool
+	xDims, sDims, xStr  []int
+	windowDims, strides []int
+	paddings            [][2]int
+	window              [][]int // the window's elements, as per-axis offsets, in row-major order
+	rowWise             bool    // the window does not span the innermost axis: whole rows at once
+	inner               int     // the elements handled together: the innermost axis when rowWise, else 1
+}
+
+func newSelectScatter(isMax bool, xDims, sDims, windowDims, strides []int, paddings [][2]int) *selectScatter {
+	rank := len(xDims)
+	sc := &selectScatter{isMax: isMax, xDims: xDims, sDims: sDims, xStr: rowMajorStrides(xDims),
+		windowDims: windowDims, strides: strides, paddings: paddings, inner: 1}
+	var walk func(axis int, pos []int)
+	walk = func(axis int, pos []int) {
+		if axis == rank {
+			sc.window = append(sc.window, append([]int(nil), pos...))
+			return
+		}
+		for i := range windowDims[axis] {
+			walk(axis+1, append(pos, i))
+		}
+	}
+	walk(0, nil)
+	if last := rank - 1; rank > 0 && windowDims[last] == 1 && strides[last] == 1 && paddings[last] == [2]int{0, 0} {
+		sc.rowWise, sc.inner = true, xDims[last]
+	}
+	return sc
+}
+
+// slabs is the number of independent parts of the work: slabs of the leading axis when the
+// window does not span it, else one.
+func (sc *selectScatter) slabs() int {
+	if sc.windowDims[0] == 1 && sc.strides[0] == 1 && sc.paddings[0] == [2]int{0, 0} && sc.sDims[0] > 1 {
+		return sc.sDims[0]
+	}
+	return 1
+}
+
+// run adds each source element of slabs [lo, hi) into y at its window's selected operand
+// element (the first on ties). Each element of y receives its sums in the source's row-major
+// order whichever way the window is walked, so rowWise and element-wise results are identical.
+func (sc *selectScatter) run(x, src, y []float32, lo, hi int) {
+	slab := len(src) / sc.slabs()
+	if sc.rowWise {
+		sc.runRows(x, src, y, lo*slab, hi*slab)
+		return
+	}
+	rank := len(sc.xDims)
+	idx := make([]int, rank)
+	for si := lo * slab; si < hi*slab; si++ {
+		v := src[si]
+		rem := si
+		for a := rank - 1; a >= 0; a-- {
+			idx[a] = rem % sc.sDims[a]
+			rem /= sc.sDims[a]
+		}
+		best, bestOff := float32(0), -1
+		for _, w := range sc.window {
+			off, inside := sc.offset(idx, w)
+			if !inside {
+				continue
+			}
+			if xv := x[off]; bestOff < 0 || (sc.isMax && xv > best) || (!sc.isMax && xv < best) {
+				best, bestOff = xv, off
+			}
+		}
+		if bestOff >= 0 {
+			y[bestOff] += v
+		}
+	}
+}
+
+// offset is the operand offset of window element w of the window at source multi-index idx,
+// and whether it lies inside the operand (not in the padding).
+func (sc *selectScatter) offset(idx, w []int) (int, bool) {
+	off := 0
+	for a := range idx {
+		p := idx[a]*sc.strides[a] - sc.paddings[a][0] + w[a]
+		if p < 0 || p >= sc.xDims[a] {
+			return 0, false
+		}
+		off += p * sc.xStr[a]
+	}
+	return off, true
+}
+
+// runRows is run for source elements [from, to) (whole rows of the innermost axis) when the
+// window does not span that axis (NHWC pooling): the window's offsets are found once a row and
+// each row is compared and scattered as a vector, the same comparisons in the same order as
+// run's element-wise loop.
+func (sc *selectScatter) runRows(x, src, y []float32, from, to int) {
+	rank, inner := len(sc.xDims), sc.inner
+	idx := make([]int, rank)
+	bestOffs := make([]int, inner)
+	offs := make([]int, 0, len(sc.window))
+	for r := from; r < to; r += inner {
+		rem := r / inner
+		for a := rank - 2; a >= 0; a-- {
+			idx[a] = rem % sc.sDims[a]
+			rem /= sc.sDims[a]
+		}
+		offs = offs[:0]
+		for _, w := range sc.window {
+			if off, inside := sc.offset(idx, w); inside {
+				offs = append(offs, off)
+			}
+		}
+		if len(offs) == 0 { // the whole window lies in the padding
+			continue
+		}
+		// Channels outer, the window inner: best and the chosen offset stay in registers.
+		for c := range inner {
+			best, bestOff := x[offs[0]+c], offs[0]+c
+			for _, off := range offs[1:] {
+				xv := x[off+c]
+				if (sc.isMax && xv > best) || (!sc.isMax && xv < best) {
+					best, bestOff = xv, off+c
+				}
+			}
+			bestOffs[c] = bestOff
+		}
+		for c, v := range src[r : r+inner] {
+			y[bestOffs[c]] += v
+		}
+	}
 }
 
 // ReduceWindow implements compute.Function for float32 max, min and sum pooling without

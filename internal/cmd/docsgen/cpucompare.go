@@ -28,6 +28,9 @@ type cpuMeasurement struct {
 	Round int     `json:"round"`
 	BLAS  string  `json:"blas"`
 	Load  string  `json:"load"` // the machine's load averages over 1, 5 and 15 minutes, when recorded
+	// Priority is the scheduling priority the comparison ran at (cpu_compare.py --priority),
+	// when recorded: at the highest, the machine's other work barely shares its cores.
+	Priority string `json:"priority"`
 }
 
 // cpuComparison is one kept run of the comparison: its file and measurements in file order.
@@ -125,6 +128,18 @@ func (c *cpuComparison) load() string {
 		return ""
 	}
 	return fmt.Sprintf("%.1f–%.1f", lo, hi)
+}
+
+// priority is the scheduling priority every measurement recorded, or "" when one recorded none
+// or they differ.
+func (c *cpuComparison) priority() string {
+	p := c.ms[0].Priority
+	for _, m := range c.ms {
+		if m.Priority != p {
+			return ""
+		}
+	}
+	return p
 }
 
 func (c *cpuComparison) unit(row string) string {
@@ -238,11 +253,18 @@ func cpuCompareSummary(_ context.Context, g *generator, _ section) (string, []er
 	var b strings.Builder
 	head := fmt.Sprintf("Speed against PyTorch 2.15 and OpenBLAS on two threads (`BENCHMARKS.md`, \"CPU against PyTorch "+
 		"2.15\": medians of %d rounds in `%s`; ours ÷ theirs, above 1 is ours faster", c.rounds(), c.file)
-	if l := c.load(); l != "" {
+	order := []bool{true, false} // on a loaded machine the CPU time is the steadier figure
+	if p := c.priority(); p != "" {
+		head += fmt.Sprintf("; they ran at the highest scheduling priority (%s)", p)
+		order = []bool{false, true}
+		if l := c.load(); l != "" {
+			head += fmt.Sprintf(" while other work kept the 1-minute load average at %s", l)
+		}
+	} else if l := c.load(); l != "" {
 		head += fmt.Sprintf("; the machine's 1-minute load average was %s while they ran", l)
 	}
 	b.WriteString(wrap(head+").", 98))
-	for _, perCPU := range []bool{true, false} {
+	for _, perCPU := range order {
 		var parts []string
 		for _, g := range []struct {
 			what, unit string

@@ -371,6 +371,21 @@ func TestCPUCompareSections(t *testing.T) {
 	if err := run(ctx, []string{"--root=" + root, "--check"}); err != nil {
 		t.Errorf("check right after make docs: %v", err)
 	}
+	// A comparison run at the highest priority leads with wall time and says so.
+	var prio strings.Builder
+	for _, side := range []string{"ours", "eager"} {
+		prio.WriteString(line("step", side, map[string]float64{"ours": 10, "eager": 30}[side], 5, "ms/image", 1, `, "load": "6 6 6", "priority": "nice -20"`))
+	}
+	write(t, filepath.Join(root, "docs/benchmarks/cpu-compare-2026-02-15.jsonl"), prio.String())
+	if err := run(ctx, []string{"--root=" + root, "--demo="}); err != nil {
+		t.Fatal(err)
+	}
+	engine, _ = os.ReadFile(filepath.Join(root, "docs/engine.md"))
+	flat := strings.Join(strings.Fields(string(engine)), " ")
+	want := "highest scheduling priority (nice -20) while other work kept the 1-minute load average at 6.0–6.0). In wall time: the training steps 3.00× PyTorch eager. Per CPU-second: the training steps 1.00× PyTorch eager."
+	if !strings.Contains(flat, want) {
+		t.Errorf("docs/engine.md lacks %q:\n%s", want, engine)
+	}
 	write(t, filepath.Join(root, "docs/benchmarks/cpu-compare-2026-03-01.jsonl"), old+`{"row": "step", "side": "ours"}`+"\n")
 	if err := run(ctx, []string{"--root=" + root, "--check"}); err == nil || !strings.Contains(err.Error(), "cpu-compare-2026-03-01.jsonl:2") {
 		t.Errorf("a line without its figures: %v", err)
