@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -184,10 +185,37 @@ func checkJobServer(ctx context.Context) error {
 		return fmt.Errorf("the job server at %s (--endpoint) accepts connections but not data: %w", endpoint, err)
 	}
 	var frame [9]byte
-	if _, err := io.ReadFull(conn, frame[:]); err != nil {
+	n, err := io.ReadFull(conn, frame[:])
+	if err != nil && n == 0 {
 		return fmt.Errorf("the job server at %s (--endpoint) accepts connections but does not answer within %s (no gRPC reply): %w", endpoint, JobServerWait, err)
 	}
-	return nil
+	got := frame[:n]
+	if bytes.HasPrefix(got, []byte("HTTP/")) {
+		// The rest of the status line, for the message: what the server sent at once.
+		more := make([]byte, 64)
+		m, _ := conn.Read(more)
+		got = append(got, more[:m]...)
+	}
+	return checkSettingsFrame(endpoint, got)
+}
+
+// checkSettingsFrame checks the first bytes a server sent back to the HTTP/2 preface: a
+// gRPC server's are the header of a SETTINGS frame (RFC 9113 §3.4: length, type 4, flags,
+// stream 0). Anything else, an HTTP/1.1 status line above all (a web UI's or a REST port,
+// which answers the preface with 400 or 505), would make Beam retry the port for two
+// minutes before it fails.
+func checkSettingsFrame(endpoint string, got []byte) error {
+	const settingsFrame = 0x4
+	if len(got) == 9 && got[3] == settingsFrame && got[4]&^0x1 == 0 && got[5]&0x7f|got[6]|got[7]|got[8] == 0 {
+		return nil
+	}
+	if bytes.HasPrefix(got, []byte("HTTP/")) {
+		status, _, _ := strings.Cut(string(got), "\r\n")
+		return fmt.Errorf("the server at %s (--endpoint) answers in HTTP/1 (%q), not gRPC: it is not a Beam job server's port (give the job server's gRPC port, 8099 by default, not a web or REST port)",
+			endpoint, status)
+	}
+	return fmt.Errorf("the server at %s (--endpoint) does not speak gRPC: its reply to the HTTP/2 preface starts % x, not a SETTINGS frame (give the Beam job server's gRPC port, 8099 by default)",
+		endpoint, got)
 }
 
 // runPipeline runs p on the runner the Beam flags select, once they pass CheckRunner and

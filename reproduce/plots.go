@@ -105,6 +105,9 @@ func writePlots(ctx context.Context, out string, res *Results, history []Reprodu
 	dir := storage.Join(out, PlotsDir)
 	var made []figure
 	save := func(name, caption string, cols int, panels ...figures.Panel) error {
+		if err := reportStopped(ctx); err != nil {
+			return err
+		}
 		cols = min(cols, len(panels))
 		h := plotRows * ((len(panels) + cols - 1) / cols)
 		if err := figures.SavePNG(ctx, storage.Join(dir, name), plotWidth*cols, h, cols, panels...); err != nil {

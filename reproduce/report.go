@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -36,13 +37,23 @@ func lossName(l string) string {
 
 // writeReport writes the plots, results.json and report.md (the last two last of all).
 // history is every reproduction of the run directory, this one last.
-func writeReport(ctx context.Context, out string, res *Results, history []Reproduction) error {
+func writeReport(ctx context.Context, log *slog.Logger, out string, res *Results, history []Reproduction) error {
 	summarise(res)
 	made, err := writePlots(ctx, out, res, history)
+	if stop := reportStopped(ctx); err != nil && stop != nil {
+		return stop // the plot that was cut short says only that its context ended
+	}
 	if err != nil {
 		return err
 	}
+	log.Info("plots written; results.json, report.md and the history next", "plots", len(made))
+	if err := reportStopped(ctx); err != nil {
+		return err
+	}
 	if err := storage.SaveJSON(ctx, storage.Join(out, ResultsName), res); err != nil {
+		return err
+	}
+	if err := reportStopped(ctx); err != nil {
 		return err
 	}
 	return storage.WriteFile(ctx, storage.Join(out, ReportName), []byte(markdown(res, made)))

@@ -262,16 +262,37 @@ func (r *runner) finish(ctx context.Context, res *Results, history []Reproductio
 	history = append(history, Reproduction{File: name, Time: res.Time, CodeVersion: res.CodeVersion,
 		ConfigFingerprint: res.ConfigFingerprint, Rows: rows})
 	r.ledger.Reporting = name
+	if err := reportStopped(ctx); err != nil {
+		return err
+	}
 	if err := r.saveLedger(ctx); err != nil {
 		return err
 	}
-	if err := writeReport(ctx, r.opts.Out, res, history); err != nil {
+	if err := writeReport(ctx, r.log, r.opts.Out, res, history); err != nil {
+		return err
+	}
+	if err := reportStopped(ctx); err != nil {
 		return err
 	}
 	if err := writeHistory(ctx, r.opts.Out, name, rows); err != nil {
 		return err
 	}
+	if err := reportStopped(ctx); err != nil {
+		return err
+	}
 	return r.completeLedger(ctx)
+}
+
+// reportStopped is the error of a report phase that a signal (ctx) stops between two of
+// its writes. Local writes finish once started, so a phase that did not look would write
+// everything and exit 0 after the signal; stopped at a write's end, it leaves what it wrote
+// consistent (the history entry, which records a reproduction, after the report; the
+// ledger last), and the same command, run again, finishes it.
+func reportStopped(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("stopped while reporting (every stage is done; run the same command again to write the report): %w", err)
+	}
+	return nil
 }
 
 // finishUnchanged reports a call that ran no stage and found the figures of the last
@@ -288,7 +309,10 @@ func (r *runner) finishUnchanged(ctx context.Context, res *Results, history []Re
 	compare(r.cfg, res, prev)
 	res.HistoryFile, res.CodeVersion = last.File, last.CodeVersion
 	r.log.Info("no stage ran and the figures are the last reproduction's: no history entry added", "history", storage.Join(HistoryDir, last.File))
-	if err := writeReport(ctx, r.opts.Out, res, history); err != nil {
+	if err := writeReport(ctx, r.log, r.opts.Out, res, history); err != nil {
+		return err
+	}
+	if err := reportStopped(ctx); err != nil {
 		return err
 	}
 	return r.completeLedger(ctx)

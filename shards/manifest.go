@@ -253,8 +253,8 @@ func StagedPath(rel string) string { return StagingDir + "/" + rel + StagedSuffi
 
 // Commit is the pipeline's last, metadata-only step: given the entries its writers returned,
 // it checks that every listed shard is staged with the size its writer reported, removes
-// temporaries and shard files the run did not write (left by an earlier run), writes the
-// manifest, and moves the shards from the staging folder into place (StagedCommit). Only
+// temporaries and shard files the run did not write (left by an earlier run), moves the
+// shards from the staging folder into place and writes the manifest (StagedCommit). Only
 // after Commit returns nil is the directory a dataset. Run again after a failure part-way (a
 // retried step), it finds the shards it already moved in place.
 func Commit(ctx context.Context, dir string, cfg Config, shards []ShardInfo, records int64, dead DeadLetters) (*Manifest, error) {
@@ -305,8 +305,8 @@ type StagedCommit struct {
 
 // Commit checks that every file is staged, or already in place (a commit cut short and run
 // again), with the size its writer reported, and that the Present files are there; removes
-// temporaries and stray files; writes the manifest; moves the staged files into place and
-// removes the staging folder.
+// temporaries, stray files and an earlier manifest; moves the staged files into place;
+// writes the manifest, last; and removes the staging folder.
 func (c StagedCommit) Commit(ctx context.Context) error {
 	files, err := storage.ListTree(ctx, c.Dir)
 	if err != nil {
@@ -351,18 +351,23 @@ func (c StagedCommit) Commit(ctx context.Context) error {
 			}
 		}
 	}
-	// The manifest is the commit record and goes before the moves: the moves are many renames,
-	// not one, and a kill among them must not leave files in place with no manifest, which a
-	// glob such as DuckDB's would take for a whole dataset. A kill after the manifest leaves
-	// files it lists still staged: a reader that checks the manifest refuses the folder
-	// naming the missing file, and the same command, run again, writes it all again.
-	if err := storage.WriteFile(ctx, storage.Join(c.Dir, c.ManifestName), c.Manifest); err != nil {
+	// The manifest is the commit record: it is there only when every file it lists is in
+	// place, as a single file is renamed in only when whole. So an earlier run's manifest goes
+	// before the moves (it would list files they replace), and this one is written after
+	// them. The moves are many renames, not one: a kill among them leaves whole files in
+	// place and no manifest, which no reader of the manifest takes for data (a bare glob
+	// sees those files until the same command, run again, moves the rest and writes the
+	// manifest; it never sees a staged or partial file).
+	if err := storage.Remove(ctx, storage.Join(c.Dir, c.ManifestName)); err != nil {
 		return err
 	}
 	for _, p := range moves {
 		if err := storage.Rename(ctx, storage.Join(c.Dir, StagedPath(p)), storage.Join(c.Dir, p)); err != nil {
 			return fmt.Errorf("committing %s: %w", c.Dir, err)
 		}
+	}
+	if err := storage.WriteFile(ctx, storage.Join(c.Dir, c.ManifestName), c.Manifest); err != nil {
+		return err
 	}
 	return storage.RemoveTree(ctx, storage.Join(c.Dir, StagingDir))
 }

@@ -66,6 +66,46 @@ func FromStd(src image.Image) Image {
 		return m
 	}
 	m := NewImage(h, w, 3)
+	// The bytes are color.NRGBAModel.Convert(src.At(x, y))'s, without At's per-pixel
+	// allocation: a colour in an interface is boxed, which for a 16-bit PNG is more garbage
+	// than the decoder's pixels, none of it counted in the decode budget.
+	switch s := src.(type) {
+	case *image.NRGBA:
+		// NRGBAModel gives an NRGBA back as it is: its colour, alpha dropped.
+		for y := range h {
+			row := s.Pix[(b.Min.Y+y-s.Rect.Min.Y)*s.Stride+(b.Min.X-s.Rect.Min.X)*4:]
+			for x := range w {
+				copy(m.Pix[(y*w+x)*3:][:3], row[x*4:x*4+3])
+			}
+		}
+		return m
+	case *image.Paletted:
+		var lut [256][3]uint8
+		for i, c := range s.Palette[:min(len(s.Palette), 256)] {
+			n := color.NRGBAModel.Convert(c).(color.NRGBA)
+			lut[i] = [3]uint8{n.R, n.G, n.B}
+		}
+		for y := range h {
+			for x := range w {
+				i := s.ColorIndexAt(b.Min.X+x, b.Min.Y+y)
+				if int(i) >= len(s.Palette) {
+					continue // At's colour is transparent black: black
+				}
+				copy(m.Pix[(y*w+x)*3:][:3], lut[i][:])
+			}
+		}
+		return m
+	case image.RGBA64Image:
+		// RGBA64At is At(x, y).RGBA() for the standard images left (16-bit, CMYK).
+		for y := range h {
+			for x := range w {
+				c := s.RGBA64At(b.Min.X+x, b.Min.Y+y)
+				rgb := unpremultiply(uint32(c.R), uint32(c.G), uint32(c.B), uint32(c.A))
+				copy(m.Pix[(y*w+x)*3:][:3], rgb[:])
+			}
+		}
+		return m
+	}
 	for y := 0; y < h; y++ {
 		for x := 0; x < w; x++ {
 			c := color.NRGBAModel.Convert(src.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
@@ -74,6 +114,19 @@ func FromStd(src image.Image) Image {
 		}
 	}
 	return m
+}
+
+// unpremultiply is color.NRGBAModel's arithmetic on an alpha-premultiplied 16-bit colour,
+// its 8-bit colour channels.
+func unpremultiply(r, g, b, a uint32) [3]uint8 {
+	switch a {
+	case 0xffff:
+	case 0:
+		r, g, b = 0, 0, 0
+	default:
+		r, g, b = r*0xffff/a, g*0xffff/a, b*0xffff/a
+	}
+	return [3]uint8{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8)}
 }
 
 // FromStdInto is FromStd writing into dst, whose buffer is reused when it is large enough:

@@ -132,3 +132,58 @@ func TestVectorYCbCrMatchesPerPixelConversion(t *testing.T) {
 		}
 	}
 }
+
+// FromStd gives the bytes of color.NRGBAModel.Convert(At(x, y)) for every image type the
+// decoders make, sub-images and partial alpha included, allocating its result and nothing a
+// pixel: boxing a colour a pixel would make more garbage from a 16-bit PNG than its
+// decoder's own pixels, none of it counted in the decode budget.
+func TestFromStdMatchesNRGBAModelWithoutGarbage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	r := image.Rect(0, 0, 37, 23)
+	u16 := func() uint16 { return uint16(rng.Uint32()) }
+	alpha := func() uint16 { return []uint16{0, 0xffff, u16()}[rng.IntN(3)] }
+	nrgba, nrgba64, rgba64, cmyk := image.NewNRGBA(r), image.NewNRGBA64(r), image.NewRGBA64(r), image.NewCMYK(r)
+	palette := color.Palette{color.NRGBA{10, 20, 30, 0}, color.NRGBA{200, 100, 50, 128}, color.RGBA{9, 9, 9, 255}, color.RGBA{0, 0, 0, 0}}
+	paletted := image.NewPaletted(r, palette)
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			a := alpha()
+			nrgba.SetNRGBA(x, y, color.NRGBA{uint8(u16()), uint8(u16()), uint8(u16()), uint8(a >> 8)})
+			nrgba64.SetNRGBA64(x, y, color.NRGBA64{u16(), u16(), u16(), a})
+			c := color.RGBA64{A: a}
+			c.R, c.G, c.B = min(u16(), a), min(u16(), a), min(u16(), a) // premultiplied
+			rgba64.SetRGBA64(x, y, c)
+			cmyk.SetCMYK(x, y, color.CMYK{uint8(u16()), uint8(u16()), uint8(u16()), uint8(u16())})
+			paletted.SetColorIndex(x, y, uint8(rng.IntN(len(palette))))
+		}
+	}
+	sub := image.Rect(3, 2, 30, 21)
+	for _, tc := range []struct {
+		name string
+		img  image.Image
+	}{
+		{"NRGBA", nrgba}, {"NRGBA64", nrgba64}, {"RGBA64", rgba64}, {"CMYK", cmyk}, {"Paletted", paletted},
+		{"NRGBA, a sub-image", nrgba.SubImage(sub)}, {"NRGBA64, a sub-image", nrgba64.SubImage(sub)},
+		{"Paletted, a sub-image", paletted.SubImage(sub)},
+	} {
+		b := tc.img.Bounds()
+		want := make([]uint8, 0, b.Dx()*b.Dy()*3)
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				c := color.NRGBAModel.Convert(tc.img.At(x, y)).(color.NRGBA)
+				want = append(want, c.R, c.G, c.B)
+			}
+		}
+		got := FromStd(tc.img)
+		if got.H != b.Dy() || got.W != b.Dx() || got.C != 3 || !bytes.Equal(got.Pix, want) {
+			t.Errorf("%s: FromStd differs from color.NRGBAModel's conversion", tc.name)
+		}
+		most := 1.0 // its result
+		if _, ok := tc.img.(*image.Paletted); ok {
+			most += float64(len(palette)) // and the palette's colours, converted once
+		}
+		if allocs := testing.AllocsPerRun(3, func() { FromStd(tc.img) }); allocs > most {
+			t.Errorf("%s: FromStd made %.0f allocations for %d pixels, want at most %.0f", tc.name, allocs, b.Dx()*b.Dy(), most)
+		}
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/dcl-beam/dcl-beam/internal/safetensors"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
@@ -179,9 +181,10 @@ const reportPhaseLine = "msg=\"reporting:"
 // killEmbeddingsFile is the embed-file job's output under out/.
 const killEmbeddingsFile = "embeddings.parquet"
 
-// checkNoPartialData: a killed preprocess or embed leaves no Parquet file that the glob
-// OUT/**/*.parquet takes for data (DuckDB's semantics, hidden folders included) unless its
-// commit step wrote the manifest that makes the folder data.
+// checkNoPartialData: a killed preprocess or embed leaves a manifest only when every file
+// it lists is in place (the commit writes it last), and no Parquet file that the glob
+// OUT/**/*.parquet takes for data (DuckDB's semantics, hidden folders included) but whole
+// files under their final names, which a kill among the commit's moves leaves.
 func checkNoPartialData(t *testing.T, job, out string) {
 	t.Helper()
 	if job == "embed-file" {
@@ -199,11 +202,55 @@ func checkNoPartialData(t *testing.T, job, out string) {
 		return
 	}
 	if _, err := os.Stat(filepath.Join(out, manifest)); err == nil {
+		checkManifestFiles(t, job, out)
 		return
 	}
-	if seen := testfiles.GlobParquet(t, out, false); len(seen) > 0 {
-		t.Errorf("%s killed before its commit: the glob %s/**/*.parquet finds %v", job, out, seen)
+	for _, f := range testfiles.GlobParquet(t, out, false) {
+		if err := wholeParquet(filepath.Join(out, f)); err != nil || strings.HasPrefix(f, shards.StagingDir+"/") {
+			t.Errorf("%s killed before its commit wrote %s: the glob %s/**/*.parquet finds %s, not a whole file in its place (%v)", job, manifest, out, f, err)
+		}
 	}
+}
+
+// checkManifestFiles: every file the manifest of a killed preprocess or embed lists is in
+// place, with its size.
+func checkManifestFiles(t *testing.T, job, out string) {
+	t.Helper()
+	ctx := context.Background()
+	if job == "embed" {
+		r, err := embeddings.Open(ctx, out, 0)
+		if err != nil {
+			t.Errorf("embed killed after its commit wrote %s: %v", embeddings.ManifestName, err)
+			return
+		}
+		r.Close()
+		return
+	}
+	m, err := shards.ReadManifest(ctx, out)
+	if err != nil {
+		t.Errorf("preprocess killed after its commit wrote %s: %v", shards.ManifestName, err)
+		return
+	}
+	for _, s := range m.Shards {
+		if st, err := os.Stat(filepath.Join(out, filepath.FromSlash(s.Path))); err != nil || st.Size() != s.Bytes {
+			t.Errorf("preprocess killed after its commit wrote %s: shard %s is not in place with its %d bytes (%v)", shards.ManifestName, s.Path, s.Bytes, err)
+		}
+	}
+}
+
+// wholeParquet opens p as a Parquet file: its footer is there, so it was written to its end.
+func wholeParquet(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	_, err = parquet.OpenFile(f, st.Size())
+	return err
 }
 
 // killConfig is a whole experiment in a few seconds; %s is the IDX folder.

@@ -12,10 +12,13 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,12 +27,44 @@ import (
 )
 
 // TestMain lets the tests run the binary as a child process: with DCL_TEST_AS_MAIN set, the
-// test binary behaves as dcl itself (the way a Beam runner starts a worker).
+// test binary behaves as dcl itself (the way a Beam runner starts a worker). With
+// DCL_TEST_HOLD_AT also set, the child stops at the first line on stderr that holds its
+// value until it is sent SIGINT or SIGTERM, so that a test signals it at that point of its
+// work and no later.
 func TestMain(m *testing.M) {
 	if os.Getenv("DCL_TEST_AS_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		var stderr io.Writer = os.Stderr
+		if at := os.Getenv("DCL_TEST_HOLD_AT"); at != "" {
+			stderr = holdAt(os.Stderr, at)
+		}
+		os.Exit(run(os.Args[1:], os.Stdout, stderr))
 	}
 	os.Exit(m.Run())
+}
+
+// holdAt is w, whose first write that holds line blocks, once written, until the process is
+// sent SIGINT or SIGTERM; the command's own handler gets the signal too.
+func holdAt(w io.Writer, line string) io.Writer {
+	signalled := make(chan os.Signal, 1)
+	signal.Notify(signalled, os.Interrupt, syscall.SIGTERM)
+	return &heldWriter{w: w, line: []byte(line), signalled: signalled}
+}
+
+type heldWriter struct {
+	w         io.Writer
+	line      []byte
+	signalled chan os.Signal
+	held      atomic.Bool
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	if bytes.Contains(p, h.line) && h.held.CompareAndSwap(false, true) {
+		<-h.signalled
+		signal.Stop(h.signalled)
+		time.Sleep(50 * time.Millisecond) // for the command's own handler to take the signal
+	}
+	return n, err
 }
 
 func runDCL(args ...string) (code int, stdout, stderr string) {

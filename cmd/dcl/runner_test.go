@@ -2,6 +2,8 @@ package main
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
+	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // Runner selection that cannot work is a wrong command line: exit 2, one line that says what
@@ -45,8 +48,8 @@ func TestRunnerErrorsExit2(t *testing.T) {
 	}
 }
 
-// A job server that does not answer is named, and the run fails in seconds, not after Beam's
-// two silent minutes; a loopback run leaves no beamloopbackworker-* file in the temporary
+// A job server that does not answer, or a port that answers in HTTP/1.1 rather than gRPC,
+// is named, and the run fails in seconds, not after Beam's two silent minutes; a loopback run leaves no beamloopbackworker-* file in the temporary
 // folder (Beam v2.77.0 leaves one per job).
 func TestRunnerEndpointAndLeftovers(t *testing.T) {
 	in := t.TempDir()
@@ -91,6 +94,21 @@ func TestRunnerEndpointAndLeftovers(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, "job server at "+silent.Addr().String()+" (--endpoint) accepts connections but does not answer within 10s") || time.Since(start) > 30*time.Second {
 		t.Errorf("a silent endpoint: %v after %s, %q; want a failure naming it within 30s", err, time.Since(start), stderr)
 	}
+
+	// A port that answers in HTTP/1.1 (a web UI's or a REST port): refused at once, not
+	// after the deadline of a silent port nor Beam's two minutes.
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "a web dashboard", http.StatusBadRequest)
+	}))
+	defer web.Close()
+	webAddr := strings.TrimPrefix(web.URL, "http://")
+	start = time.Now()
+	_, stderr, err = dclProcess(t, time.Minute, append(job, "--runner=universal", "--endpoint="+webAddr, "--environment_type=LOOPBACK")...)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(stderr, "server at "+webAddr+" (--endpoint) answers in HTTP/1") || !strings.Contains(stderr, "not gRPC") || took >= pipelines.JobServerWait {
+		t.Errorf("an HTTP/1.1 endpoint: %v after %s, %q; want a failure naming %s as not gRPC within %s", err, took, stderr, webAddr, pipelines.JobServerWait)
+	}
+	t.Logf("an HTTP/1.1 endpoint failed the run after %s: %s", took.Round(time.Millisecond), strings.TrimSpace(stderr))
 
 	if stdout, stderr, err := dclProcess(t, 2*time.Minute, job...); err != nil {
 		t.Fatalf("prism in process: %v\n%s%s", err, stdout, stderr)

@@ -239,8 +239,9 @@ func PartPath(dir string, part, parts int) string {
 }
 
 // Commit finishes a sharded embeddings directory (shards.StagedCommit): it checks that the
-// files are staged (PartPath) or in place with their sizes, removes temporaries and Parquet
-// files not listed, writes embeddings.json, and moves the staged files into place.
+// files are staged (PartPath) or in place with their sizes, removes temporaries, Parquet
+// files not listed and an earlier embeddings.json, moves the staged files into place, and
+// writes embeddings.json last: it is there only when every file it lists is.
 func Commit(ctx context.Context, dir string, dim int, files []FileInfo, meta map[string]string) (*Manifest, error) {
 	m := &Manifest{Format: shards.FormatVersion, Dim: dim, Files: slices.Clone(files), Meta: meta}
 	slices.SortFunc(m.Files, func(a, b FileInfo) int { return strings.Compare(a.Path, b.Path) })

@@ -82,7 +82,7 @@ type Header struct {
 	// DecodeBytes is the memory the decoder allocates for the pixels: bytes a pixel of the
 	// image's colour model (1 for grey or a palette, 2 for 16-bit grey, 4 for RGBA, 8 for
 	// 16-bit RGBA; a JPEG's components, and 4 more bytes a pixel per component for the
-	// coefficients of a progressive one) times the pixels.
+	// coefficients of a progressive one; twice that for an interlaced PNG) times the pixels.
 	DecodeBytes int64
 	// Channels is what Decode makes of it: 1 for grey sources, else 3.
 	Channels int
@@ -133,15 +133,30 @@ func DecodeHeader(data []byte, format string, l Limits) (Header, error) {
 			got, h.Width, h.Height, px, l.maxPixels())
 	}
 	perPixel, channels := pixelBytes(cfg.ColorModel)
-	if got == FormatJPEG && progressiveJPEG(data) {
+	kind := ""
+	switch {
+	case got == FormatJPEG && progressiveJPEG(data):
 		perPixel += 4 * jpegComponents(cfg.ColorModel) // the decoder keeps every DCT coefficient as an int32
+		kind = " (progressive: its coefficients kept)"
+	case got == FormatPNG && interlacedPNG(data):
+		// The decoder decodes each of Adam7's seven passes into an image of its own, which
+		// together hold every pixel once, and merges them into the whole image.
+		perPixel *= 2
+		kind = " (interlaced: its passes decoded apart, then merged)"
 	}
 	h.DecodeBytes, h.Channels = px*perPixel, channels
 	if h.DecodeBytes > l.maxDecodeBytes() {
-		return h, fmt.Errorf("%s header claims %dx%d pixels of %d bytes each to decode, %d MiB, more than the limit of %d MiB: refused before decoding",
-			got, h.Width, h.Height, perPixel, h.DecodeBytes>>20, l.maxDecodeBytes()>>20)
+		return h, fmt.Errorf("%s header claims %dx%d pixels of %d bytes each to decode%s, %d MiB, more than the limit of %d MiB: refused before decoding",
+			got, h.Width, h.Height, perPixel, kind, h.DecodeBytes>>20, l.maxDecodeBytes()>>20)
 	}
 	return h, nil
+}
+
+// interlacedPNG reports whether a PNG's header (IHDR, the first chunk, which DecodeConfig
+// has read) says Adam7 interlacing.
+func interlacedPNG(data []byte) bool {
+	const ihdr = 8 + 8 // the signature, then the chunk's length and type
+	return len(data) > ihdr+12 && string(data[12:16]) == "IHDR" && data[ihdr+12] == 1
 }
 
 // pixelBytes is what the standard decoders allocate a pixel for a colour model, and the

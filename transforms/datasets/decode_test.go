@@ -134,6 +134,11 @@ func TestDecodeRefusesHugeHeaders(t *testing.T) {
 // pngHeader is a PNG signature and header of a w×h image of the given bit depth and colour
 // type, with an empty image data chunk: enough for DecodeHeader.
 func pngHeader(w, h int, depth, colorType byte) []byte {
+	return pngHeaderInterlaced(w, h, depth, colorType, 0)
+}
+
+// pngHeaderInterlaced is pngHeader with the header's interlace method (1: Adam7).
+func pngHeaderInterlaced(w, h int, depth, colorType, interlace byte) []byte {
 	chunk := func(kind string, body []byte) []byte {
 		b := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 		b = append(b, kind...)
@@ -142,7 +147,7 @@ func pngHeader(w, h int, depth, colorType byte) []byte {
 	}
 	ihdr := binary.BigEndian.AppendUint32(nil, uint32(w))
 	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
-	ihdr = append(ihdr, depth, colorType, 0, 0, 0)
+	ihdr = append(ihdr, depth, colorType, 0, 0, interlace)
 	out := []byte("\x89PNG\r\n\x1a\n")
 	out = append(out, chunk("IHDR", ihdr)...)
 	if colorType == 3 {
@@ -154,7 +159,8 @@ func pngHeader(w, h int, depth, colorType byte) []byte {
 
 // TestDecodeBytesCountBytesPerPixel: the decoding bound counts what the decoder allocates a
 // pixel, so a 16-bit image is refused at half the pixels of an 8-bit one, and a progressive
-// JPEG (whose coefficients the decoder keeps) at less than a baseline one.
+// JPEG (whose coefficients the decoder keeps) or an interlaced PNG (whose passes it decodes
+// apart) at less than a baseline one.
 func TestDecodeBytesCountBytesPerPixel(t *testing.T) {
 	baseline := testfiles.JPEG(t, 100, 100, 1)
 	progressive := bytes.Clone(baseline)
@@ -172,6 +178,8 @@ func TestDecodeBytesCountBytesPerPixel(t *testing.T) {
 		{"16-bit RGBA", pngHeader(100, 100, 16, 6), 80000, 3},
 		{"16-bit RGB", pngHeader(100, 100, 16, 2), 80000, 3},
 		{"palette", pngHeader(100, 100, 8, 3), 10000, 3},
+		{"16-bit RGBA, interlaced", pngHeaderInterlaced(100, 100, 16, 6, 1), 160000, 3},
+		{"palette, interlaced", pngHeaderInterlaced(100, 100, 8, 3, 1), 20000, 3},
 		{"baseline JPEG", baseline, 30000, 3},
 		{"progressive JPEG", progressive, 30000 + 120000, 3},
 	}

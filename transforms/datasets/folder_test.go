@@ -149,6 +149,7 @@ func TestFolderBadInput(t *testing.T) {
 			"a/empty.png":    {},
 			"a/huge.jpg":     hugeJPEG(t),
 			"b/huge.png":     hugePNG(),
+			"b/passes.png":   pngHeaderInterlaced(5000, 5000, 16, 6, 1),
 			"b/truncated.jp": nil, // not an image name: ignored
 			"b/ok.png":       testfiles.PNG(t, 3, 3, 1),
 		}, wantGood: 2, wantBad: map[string]string{
@@ -156,6 +157,7 @@ func TestFolderBadInput(t *testing.T) {
 			"train/a/empty.png":   "empty file",
 			"train/a/huge.jpg":    "65535x65535 = 4294836225 pixels, more than the limit",
 			"train/b/huge.png":    "100000x100000 = 10000000000 pixels, more than the limit",
+			"train/b/passes.png":  "5000x5000 pixels of 16 bytes each to decode (interlaced: its passes decoded apart, then merged), 381 MiB, more than the limit of 256 MiB",
 		}},
 	}
 	for _, tt := range tests {

@@ -63,8 +63,12 @@ func writeBlankPNG(t testing.TB, p string, w, h, depth int) {
 // TestDecodeMemoryIsBounded decodes, in a child process, large PNGs side by side, as the
 // workers of a preprocessing run would (each holding its image a moment to augment it), and
 // reads the child's peak resident memory: 16-bit 8000×8000 PNGs (refused at their header:
-// 488 MiB each to decode) and 8-bit 8000×8000 RGBA PNGs (accepted: 244 MiB each to decode,
-// 183 MiB converted, which the process's decode budget lets through one or two at a time).
+// 488 MiB each to decode), 8-bit 8000×8000 RGBA PNGs (accepted: 244 MiB each to decode,
+// 183 MiB converted, which the process's decode budget lets through one or two at a time)
+// and 16-bit RGBA PNGs at the limit (256 MiB each to decode, 96 MiB converted, two at a
+// time), whose peak stays near the budget: what decoding allocates is all counted
+// (TestDecodeAllocatesWhatTheBudgetCounts), and the rest is spans the heap freed and has not
+// reused or returned yet.
 func TestDecodeMemoryIsBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("decodes gigabytes of pixels")
@@ -78,29 +82,34 @@ func TestDecodeMemoryIsBounded(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, c := range []struct {
-		name        string
-		depth, n    int
-		wantDecoded int
-		maxPeak     int64 // MiB
+		name           string
+		side, depth, n int
+		wantDecoded    int
+		maxPeak        int64 // MiB
 	}{
-		{"16-bit, one", 16, 1, 0, 100},
-		{"16-bit, seven", 16, 7, 0, 200},
-		{"8-bit, four", 8, 4, 4, 1100},
+		{"16-bit, one", 8000, 16, 1, 0, 100},
+		{"16-bit, seven", 8000, 16, 7, 0, 200},
+		{"8-bit, four", 8000, 8, 4, 4, 1100},
+		{"16-bit in the limit, seven", inLimit16, 16, 7, 7, DefaultDecodeBudget>>20 + 256}, // and the heap's free spans
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := filepath.Join(dir, fmt.Sprintf("%d.png", c.depth))
+			p := filepath.Join(dir, fmt.Sprintf("%d-%d.png", c.side, c.depth))
 			if _, err := os.Stat(p); err != nil {
-				writeBlankPNG(t, p, 8000, 8000, c.depth)
+				writeBlankPNG(t, p, c.side, c.side, c.depth)
 			}
 			st, _ := os.Stat(p)
 			decoded, peak := measureDecodes(t, p, c.n)
-			t.Logf("%d-bit 8000x8000 RGBA PNG (%d KB), %d side by side: %d decoded, peak RSS %d MiB", c.depth, st.Size()>>10, c.n, decoded, peak)
+			t.Logf("%d-bit %dx%[2]d RGBA PNG (%d KB), %d side by side: %d decoded, peak RSS %d MiB", c.depth, c.side, st.Size()>>10, c.n, decoded, peak)
 			if decoded != c.wantDecoded || peak > c.maxPeak {
 				t.Errorf("%d decoded, peak %d MiB; want %d decoded, at most %d MiB", decoded, peak, c.wantDecoded, c.maxPeak)
 			}
 		})
 	}
 }
+
+// inLimit16 is the side of the largest square 16-bit RGBA image DefaultMaxDecodeBytes
+// accepts.
+const inLimit16 = 5792
 
 // measureDecodes runs decodeChild on n copies of the file p and returns how many decoded and
 // the child's peak resident memory in MiB.
