@@ -72,10 +72,14 @@ func registerElement[T any]() {
 }
 
 // checkElementCoders marshals p as a runner would receive it and refuses it if a collection
-// would travel under Beam's row coder (checkNoRowCoders).
+// would travel under Beam's row coder (checkNoRowCoders) or a DoFn under plain encoding/json
+// (checkDoFnJSON).
 func checkElementCoders(p *beam.Pipeline) error {
 	edges, _, err := p.Build()
 	if err != nil {
+		return err
+	}
+	if err := checkDoFnJSON(edges); err != nil {
 		return err
 	}
 	proto, err := graphx.Marshal(edges, &graphx.Options{Environment: &pipepb.Environment{}})

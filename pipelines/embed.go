@@ -16,6 +16,7 @@ import (
 
 	"github.com/dcl-beam/dcl-beam/gpu"
 	"github.com/dcl-beam/dcl-beam/internal/progress"
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/internal/usage"
 	"github.com/dcl-beam/dcl-beam/shards"
@@ -226,7 +227,7 @@ func PlanEmbed(ctx context.Context, o EmbedOptions) (*EmbedJob, error) {
 	}
 	job := &EmbedJob{Opts: o, Rows: total, Dim: dim, Backend: kind, Images: total * int64(o.Views), release: release, tf32: key.TF32, Meta: map[string]string{
 		embeddings.MetaDataset: c.Dataset, embeddings.MetaSplit: c.Split, embeddings.MetaFeature: string(o.Feature), embeddings.MetaViews: strconv.Itoa(o.Views),
-		embeddings.MetaCheckpoint: info.Checkpoint, embeddings.MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
+		embeddings.MetaCheckpoint: rawname.Text(info.Checkpoint), embeddings.MetaTemperature: strconv.FormatFloat(info.Loss.Temperature, 'g', -1, 64),
 		"preset": c.Preset, "passes": passList(passes), embeddings.MetaBackend: string(kind),
 		embeddings.MetaArithmetic: verify.EncoderArithmetic(kind == gpu.CUDA, o.Precision).Name,
 	}}

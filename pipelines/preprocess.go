@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
 	"github.com/dcl-beam/dcl-beam/internal/progress"
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms/augment"
@@ -264,9 +265,10 @@ func PlanPreprocess(ctx context.Context, o PreprocessOptions) (*PreprocessJob, e
 	}
 	// The manifest names every file or folder the split reads (their digests come with the
 	// records), so that a reproduction can tell that its test split shares no image with
-	// the splits it trains on.
+	// the splits it trains on. The names are text (rawname.Text): a manifest is JSON, and
+	// Text keeps names distinct and a folder's name the start of its files' names.
 	for _, src := range plan.Sources() {
-		cfg.Sources = append(cfg.Sources, shards.Source{Name: src})
+		cfg.Sources = append(cfg.Sources, shards.Source{Name: rawname.Text(src)})
 	}
 	if cfg.Preset == "" {
 		return nil, errors.New("augmentation config names no preset")
@@ -414,7 +416,7 @@ func unitSources(units []datasets.Unit, sources []shards.Source) []int {
 	}
 	out := make([]int, len(units))
 	for i, u := range units {
-		out[i] = index[u.Source()]
+		out[i] = index[rawname.Text(u.Source())]
 	}
 	return out
 }

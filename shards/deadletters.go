@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
@@ -36,11 +36,13 @@ func WriteDeadLetters(ctx context.Context, dir string, letters []DeadLetter) (De
 		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Position, b.Position), cmp.Compare(a.Key, b.Key))
 	})
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
 	for _, l := range sorted {
-		if err := enc.Encode(l); err != nil {
+		line, err := rawname.Marshal(l) // sources and reasons name files, whose names are bytes
+		if err != nil {
 			return DeadLetters{}, fmt.Errorf("encoding dead letter: %w", err)
 		}
+		buf.Write(line)
+		buf.WriteByte('\n')
 	}
 	if err := storage.WriteFile(ctx, storage.Join(dir, DeadLettersName), buf.Bytes()); err != nil {
 		return DeadLetters{}, err
@@ -63,7 +65,7 @@ func ReadDeadLetters(ctx context.Context, dir string, m *Manifest) ([]DeadLetter
 	sc.Buffer(nil, 1<<20)
 	for line := 1; sc.Scan(); line++ {
 		var l DeadLetter
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+		if err := rawname.Unmarshal(sc.Bytes(), &l); err != nil {
 			return nil, fmt.Errorf("%s line %d: %w", p, line, err)
 		}
 		out = append(out, l)

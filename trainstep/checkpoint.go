@@ -20,6 +20,7 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/model"
 
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 	"github.com/dcl-beam/dcl-beam/internal/safetensors"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
@@ -155,7 +156,7 @@ func SaveCheckpoint(ctx context.Context, path string, s *Step, run *RunConfig, s
 		infos = append(infos, safetensors.Info{Name: e.tensorName(), DType: st, Shape: e.Dims})
 		values[e.tensorName()] = t
 	}
-	headerJSON, err := json.Marshal(header)
+	headerJSON, err := json.Marshal(rawname.Valid(header)) // the data's path as given, as text
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: encoding header: %w", path, err)
 	}

@@ -10,12 +10,13 @@ import (
 	"os"
 
 	"github.com/dcl-beam/dcl-beam/internal/progress"
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
 // writeSummary writes a finished run's summary.json in out, atomically.
 func writeSummary(ctx context.Context, out string, s *Summary) error {
-	data, err := json.MarshalIndent(s, "", "  ")
+	data, err := json.MarshalIndent(rawname.Valid(s), "", "  ") // paths as given, as text
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func keepLogLines(log []byte, stepsDone int) []byte {
 }
 
 func (l *runLog) write(v any) error {
-	data, err := json.Marshal(v)
+	data, err := json.Marshal(rawname.Valid(v))
 	if err != nil {
 		return err
 	}

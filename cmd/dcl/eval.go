@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dcl-beam/dcl-beam/internal/progress"
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 	"github.com/dcl-beam/dcl-beam/internal/registry"
 	"github.com/dcl-beam/dcl-beam/pipelines"
 )
@@ -101,5 +102,5 @@ func submitted(err error, output string) error {
 }
 
 func printJSON(out streams, v any) error {
-	return json.NewEncoder(out.stdout).Encode(v)
+	return json.NewEncoder(out.stdout).Encode(rawname.Valid(v)) // paths as given, as text
 }

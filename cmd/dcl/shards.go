@@ -6,6 +6,7 @@ import (
 	"flag"
 	"log/slog"
 
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 	"github.com/dcl-beam/dcl-beam/shards"
 )
 
@@ -29,7 +30,7 @@ func shardsCommand() *command {
 					// The summary is printed whatever happens; the error, if any, goes to
 					// stderr and makes the exit status 1.
 					sum, err := shards.Verify(ctx, dir)
-					if encErr := enc.Encode(sum); encErr != nil {
+					if encErr := enc.Encode(rawname.Valid(sum)); encErr != nil {
 						return encErr
 					}
 					return err
@@ -39,7 +40,7 @@ func shardsCommand() *command {
 					}
 					got, err := shards.Inspect(ctx, dir, *pngDir, *rows, *scale)
 					for _, r := range got {
-						if encErr := enc.Encode(r); encErr != nil {
+						if encErr := enc.Encode(rawname.Valid(r)); encErr != nil {
 							return encErr
 						}
 					}

@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 )
 
-// WriteJSON writes v as indented JSON followed by a newline.
+// WriteJSON writes v as indented JSON followed by a newline. A string in v that is not UTF-8
+// (a path given on the command line, a file's name) is written as its rawname.Text, not
+// with encoding/json's U+FFFD for each byte that is not.
 func WriteJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.MarshalIndent(rawname.Valid(v), "", "  ")
 	if err != nil {
 		return err
 	}

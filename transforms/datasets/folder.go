@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 )
 
 func init() {
@@ -111,7 +113,7 @@ func planFolder(ctx context.Context, s Spec) (Plan, error) {
 			s.Input, strings.Join(l.empty, ", ")))
 	}
 	for _, class := range l.classes {
-		p.Classes = append(p.Classes, Text(class)) // the units keep the folder's own name
+		p.Classes = append(p.Classes, rawname.Text(class)) // the units keep the folder's own name
 	}
 	var index int64
 	for label, class := range l.classes {
@@ -183,7 +185,7 @@ func fetchImageFile(ctx context.Context, u *Unit, root, keyDir, rel string, labe
 	if err != nil {
 		return Record{}, err
 	}
-	return Record{Key: Text(u.Split + "/" + keyDir + rel), Index: index, Label: label, Source: p, Encoded: data}, nil
+	return Record{Key: rawname.Text(u.Split + "/" + keyDir + rel), Index: index, Label: label, Source: p, Encoded: data}, nil
 }
 
 func readFiles(ctx context.Context, u Unit, files []string, labels []int, emit func(Record) error, bad func(BadRecord) error) error {
@@ -203,7 +205,7 @@ func readImageFiles(ctx context.Context, u Unit, root, keyDir string, rels []str
 			return err
 		}
 		p := joinPath(root, rel)
-		key := Text(u.Split + "/" + keyDir + rel)
+		key := rawname.Text(u.Split + "/" + keyDir + rel)
 		report := func(reason string) error {
 			return bad(BadRecord{Source: p, Position: Position{File: true}, Key: key, Reason: reason})
 		}

@@ -3,8 +3,6 @@ package datasets
 import (
 	"context"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/dcl-beam/dcl-beam/transforms"
 )
@@ -153,26 +151,4 @@ func Read(ctx context.Context, u Unit, emit func(Record) error, bad func(BadReco
 		return st, fmt.Errorf("%s: read %d records and %d bad records, the unit holds %d", u, st.Records, st.Bad, u.Records)
 	}
 	return st, nil
-}
-
-// Text returns s if it is valid UTF-8, else s with each byte that is not part of a valid
-// UTF-8 sequence written as \xHH. Keys and class names are Parquet strings and JSON, which
-// must be UTF-8 (DuckDB and pyarrow refuse a string column that is not; encoding/json turns
-// each bad byte into U+FFFD, so that two names could become one), while a file name on Linux
-// is any bytes: this keeps every name readable and different names different.
-func Text(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
 }

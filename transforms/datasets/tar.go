@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dcl-beam/dcl-beam/internal/rawname"
 	"github.com/dcl-beam/dcl-beam/internal/storage"
 )
 
@@ -149,9 +150,9 @@ func cleanMemberName(name string) string { return path.Clean(strings.ReplaceAll(
 // a class's (KeyDir), so that a tar's records get the same keys as the extracted folder's.
 func tarKey(u *Unit, clean string) string {
 	if u.KeyDir != "" {
-		return Text(u.Split + "/" + u.KeyDir + "/" + clean)
+		return rawname.Text(u.Split + "/" + u.KeyDir + "/" + clean)
 	}
-	return Text(u.Split + "/" + clean)
+	return rawname.Text(u.Split + "/" + clean)
 }
 
 // tarRef is the reference of a member: its data's byte range in the unit's file and its

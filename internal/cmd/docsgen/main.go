@@ -46,6 +46,7 @@ var sections = []section{
 	{name: "gpu-check-summary", file: "docs/gpu.md", text: gpuCheckSummary},
 	{name: "gpu-check-tables", file: "BENCHMARKS.md", text: gpuCheckTables},
 	{name: "reproduce-stages", file: "BENCHMARKS.md", text: stageTimesSection},
+	{name: "reliability-claims", file: "docs/reliability.md", text: reliabilitySection},
 	{name: "kill-hunt", file: "docs/reliability.md", text: killHuntSection},
 	{name: "storage", file: "docs/preprocessing.md", text: storageSection},
 	{name: "config-keys", file: "docs/configs.md", text: configKeysSection},
