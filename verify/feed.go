@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dcl-beam/dcl-beam/gpu/cuda"
 	"github.com/dcl-beam/dcl-beam/internal/cputime"
 	"github.com/dcl-beam/dcl-beam/shards"
 	"github.com/dcl-beam/dcl-beam/transforms"
@@ -63,12 +64,41 @@ type FeedResult struct {
 	// set beside one core's rate (BENCHMARKS.md), it says how the reader scales to Cores.
 	ImagesPerCPUSecond float64 `json:"images_per_cpu_second,omitempty"`
 	ShardBytes         int64   `json:"shard_bytes"`
-	// StepImagesPerSec is the Against row's figure, and Ratio the reader's over it (≥ 2 is
-	// the goal: the GPU never waits on data).
-	StepImagesPerSec float64 `json:"step_images_per_sec,omitempty"`
-	Ratio            float64 `json:"ratio,omitempty"`
-	Error            string  `json:"error,omitempty"`
+	// StepImagesPerSec is the Against row's figure, one device's. Devices is how many the
+	// reader feeds: the machine's GPUs, which dcl train --devices=all trains on, at least one.
+	// DemandImagesPerSec is what they take together, StepImagesPerSec·Devices (data parallel,
+	// each device runs the row's step on its share at the one-device rate at best), and Ratio
+	// the reader's figure over it (≥ 2 is the goal: no device waits on data).
+	StepImagesPerSec   float64 `json:"step_images_per_sec,omitempty"`
+	Devices            int     `json:"devices,omitempty"`
+	DemandImagesPerSec float64 `json:"demand_images_per_sec,omitempty"`
+	Ratio              float64 `json:"ratio,omitempty"`
+	Error              string  `json:"error,omitempty"`
 }
+
+// against sets the step the reader feeds: a row of stepImagesPerSec on one device, run on
+// devices devices (fewer than one counts as one).
+func (f *FeedResult) against(stepImagesPerSec float64, devices int) {
+	f.Devices = max(devices, 1)
+	f.StepImagesPerSec = stepImagesPerSec
+	f.DemandImagesPerSec = stepImagesPerSec * float64(f.Devices)
+	f.Ratio = f.ImagesPerSec / f.DemandImagesPerSec
+}
+
+// demand is the images/s the reader must feed as the report writes it: one device's figure,
+// and on several the product that is the reader's target.
+func (f FeedResult) demand() string {
+	if f.StepImagesPerSec <= 0 {
+		return "—"
+	}
+	if f.Devices <= 1 {
+		return fmt.Sprintf("%.0f", f.StepImagesPerSec)
+	}
+	return fmt.Sprintf("%.0f × %d devices = %.0f", f.StepImagesPerSec, f.Devices, f.DemandImagesPerSec)
+}
+
+// feedDevices is how many devices the reader feeds: the GPUs the doctor found, at least one.
+func feedDevices(doctor cuda.Report) int { return max(len(doctor.GPUs), 1) }
 
 // sourceImages returns up to n source images: Fashion-MNIST's training images from dir, or
 // random ones of size×size×channels when dir is "".

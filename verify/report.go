@@ -145,7 +145,7 @@ func (r *CheckResult) Markdown() string {
 
 	if len(r.Feeding) > 0 {
 		b.WriteString("\n## Feeding: the shard reader (decode, shuffle, batch) on this machine's cores\n\n")
-		b.WriteString("| shards | source | pairs | batch | cores | reader images/s | per CPU-second | step images/s | reader ÷ step (goal ≥ 2) |\n|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| shards | source | pairs | batch | cores | reader images/s | per CPU-second | step images/s × devices | reader ÷ (step × devices) (goal ≥ 2) |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, f := range r.Feeding {
 			img := orDash(f.ImagesPerSec, "%.0f")
 			if f.Error != "" {
@@ -156,7 +156,7 @@ func (r *CheckResult) Markdown() string {
 				kind = "base, views on the fly"
 			}
 			fmt.Fprintf(&b, "| %s (%s), %d ch | %s | %d | %d | %d | %s | %s | %s (%s) | %s |\n", f.Name, kind, f.Channels, cmp.Or(f.Source, "—"), f.Pairs, f.Batch, f.Cores,
-				img, orDash(f.ImagesPerCPUSecond, "%.0f"), orDash(f.StepImagesPerSec, "%.0f"), f.Against, orDash(f.Ratio, "%.1f×"))
+				img, orDash(f.ImagesPerCPUSecond, "%.0f"), f.demand(), f.Against, orDash(f.Ratio, "%.1f×"))
 		}
 	}
 

@@ -333,11 +333,11 @@ func Check(ctx context.Context, c CheckConfig) (*CheckResult, error) {
 			}
 			for _, s := range r.Speed {
 				if fmt.Sprintf("%s/%d/%s", s.Model, s.Batch, s.Precision) == spec.Against && s.ImagesPerSec > 0 {
-					f.StepImagesPerSec, f.Ratio = s.ImagesPerSec, f.ImagesPerSec/s.ImagesPerSec
+					f.against(s.ImagesPerSec, feedDevices(r.Doctor))
 				}
 			}
 			r.Feeding = append(r.Feeding, f)
-			c.logf("feeding: %.0f images/s on %d cores (%.1f× the step)", f.ImagesPerSec, f.Cores, f.Ratio)
+			c.logf("feeding: %.0f images/s on %d cores (%.1f× the step on %d device(s))", f.ImagesPerSec, f.Cores, f.Ratio, f.Devices)
 		}
 	}
 	r.Seconds = time.Since(start).Seconds()

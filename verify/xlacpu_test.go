@@ -4,6 +4,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/dcl-beam/dcl-beam/internal/testing/encodertest"
 	"github.com/dcl-beam/dcl-beam/internal/testing/xlacputest"
 	"github.com/dcl-beam/dcl-beam/trainstep"
+	"github.com/gomlx/compute"
 )
 
 // TestXLACPUStepAgreement is the GPU check's float32 agreement row with XLA's CPU plugin as
@@ -86,6 +88,44 @@ func TestXLACPUAgree(t *testing.T) {
 // that tolerance could flip.
 func TestXLACPUKNNMonitor(t *testing.T) {
 	xlacputest.Require(t)
+	var sides []monitorSide
+	for _, kind := range []gpu.Kind{gpu.CPU, gpu.XLACPU} {
+		be, err := gpu.New(context.Background(), gpu.Options{Kind: kind, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(be.Finalize)
+		sides = append(sides, monitorSide{name: string(kind), backend: be, devices: 1})
+	}
+	checkKNNMonitor(t, sides...)
+}
+
+// TestXLACPUKNNMonitorOnDevices: the kNN monitor reads the same with a training step on 2 and
+// 4 of xla-cpu's devices as on one: each image's features within the error model's tolerance,
+// top-1 within the decisions it could flip. The 30 queries do not split over 4 devices: the
+// step pads them and drops the padding's rows.
+func TestXLACPUKNNMonitorOnDevices(t *testing.T) {
+	be := xlacputest.Backend(t, gpu.Options{Devices: 4})
+	var sides []monitorSide
+	for _, d := range []int{1, 2, 4} {
+		sides = append(sides, monitorSide{name: fmt.Sprintf("xla-cpu on %d device(s)", d), backend: be, devices: d})
+	}
+	checkKNNMonitor(t, sides...)
+}
+
+// monitorSide is a backend and how many of its devices the monitored step runs on.
+type monitorSide struct {
+	name    string
+	backend compute.Backend
+	devices int
+}
+
+// checkKNNMonitor runs the kNN monitor with a small-cnn encoder's step on each side and
+// checks every side against the first: each bank and query image's backbone features within
+// the error model's tolerance for two float32 computations, and the monitor's top-1 apart by
+// no more than the decisions that tolerance could flip.
+func checkKNNMonitor(t *testing.T, sides ...monitorSide) {
+	t.Helper()
 	ctx := context.Background()
 	run, train, test := smallCNNEncoder(t)
 	path, err := trainstep.ResolveCheckpoint(ctx, run)
@@ -112,15 +152,10 @@ func TestXLACPUKNNMonitor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var top1 [2]float64
-	var emb [2][2]analysis.LabeledVectors
-	for i, kind := range []gpu.Kind{gpu.XLACPU, gpu.CPU} {
-		be, err := gpu.New(ctx, gpu.Options{Kind: kind, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer be.Finalize()
-		s, err := trainstep.NewStep(be, ckpt.Header.Step, ckpt.Header.State.ImageHeight, ckpt.Header.State.ImageWidth)
+	top1 := make([]float64, len(sides))
+	emb := make([][2]analysis.LabeledVectors, len(sides)) // [side][bank, queries]
+	for i, side := range sides {
+		s, err := trainstep.NewStepOn(side.backend, side.devices, ckpt.Header.Step, ckpt.Header.State.ImageHeight, ckpt.Header.State.ImageWidth)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,27 +175,30 @@ func TestXLACPUKNNMonitor(t *testing.T) {
 		}
 	}
 	tol := model.Tolerance(Float32Arithmetic, Float32Arithmetic)
-	for j, what := range []string{"bank", "queries"} {
-		d, err := CompareVectors(emb[0][j].Vectors, emb[1][j].Vectors)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Max > tol {
-			t.Errorf("%s features: largest relative difference %.3g over the tolerance %.3g", what, d.Max, tol)
-		}
-	}
 	// The monitor's settings, k one less than the whole bank, which KNNUnstable needs to find
 	// the k-th neighbour's rival.
 	cfg := analysis.DefaultKNNConfig()
 	cfg.K = min(cfg.K, bankImgs.N-1)
-	unstable, err := KNNUnstable(emb[1][0], emb[1][1], cfg, tol)
+	unstable, err := KNNUnstable(emb[0][0], emb[0][1], cfg, tol)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bound(top1[1], top1[0], unstable, queryImgs.N)
-	t.Logf("kNN monitor top-1: xla-cpu %.2f, cpu %.2f; %d decisions the tolerance %.3g could flip", top1[0], top1[1], unstable, tol)
-	if !b.Within {
-		t.Errorf("kNN monitor top-1 %.2f on xla-cpu, %.2f on cpu: more apart than %d flipped decisions allow", top1[0], top1[1], unstable)
+	for i, side := range sides[1:] {
+		i++
+		for j, what := range []string{"bank", "queries"} {
+			d, err := CompareVectors(emb[i][j].Vectors, emb[0][j].Vectors)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s against %s, %s features: largest relative difference %.3g (tolerance %.3g)", side.name, sides[0].name, what, d.Max, tol)
+			if d.Max > tol {
+				t.Errorf("%s against %s, %s features: largest relative difference %.3g over the tolerance %.3g", side.name, sides[0].name, what, d.Max, tol)
+			}
+		}
+		t.Logf("kNN monitor top-1: %s %.2f, %s %.2f; %d decisions the tolerance %.3g could flip", side.name, top1[i], sides[0].name, top1[0], unstable, tol)
+		if b := bound(top1[0], top1[i], unstable, queryImgs.N); !b.Within {
+			t.Errorf("kNN monitor top-1 %.2f on %s, %.2f on %s: more apart than %d flipped decisions allow", top1[i], side.name, top1[0], sides[0].name, unstable)
+		}
 	}
 }
 

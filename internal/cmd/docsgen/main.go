@@ -44,6 +44,7 @@ var sections = []section{
 	{name: "demo", file: "README.md", text: demoSection},
 	{name: "gpu-experiment", file: "docs/gpu.md", text: gpuExperimentSection},
 	{name: "gpu-check-summary", file: "docs/gpu.md", text: gpuCheckSummary},
+	{name: "scale-on-paper", file: "docs/gpu.md", text: scaleSection},
 	{name: "gpu-check-tables", file: "BENCHMARKS.md", text: gpuCheckTables},
 	{name: "reproduce-stages", file: "BENCHMARKS.md", text: stageTimesSection},
 	{name: "reliability-claims", file: "docs/reliability.md", text: reliabilitySection},
