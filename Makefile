@@ -46,7 +46,7 @@ GPU_PACK_MAX_MIB ?= 60
 XLA_CPU_PLUGIN := $(shell scripts/deps-xla-cpu.sh --path)
 XLA_PKGS := ./gpu/cuda/ ./trainstep/ ./verify/ ./pipelines/ ./cmd/dcl/
 
-.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-bench deps-flink deps-spark deps-xla-cpu generated test test-race test-flink test-spark bench bench-smoke lint demo docs clean
+.PHONY: help build build-cuda gpu-pack worker deps deps-go deps-data deps-torch deps-lightly deps-pyarrow deps-bench deps-flink deps-spark deps-xla-cpu generated test test-race test-flink test-spark bench bench-smoke lint demo docs clean
 
 # help expands the variables the descriptions name, as make does for the recipes.
 help: ## list the targets
@@ -77,7 +77,7 @@ gpu-pack: deps-data ## $(GPU_PACK)/: the cuda binary (stripped, xz), Fashion-MNI
 worker: ## build the Beam worker binary: the same program, CGO_ENABLED=0, linux/amd64
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dcl-worker-linux-amd64 ./cmd/dcl
 
-deps: deps-go deps-data deps-torch deps-lightly deps-xla-cpu ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch, lightly's losses, XLA's CPU plugin
+deps: deps-go deps-data deps-torch deps-lightly deps-pyarrow deps-xla-cpu ## install what the tests and the demo need: Go modules and tools, Debian's dataset-fashion-mnist and python3-torch, lightly's losses, pyarrow, XLA's CPU plugin
 
 deps-go:
 	@echo "deps: Go modules (go mod download) and staticcheck"
@@ -153,6 +153,30 @@ deps-lightly: deps-torch
 		fi; \
 	fi
 
+# deps-pyarrow makes $(PYARROW_VENV), a virtual environment of its own (pyarrow refuses Debian's
+# numpy 1.x) holding pyarrow and numpy, installed by hash from $(PYARROW_REQUIREMENTS), for the
+# test that reads an embedding file with Arrow's own Parquet reader. It is remade when the
+# requirements file changes; like deps-lightly it only warns where it cannot install, and that
+# test then skips.
+PYARROW_VENV         := .cache/pyarrow
+PYARROW_REQUIREMENTS := shards/embeddings/testdata/pyarrow-requirements.txt
+deps-pyarrow:
+	@if [ -x $(PYARROW_VENV)/bin/python ] && cmp -s $(PYARROW_REQUIREMENTS) $(PYARROW_VENV)/requirements.txt && \
+		$(PYARROW_VENV)/bin/python -c 'import pyarrow.parquet' >/dev/null 2>&1; then \
+		echo "deps: pyarrow $$($(PYARROW_VENV)/bin/python -c 'import pyarrow; print(pyarrow.__version__)') found in $(PYARROW_VENV)"; \
+	else \
+		echo "deps: installing pyarrow and numpy into $(PYARROW_VENV) (pinned by hash in $(PYARROW_REQUIREMENTS); about 70 MB)"; \
+		rm -rf $(PYARROW_VENV); \
+		if $(TORCH_PYTHON) -m venv $(PYARROW_VENV) && \
+			$(PYARROW_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --only-binary=:all: --require-hashes -r $(PYARROW_REQUIREMENTS) && \
+			$(PYARROW_VENV)/bin/python -c 'import pyarrow.parquet' && cp $(PYARROW_REQUIREMENTS) $(PYARROW_VENV)/requirements.txt; then \
+			echo "deps: pyarrow installed in $(PYARROW_VENV)"; \
+		else \
+			rm -rf $(PYARROW_VENV); \
+			echo "deps: WARNING: could not install pyarrow (python3-venv missing, no wheel for this Python, or PyPI out of reach); the test reading embeddings with pyarrow will skip"; \
+		fi; \
+	fi
+
 # deps-bench installs the references of scripts/cpu_compare.py, which make test never needs:
 # PyTorch 2.15 from PyPI in $(TORCH_BENCH_VENV) (pinned by hash in $(TORCH_BENCH_REQUIREMENTS),
 # which says what it leaves out; about 4.5 GB, most of it CUDA libraries torch will not load
@@ -216,9 +240,9 @@ test-spark: deps-spark worker ## run the Beam jobs on Spark (local[2], Beam's Sp
 # test and bench-smoke run go test -json through runwatch, which prints go test's own lines
 # (ok, FAIL, the failed tests' output) as each package finishes, and exits with its status.
 test: deps generated ## run every test (race detector on all but the numeric kernels and the Beam packages)
-	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) DCL_LIGHTLY_PYTHON=$(CURDIR)/$(LIGHTLY_VENV)/bin/python $(RUNWATCH) -gotest -label "test (race)" -- \
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) DCL_LIGHTLY_PYTHON=$(CURDIR)/$(LIGHTLY_VENV)/bin/python DCL_PYARROW_PYTHON=$(CURDIR)/$(PYARROW_VENV)/bin/python $(RUNWATCH) -gotest -label "test (race)" -- \
 		$(GO) test -json $(RACE_FLAGS) -timeout $(TEST_TIMEOUT) $$(comm -23 <($(GO) list ./... | sort) <($(GO) list $(NORACE_PKGS) $(BEAM_PKGS) | sort))
-	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) DCL_LIGHTLY_PYTHON=$(CURDIR)/$(LIGHTLY_VENV)/bin/python $(RUNWATCH) -gotest -label "test" -- \
+	DCL_FASHION_MNIST=$(FASHION_MNIST) DCL_TORCH_PYTHON=$(TORCH_PYTHON) DCL_LIGHTLY_PYTHON=$(CURDIR)/$(LIGHTLY_VENV)/bin/python DCL_PYARROW_PYTHON=$(CURDIR)/$(PYARROW_VENV)/bin/python $(RUNWATCH) -gotest -label "test" -- \
 		$(GO) test -json -timeout $(TEST_TIMEOUT) $(NORACE_PKGS) $(BEAM_PKGS)
 	@# The GPU's code path (go-xla, the XLA backend, the same StableHLO) on XLA's CPU plugin.
 	@if [ -f $(XLA_CPU_PLUGIN) ]; then \

@@ -112,17 +112,23 @@ func toolkitDepartures(c *Config) map[string]string {
 		if ev, found := pipelines.LookupEvaluation(pipelines.EvalLinear); found && ev.Encoder != nil && ev.Encoder.CropPasses != nil {
 			passes, epochs = ev.Encoder.CropPasses(l), ev.Encoder.CropPasses(l.With("crop_passes", 0))
 		}
+		// OpenSelfSup's and MoCo's crops are ImageNet's; the probe takes them at every size.
+		cifar := ""
+		if c.Dataset.Name == datasets.CIFAR10 || c.Dataset.Name == datasets.CIFAR100 {
+			cifar = " On CIFAR these are ImageNet's crops at 32 px: OpenSelfSup's CIFAR-10 configs (configs/classification/cifar10) " +
+				"train on RandomCrop 32 with padding 4 and flip, the usual CIFAR transform, which this toolkit does not offer."
+		}
 		switch {
 		case passes == 0:
 			out["linear"] = "crops: fixed, the fast probe: the linear classifier trains on fixed features of centre crops, each training " +
 				"image embedded once; " + openSelfSup + " (crops: augmented)."
 		case passes < epochs:
 			out["linear"] = fmt.Sprintf("crops: augmented with %d passes of RandomResizedCrop (scale 0.08–1) and flip for %d epochs: epoch e "+
-				"trains on pass e mod %d, so crops repeat; %s.", passes, epochs, passes, openSelfSup)
+				"trains on pass e mod %d, so crops repeat; %s.", passes, epochs, passes, openSelfSup) + cifar
 		default:
 			out["linear"] = "crops: augmented: the classifier trains on a fresh pass of RandomResizedCrop (scale 0.08–1, ratio 3/4–4/3) and " +
-				"flip of the train split at the view size every epoch, OpenSelfSup's and MoCo's linear-probe transform; the paper " +
-				"states none of it beyond \"Following the OpenSelfSup benchmark\" (appendix)."
+				"flip of the train split at the view size every epoch, OpenSelfSup's and MoCo's linear-probe transform on ImageNet; the paper " +
+				"states none of it beyond \"Following the OpenSelfSup benchmark\" (appendix)." + cifar
 		}
 	}
 	if c.Dataset.Name == datasets.ImageNet100 {

@@ -3,6 +3,8 @@ package reproduce
 import (
 	"strings"
 	"testing"
+
+	"github.com/dcl-beam/dcl-beam/pipelines"
 )
 
 // The report lists the config's own departures and, beside them, the choices of the toolkit's
@@ -39,6 +41,18 @@ func TestReportPrintsOwnAndToolkitDepartures(t *testing.T) {
 	// In RecipeSettings' order: the projector before the reduction before the schedule.
 	if i, j, k := strings.Index(report, "**projector**"), strings.Index(report, "**reduction**"), strings.Index(report, "**schedule**"); i > j || j > k {
 		t.Errorf("the departures are not in RecipeSettings' order:\n%s", report)
+	}
+
+	// The augmented probe on CIFAR takes ImageNet's crops, not CIFAR's padded RandomCrop.
+	for _, tt := range []struct {
+		dataset string
+		want    bool
+	}{{"cifar10", true}, {"cifar100", true}, {"stl10", false}} {
+		c.Dataset.Name = tt.dataset
+		c.Evaluate.Set(pipelines.EvalLinear, "crops", pipelines.AugmentedCrops)
+		if got := strings.Contains(c.ToolkitDepartures()["linear"], "RandomCrop 32 with padding 4"); got != tt.want {
+			t.Errorf("%s: the augmented probe's departure names CIFAR's RandomCrop: %v, want %v: %q", tt.dataset, got, tt.want, c.ToolkitDepartures()["linear"])
+		}
 	}
 
 	dclPaper := strings.Replace(minimal, "augment: simclr-cifar", "augment: dcl-paper", 1)

@@ -1,11 +1,13 @@
 package reproduce
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -80,13 +82,16 @@ func (res *Results) FailedGates() []GateCheck {
 	return out
 }
 
-// compare sets the reproduction's changes since prev (nil: the first reproduction) and
-// applies the config's gates.
+// compare sets the reproduction's changes since prev (nil: none to compare with, the first
+// reproduction or, with res.Unchanged, the only one) and applies the config's gates, naming
+// each bound it could not apply and why.
 func compare(cfg *Config, res *Results, prev *Reproduction) {
 	if prev != nil {
 		res.Previous = &ReproductionInfo{File: prev.File, Time: prev.Time, CodeVersion: prev.CodeVersion, ConfigFingerprint: prev.ConfigFingerprint}
 	}
 	res.Changes, res.Gates = nil, nil
+	// unchecked holds, per gate bound, the runs it could not be applied to.
+	unchecked := map[gateBound][]string{}
 	eachFigure(res, func(run *RunResult, m Metric, v float64) {
 		c := Change{Run: run.Config.Name, Metric: m.Name, Value: v}
 		if prev != nil {
@@ -107,7 +112,12 @@ func compare(cfg *Config, res *Results, prev *Reproduction) {
 			max     *float64
 			ref     *float64
 		}{{VsPrevious, gate.MaxDropVsPrevious, c.Previous}, {VsPaper, gate.MaxDropVsPaper, c.Paper}} {
-			if b.max == nil || b.ref == nil {
+			if b.max == nil {
+				continue
+			}
+			if b.ref == nil {
+				k := gateBound{m.Name, b.against}
+				unchecked[k] = append(unchecked[k], c.Run)
 				continue
 			}
 			d := m.drop(*b.ref, v)
@@ -116,7 +126,49 @@ func compare(cfg *Config, res *Results, prev *Reproduction) {
 		}
 	})
 	res.GateWarnings = gateWarnings(cfg, res)
+	res.GatesNotChecked = notChecked(unchecked, res, prev)
 }
+
+// gateBound is one bound of a config's gate: a metric's against VsPrevious or VsPaper.
+type gateBound struct{ metric, against string }
+
+// notChecked says, for each gate bound that some runs could not be checked against, which
+// runs and why: the reference the bound needs is missing. A gate is a check of a change, and
+// where there is nothing to compare with the check is not made; a reproduction that passes
+// with none made must say so, or a scheduler's exit status 0 reads as a pass.
+func notChecked(unchecked map[gateBound][]string, res *Results, prev *Reproduction) []string {
+	keys := slices.SortedFunc(maps.Keys(unchecked), func(a, b gateBound) int {
+		// Against the previous reproduction first, as a gate's checks come.
+		order := func(against string) int { return map[string]int{VsPrevious: 0, VsPaper: 1}[against] }
+		return cmp.Or(strings.Compare(a.metric, b.metric), cmp.Compare(order(a.against), order(b.against)))
+	})
+	var out []string
+	for _, k := range keys {
+		var why string
+		switch {
+		case k.against == VsPaper:
+			why = "the paper gives no figure for them"
+		case prev == nil && res.Unchanged:
+			why = "this call ran no stage and repeats the only reproduction in the history, so there is none before it to compare with " +
+				"(a gate against the previous reproduction needs two reproductions in the history; a rerun that changes nothing is not a second one)"
+		case prev == nil:
+			why = "this is the first reproduction in the run directory's history, so there is none before it to compare with " +
+				"(the next reproduction is checked against this one)"
+		default:
+			why = "the previous reproduction has no figure of them"
+		}
+		runs := "run "
+		if len(unchecked[k]) > 1 {
+			runs = "runs "
+		}
+		out = append(out, fmt.Sprintf("gates.%s.%s not checked (%s%s): %s", k.metric, boundKey(k.against),
+			runs, strings.Join(unchecked[k], ", "), why))
+	}
+	return out
+}
+
+// boundKey is the config key of a gate's bound against a reference.
+func boundKey(against string) string { return "max_drop_vs_" + against }
 
 // gateWarnings are the gates that one seed's noise alone can fail: a bound smaller than the
 // standard deviation over the seeds of a cell that the same reproduction measures. A gate

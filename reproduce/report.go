@@ -351,6 +351,14 @@ func changesSection(b *strings.Builder, res *Results) {
 		if len(failed) > 0 {
 			b.WriteString("\n")
 		}
+	} else if len(res.GatesNotChecked) > 0 {
+		b.WriteString("Gates: **none checked**: no gate had a figure to compare with, so this reproduction passes them without a check.\n\n")
+	}
+	for _, n := range res.GatesNotChecked {
+		fmt.Fprintf(b, "- **Not checked**: %s.\n", n)
+	}
+	if len(res.GatesNotChecked) > 0 {
+		b.WriteString("\n")
 	}
 	for _, w := range res.GateWarnings {
 		fmt.Fprintf(b, "- **Warning**: %s.\n", w)

@@ -60,6 +60,9 @@ type Results struct {
 	// GateWarnings name the gates whose bound is smaller than the spread over the seeds that
 	// the reproduction measures: one seed's noise alone can fail them.
 	GateWarnings []string `json:"gate_warnings,omitempty"`
+	// GatesNotChecked name the gates' bounds that could not be applied to some runs, for want
+	// of a figure to compare with, and why: with every bound among them, no gate was checked.
+	GatesNotChecked []string `json:"gates_not_checked,omitempty"`
 	// Changes are every run's figures beside the previous reproduction's and the paper's;
 	// Gates the config's gates applied to them.
 	Changes []Change    `json:"changes,omitempty"`

@@ -305,8 +305,9 @@ func (r *runner) finishUnchanged(ctx context.Context, res *Results, history []Re
 	if len(history) > 1 {
 		prev = &history[len(history)-2]
 	}
+	res.Unchanged = true
 	compare(r.cfg, res, prev)
-	res.HistoryFile, res.Unchanged, res.CodeVersion = last.File, true, last.CodeVersion
+	res.HistoryFile, res.CodeVersion = last.File, last.CodeVersion
 	r.log.Info("no stage ran and the figures are the last reproduction's: no history entry added", "history", storage.Join(HistoryDir, last.File))
 	if err := writeReport(ctx, r.log, r.opts.Out, res, history); err != nil {
 		return err

@@ -75,9 +75,10 @@ func addReproduceFlags(fs *flag.FlagSet, out streams, defaultOut, inputUsage str
 }
 
 // reproduceExitCodes are documented in `dcl reproduce -h` and `dcl demo -h`.
-const reproduceExitCodes = `Exit status: 0 every stage succeeded (and, with --gate, every gate passed); 1 a stage failed
-(or --output is in use by another dcl reproduce); 2 bad command line or config; 3 a gate failed
-(--gate), after everything was written.`
+const reproduceExitCodes = `Exit status: 0 every stage succeeded (and, with --gate, every gate checked passed; a gate with
+no figure to compare with, as on the first reproduction, is not checked, and a warning says so);
+1 a stage failed (or --output is in use by another dcl reproduce); 2 bad command line or config;
+3 a gate failed (--gate), after everything was written.`
 
 func reproduceCommand() *command {
 	return &command{
@@ -263,6 +264,12 @@ func runReproduction(ctx context.Context, cfg *reproduce.Config, f reproduceFlag
 		res.Wall, storage.Join(*f.out, reproduce.ReportName))
 	for _, w := range res.GateWarnings {
 		fmt.Fprintf(out.stderr, "dcl: warning: %s\n", w)
+	}
+	if len(res.Gates) == 0 && len(res.GatesNotChecked) > 0 {
+		fmt.Fprintf(out.stderr, "dcl: warning: no gate was checked: none had a figure to compare with (an exit status 0 says nothing of them)\n")
+	}
+	for _, n := range res.GatesNotChecked {
+		fmt.Fprintf(out.stderr, "dcl: warning: %s\n", n)
 	}
 	failed := res.FailedGates()
 	if len(failed) == 0 {

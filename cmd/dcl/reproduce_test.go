@@ -121,7 +121,8 @@ func nightly(t *testing.T) (config func(seed int) string) {
 	}
 }
 
-// How scheduled reproductions are judged: the same experiment reproduced again with
+// How scheduled reproductions are judged: the first reproduction and a rerun that changes
+// nothing say that they checked no gate, then the same experiment is reproduced again with
 // --rerun=train after a change to a run's seed. The history holds every reproduction, the
 // report shows what changed, and a gate tighter than the change makes dcl exit 3 with every
 // output written. The figures move one way or the other; if none got worse with seed 2,
@@ -131,8 +132,21 @@ func TestScheduledReproductionFailsItsGate(t *testing.T) {
 	call := func(seed int, flags ...string) (int, string, string) {
 		return runDCL(append([]string{"reproduce", "--config=" + config(seed), "--output=" + out, "--log-level=warn", "--progress=off"}, flags...)...)
 	}
-	if code, _, stderr := call(1); code != exitOK {
-		t.Fatalf("first reproduction exited %d: %s", code, stderr)
+	// With nothing to compare with, the first reproduction and a rerun that changes nothing
+	// check no gate: they pass --gate, saying so, not in silence.
+	for _, want := range []string{"this is the first reproduction", "this call ran no stage and repeats the only reproduction"} {
+		code, _, stderr := call(1, "--gate")
+		if code != exitOK {
+			t.Fatalf("reproduction with nothing to compare with exited %d: %s", code, stderr)
+		}
+		report, err := os.ReadFile(filepath.Join(out, reproduce.ReportName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stderr, "dcl: warning: no gate was checked") || !strings.Contains(stderr, "gates.knn_top1.max_drop_vs_previous not checked (run dcl): "+want) ||
+			!strings.Contains(string(report), "Gates: **none checked**") {
+			t.Errorf("a reproduction that checked no gate (%s) does not say so: stderr %q, report:\n%s", want, stderr, report)
+		}
 	}
 	for i, seed := range []int{2, 1} {
 		start := time.Now()

@@ -15,11 +15,12 @@ import (
 )
 
 // Row is one row of an embedding file: columns id (int64, the image's index in its source),
-// label (int32, -1 for unlabelled) and embedding, a Parquet LIST of float32 as pyarrow and
-// pandas write a list column, which the readers of earlier versions read; then key (the
+// label (int32, -1 for unlabelled) and embedding, a Parquet LIST of float32 laid out as pyarrow
+// writes a fixed_size_list<float>, which the readers of earlier versions read; then key (the
 // example's key in the shards), split and class (the label's class name, "" for unlabelled),
 // so that a table of embeddings says what each row is without the manifest. Every row of a
-// file has vectors of the footer's dimension (dcl.embedding_dim).
+// file has vectors of the footer's dimension (dcl.embedding_dim), which the footer's Arrow
+// schema (arrowSchemaKey) states too, for Arrow's readers.
 type Row struct {
 	ID        int64     `parquet:"id"`
 	Label     int32     `parquet:"label"`
@@ -121,21 +122,28 @@ func NewWriter(ctx context.Context, p string, dim int, meta map[string]string) (
 	if dim <= 0 {
 		return nil, fmt.Errorf("embedding file %s: dimension %d, want at least 1", p, dim)
 	}
-	options := []parquet.WriterOption{
-		schema,
-		parquet.CreatedBy("dcl-beam", strconv.Itoa(shards.FormatVersion), ""),
-		parquet.SkipPageStatistics("embedding", "list", "element"),
-		parquet.KeyValueMetadata(dimKey, strconv.Itoa(dim)),
-	}
+	footer := map[string]string{dimKey: strconv.Itoa(dim)}
 	for k, v := range meta {
 		if !strings.HasPrefix(k, FooterPrefix) {
 			k = FooterPrefix + k
 		}
+		footer[k] = v
+	}
+	arrowSchema, err := arrowSchema(dim, footer)
+	if err != nil {
+		return nil, fmt.Errorf("embedding file %s: %w", p, err)
+	}
+	options := []parquet.WriterOption{
+		schema,
+		parquet.CreatedBy("dcl-beam", strconv.Itoa(shards.FormatVersion), ""),
+		parquet.SkipPageStatistics("embedding", "list", "element"),
+		parquet.KeyValueMetadata(arrowSchemaKey, arrowSchema),
+	}
+	for k, v := range footer {
 		options = append(options, parquet.KeyValueMetadata(k, v))
 	}
 	var classes []string
 	if v, ok := meta[ClassesKey]; ok {
-		var err error
 		if classes, err = parseClassesMeta("embedding file "+p, v); err != nil {
 			return nil, err
 		}

@@ -10,16 +10,16 @@ import (
 )
 
 // TestWrittenBytesAreUnchanged pins the bytes of a file and of a sharded directory: the
-// digests are those of the format with the key, split and class columns (the layout of
-// c0acd5e's shards.NewEmbeddingWriter before them). A change of the format (a parquet-go
-// upgrade, an option) shows here, and must come with a reason.
+// digests are those of the format with the key, split and class columns and the footer's Arrow
+// schema (the layout of c0acd5e's shards.NewEmbeddingWriter before them). A change of the
+// format (a parquet-go or arrow-go upgrade, an option) shows here, and must come with a reason.
 func TestWrittenBytesAreUnchanged(t *testing.T) {
 	file, part0, part1, manifest := writeGolden(t)
 	for _, c := range []struct{ name, got, want string }{
-		{"one.parquet", file, "1c7d19fcd10c8240856c060debdacc3420815f4d887e96529f5d11cfa7f76990"},
-		{FileName(0, 2), part0, "ed22e39f50c8c38f14eb958b3adfba9c54cb74ce2a1a6ddfead51669c1503ef6"},
-		{FileName(1, 2), part1, "5f386e717836d0c3d777cadd90fb51408f8a16aa8422873ffbffa35476f50902"},
-		{ManifestName, manifest, "2b0964a120aa599aa5d553ae813af256de8083d6eca5f4141c303818ce62409d"},
+		{"one.parquet", file, "7b98156de929dac13fa86597e5a7dbe4a0ac9c4098438f189ab4484bc7f04ac0"},
+		{FileName(0, 2), part0, "3b7897e7f897742aa6420e6800192f7bb0bab7054dc54266ffa09fe571058957"},
+		{FileName(1, 2), part1, "8e79cce239f0aad7acb9de35a9826df30c8af701f0fa114eea682f12c41a172a"},
+		{ManifestName, manifest, "e2b78118f6e50d6107ebefdb5d4676db850ad0fb4f810b83b0f0bead0500de0d"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: sha256 %s, want %s", c.name, c.got, c.want)

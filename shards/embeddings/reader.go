@@ -278,7 +278,8 @@ func summarizeEmbeddingFile(ctx context.Context, p string) (FileSummary, error) 
 // footerMeta returns the dcl metadata of an embedding file's footer under the manifest's keys;
 // nil when there is none. Files written before the footer keys took FooterPrefix
 // have them bare: those are read too, but only from a file this project wrote (one with
-// dimKey), never from another tool's footer, whose bare keys mean something else.
+// dimKey), never from another tool's footer, whose bare keys mean something else; the Arrow
+// schema, which Arrow's readers and not this program's read, is not among them.
 func footerMeta(pf *parquet.File) map[string]string {
 	kvs := pf.Metadata().KeyValueMetadata
 	_, ours := pf.Lookup(dimKey)
@@ -296,7 +297,7 @@ func footerMeta(pf *parquet.File) map[string]string {
 	}
 	if ours {
 		for _, kv := range kvs {
-			if _, prefixed := meta[kv.Key]; !prefixed && !strings.HasPrefix(kv.Key, FooterPrefix) {
+			if _, prefixed := meta[kv.Key]; !prefixed && !strings.HasPrefix(kv.Key, FooterPrefix) && kv.Key != arrowSchemaKey {
 				set(kv.Key, kv.Value)
 			}
 		}
