@@ -2,8 +2,6 @@ package embeddings
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -193,7 +191,7 @@ func agreesWithManifest(ctx context.Context, dir string, f FileSummary, info Fil
 			return differ(fmt.Sprintf("was written with %s %q", k, v), strconv.Quote(meta[k]))
 		}
 	}
-	size, sum, err := fileSHA256(ctx, f.Path)
+	sum, size, err := shards.ChecksumFile(ctx, f.Path)
 	switch {
 	case err != nil:
 		return err
@@ -208,7 +206,7 @@ func agreesWithManifest(ctx context.Context, dir string, f FileSummary, info Fil
 // CheckFile refuses the file p unless its size and SHA-256 are what info says (what its
 // writer reported).
 func CheckFile(ctx context.Context, p string, info FileInfo) error {
-	size, sum, err := fileSHA256(ctx, p)
+	sum, size, err := shards.ChecksumFile(ctx, p)
 	switch {
 	case err != nil:
 		return err
@@ -216,21 +214,6 @@ func CheckFile(ctx context.Context, p string, info FileInfo) error {
 		return fmt.Errorf("%s is %d bytes of SHA-256 %s, its writer wrote %d bytes of SHA-256 %s: it changed since", p, size, sum, info.Bytes, info.SHA256)
 	}
 	return nil
-}
-
-// fileSHA256 reads p whole and returns its size and SHA-256.
-func fileSHA256(ctx context.Context, p string) (int64, string, error) {
-	r, err := storage.Open(ctx, p)
-	if err != nil {
-		return 0, "", err
-	}
-	defer r.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, r)
-	if err != nil {
-		return 0, "", err
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // summarizeEmbeddingFile opens p, checks its schema and learns the dimension: from the
