@@ -61,13 +61,7 @@ func TestKilledRunsRerunToTheSameOutput(t *testing.T) {
 	machine := reproduce.ThisMachine() // with the load average as the hunt starts
 	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
 	root := t.TempDir()
-	input := filepath.Join(root, "idx")
-	pipelinetest.WriteIDX(t, input, "train", 192, true)
-	pipelinetest.WriteIDX(t, input, "test", 64, true)
-	config := filepath.Join(root, "tiny.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, killConfig, input), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	input, config := writeKillExperiment(t, root)
 	// Each command's outputs feed the next: the reference folders hold them.
 	ref := func(name string) string { return filepath.Join(root, "ref-"+name, "out") }
 	jobs := []killJob{
@@ -251,6 +245,20 @@ func wholeParquet(p string) error {
 	}
 	_, err = parquet.OpenFile(f, st.Size())
 	return err
+}
+
+// writeKillExperiment writes under root the IDX data killConfig reads (192 training and 64
+// test images) and the config itself, and returns the data's folder and the config's path.
+func writeKillExperiment(t *testing.T, root string) (input, config string) {
+	t.Helper()
+	input = filepath.Join(root, "idx")
+	pipelinetest.WriteIDX(t, input, "train", 192, true)
+	pipelinetest.WriteIDX(t, input, "test", 64, true)
+	config = filepath.Join(root, "tiny.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, killConfig, input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return input, config
 }
 
 // killConfig is a whole experiment in a few seconds; %s is the IDX folder.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/dcl-beam/dcl-beam/internal/storage"
-	"github.com/dcl-beam/dcl-beam/internal/testing/pipelinetest"
 	"github.com/dcl-beam/dcl-beam/reproduce"
 )
 
@@ -29,13 +27,7 @@ func TestReproduceSignalledWhileReporting(t *testing.T) {
 		t.Skip("runs a reproduction")
 	}
 	root := t.TempDir()
-	input := filepath.Join(root, "idx")
-	pipelinetest.WriteIDX(t, input, "train", 192, true)
-	pipelinetest.WriteIDX(t, input, "test", 64, true)
-	config := filepath.Join(root, "tiny.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, killConfig, input), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	_, config := writeKillExperiment(t, root)
 	out := filepath.Join(root, "out")
 	reproduceOnce := func(sig syscall.Signal, at string) (code int, output string) {
 		t.Helper()
