@@ -122,7 +122,8 @@ func newSelectScatter(isMax bool, xDims, sDims, windowDims, strides []int, paddi
 		}
 	}
 	walk(0, nil)
-	if last := rank - 1; rank > 0 && windowDims[last] == 1 && strides[last] == 1 && paddings[last] == [2]int{0, 0} {
+	// With one axis the leading axis's slabs would cut a row: element-wise then.
+	if last := rank - 1; rank > 1 && windowDims[last] == 1 && strides[last] == 1 && paddings[last] == [2]int{0, 0} {
 		sc.rowWise, sc.inner = true, xDims[last]
 	}
 	return sc

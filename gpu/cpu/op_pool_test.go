@@ -56,6 +56,23 @@ func TestSelectScatterRowsMatchElements(t *testing.T) {
 	}
 }
 
+// TestSelectScatterOneAxis: with one axis, whose slabs are single elements, the walk is
+// element-wise and every source element lands at its window's largest operand element.
+func TestSelectScatterOneAxis(t *testing.T) {
+	x := []float32{3, 1, 4, 1, 5, 9, 2}
+	src := []float32{10, 20, 30, 40, 50, 60, 70}
+	sc := newSelectScatter(true, []int{7}, []int{7}, []int{1}, []int{1}, [][2]int{{0, 0}})
+	y := make([]float32, len(x))
+	for lo := range sc.slabs() {
+		sc.run(x, src, y, lo, lo+1)
+	}
+	for i := range y {
+		if y[i] != src[i] {
+			t.Fatalf("a one-element window scatters %v, want %v", y, src)
+		}
+	}
+}
+
 // BenchmarkSelectScatterResNet50 is the gradient of ResNet-50's max pool (3×3, stride 2, padding
 // 1, NHWC) at 16 images of 224 px, on one goroutine.
 func BenchmarkSelectScatterResNet50(b *testing.B) {
