@@ -37,12 +37,14 @@ func peakRSSMiB() float64 {
 // benchmarkStep times one training step (forward and backward of 2·batch images, loss,
 // update) and reports ms per image and the peak RSS.
 // With DCL_PROFILE_OPS set it runs on a CPU backend that times each operation, and logs the
-// times per operation kind.
+// times per operation kind; DCL_PROFILE_OPS=shapes times them per kind and inputs' shapes (per
+// layer). With DCL_PROFILE_OUT=FILE the table goes to FILE too, whole (a benchmark's log is cut
+// short).
 func benchmarkStep(b *testing.B, cfg StepConfig, batch, size int) {
 	var backend compute.Backend
 	var profiled *cpu.Backend
-	if os.Getenv("DCL_PROFILE_OPS") != "" {
-		be, err := cpu.New(cpu.Config{ProfileOps: true})
+	if prof := os.Getenv("DCL_PROFILE_OPS"); prof != "" {
+		be, err := cpu.New(cpu.Config{ProfileOps: true, ProfileShapes: prof == "shapes"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -74,7 +76,13 @@ func benchmarkStep(b *testing.B, cfg StepConfig, batch, size int) {
 	b.ReportMetric((cputime.Process().Seconds()-cpu0)*1000/images, "cpu-ms/image")
 	b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
 	if profiled != nil {
-		b.Logf("operation times over %d steps (the first compiles):\n%s", b.N+1, cpu.FormatOpStats(profiled.OpStats()))
+		table := cpu.FormatOpStats(profiled.OpStats())
+		if out := os.Getenv("DCL_PROFILE_OUT"); out != "" {
+			if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Logf("operation times over %d steps (the first compiles):\n%s", b.N+1, table)
 	}
 }
 

@@ -39,6 +39,9 @@ type Config struct {
 	Threads int
 	// ProfileOps makes the backend time every operation it runs (see Backend.OpStats).
 	ProfileOps bool
+	// ProfileShapes, with ProfileOps, times each operation by its inputs' shapes as well as
+	// its name, to find which layer of a network is slow.
+	ProfileShapes bool
 	// NoFusion turns off the fusion of element-wise operations (for comparisons and tests).
 	NoFusion bool
 	// NoRemat turns off rematerialisation (recomputing cheap element-wise values where they
@@ -121,7 +124,7 @@ func New(cfg Config) (*Backend, error) {
 	be := &Backend{goBackend: goBackend, pool: kernels.NewPool(threads), noFusion: cfg.NoFusion, noRemat: cfg.NoRemat,
 		emulateTF32: cfg.EmulateTF32}
 	if cfg.ProfileOps {
-		be.stats = &opStats{}
+		be.stats = &opStats{shapes: cfg.ProfileShapes}
 	}
 	if cfg.DirectConvolutions {
 		be.pool.DirectConvolutions()

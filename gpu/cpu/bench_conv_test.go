@@ -14,11 +14,15 @@ import (
 	"github.com/dcl-beam/dcl-beam/gpu/kernels"
 )
 
-// resnet18Convs are the distinct convolutions of ResNet-18 with the CIFAR stem on 32×32 images.
-var resnet18Convs = []struct {
+// netConv is one convolution of a network: its input's side and channels, its output
+// channels, kernel side and stride.
+type netConv struct {
 	name                   string
 	side, in, out, k, step int
-}{
+}
+
+// resnet18Convs are the distinct convolutions of ResNet-18 with the CIFAR stem on 32×32 images.
+var resnet18Convs = []netConv{
 	{"stem", 32, 3, 64, 3, 1},
 	{"layer1", 32, 64, 64, 3, 1},
 	{"layer2-down", 32, 64, 128, 3, 2},
@@ -30,6 +34,34 @@ var resnet18Convs = []struct {
 	{"layer4-down", 8, 256, 512, 3, 2},
 	{"layer4", 4, 512, 512, 3, 1},
 	{"layer4-shortcut", 8, 256, 512, 1, 2},
+}
+
+// resnet50Convs are the distinct convolutions of ResNet-50 (torchvision's, stride on the 3×3)
+// on 224×224 images.
+var resnet50Convs = []netConv{
+	{"stem", 224, 3, 64, 7, 2},
+	{"layer1-reduce", 56, 64, 64, 1, 1},
+	{"layer1", 56, 64, 64, 3, 1},
+	{"layer1-expand", 56, 64, 256, 1, 1},
+	{"layer1-in", 56, 256, 64, 1, 1},
+	{"layer2-reduce", 56, 256, 128, 1, 1},
+	{"layer2-down", 56, 128, 128, 3, 2},
+	{"layer2", 28, 128, 128, 3, 1},
+	{"layer2-expand", 28, 128, 512, 1, 1},
+	{"layer2-shortcut", 56, 256, 512, 1, 2},
+	{"layer2-in", 28, 512, 128, 1, 1},
+	{"layer3-reduce", 28, 512, 256, 1, 1},
+	{"layer3-down", 28, 256, 256, 3, 2},
+	{"layer3", 14, 256, 256, 3, 1},
+	{"layer3-expand", 14, 256, 1024, 1, 1},
+	{"layer3-shortcut", 28, 512, 1024, 1, 2},
+	{"layer3-in", 14, 1024, 256, 1, 1},
+	{"layer4-reduce", 14, 1024, 512, 1, 1},
+	{"layer4-down", 14, 512, 512, 3, 2},
+	{"layer4", 7, 512, 512, 3, 1},
+	{"layer4-expand", 7, 512, 2048, 1, 1},
+	{"layer4-shortcut", 14, 1024, 2048, 1, 2},
+	{"layer4-in", 7, 2048, 512, 1, 1},
 }
 
 // gradientConvs returns the three convolutions GoMLX emits for a channels-last convolution and
@@ -59,9 +91,24 @@ func BenchmarkConvResNet18(b *testing.B) {
 	if testing.Short() {
 		batch = 2
 	}
+	benchmarkConvs(b, resnet18Convs, batch)
+}
+
+// BenchmarkConvResNet50 times each distinct convolution of ResNet-50 at 224×224, batch 16 (the
+// step benchmark's two views of 8 images), as BenchmarkConvResNet18 does. Under -short:
+// batch 1.
+func BenchmarkConvResNet50(b *testing.B) {
+	batch := 16
+	if testing.Short() {
+		batch = 1
+	}
+	benchmarkConvs(b, resnet50Convs, batch)
+}
+
+func benchmarkConvs(b *testing.B, convs []netConv, batch int) {
 	be := benchBackendFor(b)
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, c := range resnet18Convs {
+	for _, c := range convs {
 		fwd, dx, dw := gradientConvs(b, be, batch, c.side, c.in, c.out, c.k, c.step)
 		outSide := (c.side+2*(c.k/2)-c.k)/c.step + 1
 		flops := 2 * float64(batch*outSide*outSide*c.out*c.in*c.k*c.k)

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gomlx/compute"
@@ -190,7 +191,7 @@ func (e *Executable) Execute(inputs []compute.Buffer, donate []bool, _ compute.D
 		}
 		outs, err := n.run.execute(be, inBufs, inDonate)
 		if be.stats != nil {
-			be.stats.add(n.statName(), time.Since(start))
+			be.stats.add(n, time.Since(start))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("executing %q, operation %s: %w", e.name, n.name, err)
@@ -264,4 +265,16 @@ func (n *node) statName() string {
 		name += "/go"
 	}
 	return name
+}
+
+// inputShapes lists the node's inputs' shapes, for OpStats by shape.
+func (n *node) inputShapes() string {
+	var b strings.Builder
+	for i, in := range n.inputs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(in.shape.String())
+	}
+	return b.String()
 }

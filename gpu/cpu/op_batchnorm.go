@@ -37,11 +37,11 @@ func (l bnLayout) count() int { return l.outer * l.inner }
 // channelSums returns two per-channel sums over every value of a channel, Σ f(u) and Σ f(u)·g(v)
 // for the element-wise pairs of a and b: with b nil, Σ a and Σ a²; otherwise Σ b and
 // Σ b·(a - center[c]). Partial sums run in float32 over blocks of at most 64 values and are
-// added up in float64, in parallel over the outer index.
+// added up in float64, in parallel over parts of the outer index. The parts depend on the
+// layout alone, so the sums are the same on any number of threads.
 func (l bnLayout) channelSums(pool *kernels.Pool, a, b []float32, center []float32) (s1, s2 []float64) {
 	const block = 64
-	parts := min(pool.Threads(), max(1, l.outer*l.inner/elementGrain), l.outer)
-	parts = max(parts, 1)
+	parts := max(1, min(bnSumParts, l.outer*l.channels*l.inner/elementGrain, l.outer))
 	partial := make([][2][]float64, parts)
 	pool.ParallelFor(parts, func(t int) {
 		acc1, acc2 := make([]float64, l.channels), make([]float64, l.channels)
@@ -109,6 +109,10 @@ func (l bnLayout) channelSums(pool *kernels.Pool, a, b []float32, center []float
 	}
 	return s1, s2
 }
+
+// bnSumParts is the most parts channelSums cuts a large operand into: a fixed number, several
+// times any thread count here, so a thread that starts late takes fewer.
+const bnSumParts = 8
 
 // affine writes out[i] = x[i]·a[c] + b[c] for every element, in parallel.
 func (l bnLayout) affine(pool *kernels.Pool, out, x, a, b []float32) {

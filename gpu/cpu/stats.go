@@ -12,27 +12,35 @@ import (
 // opStats accumulates the wall time spent in each kind of operation, for tuning: set
 // Config.ProfileOps and read Backend.OpStats.
 type opStats struct {
-	mu    sync.Mutex
-	byKey map[string]*OpStat
+	shapes bool // key by the inputs' shapes too (Config.ProfileShapes)
+	mu     sync.Mutex
+	byKey  map[string]*OpStat
 }
 
-// OpStat is the time spent in one kind of operation (by name and float32 or not).
+// OpStat is the time spent in one kind of operation: by name (with "/go" when the pure-Go
+// backend runs it), and with Config.ProfileShapes by its inputs' shapes.
 type OpStat struct {
-	Name  string
-	Calls int
-	Time  time.Duration
+	Name   string
+	Shapes string // the inputs' shapes, with Config.ProfileShapes
+	Calls  int
+	Time   time.Duration
 }
 
-func (s *opStats) add(name string, d time.Duration) {
+func (s *opStats) add(n *node, d time.Duration) {
+	name, shapes := n.statName(), ""
+	if s.shapes {
+		shapes = n.inputShapes()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byKey == nil {
 		s.byKey = make(map[string]*OpStat)
 	}
-	st := s.byKey[name]
+	key := name + "\x00" + shapes
+	st := s.byKey[key]
 	if st == nil {
-		st = &OpStat{Name: name}
-		s.byKey[name] = st
+		st = &OpStat{Name: name, Shapes: shapes}
+		s.byKey[key] = st
 	}
 	st.Calls++
 	st.Time += d
@@ -75,8 +83,11 @@ func FormatOpStats(stats []OpStat) string {
 		if len(name) > 60 {
 			name = name[:57] + "..."
 		}
-		s.Name = name
-		fmt.Fprintf(&b, "%-60s %6d calls %10.1f ms %5.1f%%\n", s.Name, s.Calls, float64(s.Time.Microseconds())/1000, 100*float64(s.Time)/float64(max(total, 1)))
+		fmt.Fprintf(&b, "%-60s %6d calls %10.1f ms %5.1f%%", name, s.Calls, float64(s.Time.Microseconds())/1000, 100*float64(s.Time)/float64(max(total, 1)))
+		if s.Shapes != "" {
+			b.WriteString("  " + s.Shapes)
+		}
+		b.WriteByte('\n')
 	}
 	return b.String()
 }

@@ -294,7 +294,15 @@ func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, 
 	}
 	mk := p.kernel
 	threads := p.threads
-	if threads == 1 || m*n*k < minParallelFlops {
+	if m*n*k < minParallelFlops {
+		gemmSerial(mk, m, n, k, alpha, a, b, c, ldc)
+		return
+	}
+	if isDeep(m, n, k) {
+		p.gemmDeep(mk, m, n, k, alpha, a, b, c, ldc)
+		return
+	}
+	if threads == 1 {
 		gemmSerial(mk, m, n, k, alpha, a, b, c, ldc)
 		return
 	}
@@ -325,6 +333,61 @@ func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, 
 	default:
 		p.gemmSplitK(mk, m, n, k, alpha, a, b, c, ldc)
 	}
+}
+
+// deepParts is how many parts of its depth a deep product (isDeep) is cut into: a fixed number,
+// so the sums' order does not depend on the thread count, and several times any thread count
+// here, so a thread that starts late takes fewer.
+const deepParts = 8
+
+// deepMaxOutput bounds C's size (m·n) for the depth split: each part past the first sums into
+// a buffer of C's size.
+const deepMaxOutput = 1 << 18
+
+// isDeep reports whether a product is deep and narrow: C small, the depth long enough for
+// deepParts parts of at least a packed block each. GoMLX's kernel gradients of 1×1 and strided
+// convolutions over large images are such products (C is input × output channels, the depth
+// is every pixel of the batch). Split by rows, threads would hand off twice per packed block
+// of B and share a few micro-kernel panels of C's rows unevenly; split by depth, each thread
+// streams its own parts of A and B with no hand-off. Whether a product is deep depends on its
+// sizes only, so a result is the same on any number of threads.
+func isDeep(m, n, k int) bool {
+	return m*n <= deepMaxOutput && k >= deepParts*blockK
+}
+
+// gemmDeep computes C += alpha·A·B for a deep product (isDeep) as deepParts products over
+// consecutive ranges of the depth, in parallel: the first adds into C, the others into their
+// own zeroed buffers, which are then added into C in order, row blocks in parallel.
+func (p *Pool) gemmDeep(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
+	parts := splitPoints(k, deepParts, blockK)
+	partial := make([][]float32, len(parts)-1)
+	for t := 1; t < len(partial); t++ {
+		partial[t] = floats.get(m * n)
+	}
+	defer func() {
+		for _, buf := range partial[1:] {
+			floats.put(buf)
+		}
+	}()
+	p.ParallelFor(len(partial), func(t int) {
+		lo, hi := parts[t], parts[t+1]
+		if t == 0 {
+			gemmSerial(mk, m, n, hi-lo, alpha, a, b, c, ldc)
+			return
+		}
+		clear(partial[t])
+		gemmSerial(mk, m, n, hi-lo, alpha, offsetDepth{a, lo}, offsetDepth{b, lo}, partial[t], n)
+	})
+	p.ParallelRange(m, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := c[i*ldc : i*ldc+n]
+			for _, buf := range partial[1:] {
+				for j, v := range buf[i*n : i*n+n] {
+					row[j] += v
+				}
+			}
+		}
+	})
 }
 
 // gemmSplitK gives each thread a range of the depth k: the first adds into C, the others into

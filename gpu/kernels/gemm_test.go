@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -114,6 +115,7 @@ func TestSgemmParallelSplits(t *testing.T) {
 		{"rows", 400, 40, 64},
 		{"columns", 20, 900, 64},
 		{"depth", 40, 40, 3000},
+		{"deep", 40, 70, deepParts*blockK + 37},
 	}
 	pool := NewPool(2)
 	defer pool.Close()
@@ -124,6 +126,40 @@ func TestSgemmParallelSplits(t *testing.T) {
 		want := refGemm(false, false, c.m, c.n, c.k, 1, a, c.k, b, c.n, 1, out, c.n)
 		pool.Sgemm(false, false, c.m, c.n, c.k, 1, a, c.k, b, c.n, 1, out, c.n)
 		closeEnough(t, c.name, out, want, c.k)
+	}
+}
+
+// TestSgemmDeepIsTheSameOnAnyThreads checks a deep product (a kernel gradient's shape: C
+// small, the depth every pixel of a batch) gives the same bits on one, two and three threads,
+// beta 0 and 1.
+func TestSgemmDeepIsTheSameOnAnyThreads(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	m, n, k := 64, 96, deepParts*blockK+300
+	if !isDeep(m, n, k) {
+		t.Fatalf("%d×%d×%d is not deep", m, n, k)
+	}
+	a := randSlice(r, m*k)
+	b := randSlice(r, k*n)
+	c0 := randSlice(r, m*n)
+	for _, beta := range []float32{0, 1} {
+		var first []float32
+		for _, threads := range []int{1, 2, 3} {
+			pool := NewPool(threads)
+			c := slices.Clone(c0)
+			pool.Sgemm(true, false, m, n, k, 1, a, m, b, n, beta, c, n)
+			pool.Close()
+			if first == nil {
+				want := refGemm(true, false, m, n, k, 1, a, m, b, n, beta, slices.Clone(c0), n)
+				closeEnough(t, "deep", c, want, k)
+				first = c
+				continue
+			}
+			for i := range c {
+				if math.Float32bits(c[i]) != math.Float32bits(first[i]) {
+					t.Fatalf("beta %g: %d threads: C[%d] = %g, one thread gives %g", beta, threads, i, c[i], first[i])
+				}
+			}
+		}
 	}
 }
 
