@@ -64,6 +64,14 @@ var resnet50Convs = []netConv{
 	{"layer4-in", 7, 2048, 512, 1, 1},
 }
 
+// smallCNNConvs are the convolutions of the small CNN on 28×28 grayscale images.
+var smallCNNConvs = []netConv{
+	{"conv1", 28, 1, 32, 3, 1},
+	{"conv2", 28, 32, 64, 3, 2},
+	{"conv3", 14, 64, 128, 3, 2},
+	{"conv4", 7, 128, 128, 3, 1},
+}
+
 // gradientConvs returns the three convolutions GoMLX emits for a channels-last convolution and
 // its two gradients (forward, gradient wrt input, gradient wrt kernel), as lowered here.
 func gradientConvs(b *testing.B, be *Backend, batch, side, in, out, k, stride int) (fwd, dx, dw kernels.ConvShape) {
@@ -103,6 +111,17 @@ func BenchmarkConvResNet50(b *testing.B) {
 		batch = 1
 	}
 	benchmarkConvs(b, resnet50Convs, batch)
+}
+
+// BenchmarkConvSmallCNN times each convolution of the small CNN on 28×28 grayscale images at
+// batch 128 (the step benchmark's two views of 64), as BenchmarkConvResNet18 does. Under
+// -short: batch 2.
+func BenchmarkConvSmallCNN(b *testing.B) {
+	batch := 128
+	if testing.Short() {
+		batch = 2
+	}
+	benchmarkConvs(b, smallCNNConvs, batch)
 }
 
 func benchmarkConvs(b *testing.B, convs []netConv, batch int) {

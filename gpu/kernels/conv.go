@@ -537,6 +537,14 @@ func (kg *kernelGather) Pack(dst []float32, r0, rows, p0, kc, w int, scale float
 		base := kg.oOff + c*ws.Major + k0*ws.Spatial[0] + k1*ws.Spatial[1] + k2*ws.Spatial[2]
 		for pi := range panels {
 			out := dst[pi*kc*w+p*w : pi*kc*w+p*w+w]
+			if ws.Minor == 1 && scale == 1 {
+				// Output channels contiguous (a channels-last output gradient read as the kernel
+				// of GoMLX's kernel gradient, which can be as large as the activations): copy.
+				r := r0 + pi*w
+				n := copy(out[:min(w, r0+rows-r)], kg.w[base+r:])
+				clear(out[n:])
+				continue
+			}
 			for i := range w {
 				r := r0 + pi*w + i
 				if r >= r0+rows {
