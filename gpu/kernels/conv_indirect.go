@@ -146,6 +146,26 @@ func phaseTaps(s *ConvShape, buf []int) []phase {
 	return phases
 }
 
+// rowSpacing returns d when the n output pixels from index i of rows (nil: consecutive pixels)
+// are evenly spaced, d pixels apart, and 0 otherwise. The micro-kernel then writes their tile
+// in place with a row stride of d rows: a phase of an input-dilated convolution (a strided
+// convolution's input gradient) takes every other pixel of an output row.
+func rowSpacing(rows []int, i, n int) int {
+	if rows == nil {
+		return 1
+	}
+	d := rows[i+1] - rows[i]
+	if d <= 0 {
+		return 0
+	}
+	for k := i + 2; k < i+n; k++ {
+		if rows[k]-rows[k-1] != d {
+			return 0
+		}
+	}
+	return d
+}
+
 // convIndirectRows computes rows [lo, hi) of a job on the calling goroutine.
 func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource, y []float32, yOff, rowStep, cOff, cg, og int, job indirectJob, lo, hi int) {
 	if lo >= hi {
@@ -157,7 +177,6 @@ func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource,
 		}
 		return job.rows[i]
 	}
-	contiguous := job.rows == nil
 	mr, nr := mk.mr, mk.nr
 	for i := lo; i < hi; i++ {
 		r := row(i)
@@ -231,10 +250,12 @@ func convIndirectRows(mk *microKernel, s *ConvShape, x []float32, w PanelSource,
 					for ir := 0; ir < mc; ir += mr {
 						mv := min(mr, mc-ir)
 						o := &offs[(ir/mr)*nseg*mr]
-						if contiguous && mv == mr && nv == nr {
-							ci := yOff + row(ic+ir)*rowStep + jr
-							mk.indirect(nseg, kc, o, xBase, zeroEnd, bPanel, unsafe.Pointer(&y[ci]), rowStep)
-							continue
+						if mv == mr && nv == nr {
+							if d := rowSpacing(job.rows, ic+ir, mr); d > 0 {
+								ci := yOff + row(ic+ir)*rowStep + jr
+								mk.indirect(nseg, kc, o, xBase, zeroEnd, bPanel, unsafe.Pointer(&y[ci]), d*rowStep)
+								continue
+							}
 						}
 						clear(tile)
 						mk.indirect(nseg, kc, o, xBase, zeroEnd, bPanel, unsafe.Pointer(&tile[0]), nr)
