@@ -274,10 +274,11 @@ const sharedBDepth = 4 * blockK
 const minParallelFlops = 1 << 17
 
 // Gemm computes C = alpha·A·B + beta·C with A (m×k) and B (k×n) read through their packing and
-// C row-major (row stride ldc) at c[0], in parallel on the pool. The work is split along m
-// where C has rows enough (the threads share B's packing, gemmSharedB), else along n or k,
-// whichever repeats the least work: along n every thread packs all of A, along k each thread
-// sums into its own copy of C.
+// C row-major (row stride ldc) at c[0], in parallel on the pool. A deep, narrow product
+// (isDeep) is split along k in fixed parts (gemmDeep), on any number of threads; otherwise the
+// work is split along m where C has rows enough (the threads share B's packing, gemmSharedB),
+// else along n or k, whichever repeats the least work: along n every thread packs all of A,
+// along k each thread sums into its own copy of C.
 func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("kernels.Gemm: negative size m=%d n=%d k=%d", m, n, k))
