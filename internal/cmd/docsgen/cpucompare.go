@@ -258,7 +258,7 @@ func cpuCompareSummary(_ context.Context, g *generator, _ section) (string, []er
 		head += fmt.Sprintf("; they ran at the highest scheduling priority (%s)", p)
 		order = []bool{false, true}
 		if l := c.load(); l != "" {
-			head += fmt.Sprintf(" while other work kept the 1-minute load average at %s", l)
+			head += fmt.Sprintf(" with the 1-minute load average at %s (the comparison's own two threads make 2)", l)
 		}
 	} else if l := c.load(); l != "" {
 		head += fmt.Sprintf("; the machine's 1-minute load average was %s while they ran", l)
