@@ -13,6 +13,9 @@ FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
 # Packages whose tests are numeric kernels: -race slows them 10x and they share no memory
 # across goroutines that the race detector could check better than their own tests do.
 NORACE_PKGS := ./trainstep/... ./gpu/... ./verify/... ./internal/jpeg/...
+# Packages with amd64 assembly and Go loops for other builds, tested again with -tags purego
+# (the loops arm64 and other architectures run).
+PUREGO_PKGS := ./gpu/kernels/ ./gpu/cpu/ ./transforms/... ./internal/jpeg/...
 # Packages whose tests run Beam pipelines in process. Beam v2.77.0's SDK harness has a data
 # race of its own at worker shutdown (core/runtime/harness/harness.go: the receive loop closes
 # respc at line 195 with no ordering after a bundle goroutine's send at line 213), which the
@@ -251,6 +254,9 @@ test: deps generated ## run every test (race detector on all but the numeric ker
 	else \
 		echo "test (xla-cpu): SKIPPED: no XLA CPU plugin at $(XLA_CPU_PLUGIN) (make deps-xla-cpu could not fetch it; it said why): the XLA backend's tests did not run"; \
 	fi
+	@# Builds without the amd64 assembly (arm64, -tags purego) run the kernels' Go loops instead.
+	$(RUNWATCH) -gotest -label "test (purego)" -- \
+		$(GO) test -json -tags purego -timeout $(TEST_TIMEOUT) $(PUREGO_PKGS)
 	@# Peak-memory bounds mean nothing under -race (it multiplies memory): measured without it.
 	DCL_FASHION_MNIST=$(FASHION_MNIST) $(RUNWATCH) -gotest -label "test (memory)" -- \
 		$(GO) test -json -timeout $(TEST_TIMEOUT) -run '^TestDecodeMemoryIsBounded$$' ./transforms/datasets/

@@ -48,23 +48,15 @@ func (l bnLayout) channelSums(pool *kernels.Pool, a, b []float32, center []float
 		lo, hi := t*l.outer/parts, (t+1)*l.outer/parts
 		if l.inner == 1 {
 			// Channels last: rows of channels; float32 partials over blocks of rows.
-			t1, t2, tmp := make([]float32, l.channels), make([]float32, l.channels), make([]float32, l.channels)
+			t1, t2 := make([]float32, l.channels), make([]float32, l.channels)
 			for r0 := lo; r0 < hi; r0 += block {
 				clear(t1)
 				clear(t2)
-				for r := r0; r < min(r0+block, hi); r++ {
-					xs := a[r*l.channels : (r+1)*l.channels]
-					if b == nil {
-						kernels.Binary(kernels.OpAdd, t1, t1, xs)
-						kernels.Binary(kernels.OpMul, tmp, xs, xs)
-						kernels.Binary(kernels.OpAdd, t2, t2, tmp)
-						continue
-					}
-					ys := b[r*l.channels : (r+1)*l.channels]
-					kernels.Binary(kernels.OpAdd, t1, t1, ys)
-					kernels.Binary(kernels.OpSub, tmp, xs, center)
-					kernels.Binary(kernels.OpMul, tmp, tmp, ys)
-					kernels.Binary(kernels.OpAdd, t2, t2, tmp)
+				rows := a[r0*l.channels : min(r0+block, hi)*l.channels]
+				if b == nil {
+					kernels.ChannelSums(t1, t2, rows, l.channels)
+				} else {
+					kernels.ChannelSumsCentred(t1, t2, rows, b[r0*l.channels:min(r0+block, hi)*l.channels], center, l.channels)
 				}
 				for c := range t1 {
 					acc1[c] += float64(t1[c])

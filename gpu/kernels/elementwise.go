@@ -24,31 +24,34 @@ const (
 func Binary(op BinOp, dst, x, y []float32) {
 	n := len(x)
 	dst, y = dst[:n], y[:n]
-	if v := vectorized(n); v > 0 {
+	v := vectorized(n)
+	if v > 0 {
 		vecBinary(op, dst, x, y, v)
 	}
-	binaryGo(op, dst[n&^7:], x[n&^7:], y[n&^7:])
+	binaryGo(op, dst[v:], x[v:], y[v:])
 }
 
 // BinaryScalar writes dst[i] = x[i] op s, or s op x[i] when scalarFirst.
 func BinaryScalar(op BinOp, dst, x []float32, s float32, scalarFirst bool) {
 	n := len(x)
 	dst = dst[:n]
-	if v := vectorized(n); v > 0 {
+	v := vectorized(n)
+	if v > 0 {
 		vecBinaryScalar(op, dst, x, s, scalarFirst, v)
 	}
-	binaryScalarGo(op, dst[n&^7:], x[n&^7:], s, scalarFirst)
+	binaryScalarGo(op, dst[v:], x[v:], s, scalarFirst)
 }
 
 // Sign writes dst[i] = ±1 with x[i]'s sign, and x[i] itself for ±0 and NaN.
 func Sign(dst, x []float32) {
 	n := len(x)
 	dst = dst[:n]
-	if v := vectorized(n); v > 0 {
+	v := vectorized(n)
+	if v > 0 {
 		vecSign(dst, x, v)
 	}
-	for i, v := range x[n&^7:] {
-		dst[n&^7+i] = sign32(v)
+	for i, e := range x[v:] {
+		dst[v+i] = sign32(e)
 	}
 }
 
@@ -56,11 +59,51 @@ func Sign(dst, x []float32) {
 func Affine(dst, x, m, c []float32) {
 	n := len(x)
 	dst, m, c = dst[:n], m[:n], c[:n]
-	if v := vectorized(n); v > 0 {
+	v := vectorized(n)
+	if v > 0 {
 		vecAffine(dst, x, m, c, v)
 	}
-	for i := n &^ 7; i < n; i++ {
+	for i := v; i < n; i++ {
 		dst[i] = x[i]*m[i] + c[i]
+	}
+}
+
+// ChannelSums adds the rows of x (len(x)/channels rows of channels floats) into per-channel
+// sums, t1[c] += x[r][c] and t2[c] += x[r][c]·x[r][c] (a multiply, then an add), the rows in
+// order: the bits of Binary's add, multiply and add on each row, in one pass over x.
+func ChannelSums(t1, t2, x []float32, channels int) {
+	rows := len(x) / channels
+	t1, t2 = t1[:channels], t2[:channels]
+	v := vectorized(channels)
+	if v > 0 && rows > 0 {
+		vecChannelSums(t1, t2, x, channels, v, rows)
+	}
+	for r := range rows {
+		row := x[r*channels : (r+1)*channels]
+		for c := v; c < channels; c++ {
+			t1[c] += row[c]
+			t2[c] += float32(row[c] * row[c]) // the conversion keeps the product rounded (no FMA)
+		}
+	}
+}
+
+// ChannelSumsCentred adds the rows of y into t1 and (x − center)·y into t2 per channel, x and y
+// holding len(x)/channels rows of channels floats, as ChannelSums does (a subtraction, a
+// multiply, then an add, the rows in order).
+func ChannelSumsCentred(t1, t2, x, y, center []float32, channels int) {
+	rows := len(x) / channels
+	t1, t2, center = t1[:channels], t2[:channels], center[:channels]
+	y = y[:rows*channels]
+	v := vectorized(channels)
+	if v > 0 && rows > 0 {
+		vecChannelSumsCentred(t1, t2, x, y, center, channels, v, rows)
+	}
+	for r := range rows {
+		xs, ys := x[r*channels:(r+1)*channels], y[r*channels:(r+1)*channels]
+		for c := v; c < channels; c++ {
+			t1[c] += ys[c]
+			t2[c] += float32((xs[c] - center[c]) * ys[c])
+		}
 	}
 }
 

@@ -28,6 +28,15 @@ func specialSlice(r *rand.Rand, n int) []float32 {
 // TestElementwiseMatchesGoLoops checks the vector loops against the plain Go loops for every
 // operation, lengths around multiples of 8, and special values.
 func TestElementwiseMatchesGoLoops(t *testing.T) {
+	saved := hasVectorLoops
+	defer func() { hasVectorLoops = saved }()
+	for _, vector := range []bool{false, saved} {
+		hasVectorLoops = vector // DCL_KERNEL=go, and builds without assembly, take the Go loops
+		elementwiseMatchesGoLoops(t)
+	}
+}
+
+func elementwiseMatchesGoLoops(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, n := range []int{0, 1, 7, 8, 9, 16, 31, 100} {
 		x, y := specialSlice(r, n), specialSlice(r, n)
@@ -81,6 +90,49 @@ func TestSign32EdgeCases(t *testing.T) {
 		}
 		if math.Float32bits(got) != math.Float32bits(want) {
 			t.Errorf("sign32(%g) = %g, want %g", v, got, want)
+		}
+	}
+}
+
+// TestChannelSumsMatchRowByRow checks ChannelSums and ChannelSumsCentred give the bits of the
+// row-by-row Binary calls they replace (add, multiply, add; subtract, multiply, add), on the
+// vector loops and in Go, for channel counts with and without a tail of fewer than eight.
+func TestChannelSumsMatchRowByRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	saved := hasVectorLoops
+	defer func() { hasVectorLoops = saved }()
+	for _, vector := range []bool{false, saved} {
+		hasVectorLoops = vector
+		for _, channels := range []int{1, 3, 8, 13, 64, 515} {
+			for _, rows := range []int{0, 1, 7, 64} {
+				x, y := specialSlice(r, rows*channels), randSlice(r, rows*channels)
+				center := randSlice(r, channels)
+				start1, start2 := randSlice(r, channels), randSlice(r, channels)
+				want1, want2, tmp := append([]float32(nil), start1...), append([]float32(nil), start2...), make([]float32, channels)
+				wantC1, wantC2 := append([]float32(nil), start1...), append([]float32(nil), start2...)
+				for i := range rows {
+					xs, ys := x[i*channels:(i+1)*channels], y[i*channels:(i+1)*channels]
+					Binary(OpAdd, want1, want1, xs)
+					Binary(OpMul, tmp, xs, xs)
+					Binary(OpAdd, want2, want2, tmp)
+					Binary(OpAdd, wantC1, wantC1, ys)
+					Binary(OpSub, tmp, xs, center)
+					Binary(OpMul, tmp, tmp, ys)
+					Binary(OpAdd, wantC2, wantC2, tmp)
+				}
+				got1, got2 := append([]float32(nil), start1...), append([]float32(nil), start2...)
+				ChannelSums(got1, got2, x, channels)
+				gotC1, gotC2 := append([]float32(nil), start1...), append([]float32(nil), start2...)
+				ChannelSumsCentred(gotC1, gotC2, x, y, center, channels)
+				for c := range channels {
+					for _, p := range [][3]any{{"sum", got1[c], want1[c]}, {"sum of squares", got2[c], want2[c]},
+						{"centred sum", gotC1[c], wantC1[c]}, {"centred product", gotC2[c], wantC2[c]}} {
+						if g, w := p[1].(float32), p[2].(float32); !sameFloat32(g, w) {
+							t.Fatalf("vector %v, %d channels, %d rows: %s of channel %d = %g, row by row %g", vector, channels, rows, p[0], c, g, w)
+						}
+					}
+				}
+			}
 		}
 	}
 }

@@ -139,6 +139,12 @@ func vecSignAVX2(dst, x *float32, n int)
 //go:noescape
 func vecAffineAVX2(dst, x, m, c *float32, n int)
 
+//go:noescape
+func channelSumsAVX2(t1, t2, x *float32, stride, n, rows int)
+
+//go:noescape
+func channelSumsCentredAVX2(t1, t2, x, y, center *float32, stride, n, rows int)
+
 // hasVectorLoops is whether the element-wise loops use AVX2 (simd.AVX2; DCL_KERNEL=go turns
 // them off).
 var hasVectorLoops = simd.AVX2
@@ -171,6 +177,14 @@ func vecBinaryScalar(op BinOp, dst, x []float32, s float32, scalarFirst bool, n 
 func vecSign(dst, x []float32, n int) { vecSignAVX2(&dst[0], &x[0], n) }
 
 func vecAffine(dst, x, m, c []float32, n int) { vecAffineAVX2(&dst[0], &x[0], &m[0], &c[0], n) }
+
+func vecChannelSums(t1, t2, x []float32, stride, n, rows int) {
+	channelSumsAVX2(&t1[0], &t2[0], &x[0], stride, n, rows)
+}
+
+func vecChannelSumsCentred(t1, t2, x, y, center []float32, stride, n, rows int) {
+	channelSumsCentredAVX2(&t1[0], &t2[0], &x[0], &y[0], &center[0], stride, n, rows)
+}
 
 // hasWinograd is whether Winograd's transforms have their AVX2 loops (without them the direct
 // convolution is faster).

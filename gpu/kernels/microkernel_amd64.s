@@ -1281,6 +1281,77 @@ vecAffineAVX2_done:
 	VZEROUPPER
 	RET
 
+// func channelSumsAVX2(t1, t2, x *float32, stride, n, rows int)
+TEXT ·channelSumsAVX2(SB), NOSPLIT, $0-48
+	MOVQ t1+0(FP), DI
+	MOVQ t2+8(FP), BX
+	MOVQ x+16(FP), SI
+	MOVQ stride+24(FP), R12
+	MOVQ n+32(FP), R8
+	MOVQ rows+40(FP), R9
+	SHLQ $2, R12
+	SHLQ $2, R8
+	TESTQ R8, R8
+	JZ channelSumsAVX2_done
+	TESTQ R9, R9
+	JZ channelSumsAVX2_done
+channelSumsAVX2_row:
+	XORQ R10, R10
+channelSumsAVX2_chunk:
+	VMOVUPS (SI)(R10*1), Y0
+	VADDPS (DI)(R10*1), Y0, Y1
+	VMOVUPS Y1, (DI)(R10*1)
+	VMULPS Y0, Y0, Y2
+	VADDPS (BX)(R10*1), Y2, Y2
+	VMOVUPS Y2, (BX)(R10*1)
+	ADDQ $32, R10
+	CMPQ R10, R8
+	JLT channelSumsAVX2_chunk
+	ADDQ R12, SI
+	DECQ R9
+	JNZ channelSumsAVX2_row
+channelSumsAVX2_done:
+	VZEROUPPER
+	RET
+
+// func channelSumsCentredAVX2(t1, t2, x, y, center *float32, stride, n, rows int)
+TEXT ·channelSumsCentredAVX2(SB), NOSPLIT, $0-64
+	MOVQ t1+0(FP), DI
+	MOVQ t2+8(FP), BX
+	MOVQ x+16(FP), SI
+	MOVQ y+24(FP), DX
+	MOVQ center+32(FP), R13
+	MOVQ stride+40(FP), R12
+	MOVQ n+48(FP), R8
+	MOVQ rows+56(FP), R9
+	SHLQ $2, R12
+	SHLQ $2, R8
+	TESTQ R8, R8
+	JZ channelSumsCentredAVX2_done
+	TESTQ R9, R9
+	JZ channelSumsCentredAVX2_done
+channelSumsCentredAVX2_row:
+	XORQ R10, R10
+channelSumsCentredAVX2_chunk:
+	VMOVUPS (DX)(R10*1), Y3
+	VADDPS (DI)(R10*1), Y3, Y1
+	VMOVUPS Y1, (DI)(R10*1)
+	VMOVUPS (SI)(R10*1), Y0
+	VSUBPS (R13)(R10*1), Y0, Y2
+	VMULPS Y3, Y2, Y2
+	VADDPS (BX)(R10*1), Y2, Y2
+	VMOVUPS Y2, (BX)(R10*1)
+	ADDQ $32, R10
+	CMPQ R10, R8
+	JLT channelSumsCentredAVX2_chunk
+	ADDQ R12, SI
+	ADDQ R12, DX
+	DECQ R9
+	JNZ channelSumsCentredAVX2_row
+channelSumsCentredAVX2_done:
+	VZEROUPPER
+	RET
+
 // func winogradInputAVX2(ptrs *unsafe.Pointer, tiles, c int, dst unsafe.Pointer, plane int)
 TEXT ·winogradInputAVX2(SB), NOSPLIT, $0-40
 	MOVQ ptrs+0(FP), AX

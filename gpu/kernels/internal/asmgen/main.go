@@ -369,6 +369,72 @@ func (a *asm) vecAffine(name string) {
 	a.l("")
 }
 
+// channelSums adds rows of x into per-channel sums over the first n channels (a multiple of 8),
+// eight channels per step, the sums staying in L1 while x streams once: plain, t1[c] += x[r][c]
+// and t2[c] += x[r][c]·x[r][c]; centred, t1[c] += y[r][c] and t2[c] += (x[r][c] −
+// center[c])·y[r][c]. Each is a separate multiply and add (no FMA), rounded as the element-wise
+// loops round, rows in order; stride is the row stride in floats.
+func (a *asm) channelSums(name string, centred bool) {
+	if centred {
+		a.l("// func %s(t1, t2, x, y, center *float32, stride, n, rows int)", name)
+		a.l("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+		a.l("\tMOVQ t1+0(FP), DI")
+		a.l("\tMOVQ t2+8(FP), BX")
+		a.l("\tMOVQ x+16(FP), SI")
+		a.l("\tMOVQ y+24(FP), DX")
+		a.l("\tMOVQ center+32(FP), R13")
+		a.l("\tMOVQ stride+40(FP), R12")
+		a.l("\tMOVQ n+48(FP), R8")
+		a.l("\tMOVQ rows+56(FP), R9")
+	} else {
+		a.l("// func %s(t1, t2, x *float32, stride, n, rows int)", name)
+		a.l("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+		a.l("\tMOVQ t1+0(FP), DI")
+		a.l("\tMOVQ t2+8(FP), BX")
+		a.l("\tMOVQ x+16(FP), SI")
+		a.l("\tMOVQ stride+24(FP), R12")
+		a.l("\tMOVQ n+32(FP), R8")
+		a.l("\tMOVQ rows+40(FP), R9")
+	}
+	a.l("\tSHLQ $2, R12")
+	a.l("\tSHLQ $2, R8")
+	a.l("\tTESTQ R8, R8")
+	a.l("\tJZ %s_done", name)
+	a.l("\tTESTQ R9, R9")
+	a.l("\tJZ %s_done", name)
+	a.l("%s_row:", name)
+	a.l("\tXORQ R10, R10")
+	a.l("%s_chunk:", name)
+	if centred {
+		a.l("\tVMOVUPS (DX)(R10*1), Y3")
+		a.l("\tVADDPS (DI)(R10*1), Y3, Y1")
+		a.l("\tVMOVUPS Y1, (DI)(R10*1)")
+		a.l("\tVMOVUPS (SI)(R10*1), Y0")
+		a.l("\tVSUBPS (R13)(R10*1), Y0, Y2")
+		a.l("\tVMULPS Y3, Y2, Y2")
+	} else {
+		a.l("\tVMOVUPS (SI)(R10*1), Y0")
+		a.l("\tVADDPS (DI)(R10*1), Y0, Y1")
+		a.l("\tVMOVUPS Y1, (DI)(R10*1)")
+		a.l("\tVMULPS Y0, Y0, Y2")
+	}
+	a.l("\tVADDPS (BX)(R10*1), Y2, Y2")
+	a.l("\tVMOVUPS Y2, (BX)(R10*1)")
+	a.l("\tADDQ $32, R10")
+	a.l("\tCMPQ R10, R8")
+	a.l("\tJLT %s_chunk", name)
+	a.l("\tADDQ R12, SI")
+	if centred {
+		a.l("\tADDQ R12, DX")
+	}
+	a.l("\tDECQ R9")
+	a.l("\tJNZ %s_row", name)
+	a.l("%s_done:", name)
+	a.l("\tVZEROUPPER")
+	a.l("\tRET")
+	a.l("")
+}
+
 // winogradInput writes Winograd F(2×2, 3×3)'s input transform V = Bᵀ·d·B, eight channels per
 // step, for tiles tiles: tile t's 4×4 block of channel vectors d[r][col] starts at
 // ptrs[16·t + 4·r + col] (c floats each), and V[k] (k = 4·r + col) goes to
@@ -709,6 +775,8 @@ func main() {
 	a.vecScalarFirst("vecScalarDivAVX2", "VDIVPS")
 	a.vecSign("vecSignAVX2")
 	a.vecAffine("vecAffineAVX2")
+	a.channelSums("channelSumsAVX2", false)
+	a.channelSums("channelSumsCentredAVX2", true)
 	a.winogradInput("winogradInputAVX2")
 	a.winogradOutput("winogradOutputAVX2")
 	a.winogradKernel("winogradKernelAVX2")
