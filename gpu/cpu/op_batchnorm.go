@@ -52,11 +52,11 @@ func (l bnLayout) channelSums(pool *kernels.Pool, a, b []float32, center []float
 			for r0 := lo; r0 < hi; r0 += block {
 				clear(t1)
 				clear(t2)
-				rows := a[r0*l.channels : min(r0+block, hi)*l.channels]
+				span := a[r0*l.channels : min(r0+block, hi)*l.channels]
 				if b == nil {
-					kernels.ChannelSums(t1, t2, rows, l.channels)
+					kernels.ChannelSums(t1, t2, span, l.channels)
 				} else {
-					kernels.ChannelSumsCentred(t1, t2, rows, b[r0*l.channels:min(r0+block, hi)*l.channels], center, l.channels)
+					kernels.ChannelSumsCentred(t1, t2, span, b[r0*l.channels:][:len(span)], center, l.channels)
 				}
 				for c := range t1 {
 					acc1[c] += float64(t1[c])

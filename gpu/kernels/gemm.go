@@ -275,7 +275,7 @@ const minParallelFlops = 1 << 17
 
 // Gemm computes C = alpha·A·B + beta·C with A (m×k) and B (k×n) read through their packing and
 // C row-major (row stride ldc) at c[0], in parallel on the pool. A deep, narrow product
-// (isDeep) is split along k in fixed parts (gemmDeep), on any number of threads; otherwise the
+// (isDeep) is split along k in deepParts fixed parts (gemmSplitK), on any number of threads; otherwise the
 // work is split along m where C has rows enough (the threads share B's packing, gemmSharedB),
 // else along n or k, whichever repeats the least work: along n every thread packs all of A,
 // along k each thread sums into its own copy of C.
@@ -300,7 +300,7 @@ func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, 
 		return
 	}
 	if isDeep(m, n, k) {
-		p.gemmDeep(mk, m, n, k, alpha, a, b, c, ldc)
+		p.gemmSplitK(mk, deepParts, m, n, k, alpha, a, b, c, ldc)
 		return
 	}
 	if threads == 1 {
@@ -332,7 +332,7 @@ func (p *Pool) Gemm(m, n, k int, alpha float32, a, b PanelSource, beta float32, 
 			gemmSerial(mk, m, hi-lo, k, alpha, a, offsetRows{b, lo}, c[lo:], ldc)
 		})
 	default:
-		p.gemmSplitK(mk, m, n, k, alpha, a, b, c, ldc)
+		p.gemmSplitK(mk, threads, m, n, k, alpha, a, b, c, ldc)
 	}
 }
 
@@ -356,48 +356,15 @@ func isDeep(m, n, k int) bool {
 	return m*n <= deepMaxOutput && k >= deepParts*blockK
 }
 
-// gemmDeep computes C += alpha·A·B for a deep product (isDeep) as deepParts products over
-// consecutive ranges of the depth, in parallel: the first adds into C, the others into their
-// own zeroed buffers, which are then added into C in order, row blocks in parallel.
-func (p *Pool) gemmDeep(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
-	parts := splitPoints(k, deepParts, blockK)
-	partial := make([][]float32, len(parts)-1)
-	for t := 1; t < len(partial); t++ {
-		partial[t] = floats.get(m * n)
-	}
-	defer func() {
-		for _, buf := range partial[1:] {
-			floats.put(buf)
-		}
-	}()
-	p.ParallelFor(len(partial), func(t int) {
-		lo, hi := parts[t], parts[t+1]
-		if t == 0 {
-			gemmSerial(mk, m, n, hi-lo, alpha, a, b, c, ldc)
-			return
-		}
-		clear(partial[t])
-		gemmSerial(mk, m, n, hi-lo, alpha, offsetDepth{a, lo}, offsetDepth{b, lo}, partial[t], n)
-	})
-	p.ParallelRange(m, 16, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			row := c[i*ldc : i*ldc+n]
-			for _, buf := range partial[1:] {
-				for j, v := range buf[i*n : i*n+n] {
-					row[j] += v
-				}
-			}
-		}
-	})
-}
-
-// gemmSplitK gives each thread a range of the depth k: the first adds into C, the others into
-// zeroed buffers that are then added into C, row blocks in parallel.
-func (p *Pool) gemmSplitK(mk *microKernel, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
-	parts := splitPoints(k, p.threads, blockK)
-	partial := make([][]float32, len(parts)-1)
-	p.ParallelFor(len(parts)-1, func(t int) {
-		lo, hi := parts[t], parts[t+1]
+// gemmSplitK cuts the depth k into up to parts ranges computed in parallel: the first adds into
+// C, the others into zeroed buffers that are then added into C in order, row blocks in
+// parallel. With parts fixed by the sizes (a deep product's deepParts) the sums do not depend
+// on the thread count; with parts = the thread count each thread takes one range.
+func (p *Pool) gemmSplitK(mk *microKernel, parts, m, n, k int, alpha float32, a, b PanelSource, c []float32, ldc int) {
+	ranges := splitPoints(k, parts, blockK)
+	partial := make([][]float32, len(ranges)-1)
+	p.ParallelFor(len(ranges)-1, func(t int) {
+		lo, hi := ranges[t], ranges[t+1]
 		if t == 0 {
 			gemmSerial(mk, m, n, hi-lo, alpha, a, b, c, ldc)
 			return
